@@ -1,0 +1,298 @@
+//! The answer cache: a moka future cache bounded by bytes, plus single-flight fills so
+//! that concurrent misses on one key make exactly one upstream request. Freshness is
+//! decided by `freshness`; moka's per-entry expiry only bounds how long memory is held.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
+use http::HeaderValue;
+use moka::Expiry;
+
+use crate::upstream::FetchError;
+
+/// How a response was answered, as the `X-Cache` header says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheStatus {
+    /// Fresh from the cache.
+    Hit,
+    /// Fetched from the upstream for this request (or a coalesced one).
+    Miss,
+    /// Served past its fresh TTL (the upstream failed, or a refresh is under way).
+    Stale,
+}
+
+impl CacheStatus {
+    /// The contract's label: `HIT`, `MISS`, `STALE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "HIT",
+            CacheStatus::Miss => "MISS",
+            CacheStatus::Stale => "STALE",
+        }
+    }
+
+    /// The same label as a static header value (no allocation on the hit path).
+    pub fn header_value(self) -> HeaderValue {
+        HeaderValue::from_static(self.as_str())
+    }
+}
+
+/// One cached answer: the upstream's body as it came, and what we know about it.
+#[derive(Debug)]
+pub struct CachedBody {
+    /// The upstream's body, byte for byte; a hit clones this refcount only.
+    pub body: Bytes,
+    /// When the upstream produced it (per the proxy's clock).
+    pub fetched_at: DateTime<Utc>,
+    /// Strong validator of `body` (`"<xxh3 hex>"`).
+    pub etag: HeaderValue,
+    /// How long moka may keep it in memory (fresh TTL plus stale window).
+    pub keep_for: Duration,
+}
+
+impl CachedBody {
+    /// Wraps a body fetched at `fetched_at`, computing its ETag once.
+    pub fn new(body: Bytes, fetched_at: DateTime<Utc>, keep_for: Duration) -> CachedBody {
+        let etag = format!("\"{:016x}\"", xxhash_rust::xxh3::xxh3_64(&body));
+        CachedBody {
+            body,
+            fetched_at,
+            etag: HeaderValue::from_str(&etag).expect("hex digits are a valid header value"),
+            keep_for,
+        }
+    }
+}
+
+/// Bookkeeping bytes counted per entry beside body and key (Arc, header value,
+/// moka's node): an estimate that keeps many tiny entries from escaping the bound.
+const ENTRY_OVERHEAD: usize = 256;
+
+type Fill = Shared<BoxFuture<'static, Result<Arc<CachedBody>, FetchError>>>;
+
+/// What a fill reports besides its result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FillRole {
+    /// This caller started the upstream request.
+    Leader,
+    /// This caller waited on another caller's request.
+    Joined,
+    /// The answer landed between the caller's lookup and its fill; no request made.
+    Found,
+}
+
+/// The cache. Cheap to clone.
+#[derive(Clone)]
+pub struct Cache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    entries: moka::future::Cache<String, Arc<CachedBody>>,
+    /// Fills under way, by key. A tokio mutex because a miss re-checks `entries`
+    /// (an async call) while holding it: that closes the race where a fill lands
+    /// between a caller's lookup and its joining. Only misses take it.
+    inflight: tokio::sync::Mutex<HashMap<String, Fill>>,
+}
+
+struct KeepFor;
+
+impl Expiry<String, Arc<CachedBody>> for KeepFor {
+    fn expire_after_create(
+        &self,
+        _key: &String,
+        value: &Arc<CachedBody>,
+        _created_at: Instant,
+    ) -> Option<Duration> {
+        Some(value.keep_for)
+    }
+
+    fn expire_after_update(
+        &self,
+        _key: &String,
+        value: &Arc<CachedBody>,
+        _updated_at: Instant,
+        _duration_until_expiry: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(value.keep_for)
+    }
+}
+
+impl Cache {
+    /// A cache holding at most about `max_bytes` of bodies and keys.
+    pub fn new(max_bytes: u64) -> Cache {
+        let entries = moka::future::Cache::builder()
+            .max_capacity(max_bytes)
+            .weigher(|key: &String, value: &Arc<CachedBody>| {
+                u32::try_from(key.len() + value.body.len() + ENTRY_OVERHEAD).unwrap_or(u32::MAX)
+            })
+            .expire_after(KeepFor)
+            .build();
+        Cache {
+            inner: Arc::new(Inner {
+                entries,
+                inflight: tokio::sync::Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The cached answer for `key`, whatever its freshness.
+    pub async fn get(&self, key: &str) -> Option<Arc<CachedBody>> {
+        self.inner.entries.get(key).await
+    }
+
+    /// Stores an answer.
+    pub async fn insert(&self, key: String, value: Arc<CachedBody>) {
+        self.inner.entries.insert(key, value).await;
+    }
+
+    /// Drops one key.
+    pub async fn invalidate(&self, key: &str) {
+        self.inner.entries.invalidate(key).await;
+    }
+
+    /// Number of entries (approximate until moka's pending tasks run).
+    pub fn entry_count(&self) -> u64 {
+        self.inner.entries.entry_count()
+    }
+
+    /// Weighted size in bytes (approximate, as `entry_count`).
+    pub fn weighted_size(&self) -> u64 {
+        self.inner.entries.weighted_size()
+    }
+
+    /// Runs moka's pending maintenance (tests and the status page use it for exact counts).
+    pub async fn sync(&self) {
+        self.inner.entries.run_pending_tasks().await;
+    }
+
+    /// Fills `key` through one upstream request shared by every concurrent caller.
+    ///
+    /// `usable` tells whether an entry that is already cached will do (it is asked
+    /// under the in-flight lock, so an answer that landed a moment ago is found).
+    /// `fetch` runs in its own task: a caller that goes away does not cancel the
+    /// request the others wait on. A successful body is cached before any waiter
+    /// is released; errors are not cached.
+    pub async fn fill<F, Fut>(
+        &self,
+        key: &str,
+        usable: impl Fn(&CachedBody) -> bool,
+        fetch: F,
+    ) -> (Result<Arc<CachedBody>, FetchError>, FillRole)
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
+    {
+        let mut inflight = self.inner.inflight.lock().await;
+        if let Some(fill) = inflight.get(key) {
+            let fill = fill.clone();
+            drop(inflight);
+            return (fill.await, FillRole::Joined);
+        }
+        if let Some(entry) = self.inner.entries.get(key).await
+            && usable(&entry)
+        {
+            return (Ok(entry), FillRole::Found);
+        }
+        let fut = fetch();
+        let inner = Arc::clone(&self.inner);
+        let owned_key = key.to_owned();
+        let task = tokio::spawn(async move {
+            let result = fut.await.map(Arc::new);
+            if let Ok(entry) = &result {
+                inner
+                    .entries
+                    .insert(owned_key.clone(), Arc::clone(entry))
+                    .await;
+            }
+            // Removed only after the insert: a caller that finds no fill in flight
+            // is sure to find its answer in `entries`.
+            inner.inflight.lock().await.remove(&owned_key);
+            result
+        });
+        let fill: Fill = async move {
+            task.await.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "cache fill task failed");
+                Err(FetchError::Unreachable)
+            })
+        }
+        .boxed()
+        .shared();
+        inflight.insert(key.to_owned(), fill.clone());
+        drop(inflight);
+        (fill.await, FillRole::Leader)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn body(s: &'static str) -> CachedBody {
+        CachedBody::new(
+            Bytes::from_static(s.as_bytes()),
+            Utc::now(),
+            Duration::from_secs(60),
+        )
+    }
+
+    #[tokio::test]
+    async fn concurrent_fills_make_one_request() {
+        let cache = Cache::new(16 * 1024 * 1024);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let barrier = Arc::new(tokio::sync::Barrier::new(50));
+        let mut tasks = Vec::new();
+        for _ in 0..50 {
+            let (cache, calls, barrier) = (cache.clone(), calls.clone(), barrier.clone());
+            tasks.push(tokio::spawn(async move {
+                barrier.wait().await;
+                let (r, _) = cache
+                    .fill(
+                        "k",
+                        |_| true,
+                        || {
+                            let calls = calls.clone();
+                            async move {
+                                calls.fetch_add(1, Ordering::SeqCst);
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                Ok(body("{\"success\":true}"))
+                            }
+                        },
+                    )
+                    .await;
+                r.unwrap().body.clone()
+            }));
+        }
+        for t in tasks {
+            assert_eq!(&t.await.unwrap()[..], b"{\"success\":true}");
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert!(cache.get("k").await.is_some());
+    }
+
+    #[tokio::test]
+    async fn errors_reach_every_waiter_and_are_not_cached() {
+        let cache = Cache::new(16 * 1024 * 1024);
+        let (r, role) = cache
+            .fill("k", |_| true, || async { Err(FetchError::Timeout) })
+            .await;
+        assert!(matches!(r, Err(FetchError::Timeout)));
+        assert_eq!(role, FillRole::Leader);
+        assert!(cache.get("k").await.is_none());
+    }
+
+    #[test]
+    fn etag_is_a_quoted_hash_of_the_body() {
+        let a = body("abc");
+        let b = body("abc");
+        let c = body("abd");
+        assert_eq!(a.etag, b.etag);
+        assert_ne!(a.etag, c.etag);
+        assert!(a.etag.to_str().unwrap().starts_with('"'));
+    }
+}

@@ -1,0 +1,209 @@
+//! The errors mdproxy answers with: one enum whose variants are the contract's codes,
+//! and the JSON envelope they are written in. Handlers return `Result<_, Error>`; the
+//! server's edge turns an `Error` into a response exactly once.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+
+/// Where an error comes from; stale-if-error applies only to `Upstream`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Upstream,
+    Internal,
+}
+
+/// An error answered to a client, in the contract's terms.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{param} is required")]
+    MissingParameter { param: String },
+    #[error("{reason}")]
+    InvalidParameter { param: String, reason: String },
+    #[error("unknown parameter {param}")]
+    UnknownParameter { param: String },
+    #[error("a valid bearer token is required")]
+    Unauthorized,
+    #[error("no endpoint at this path")]
+    NotFound,
+    #[error("method not allowed; use GET or HEAD")]
+    MethodNotAllowed,
+    #[error("rate limit exceeded; retry after {retry_after_secs} s")]
+    RateLimited { retry_after_secs: u64 },
+    #[error("{reason}")]
+    UpstreamError { reason: String },
+    #[error("the upstream did not answer in time")]
+    UpstreamTimeout,
+    #[error("{reason}")]
+    StreamUnavailable { reason: String },
+    #[error("{reason}")]
+    Overloaded { reason: String },
+    #[error("internal error")]
+    Internal,
+}
+
+impl Error {
+    /// Shorthand for an invalid parameter.
+    pub fn invalid(param: &str, reason: impl Into<String>) -> Error {
+        Error::InvalidParameter {
+            param: param.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The contract's error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::MissingParameter { .. } => "missing_parameter",
+            Error::InvalidParameter { .. } => "invalid_parameter",
+            Error::UnknownParameter { .. } => "unknown_parameter",
+            Error::Unauthorized => "unauthorized",
+            Error::NotFound => "not_found",
+            Error::MethodNotAllowed => "method_not_allowed",
+            Error::RateLimited { .. } => "rate_limited",
+            Error::UpstreamError { .. } => "upstream_error",
+            Error::UpstreamTimeout => "upstream_timeout",
+            Error::StreamUnavailable { .. } => "stream_unavailable",
+            Error::Overloaded { .. } => "overloaded",
+            Error::Internal => "internal_error",
+        }
+    }
+
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Error::MissingParameter { .. }
+            | Error::InvalidParameter { .. }
+            | Error::UnknownParameter { .. } => StatusCode::BAD_REQUEST,
+            Error::Unauthorized => StatusCode::UNAUTHORIZED,
+            Error::NotFound => StatusCode::NOT_FOUND,
+            Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Error::UpstreamError { .. } => StatusCode::BAD_GATEWAY,
+            Error::StreamUnavailable { .. } | Error::Overloaded { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Error::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            Error::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Who caused it.
+    pub fn side(&self) -> Side {
+        match self {
+            Error::UpstreamError { .. } | Error::UpstreamTimeout => Side::Upstream,
+            Error::Internal => Side::Internal,
+            _ => Side::Client,
+        }
+    }
+
+    /// The parameter this error is about, if any.
+    pub fn param(&self) -> Option<&str> {
+        match self {
+            Error::MissingParameter { param }
+            | Error::InvalidParameter { param, .. }
+            | Error::UnknownParameter { param } => Some(param),
+            _ => None,
+        }
+    }
+
+    /// The JSON envelope: `{"success":false,"error":{"code":..,"message":..,"param":..}}`.
+    pub fn envelope(&self) -> Bytes {
+        let mut error = serde_json::Map::new();
+        error.insert("code".into(), self.code().into());
+        error.insert("message".into(), self.to_string().into());
+        if let Some(param) = self.param() {
+            error.insert("param".into(), param.into());
+        }
+        let body = serde_json::json!({ "success": false, "error": error });
+        Bytes::from(serde_json::to_vec(&body).expect("a JSON value always serialises"))
+    }
+
+    /// The whole response for this error, with `WWW-Authenticate`, `Allow` or
+    /// `Retry-After` where the status calls for it.
+    pub fn to_response<B: From<Bytes>>(&self) -> Response<B> {
+        let mut response = Response::new(B::from(self.envelope()));
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        match self {
+            Error::Unauthorized => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"mdproxy\""),
+                );
+            }
+            Error::MethodNotAllowed => {
+                headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            }
+            Error::RateLimited { retry_after_secs } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_names_code_and_param() {
+        let e = Error::invalid("period", "period must be one of day, week, month");
+        let v: serde_json::Value = serde_json::from_slice(&e.envelope()).unwrap();
+        assert_eq!(v["success"], false);
+        assert_eq!(v["error"]["code"], "invalid_parameter");
+        assert_eq!(v["error"]["param"], "period");
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn statuses_follow_the_contract() {
+        assert_eq!(Error::Unauthorized.status(), 401);
+        assert_eq!(Error::NotFound.status(), 404);
+        assert_eq!(Error::MethodNotAllowed.status(), 405);
+        assert_eq!(
+            Error::RateLimited {
+                retry_after_secs: 1
+            }
+            .status(),
+            429
+        );
+        assert_eq!(
+            Error::UpstreamError {
+                reason: String::new()
+            }
+            .status(),
+            502
+        );
+        assert_eq!(Error::UpstreamTimeout.status(), 504);
+        assert_eq!(
+            Error::StreamUnavailable {
+                reason: String::new()
+            }
+            .status(),
+            503
+        );
+        assert_eq!(Error::UpstreamTimeout.side(), Side::Upstream);
+        assert_eq!(Error::NotFound.side(), Side::Client);
+    }
+
+    #[test]
+    fn responses_carry_the_contract_headers() {
+        let r: Response<Bytes> = Error::Unauthorized.to_response();
+        assert!(
+            r.headers()[header::WWW_AUTHENTICATE]
+                .to_str()
+                .unwrap()
+                .starts_with("Bearer")
+        );
+        let r: Response<Bytes> = Error::MethodNotAllowed.to_response();
+        assert_eq!(r.headers()[header::ALLOW], "GET, HEAD");
+    }
+}

@@ -1,0 +1,528 @@
+//! Parameter validation and the canonical cache key. A request that passes becomes a
+//! [`Valid`] whose `target` (path and canonical query) is both the cache key and the
+//! request sent upstream; anything else becomes an [`Error`] naming the parameter.
+
+use std::borrow::Cow;
+
+use crate::catalog::{Endpoint, FreshnessClass, KeyRole, MAX_CODES, Param, ParamKind};
+use crate::error::Error;
+
+/// The browser cache-buster (`?_=1700000000000`): accepted, never part of a key.
+pub const CACHE_BUSTER: &str = "_";
+
+/// Most query parameters any endpoint takes (the kline endpoints take three).
+const MAX_QUERY: usize = 4;
+
+/// A request that passed validation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Valid {
+    pub endpoint: &'static Endpoint,
+    /// Path and canonical query relative to `/api/v1`, e.g.
+    /// `/stock/kline?code=600519.SH&period=day`: the cache key and the upstream target.
+    pub target: String,
+    /// The freshness class of this particular request.
+    pub class: FreshnessClass,
+}
+
+impl Valid {
+    /// The canonical value of a query parameter (after defaults), if present.
+    pub fn query_value(&self, name: &str) -> Option<Cow<'_, str>> {
+        let (_, query) = self.target.split_once('?')?;
+        form_urlencoded::parse(query.as_bytes())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+    }
+}
+
+/// Validates the path parameters (raw, still percent-encoded, in template order) and
+/// the raw query string of a request for `endpoint`.
+///
+/// # Errors
+/// `MissingParameter`, `InvalidParameter` or `UnknownParameter`, naming the parameter.
+pub fn validate(
+    endpoint: &'static Endpoint,
+    raw_path_params: &[&str],
+    raw_query: Option<&str>,
+) -> Result<Valid, Error> {
+    let mut values: [Option<Cow<'_, str>>; MAX_QUERY] = Default::default();
+    debug_assert!(endpoint.query.len() <= MAX_QUERY);
+
+    for (name, value) in form_urlencoded::parse(raw_query.unwrap_or("").as_bytes()) {
+        let Some(index) = endpoint.query.iter().position(|p| p.name == name) else {
+            if name == CACHE_BUSTER {
+                continue;
+            }
+            return Err(Error::UnknownParameter {
+                param: truncate(&name, 64),
+            });
+        };
+        let param = &endpoint.query[index];
+        if values[index].is_some() {
+            return Err(Error::invalid(
+                param.name,
+                format!("{} is given more than once", param.name),
+            ));
+        }
+        if value.is_empty() && param.empty_is_absent {
+            continue;
+        }
+        values[index] = Some(canonical(param, value)?);
+    }
+
+    let mut class = endpoint.class;
+    let mut target = String::with_capacity(endpoint.path.len() + 48);
+    let mut path_params = raw_path_params.iter();
+    let mut path_specs = endpoint.path_params.iter();
+    for segment in endpoint.path.split('/').skip(1) {
+        target.push('/');
+        if crate::catalog::param_name(segment).is_none() {
+            target.push_str(segment);
+            continue;
+        }
+        let (Some(param), Some(raw)) = (path_specs.next(), path_params.next()) else {
+            return Err(Error::NotFound);
+        };
+        let decoded = percent_encoding::percent_decode_str(raw)
+            .decode_utf8()
+            .map_err(|_| {
+                Error::invalid(param.name, format!("{} is not valid UTF-8", param.name))
+            })?;
+        // Path values are restricted to [0-9A-Za-z._-] by every path kind, so they
+        // need no escaping in the target.
+        target.push_str(&canonical(param, decoded)?);
+    }
+
+    // Pairs follow a `?`; the `?` goes again when no pair was written.
+    target.push('?');
+    let query_start = target.len();
+    let mut query = form_urlencoded::Serializer::for_suffix(target, query_start);
+    for (param, value) in endpoint.query.iter().zip(values.iter_mut()) {
+        let value = match value.take() {
+            Some(v) => v,
+            None if param.required => {
+                return Err(Error::MissingParameter {
+                    param: param.name.to_owned(),
+                });
+            }
+            None => match param.default {
+                Some(d) => Cow::Borrowed(d),
+                None => continue,
+            },
+        };
+        if let Some((name, other)) = endpoint.class_when_present
+            && name == param.name
+        {
+            class = other;
+        }
+        if param.role == KeyRole::Key {
+            query.append_pair(param.name, &value);
+        }
+    }
+    let mut target = query.finish();
+    if target.len() == query_start {
+        target.pop();
+    }
+    Ok(Valid {
+        endpoint,
+        target,
+        class,
+    })
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    s.chars().take(max_chars).collect()
+}
+
+/// Validates one value and returns its canonical form.
+fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a, str>, Error> {
+    let name = param.name;
+    match param.kind {
+        ParamKind::StockCode => stock_code(&value).map(Cow::Owned).ok_or_else(|| {
+            Error::invalid(
+                name,
+                format!("{name} must be 6 digits, optionally with .SH, .SZ or .BJ"),
+            )
+        }),
+        ParamKind::FundCode => fund_code(&value).map(Cow::Owned).ok_or_else(|| {
+            Error::invalid(
+                name,
+                format!("{name} must be 6 digits, optionally with .SH or .SZ"),
+            )
+        }),
+        ParamKind::StockCodes => {
+            let mut out = String::with_capacity(value.len() + 16);
+            let mut count = 0;
+            for code in value.split(',') {
+                count += 1;
+                if count > MAX_CODES {
+                    return Err(Error::invalid(
+                        name,
+                        format!("{name} holds more than {MAX_CODES} codes"),
+                    ));
+                }
+                let code = stock_code(code.trim()).ok_or_else(|| {
+                    Error::invalid(
+                        name,
+                        format!("{name} must be comma-separated stock codes of 6 digits, optionally with .SH, .SZ or .BJ"),
+                    )
+                })?;
+                if !out.is_empty() {
+                    out.push(',');
+                }
+                out.push_str(&code);
+            }
+            Ok(Cow::Owned(out))
+        }
+        ParamKind::HolderCode | ParamKind::Ident => {
+            let ok = (1..=64).contains(&value.len())
+                && value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+            if ok {
+                Ok(value)
+            } else {
+                Err(Error::invalid(
+                    name,
+                    format!("{name} must be 1 to 64 letters, digits, '.', '_' or '-'"),
+                ))
+            }
+        }
+        ParamKind::Choice(allowed) => {
+            if allowed.contains(&value.as_ref()) {
+                Ok(value)
+            } else {
+                Err(Error::invalid(
+                    name,
+                    format!("{name} must be one of {}", allowed.join(", ")),
+                ))
+            }
+        }
+        ParamKind::Int { min, max } => {
+            let parsed = (!value.is_empty()
+                && value.len() <= 12
+                && value.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| value.parse::<i64>().ok())
+            .flatten();
+            match parsed {
+                Some(n) if (min..=max).contains(&n) => {
+                    // "007" and "7" are one key.
+                    if value.starts_with('0') && value.len() > 1 {
+                        Ok(Cow::Owned(n.to_string()))
+                    } else {
+                        Ok(value)
+                    }
+                }
+                _ => Err(Error::invalid(
+                    name,
+                    format!("{name} must be an integer from {min} to {max}"),
+                )),
+            }
+        }
+        ParamKind::Date => {
+            if is_date(&value) {
+                Ok(value)
+            } else {
+                Err(Error::invalid(
+                    name,
+                    format!("{name} must be a real date written YYYY-MM-DD"),
+                ))
+            }
+        }
+        ParamKind::Text { max_chars } => {
+            if value.chars().count() > max_chars {
+                Err(Error::invalid(
+                    name,
+                    format!("{name} must be at most {max_chars} characters"),
+                ))
+            } else if value.chars().any(char::is_control) {
+                Err(Error::invalid(
+                    name,
+                    format!("{name} must not contain control characters"),
+                ))
+            } else {
+                Ok(value)
+            }
+        }
+        ParamKind::Hash => {
+            if value.len() <= 128 && value.bytes().all(|b| b.is_ascii_hexdigit()) {
+                Ok(value)
+            } else {
+                Err(Error::invalid(
+                    name,
+                    format!("{name} must be at most 128 hex digits"),
+                ))
+            }
+        }
+    }
+}
+
+/// `YYYY-MM-DD` and a date that exists.
+fn is_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+        && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
+}
+
+/// Splits `600519`, `600519.SH` or `600519.sh` into digits and an upper-case suffix.
+fn split_code<'a>(s: &'a str, suffixes: &[&str]) -> Option<(&'a str, Option<String>)> {
+    let (digits, suffix) = match s.split_once('.') {
+        Some((d, sfx)) => {
+            let sfx = sfx.to_ascii_uppercase();
+            if !suffixes.contains(&sfx.as_str()) {
+                return None;
+            }
+            (d, Some(sfx))
+        }
+        None => (s, None),
+    };
+    (digits.len() == 6 && digits.bytes().all(|b| b.is_ascii_digit())).then_some((digits, suffix))
+}
+
+/// Canonical stock code: `600519` → `600519.SH`, `000001.sz` → `000001.SZ`. A bare
+/// code whose exchange the prefix does not tell (an index range such as 399xxx)
+/// stays bare. Prefix rules from DOMAIN.md §5.1: 60/68/90 SH; 00/30/20 SZ; 92 and
+/// the retired 43/83/87/88 BJ.
+pub fn stock_code(s: &str) -> Option<String> {
+    let (digits, suffix) = split_code(s, &["SH", "SZ", "BJ"])?;
+    let suffix = suffix.or_else(|| {
+        let exchange = match &digits[..2] {
+            "60" | "68" | "90" => "SH",
+            "00" | "30" | "20" => "SZ",
+            "92" | "43" | "83" | "87" | "88" => "BJ",
+            _ => return None,
+        };
+        Some(exchange.to_owned())
+    });
+    Some(match suffix {
+        Some(sfx) => format!("{digits}.{sfx}"),
+        None => digits.to_owned(),
+    })
+}
+
+/// Canonical ETF code: 5xxxxx → `.SH`, 1xxxxx → `.SZ` (DOMAIN.md §5.2).
+pub fn fund_code(s: &str) -> Option<String> {
+    let (digits, suffix) = split_code(s, &["SH", "SZ"])?;
+    let suffix = suffix.or_else(|| match digits.as_bytes()[0] {
+        b'5' => Some("SH".to_owned()),
+        b'1' => Some("SZ".to_owned()),
+        _ => None,
+    });
+    Some(match suffix {
+        Some(sfx) => format!("{digits}.{sfx}"),
+        None => digits.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::catalog;
+
+    fn ep(path: &str) -> &'static Endpoint {
+        catalog().by_path(path).unwrap()
+    }
+
+    fn check(path: &str, params: &[&str], query: &str) -> Result<Valid, Error> {
+        validate(ep(path), params, (!query.is_empty()).then_some(query))
+    }
+
+    #[test]
+    fn codes_are_canonical() {
+        assert_eq!(stock_code("600519").as_deref(), Some("600519.SH"));
+        assert_eq!(stock_code("000001.sz").as_deref(), Some("000001.SZ"));
+        assert_eq!(stock_code("920819").as_deref(), Some("920819.BJ"));
+        assert_eq!(stock_code("900901").as_deref(), Some("900901.SH"));
+        assert_eq!(stock_code("399001").as_deref(), Some("399001"));
+        assert_eq!(stock_code("60051"), None);
+        assert_eq!(stock_code("600519.HK"), None);
+        assert_eq!(stock_code("SH600519"), None);
+        assert_eq!(fund_code("510300").as_deref(), Some("510300.SH"));
+        assert_eq!(fund_code("159915").as_deref(), Some("159915.SZ"));
+    }
+
+    #[test]
+    fn key_is_canonical_order_with_defaults() {
+        let a = check("/stock/kline", &[], "fqt=pre&code=600519&period=day").unwrap();
+        let b = check(
+            "/stock/kline",
+            &[],
+            "period=day&code=600519.SH&fqt=pre&_=123",
+        )
+        .unwrap();
+        assert_eq!(a.target, "/stock/kline?code=600519.SH&period=day&fqt=pre");
+        assert_eq!(a, b);
+        let h1 = check("/news/headlines", &[], "").unwrap();
+        let h2 = check(
+            "/news/headlines",
+            &[],
+            "keyword=%E6%96%B0%E9%97%BB%E8%81%94%E6%92%AD%E8%A6%81%E9%97%BB",
+        )
+        .unwrap();
+        assert_eq!(h1.target, h2.target);
+        assert_eq!(h1.query_value("keyword").unwrap(), "新闻联播要闻");
+        let p = check("/stock/detail/{code}", &["600519"], "").unwrap();
+        assert_eq!(p.target, "/stock/detail/600519.SH");
+        let n = check("/macro/pmi", &[], "page=001&pageSize=20").unwrap();
+        assert_eq!(n.target, "/macro/pmi?page=1&pageSize=20");
+    }
+
+    #[test]
+    fn feed_cursor_changes_class_and_empty_cursor_is_head() {
+        let head = check("/news/feed", &[], "cursor=").unwrap();
+        assert_eq!(head.target, "/news/feed");
+        assert_eq!(head.class, FreshnessClass::Intraday);
+        let page = check("/news/feed", &[], "cursor=abc123").unwrap();
+        assert_eq!(page.target, "/news/feed?cursor=abc123");
+        assert_eq!(page.class, FreshnessClass::Immutable);
+    }
+
+    #[test]
+    fn hotmap_hash_is_validated_but_not_keyed() {
+        let a = check("/market/hotmap", &[], "quotedata_hash=abcdef0123").unwrap();
+        assert_eq!(a.target, "/market/hotmap");
+        assert!(check("/market/hotmap", &[], "quotedata_hash=xyz").is_err());
+    }
+
+    #[test]
+    fn failures_name_the_parameter() {
+        let cases: &[(&str, &[&str], &str, &str, &str)] = &[
+            (
+                "/stock/kline",
+                &[],
+                "code=600519&period=year",
+                "invalid_parameter",
+                "period",
+            ),
+            (
+                "/stock/kline",
+                &[],
+                "code=600519&fqt=qfq",
+                "invalid_parameter",
+                "fqt",
+            ),
+            (
+                "/stock/kline",
+                &[],
+                "period=day",
+                "missing_parameter",
+                "code",
+            ),
+            (
+                "/stock/kline",
+                &[],
+                "code=12345",
+                "invalid_parameter",
+                "code",
+            ),
+            ("/market/flow", &[], "type=4", "invalid_parameter", "type"),
+            (
+                "/stock/indicator/realtime/sse",
+                &[],
+                "codes=600519&pz=0",
+                "invalid_parameter",
+                "pz",
+            ),
+            (
+                "/stock/indicator/realtime/sse",
+                &[],
+                "codes=600519&pz=101",
+                "invalid_parameter",
+                "pz",
+            ),
+            (
+                "/stock/indicator/realtime/sse",
+                &[],
+                "pz=10",
+                "missing_parameter",
+                "codes",
+            ),
+            (
+                "/stock/indicator/realtime/sse",
+                &[],
+                "codes=600519,abc",
+                "invalid_parameter",
+                "codes",
+            ),
+            (
+                "/stock/shareholder/research/{code}",
+                &["600519"],
+                "",
+                "missing_parameter",
+                "endDate",
+            ),
+            (
+                "/stock/shareholder/research/{code}",
+                &["600519"],
+                "endDate=2024-02-30",
+                "invalid_parameter",
+                "endDate",
+            ),
+            (
+                "/stock/shareholder/research/{code}",
+                &["600519"],
+                "endDate=2024-6-30",
+                "invalid_parameter",
+                "endDate",
+            ),
+            ("/macro/pmi", &[], "page=x", "invalid_parameter", "page"),
+            (
+                "/macro/pmi",
+                &[],
+                "pageSize=0",
+                "invalid_parameter",
+                "pageSize",
+            ),
+            ("/macro/pmi", &[], "page=-1", "invalid_parameter", "page"),
+            ("/macro/pmi", &[], "foo=1", "unknown_parameter", "foo"),
+            (
+                "/macro/pmi",
+                &[],
+                "page=1&page=2",
+                "invalid_parameter",
+                "page",
+            ),
+            (
+                "/stock/detail/{code}",
+                &["abc"],
+                "",
+                "invalid_parameter",
+                "code",
+            ),
+            (
+                "/fund/kline",
+                &[],
+                "code=510300&period=hour",
+                "invalid_parameter",
+                "period",
+            ),
+        ];
+        for (path, params, query, code, param) in cases {
+            let err = check(path, params, query).expect_err(query);
+            assert_eq!(err.code(), *code, "{path}?{query}");
+            assert_eq!(err.param(), Some(*param), "{path}?{query}");
+        }
+    }
+
+    #[test]
+    fn every_example_target_validates() {
+        for e in catalog().endpoints() {
+            let target = e.example_target();
+            let (path, query) = match target.split_once('?') {
+                Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+                None => (target.clone(), None),
+            };
+            let params: Vec<&str> = path
+                .split('/')
+                .zip(e.path.split('/'))
+                .filter(|(_, t)| t.starts_with('{'))
+                .map(|(v, _)| v)
+                .collect();
+            validate(e, &params, query.as_deref()).unwrap_or_else(|err| panic!("{target}: {err}"));
+        }
+    }
+}

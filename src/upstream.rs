@@ -1,0 +1,229 @@
+//! The upstream client: one pooled reqwest client with connect and total timeouts,
+//! the upstream token as `Authorization: Bearer`, the canonical target forwarded and
+//! the body passed through byte for byte. Classifies every outcome as a [`FetchError`]
+//! or a cacheable body; caching decisions stay in `cache`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode};
+use serde::Deserialize;
+
+use crate::config::UpstreamConfig;
+
+/// A successful upstream answer: 2xx with `"success": true`.
+#[derive(Clone, Debug)]
+pub struct Fetched {
+    pub body: Bytes,
+    /// How long the upstream took.
+    pub elapsed: Duration,
+}
+
+/// Why a fetch produced no cacheable body. `Clone` because one failed fill answers
+/// every coalesced waiter.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum FetchError {
+    /// No answer within `upstream.timeout_ms` (or connect timeout).
+    #[error("the upstream did not answer in time")]
+    Timeout,
+    /// Connection refused, reset, DNS failure: the upstream is not there.
+    #[error("the upstream is unreachable")]
+    Unreachable,
+    /// The upstream answered with a status that says it failed or refused us
+    /// (5xx, or 401/403/429 aimed at the proxy's own credentials or rate).
+    #[error("the upstream failed with status {0}")]
+    Failed(u16),
+    /// A 2xx whose body is not the JSON envelope.
+    #[error("the upstream sent a body that is not the JSON envelope")]
+    InvalidBody,
+    /// A well-formed answer that must not be cached but belongs to the client as it
+    /// is: a 4xx such as 404 for an unknown code, or a 2xx with `"success": false`.
+    #[error("the upstream answered {status}")]
+    Answer { status: u16, body: Bytes },
+}
+
+impl FetchError {
+    /// True when the upstream failed (not merely answered "no"): the cases where a
+    /// stale answer is better than an error.
+    pub fn is_failure(&self) -> bool {
+        !matches!(self, FetchError::Answer { .. })
+    }
+
+    /// The error the client sees when no stale answer is at hand, or `None` for an
+    /// `Answer`, which is relayed as it is.
+    pub fn to_client_error(&self) -> Option<crate::error::Error> {
+        use crate::error::Error;
+        Some(match self {
+            FetchError::Timeout => Error::UpstreamTimeout,
+            FetchError::Unreachable => Error::UpstreamError {
+                reason: "the upstream is unreachable".into(),
+            },
+            FetchError::Failed(status) => Error::UpstreamError {
+                reason: format!("the upstream failed with status {status}"),
+            },
+            FetchError::InvalidBody => Error::UpstreamError {
+                reason: "the upstream sent an invalid body".into(),
+            },
+            FetchError::Answer { .. } => return None,
+        })
+    }
+
+    /// Stable label for logs and metrics.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FetchError::Timeout => "timeout",
+            FetchError::Unreachable => "unreachable",
+            FetchError::Failed(_) => "failed",
+            FetchError::InvalidBody => "invalid_body",
+            FetchError::Answer { .. } => "answer",
+        }
+    }
+}
+
+/// Just enough of the envelope to tell success; every other field is skipped.
+#[derive(Deserialize)]
+struct Probe {
+    success: Option<bool>,
+}
+
+/// The pooled client toward the upstream.
+#[derive(Clone)]
+pub struct UpstreamClient {
+    client: reqwest::Client,
+    /// Base URL without a trailing slash, e.g. `https://host/api/v1`.
+    base: Arc<str>,
+    /// `Bearer <upstream token>`, marked sensitive so no header dump shows it.
+    authorization: Option<HeaderValue>,
+}
+
+impl std::fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamClient")
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UpstreamClient {
+    /// Builds the client from `[upstream]`.
+    ///
+    /// # Errors
+    /// When the TLS backend cannot initialise or the token is not a valid header value.
+    pub fn new(config: &UpstreamConfig) -> Result<UpstreamClient, String> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .timeout(Duration::from_millis(config.timeout_ms))
+            .pool_max_idle_per_host(config.pool_max_idle_per_host)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .tcp_nodelay(true)
+            .user_agent(concat!("mdproxy/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build the upstream client: {e}"))?;
+        let authorization = if config.token.is_empty() {
+            None
+        } else {
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", config.token.expose()))
+                .map_err(|_| "upstream.token contains characters not allowed in a header")?;
+            value.set_sensitive(true);
+            Some(value)
+        };
+        Ok(UpstreamClient {
+            client,
+            base: config.base_url.trim_end_matches('/').into(),
+            authorization,
+        })
+    }
+
+    /// GETs `target` (path and canonical query relative to `/api/v1`).
+    ///
+    /// # Errors
+    /// A [`FetchError`] for everything but a 2xx `"success": true` answer.
+    pub async fn fetch(&self, target: &str) -> Result<Fetched, FetchError> {
+        let started = Instant::now();
+        let mut url = String::with_capacity(self.base.len() + target.len());
+        url.push_str(&self.base);
+        url.push_str(target);
+        let mut request = self
+            .client
+            .get(url)
+            .header(http::header::ACCEPT, "application/json");
+        if let Some(auth) = &self.authorization {
+            request = request.header(http::header::AUTHORIZATION, auth.clone());
+        }
+        let response = request.send().await.map_err(classify)?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(classify)?;
+        let elapsed = started.elapsed();
+        classify_answer(status, body).map(|body| Fetched { body, elapsed })
+    }
+}
+
+/// Maps a transport error; never includes the URL's query or any header.
+fn classify(e: reqwest::Error) -> FetchError {
+    if e.is_timeout() {
+        FetchError::Timeout
+    } else {
+        FetchError::Unreachable
+    }
+}
+
+/// Decides what an upstream answer is: a cacheable body or a [`FetchError`].
+fn classify_answer(status: StatusCode, body: Bytes) -> Result<Bytes, FetchError> {
+    if status.is_server_error()
+        || matches!(
+            status,
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
+        )
+    {
+        return Err(FetchError::Failed(status.as_u16()));
+    }
+    if !status.is_success() {
+        return Err(FetchError::Answer {
+            status: status.as_u16(),
+            body,
+        });
+    }
+    match serde_json::from_slice::<Probe>(&body) {
+        Ok(Probe {
+            success: Some(true),
+        }) => Ok(body),
+        Ok(_) => Err(FetchError::Answer {
+            status: status.as_u16(),
+            body,
+        }),
+        Err(_) => Err(FetchError::InvalidBody),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_classified() {
+        let ok = Bytes::from_static(br#"{"success":true,"data":{"x":[1,2]}}"#);
+        assert!(classify_answer(StatusCode::OK, ok).is_ok());
+        let no = Bytes::from_static(br#"{"success":false,"data":null}"#);
+        assert!(matches!(
+            classify_answer(StatusCode::OK, no),
+            Err(FetchError::Answer { status: 200, .. })
+        ));
+        assert!(matches!(
+            classify_answer(StatusCode::NOT_FOUND, Bytes::new()),
+            Err(FetchError::Answer { status: 404, .. })
+        ));
+        assert!(matches!(
+            classify_answer(StatusCode::UNAUTHORIZED, Bytes::new()),
+            Err(FetchError::Failed(401))
+        ));
+        assert!(matches!(
+            classify_answer(StatusCode::BAD_GATEWAY, Bytes::new()),
+            Err(FetchError::Failed(502))
+        ));
+        assert!(matches!(
+            classify_answer(StatusCode::OK, Bytes::from_static(b"<html>")),
+            Err(FetchError::InvalidBody)
+        ));
+    }
+}
