@@ -5,6 +5,8 @@
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
+use crate::body::Body;
+
 /// Where an error comes from; stale-if-error applies only to `Upstream`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
@@ -121,8 +123,8 @@ impl Error {
 
     /// The whole response for this error, with `WWW-Authenticate`, `Allow` or
     /// `Retry-After` where the status calls for it.
-    pub fn to_response<B: From<Bytes>>(&self) -> Response<B> {
-        let mut response = Response::new(B::from(self.envelope()));
+    pub fn to_response(&self) -> Response<Body> {
+        let mut response = Response::new(crate::body::full(self.envelope()));
         *response.status_mut() = self.status();
         let headers = response.headers_mut();
         headers.insert(
@@ -196,14 +198,14 @@ mod tests {
 
     #[test]
     fn responses_carry_the_contract_headers() {
-        let r: Response<Bytes> = Error::Unauthorized.to_response();
+        let r = Error::Unauthorized.to_response();
         assert!(
             r.headers()[header::WWW_AUTHENTICATE]
                 .to_str()
                 .unwrap()
                 .starts_with("Bearer")
         );
-        let r: Response<Bytes> = Error::MethodNotAllowed.to_response();
+        let r = Error::MethodNotAllowed.to_response();
         assert_eq!(r.headers()[header::ALLOW], "GET, HEAD");
     }
 }

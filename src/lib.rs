@@ -16,11 +16,18 @@
 //! otherwise one single-flight upstream fetch per key → `MISS`.
 
 pub mod auth;
+pub mod body;
 pub mod cache;
 pub mod catalog;
 pub mod config;
+pub mod demo;
 pub mod error;
 pub mod freshness;
 pub mod params;
+pub mod proxy;
+pub mod report;
 pub mod router;
+pub mod server;
+pub mod shutdown;
+pub mod sim;
 pub mod upstream;

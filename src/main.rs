@@ -1,1 +1,176 @@
-fn main() {}
+//! The `mdproxy` command: parses the command line, loads config, starts tracing and
+//! calls the library. Nothing else lives here.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use mdproxy::config::{Config, Secret};
+use mdproxy::freshness::SystemClock;
+use mdproxy::sim::SimConfig;
+
+/// A caching read-through proxy for a Chinese market data API.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `mdproxy=debug`.
+    #[arg(long, global = true, env = "MDPROXY_LOG", default_value = "info")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The proxy in front of an in-process simulated upstream.
+    Demo {
+        /// Client listener address.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: String,
+        /// Client token to accept.
+        #[arg(long, default_value = "demo-token")]
+        token: String,
+        /// Latency the simulated upstream adds to each answer.
+        #[arg(long, default_value_t = 20)]
+        upstream_latency_ms: u64,
+    },
+    /// The proxy in front of the real upstream configured in FILE.
+    Serve {
+        /// TOML configuration file (every key overridable by MDPROXY_* variables).
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// The simulated upstream alone.
+    Sim {
+        #[arg(long, default_value = "127.0.0.1:9090")]
+        listen: String,
+        /// Bearer token the simulator requires (empty: none).
+        #[arg(long, default_value = "sim-upstream-token")]
+        token: String,
+        #[arg(long, default_value_t = 0)]
+        latency_ms: u64,
+        /// Random extra latency, up to this many ms.
+        #[arg(long, default_value_t = 0)]
+        jitter_ms: u64,
+        /// Fraction of requests answered 500, 0.0 to 1.0.
+        #[arg(long, default_value_t = 0.0)]
+        error_rate: f64,
+        /// Push interval of the stream endpoint.
+        #[arg(long, default_value_t = 3000)]
+        stream_interval_ms: u64,
+    },
+    /// Validates FILE and prints the effective TTL table per endpoint.
+    CheckConfig {
+        /// TOML configuration file.
+        file: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&cli.log)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Command::CheckConfig { file } = &cli.command {
+        return match Config::load(file, |k| std::env::var(k).ok()) {
+            Ok(config) => {
+                print!("{}", mdproxy::report::ttl_table(&config));
+                println!("{}: OK", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("the tokio runtime starts");
+    match runtime.block_on(run(cli.command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> Result<(), String> {
+    let clock = Arc::new(SystemClock);
+    match command {
+        Command::Demo {
+            listen,
+            token,
+            upstream_latency_ms,
+        } => {
+            let demo = mdproxy::demo::start(
+                &listen,
+                Secret::new(token.clone()),
+                upstream_latency_ms,
+                clock,
+            )
+            .await?;
+            let base = demo.proxy.base_url();
+            println!(
+                "mdproxy demo: proxy {base} in front of a simulated upstream at {}",
+                demo.sim.base_url()
+            );
+            println!(
+                "try:\n  curl -s -H 'Authorization: Bearer {token}' {base}/stock/detail/600519 -D - -o /dev/null"
+            );
+            println!(
+                "  curl -s -H 'Authorization: Bearer {token}' '{base}/stock/kline?code=000001&period=week&fqt=pre' | head -c 300; echo"
+            );
+            mdproxy::shutdown::signal().await;
+            demo.shutdown().await;
+            Ok(())
+        }
+        Command::Serve { config } => {
+            let config =
+                Config::load(&config, |k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
+            let proxy = mdproxy::server::start(&config, clock).await?;
+            println!(
+                "mdproxy serving {} in front of {}",
+                proxy.base_url(),
+                config.upstream.base_url
+            );
+            mdproxy::shutdown::signal().await;
+            proxy.shutdown().await;
+            Ok(())
+        }
+        Command::Sim {
+            listen,
+            token,
+            latency_ms,
+            jitter_ms,
+            error_rate,
+            stream_interval_ms,
+        } => {
+            let config = SimConfig {
+                listen,
+                token: Secret::new(token),
+                latency_ms,
+                jitter_ms,
+                error_rate,
+                stream_interval_ms,
+            };
+            let sim = mdproxy::sim::start(&config, clock).await?;
+            println!(
+                "simulated upstream at {} (counters at http://{}/_sim/stats)",
+                sim.base_url(),
+                sim.addr
+            );
+            mdproxy::shutdown::signal().await;
+            sim.shutdown().await;
+            Ok(())
+        }
+        Command::CheckConfig { .. } => unreachable!("handled before the runtime starts"),
+    }
+}

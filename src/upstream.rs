@@ -50,11 +50,11 @@ impl FetchError {
         !matches!(self, FetchError::Answer { .. })
     }
 
-    /// The error the client sees when no stale answer is at hand, or `None` for an
-    /// `Answer`, which is relayed as it is.
-    pub fn to_client_error(&self) -> Option<crate::error::Error> {
+    /// The error the client sees when no stale answer is at hand. (An `Answer` is
+    /// normally relayed as it is; mapped here only for completeness.)
+    pub fn to_client_error(&self) -> crate::error::Error {
         use crate::error::Error;
-        Some(match self {
+        match self {
             FetchError::Timeout => Error::UpstreamTimeout,
             FetchError::Unreachable => Error::UpstreamError {
                 reason: "the upstream is unreachable".into(),
@@ -65,8 +65,10 @@ impl FetchError {
             FetchError::InvalidBody => Error::UpstreamError {
                 reason: "the upstream sent an invalid body".into(),
             },
-            FetchError::Answer { .. } => return None,
-        })
+            FetchError::Answer { status, .. } => Error::UpstreamError {
+                reason: format!("the upstream answered {status}"),
+            },
+        }
     }
 
     /// Stable label for logs and metrics.

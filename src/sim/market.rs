@@ -1,0 +1,365 @@
+//! Simulated prices: daily closes and intraday quotes as deterministic random walks
+//! (fractal value noise seeded by code, evaluated at any instant without replaying
+//! history), K-lines with forward/backward adjustment, and quote snapshots.
+
+use chrono::{DateTime, Datelike, Duration as Days, NaiveDate, Utc, Weekday};
+use chrono_tz::Asia::Shanghai;
+use serde_json::{Value, json};
+
+/// Seconds between two exchange snapshots (Level-1, DOMAIN.md §3).
+pub const SNAPSHOT_SECS: i64 = 3;
+
+fn hash(seed: u64, i: i64) -> f64 {
+    // splitmix64 of (seed, i), mapped to [-1, 1].
+    let mut z = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+}
+
+/// Smooth value noise in [-1, 1].
+fn noise(seed: u64, x: f64) -> f64 {
+    let i = x.floor();
+    let t = x - i;
+    let t = t * t * (3.0 - 2.0 * t);
+    let i = i as i64;
+    hash(seed, i) * (1.0 - t) + hash(seed, i + 1) * t
+}
+
+/// A Brownian-looking path: octaves of value noise whose amplitude grows with the
+/// square root of their period, so the spread after n steps grows like sqrt(n).
+fn walk(seed: u64, x: f64, octaves: u32, step_sigma: f64) -> f64 {
+    (0..octaves)
+        .map(|k| {
+            let period = f64::from(1u32 << k);
+            noise(seed.wrapping_add(u64::from(k) * 7919), x / period) * step_sigma * period.sqrt()
+        })
+        .sum()
+}
+
+/// A slowly varying value in [-1, 1] (macro series and the like).
+pub fn smooth(seed: u64, x: f64) -> f64 {
+    walk(seed, x, 4, 0.35).clamp(-1.0, 1.0)
+}
+
+/// Whether the simulated exchange trades on `day` (weekdays; the simulator does not
+/// model holidays, the proxy's market clock does).
+pub fn is_trading_day(day: NaiveDate) -> bool {
+    !matches!(day.weekday(), Weekday::Sat | Weekday::Sun)
+}
+
+/// The continuous (backward-adjusted) close of a security on `day`.
+fn adjusted_close(seed: u64, base: f64, day: NaiveDate) -> f64 {
+    let x = f64::from(day.num_days_from_ce());
+    base * walk(seed, x, 13, 0.012).exp()
+}
+
+/// Cumulative dividend factor up to and including `day`: one ex-dividend date a year
+/// (in July), each paying 0.5–3 % of the price.
+fn dividend_factor(seed: u64, listed: NaiveDate, day: NaiveDate) -> f64 {
+    let mut f = 1.0;
+    for year in (listed.year() + 1)..=day.year() {
+        let ex = NaiveDate::from_ymd_opt(year, 7, 1 + (seed % 20) as u32).expect("a July date");
+        if ex <= day {
+            f *= 1.0 - (0.005 + 0.025 * (hash(seed, i64::from(year)) + 1.0) / 2.0);
+        }
+    }
+    f
+}
+
+/// Price adjustment of K-lines (`fqt`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Adjust {
+    /// Forward-adjusted: history rescaled so the latest bar equals the traded price.
+    Pre,
+    /// Backward-adjusted: a continuous series from listing.
+    Post,
+    /// Prices as traded.
+    None,
+}
+
+impl Adjust {
+    /// From the API's `fqt` value.
+    pub fn from_fqt(fqt: &str) -> Adjust {
+        match fqt {
+            "post" => Adjust::Post,
+            "none" => Adjust::None,
+            _ => Adjust::Pre,
+        }
+    }
+}
+
+/// One OHLCV bar.
+#[derive(Clone, Copy, Debug)]
+struct Bar {
+    day: NaiveDate,
+    open: f64,
+    close: f64,
+    high: f64,
+    low: f64,
+    volume: f64,
+    pre_close: f64,
+}
+
+/// Identity of a priced security.
+#[derive(Clone, Copy, Debug)]
+pub struct Security {
+    pub seed: u64,
+    pub base_price: f64,
+    pub listed: NaiveDate,
+    /// Shares outstanding in units of 10,000 (for turnover).
+    pub shares_wan: f64,
+}
+
+/// Daily bars from listing to `today`, with adjustment `adj`.
+fn daily_bars(sec: Security, today: NaiveDate, adj: Adjust) -> Vec<Bar> {
+    let latest_factor = dividend_factor(sec.seed, sec.listed, today);
+    let mut bars = Vec::with_capacity(9_000);
+    let mut day = sec.listed;
+    let mut prev = None;
+    while day <= today {
+        // Weekends closed; about one day in 150 suspended.
+        if is_trading_day(day)
+            && hash(sec.seed ^ 0x5359, i64::from(day.num_days_from_ce())) > -0.987
+        {
+            let x = i64::from(day.num_days_from_ce());
+            // Traded price = continuous path × dividends paid so far. Backward
+            // adjustment is the continuous path; forward adjustment scales the path so
+            // that the latest bar equals the traded price.
+            let factor = match adj {
+                Adjust::Post => 1.0,
+                Adjust::None => dividend_factor(sec.seed, sec.listed, day),
+                Adjust::Pre => latest_factor,
+            };
+            let close = adjusted_close(sec.seed, sec.base_price, day) * factor;
+            let pre_close = prev.unwrap_or(close * (1.0 - 0.01 * hash(sec.seed ^ 1, x)));
+            let open = pre_close * (1.0 + 0.01 * hash(sec.seed ^ 2, x));
+            let high = open.max(close) * (1.0 + 0.012 * (hash(sec.seed ^ 3, x) + 1.0) / 2.0);
+            let low = open.min(close) * (1.0 - 0.012 * (hash(sec.seed ^ 4, x) + 1.0) / 2.0);
+            let volume =
+                sec.shares_wan * 100.0 * (0.004 + 0.02 * (hash(sec.seed ^ 5, x) + 1.0) / 2.0);
+            bars.push(Bar {
+                day,
+                open,
+                close,
+                high,
+                low,
+                volume,
+                pre_close,
+            });
+            prev = Some(close);
+        }
+        day += Days::days(1);
+    }
+    bars
+}
+
+/// Merges daily bars into weekly or monthly ones.
+fn merge(bars: &[Bar], same: impl Fn(NaiveDate, NaiveDate) -> bool) -> Vec<Bar> {
+    let mut out: Vec<Bar> = Vec::new();
+    for bar in bars {
+        match out.last_mut() {
+            Some(last) if same(last.day, bar.day) => {
+                last.day = bar.day;
+                last.close = bar.close;
+                last.high = last.high.max(bar.high);
+                last.low = last.low.min(bar.low);
+                last.volume += bar.volume;
+            }
+            _ => out.push(*bar),
+        }
+    }
+    for i in 1..out.len() {
+        out[i].pre_close = out[i - 1].close;
+    }
+    out
+}
+
+/// K-line rows in Eastmoney's order: date, open, close, high, low, volume (lots),
+/// amount, amplitude %, change %, change, turnover %.
+pub fn kline_rows(sec: Security, today: NaiveDate, period: &str, adj: Adjust) -> Vec<String> {
+    let daily = daily_bars(sec, today, adj);
+    let bars = match period {
+        "week" => merge(&daily, |a, b| a.iso_week() == b.iso_week()),
+        "month" => merge(&daily, |a, b| {
+            a.year() == b.year() && a.month() == b.month()
+        }),
+        _ => daily,
+    };
+    bars.iter()
+        .map(|b| {
+            let lots = (b.volume / 100.0).round();
+            let amount = b.volume * (b.open + b.close) / 2.0;
+            let chg = b.close - b.pre_close;
+            format!(
+                "{},{:.2},{:.2},{:.2},{:.2},{lots},{amount:.2},{:.2},{:.2},{chg:.2},{:.2}",
+                b.day,
+                b.open,
+                b.close,
+                b.high,
+                b.low,
+                (b.high - b.low) / b.pre_close * 100.0,
+                chg / b.pre_close * 100.0,
+                b.volume / (sec.shares_wan * 10_000.0) * 100.0,
+            )
+        })
+        .collect()
+}
+
+/// The trading date and whether the market is moving at `now` (China time): quotes
+/// move 09:15–15:00 on weekdays and stand still otherwise.
+fn session_position(now: DateTime<Utc>) -> (NaiveDate, i64, bool) {
+    let local = now.with_timezone(&Shanghai);
+    let day = local.date_naive();
+    let secs = i64::from(local.time().num_seconds_from_midnight());
+    let open = 9 * 3600 + 15 * 60;
+    let close = 15 * 3600;
+    let moving = is_trading_day(day) && (open..close).contains(&secs);
+    (day, secs.clamp(open, close), moving)
+}
+
+use chrono::Timelike;
+
+/// A real-time quote snapshot of one security at `now`.
+pub fn quote(sec: Security, limit: f64, now: DateTime<Utc>) -> Quote {
+    let (day, secs, _) = session_position(now);
+    let mut prev_day = day - Days::days(1);
+    while !is_trading_day(prev_day) {
+        prev_day -= Days::days(1);
+    }
+    let pre_close = adjusted_close(sec.seed, sec.base_price, prev_day)
+        * dividend_factor(sec.seed, sec.listed, prev_day);
+    // Snapshot index within the day; the walk restarts each day from the previous close.
+    let step = (secs - (9 * 3600 + 15 * 60)) / SNAPSHOT_SECS;
+    let day_seed = sec.seed ^ (day.num_days_from_ce() as u64).wrapping_mul(0x2545_F491);
+    let move_at = |s: i64| walk(day_seed, s as f64, 12, 0.0009).clamp(-limit, limit);
+    let pct = move_at(step);
+    let price = pre_close * (1.0 + pct);
+    let open = pre_close * (1.0 + move_at(100));
+    // High and low so far: sample the path coarsely (cheap, and consistent over time).
+    let (mut high, mut low) = (open.max(price), open.min(price));
+    let mut s = 100;
+    while s < step {
+        let p = pre_close * (1.0 + move_at(s));
+        high = high.max(p);
+        low = low.min(p);
+        s += 200;
+    }
+    let progress = (step as f64 / 4_700.0).clamp(0.0, 1.0);
+    let volume = sec.shares_wan * 100.0 * 0.012 * progress * (1.2 + hash(day_seed, 1) * 0.5);
+    Quote {
+        price,
+        pre_close,
+        open,
+        high,
+        low,
+        volume,
+        amount: volume * (open + price) / 2.0,
+        turnover: volume / (sec.shares_wan * 10_000.0) * 100.0,
+        tick: now.timestamp() / SNAPSHOT_SECS,
+    }
+}
+
+/// A quote snapshot.
+#[derive(Clone, Copy, Debug)]
+pub struct Quote {
+    pub price: f64,
+    pub pre_close: f64,
+    pub open: f64,
+    pub high: f64,
+    pub low: f64,
+    /// Shares.
+    pub volume: f64,
+    pub amount: f64,
+    pub turnover: f64,
+    /// Snapshot number (changes every [`SNAPSHOT_SECS`]).
+    pub tick: i64,
+}
+
+impl Quote {
+    /// Change in percent.
+    pub fn pct(&self) -> f64 {
+        (self.price / self.pre_close - 1.0) * 100.0
+    }
+
+    /// The quote as JSON with Eastmoney's field names beside readable ones.
+    pub fn to_json(&self, code: &str, name: &str) -> Value {
+        let r2 = |v: f64| (v * 100.0).round() / 100.0;
+        json!({
+            "code": code,
+            "name": name,
+            "price": r2(self.price),
+            "preClose": r2(self.pre_close),
+            "open": r2(self.open),
+            "high": r2(self.high),
+            "low": r2(self.low),
+            "change": r2(self.price - self.pre_close),
+            "changePercent": r2(self.pct()),
+            "volume": (self.volume / 100.0).round(),
+            "amount": r2(self.amount),
+            "turnoverRate": r2(self.turnover),
+            "amplitude": r2((self.high - self.low) / self.pre_close * 100.0),
+        })
+    }
+}
+
+/// The trading date at `now`, China time.
+pub fn trading_date(now: DateTime<Utc>) -> NaiveDate {
+    session_position(now).0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sec() -> Security {
+        Security {
+            seed: 42,
+            base_price: 10.0,
+            listed: NaiveDate::from_ymd_opt(1991, 4, 3).unwrap(),
+            shares_wan: 100_000.0,
+        }
+    }
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn old_stocks_have_thousands_of_daily_rows() {
+        let today = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
+        let rows = kline_rows(sec(), today, "day", Adjust::Pre);
+        assert!(rows.len() > 8_000, "{}", rows.len());
+        assert!(rows[0].starts_with("1991-04-03,"));
+        let bytes: usize = rows.iter().map(String::len).sum();
+        assert!(bytes > 500_000, "{bytes}");
+        let weeks = kline_rows(sec(), today, "week", Adjust::Pre);
+        let months = kline_rows(sec(), today, "month", Adjust::Pre);
+        assert!(weeks.len() < rows.len() / 4 && months.len() < weeks.len() / 4);
+    }
+
+    #[test]
+    fn forward_adjustment_matches_traded_price_at_the_end() {
+        let today = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
+        let pre = kline_rows(sec(), today, "day", Adjust::Pre);
+        let none = kline_rows(sec(), today, "day", Adjust::None);
+        let post = kline_rows(sec(), today, "day", Adjust::Post);
+        assert_eq!(pre.last(), none.last());
+        assert_ne!(pre.first(), none.first());
+        assert_ne!(post.last(), none.last());
+    }
+
+    #[test]
+    fn quotes_move_in_session_and_stand_still_after_close() {
+        let a = quote(sec(), 0.1, at("2026-11-20T02:00:00Z")); // 10:00 CST, Friday
+        let b = quote(sec(), 0.1, at("2026-11-20T02:10:00Z"));
+        assert_ne!(a.price, b.price);
+        assert!(a.pct().abs() <= 10.0 + 1e-9);
+        let c = quote(sec(), 0.1, at("2026-11-20T08:00:00Z")); // 16:00 CST
+        let d = quote(sec(), 0.1, at("2026-11-20T10:00:00Z"));
+        assert_eq!(c.price, d.price);
+        let same = quote(sec(), 0.1, at("2026-11-20T02:00:00Z"));
+        assert_eq!(a.price, same.price);
+    }
+}
