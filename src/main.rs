@@ -60,6 +60,9 @@ enum Command {
         #[arg(long, default_value_t = 3000)]
         stream_interval_ms: u64,
     },
+    /// Prints README's generated tables (endpoints, configuration keys).
+    #[command(hide = true)]
+    Docs,
     /// Validates FILE and prints the effective TTL table per endpoint.
     CheckConfig {
         /// TOML configuration file.
@@ -76,6 +79,14 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Command::Docs = &cli.command {
+        print!(
+            "{}\n{}",
+            mdproxy::catalog::catalog().markdown_table(),
+            mdproxy::report::config_reference()
+        );
+        return ExitCode::SUCCESS;
+    }
     if let Command::CheckConfig { file } = &cli.command {
         return match Config::load(file, |k| std::env::var(k).ok()) {
             Ok(config) => {
@@ -171,6 +182,6 @@ async fn run(command: Command) -> Result<(), String> {
             sim.shutdown().await;
             Ok(())
         }
-        Command::CheckConfig { .. } => unreachable!("handled before the runtime starts"),
+        Command::CheckConfig { .. } | Command::Docs => Ok(()),
     }
 }

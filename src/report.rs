@@ -35,3 +35,19 @@ pub fn ttl_table(config: &Config) -> String {
     }
     out
 }
+
+/// Every configuration key with its default and environment variable, as Markdown
+/// (README's configuration reference is checked against this by a test).
+pub fn config_reference() -> String {
+    let mut out = String::from("| Key | Default | Environment variable |\n|---|---|---|\n");
+    for key in crate::config::env_keys() {
+        let _ = writeln!(
+            out,
+            "| `{}` | `{}` | `{}` |",
+            key.path.join("."),
+            key.default,
+            key.var
+        );
+    }
+    out
+}

@@ -1,0 +1,405 @@
+//! The foundation's contract through a real proxy in front of the simulator: every
+//! endpoint, validation, auth, routing, HEAD, caching, coalescing, upstream failures.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mdproxy::catalog::catalog;
+use support::{Env, TOKEN, UPSTREAM_TOKEN, error_of, header};
+
+/// Every non-stream endpoint answers `success: true` through the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_endpoint_answers_through_the_proxy() {
+    let env = support::start().await;
+    let mut checked = 0;
+    for e in catalog().endpoints().iter().filter(|e| !e.streaming) {
+        let target = e.example_target();
+        let r = env.get(&target).await;
+        assert_eq!(r.status(), 200, "{target}");
+        assert_eq!(header(&r, "content-type"), "application/json", "{target}");
+        assert_eq!(header(&r, "x-cache"), "MISS", "{target}");
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["success"], true, "{target}");
+        assert!(v["data"].is_object(), "{target}: {v}");
+        checked += 1;
+    }
+    assert_eq!(checked, 71);
+    assert_eq!(env.sim.total(), 71);
+}
+
+/// Each validation rule refuses a bad value with 400 naming the parameter, before
+/// anything reaches the upstream.
+#[tokio::test]
+async fn bad_parameters_are_refused_with_the_parameter_named() {
+    let env = support::start().await;
+    let cases = [
+        (
+            "/stock/kline?code=600519&period=year",
+            "invalid_parameter",
+            "period",
+        ),
+        (
+            "/stock/kline?code=600519&fqt=qfq",
+            "invalid_parameter",
+            "fqt",
+        ),
+        ("/stock/kline?period=day", "missing_parameter", "code"),
+        ("/fund/kline?code=51030", "invalid_parameter", "code"),
+        ("/market/flow?type=9", "invalid_parameter", "type"),
+        ("/market/flow/list?type=x", "invalid_parameter", "type"),
+        (
+            "/stock/indicator/realtime/sse?codes=600519&pz=0",
+            "invalid_parameter",
+            "pz",
+        ),
+        (
+            "/stock/indicator/realtime/sse?codes=600519&pz=101",
+            "invalid_parameter",
+            "pz",
+        ),
+        (
+            "/stock/indicator/realtime/sse?pz=5",
+            "missing_parameter",
+            "codes",
+        ),
+        (
+            "/stock/indicator/realtime/sse?codes=60051x",
+            "invalid_parameter",
+            "codes",
+        ),
+        ("/stock/list?codes=600519,12", "invalid_parameter", "codes"),
+        (
+            "/stock/shareholder/research/600519",
+            "missing_parameter",
+            "endDate",
+        ),
+        (
+            "/stock/shareholder/research/600519?endDate=2024-13-01",
+            "invalid_parameter",
+            "endDate",
+        ),
+        (
+            "/stock/shareholder/list?code=8001&endDate=20240630",
+            "invalid_parameter",
+            "endDate",
+        ),
+        (
+            "/stock/earnings-forecast?reportDate=2023-02-29",
+            "invalid_parameter",
+            "reportDate",
+        ),
+        ("/stock/selection?page=one", "invalid_parameter", "page"),
+        (
+            "/stock/news?code=600519&pageIndex=1&pageSize=100000",
+            "invalid_parameter",
+            "pageSize",
+        ),
+        (
+            "/stock/performance/ten-years?year=20x4",
+            "invalid_parameter",
+            "year",
+        ),
+        ("/macro/cpi?page=1&limit=5", "unknown_parameter", "limit"),
+        ("/news/overview?x=1", "unknown_parameter", "x"),
+        ("/stock/detail/ABCDEF", "invalid_parameter", "code"),
+        ("/stock/detail/600519.HK", "invalid_parameter", "code"),
+        (
+            "/news/topic/library/detail/a%20b",
+            "invalid_parameter",
+            "themeId",
+        ),
+    ];
+    for (target, code, param) in cases {
+        let r = env.get(target).await;
+        let (status, got_code, got_param) = error_of(r).await;
+        assert_eq!(status, 400, "{target}");
+        assert_eq!(got_code, code, "{target}");
+        assert_eq!(got_param.as_deref(), Some(param), "{target}");
+    }
+    assert_eq!(env.sim.total(), 0, "nothing invalid reached the upstream");
+}
+
+/// The cache-buster `_` is accepted and left out of the key.
+#[tokio::test]
+async fn cache_buster_is_ignored_by_the_key() {
+    let env = support::start().await;
+    assert_eq!(
+        header(&env.get("/market/indices?_=1").await, "x-cache"),
+        "MISS"
+    );
+    assert_eq!(
+        header(&env.get("/market/indices?_=2").await, "x-cache"),
+        "HIT"
+    );
+    assert_eq!(header(&env.get("/market/indices").await, "x-cache"), "HIT");
+    assert_eq!(env.sim.hits("/market/indices"), 1);
+}
+
+/// Missing or wrong tokens get 401 with `WWW-Authenticate: Bearer`.
+#[tokio::test]
+async fn requests_without_a_valid_token_are_refused() {
+    let env = support::start().await;
+    let url = env.url("/news/overview");
+    let none = env.client.get(&url).send().await.unwrap();
+    assert!(header(&none, "www-authenticate").starts_with("Bearer"));
+    assert_eq!(error_of(none).await.1, "unauthorized");
+    let wrong = env
+        .client
+        .get(&url)
+        .bearer_auth("nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    // The upstream's token is not a client token.
+    let upstream = env
+        .client
+        .get(&url)
+        .bearer_auth(UPSTREAM_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upstream.status(), 401);
+    assert_eq!(env.sim.total(), 0);
+}
+
+/// Unknown paths 404; other methods 405 with `Allow`; HEAD answers like GET, no body.
+#[tokio::test]
+async fn routing_and_methods_follow_the_contract() {
+    let env = support::start().await;
+    for target in ["/stock/nothing", "/stock/detail", "/news/overview/", "/"] {
+        let (status, code, _) = error_of(env.get(target).await).await;
+        assert_eq!((status, code.as_str()), (404, "not_found"), "{target}");
+    }
+    let outside = env
+        .client
+        .get(format!("http://{}/metrics", env.proxy.addr))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(outside.status(), 404);
+
+    for method in [
+        reqwest::Method::POST,
+        reqwest::Method::PUT,
+        reqwest::Method::DELETE,
+    ] {
+        let r = env
+            .client
+            .request(method.clone(), env.url("/news/overview"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(header(&r, "allow"), "GET, HEAD", "{method}");
+        assert_eq!(error_of(r).await.1, "method_not_allowed");
+    }
+
+    let get = env.get("/stock/detail/600519").await;
+    let get_len = get.bytes().await.unwrap().len();
+    let head = env
+        .client
+        .head(env.url("/stock/detail/600519"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), 200);
+    assert_eq!(header(&head, "x-cache"), "HIT");
+    assert_eq!(header(&head, "content-length"), get_len.to_string());
+    assert!(head.bytes().await.unwrap().is_empty());
+}
+
+/// A second request is a HIT with the same bytes, an `Age`, an `ETag` and `max-age`.
+#[tokio::test]
+async fn second_request_is_a_hit_with_the_same_bytes() {
+    let env = support::start().await;
+    let target = "/stock/kline?code=000001&period=day&fqt=pre";
+    let first = env.get(target).await;
+    assert_eq!(header(&first, "x-cache"), "MISS");
+    assert_eq!(header(&first, "age"), "0");
+    let etag = header(&first, "etag");
+    let first = first.bytes().await.unwrap();
+    assert!(
+        first.len() > 300_000,
+        "a long daily history: {} bytes",
+        first.len()
+    );
+
+    // Same key spelled differently: suffix, lower case, parameter order.
+    let second = env
+        .get("/stock/kline?fqt=pre&code=000001.sz&period=day")
+        .await;
+    assert_eq!(header(&second, "x-cache"), "HIT");
+    assert!(header(&second, "age").parse::<u64>().is_ok());
+    assert!(header(&second, "cache-control").starts_with("max-age="));
+    assert_eq!(header(&second, "etag"), etag);
+    assert_eq!(second.bytes().await.unwrap(), first);
+    assert_eq!(env.sim.hits("/stock/kline"), 1);
+
+    let not_modified = env.get_with(target, &[("if-none-match", &etag)]).await;
+    assert_eq!(not_modified.status(), 304);
+    assert!(not_modified.bytes().await.unwrap().is_empty());
+}
+
+/// The spec's defaults share one entry: `/news/headlines` is `keyword=新闻联播要闻`.
+#[tokio::test]
+async fn defaults_share_one_cache_entry() {
+    let env = support::start().await;
+    assert_eq!(
+        header(
+            &env.get("/news/headlines?page=0&pageSize=10").await,
+            "x-cache"
+        ),
+        "MISS"
+    );
+    let explicit = env
+        .get("/news/headlines?page=0&pageSize=10&keyword=%E6%96%B0%E9%97%BB%E8%81%94%E6%92%AD%E8%A6%81%E9%97%BB")
+        .await;
+    assert_eq!(header(&explicit, "x-cache"), "HIT");
+    let v: serde_json::Value = explicit.json().await.unwrap();
+    assert_eq!(v["data"]["keyword"], "新闻联播要闻");
+    // An empty cursor is the feed's first portion.
+    env.get("/news/feed").await;
+    assert_eq!(
+        header(&env.get("/news/feed?cursor=").await, "x-cache"),
+        "HIT"
+    );
+}
+
+/// 200 concurrent requests on a cold key reach the upstream exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cold_key_reaches_upstream_once() {
+    let env = Arc::new(support::start_with(|s| s.latency_ms = 200, |_| {}, None).await);
+    let barrier = Arc::new(tokio::sync::Barrier::new(200));
+    let mut tasks = Vec::new();
+    for _ in 0..200 {
+        let (env, barrier) = (env.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let r = env.get("/stock/indicator/financial/600519").await;
+            assert_eq!(r.status(), 200);
+            r.bytes().await.unwrap()
+        }));
+    }
+    let mut bodies = Vec::new();
+    for t in tasks {
+        bodies.push(
+            tokio::time::timeout(Duration::from_secs(30), t)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    assert!(bodies.windows(2).all(|w| w[0] == w[1]));
+    assert_eq!(env.sim.hits("/stock/indicator/financial/{code}"), 1);
+}
+
+/// An upstream that is down gives 502 in the envelope, at once.
+#[tokio::test]
+async fn upstream_down_gives_502() {
+    let env = support::start().await;
+    // Stop the simulator, keep the proxy pointing at its (now closed) port.
+    let Env {
+        sim, proxy, client, ..
+    } = env;
+    sim.shutdown().await;
+    let r = client
+        .get(format!("{}/news/overview", proxy.base_url()))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let (status, code, _) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (502, "upstream_error"));
+}
+
+/// An upstream slower than `upstream.timeout_ms` gives 504 in the envelope, without
+/// waiting for the upstream.
+#[tokio::test]
+async fn slow_upstream_gives_504_quickly() {
+    let env = support::start_with(
+        |s| s.latency_ms = 60_000,
+        |c| c.upstream.timeout_ms = 300,
+        None,
+    )
+    .await;
+    let started = Instant::now();
+    let (status, code, _) = error_of(env.get("/news/overview").await).await;
+    assert_eq!((status, code.as_str()), (504, "upstream_timeout"));
+    // Bounded by the proxy's timeout, not by the upstream's minute.
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+/// Upstream 5xx becomes 502; the upstream's "not found" is relayed and not cached.
+#[tokio::test]
+async fn upstream_errors_map_and_not_found_is_relayed() {
+    let env = support::start().await;
+    env.sim.fail_next(1);
+    let (status, code, _) = error_of(env.get("/news/mainline").await).await;
+    assert_eq!((status, code.as_str()), (502, "upstream_error"));
+    assert_eq!(env.get("/news/mainline").await.status(), 200);
+
+    let unknown = "/stock/detail/605999";
+    let r = env.get(unknown).await;
+    assert_eq!(r.status(), 404);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["success"], false);
+    env.get(unknown).await;
+    assert_eq!(
+        env.sim.hits_for("/stock/detail/605999.SH"),
+        2,
+        "not-found answers are not cached (yet)"
+    );
+}
+
+/// The upstream token travels only to the upstream: never in responses.
+#[tokio::test]
+async fn upstream_token_never_reaches_clients() {
+    let env = support::start().await;
+    env.sim.fail_next(1);
+    for target in [
+        "/news/overview",
+        "/news/overview",
+        "/nope",
+        "/stock/kline?period=x",
+    ] {
+        let r = env.get(target).await;
+        let headers = format!("{:?}", r.headers());
+        let body = r.text().await.unwrap();
+        assert!(
+            !headers.contains(UPSTREAM_TOKEN) && !body.contains(UPSTREAM_TOKEN),
+            "{target}"
+        );
+    }
+}
+
+/// Until the quote hub exists the stream validates, then answers 503 `stream_unavailable`.
+#[tokio::test]
+async fn stream_endpoint_is_unavailable_for_now() {
+    let env = support::start().await;
+    let (status, code, _) = error_of(
+        env.get("/stock/indicator/realtime/sse?codes=600519,000001")
+            .await,
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (503, "stream_unavailable"));
+}
+
+/// Stale-if-error: when the upstream fails, an answer inside its stale window is served.
+#[tokio::test]
+async fn failing_upstream_serves_the_stale_answer() {
+    let clock = support::clock_at("2026-03-02T02:00:00Z");
+    let env = support::start_with(|_| {}, |_| {}, Some(clock.clone())).await;
+    let first = env.get("/market/indices").await.bytes().await.unwrap();
+    clock.advance(Duration::from_secs(10)); // past 3 s fresh, inside 60 s stale
+    env.sim.fail_next(5);
+    let r = env.get("/market/indices").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "x-cache"), "STALE");
+    assert_eq!(header(&r, "age"), "10");
+    assert_eq!(r.bytes().await.unwrap(), first);
+}

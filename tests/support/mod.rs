@@ -1,0 +1,139 @@
+//! Test support: a simulator and a proxy on ephemeral loopback ports, and an HTTP
+//! client that talks to them. Everything stops when the `Env` is dropped.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use mdproxy::config::{Config, Secret};
+use mdproxy::freshness::{Clock, ManualClock, SystemClock};
+use mdproxy::server::ProxyHandle;
+use mdproxy::sim::{SimConfig, SimHandle};
+
+/// The client token every test proxy accepts.
+pub const TOKEN: &str = "test-token";
+/// The upstream token every test simulator requires.
+pub const UPSTREAM_TOKEN: &str = "upstream-secret-4f9a";
+
+/// A simulator, a proxy in front of it, and a client.
+pub struct Env {
+    pub sim: SimHandle,
+    pub proxy: ProxyHandle,
+    pub client: reqwest::Client,
+    pub clock: Option<Arc<ManualClock>>,
+}
+
+/// An HTTP client for loopback tests (no system proxy, bounded waits).
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .pool_max_idle_per_host(256)
+        .build()
+        .unwrap()
+}
+
+/// A sim config on an ephemeral port with the test upstream token.
+pub fn sim_config() -> SimConfig {
+    SimConfig {
+        listen: "127.0.0.1:0".into(),
+        token: Secret::new(UPSTREAM_TOKEN),
+        stream_interval_ms: 100,
+        ..SimConfig::default()
+    }
+}
+
+/// The proxy config for a simulator.
+pub fn proxy_config(sim: &SimHandle) -> Config {
+    let mut config = mdproxy::demo::config_for(sim, "127.0.0.1:0", Secret::new(TOKEN));
+    config.upstream.timeout_ms = 2_000;
+    config.upstream.connect_timeout_ms = 500;
+    config
+}
+
+/// Starts with defaults and the system clock.
+pub async fn start() -> Env {
+    start_with(|_| {}, |_| {}, None).await
+}
+
+/// A clock standing at `rfc3339`.
+pub fn clock_at(rfc3339: &str) -> Arc<ManualClock> {
+    ManualClock::new(
+        DateTime::parse_from_rfc3339(rfc3339)
+            .unwrap()
+            .with_timezone(&Utc),
+    )
+}
+
+/// Starts with adjusted configs; `clock` (if any) drives both sides.
+pub async fn start_with(
+    sim: impl FnOnce(&mut SimConfig),
+    proxy: impl FnOnce(&mut Config),
+    clock: Option<Arc<ManualClock>>,
+) -> Env {
+    let dyn_clock: Arc<dyn Clock> = match &clock {
+        Some(c) => c.clone(),
+        None => Arc::new(SystemClock),
+    };
+    let mut sim_cfg = sim_config();
+    sim(&mut sim_cfg);
+    let sim = mdproxy::sim::start(&sim_cfg, dyn_clock.clone())
+        .await
+        .unwrap();
+    let mut cfg = proxy_config(&sim);
+    proxy(&mut cfg);
+    let proxy = mdproxy::server::start(&cfg, dyn_clock).await.unwrap();
+    Env {
+        sim,
+        proxy,
+        client: client(),
+        clock,
+    }
+}
+
+impl Env {
+    /// The proxy URL of a target relative to `/api/v1`.
+    pub fn url(&self, target: &str) -> String {
+        format!("{}{target}", self.proxy.base_url())
+    }
+
+    /// GET with the test token.
+    pub async fn get(&self, target: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(target))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// GET with the test token and extra headers.
+    pub async fn get_with(&self, target: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+        let mut req = self.client.get(self.url(target)).bearer_auth(TOKEN);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send().await.unwrap()
+    }
+}
+
+/// A response's header as a string ("" when absent).
+pub fn header(r: &reqwest::Response, name: &str) -> String {
+    r.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+/// The JSON body of an error response, checked to be the envelope.
+pub async fn error_of(r: reqwest::Response) -> (u16, String, Option<String>) {
+    let status = r.status().as_u16();
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["success"], false, "{v}");
+    (
+        status,
+        v["error"]["code"].as_str().unwrap().to_owned(),
+        v["error"]["param"].as_str().map(str::to_owned),
+    )
+}
