@@ -3,7 +3,7 @@
 //! decided by `freshness`; moka's per-entry expiry only bounds how long memory is held.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -13,6 +13,7 @@ use futures_util::future::{BoxFuture, Shared};
 use http::HeaderValue;
 use moka::Expiry;
 
+use crate::freshness::{Lifetimes, Rule};
 use crate::upstream::FetchError;
 
 /// How a response was answered, as the `X-Cache` header says it.
@@ -42,29 +43,86 @@ impl CacheStatus {
     }
 }
 
+/// Bodies shorter than this are not worth compressing (nginx's `gzip_min_length`
+/// default is 20; a gzip header and trailer alone are 18 bytes, and small JSON
+/// gains little).
+pub const GZIP_MIN_BYTES: usize = 1024;
+
 /// One cached answer: the upstream's body as it came, and what we know about it.
 #[derive(Debug)]
 pub struct CachedBody {
     /// The upstream's body, byte for byte; a hit clones this refcount only.
     pub body: Bytes,
+    /// The status to answer with: 200, or 404 for a negatively cached "not found".
+    pub status: u16,
     /// When the upstream produced it (per the proxy's clock).
     pub fetched_at: DateTime<Utc>,
+    /// What decided its lifetimes.
+    pub rule: Rule,
+    /// Its lifetimes under the policy of `generation`.
+    pub lifetimes: Lifetimes,
+    /// The config generation `lifetimes` were computed under; after a reload they
+    /// are recomputed from `rule` and `fetched_at`.
+    pub generation: u64,
     /// Strong validator of `body` (`"<xxh3 hex>"`).
     pub etag: HeaderValue,
-    /// How long moka may keep it in memory (fresh TTL plus stale window).
+    /// Validator of the gzip representation.
+    pub etag_gzip: HeaderValue,
+    /// The gzip representation, made on first demand, once per entry.
+    gzip: OnceLock<Option<Bytes>>,
+    /// How long moka may keep it in memory (until its stale-if-error time).
     pub keep_for: Duration,
 }
 
 impl CachedBody {
-    /// Wraps a body fetched at `fetched_at`, computing its ETag once.
-    pub fn new(body: Bytes, fetched_at: DateTime<Utc>, keep_for: Duration) -> CachedBody {
-        let etag = format!("\"{:016x}\"", xxhash_rust::xxh3::xxh3_64(&body));
+    /// Wraps a body, computing its validators once.
+    pub fn new(
+        body: Bytes,
+        status: u16,
+        fetched_at: DateTime<Utc>,
+        rule: Rule,
+        lifetimes: Lifetimes,
+        generation: u64,
+    ) -> CachedBody {
+        let hash = xxhash_rust::xxh3::xxh3_64(&body);
+        let header =
+            |s: String| HeaderValue::from_str(&s).expect("hex digits are a valid header value");
+        let keep_for = (lifetimes.error_until - fetched_at)
+            .to_std()
+            .unwrap_or(Duration::ZERO)
+            // Room for a clock that runs ahead of moka's, and for a refresh to land.
+            + Duration::from_secs(60);
         CachedBody {
             body,
+            status,
             fetched_at,
-            etag: HeaderValue::from_str(&etag).expect("hex digits are a valid header value"),
+            rule,
+            lifetimes,
+            generation,
+            etag: header(format!("\"{hash:016x}\"")),
+            etag_gzip: header(format!("\"{hash:016x}-gz\"")),
+            gzip: OnceLock::new(),
             keep_for,
         }
+    }
+
+    /// The gzip representation, compressed on first call and kept; `None` when the
+    /// body is too small to gain from it.
+    pub fn gzip(&self) -> Option<&Bytes> {
+        if self.body.len() < GZIP_MIN_BYTES {
+            return None;
+        }
+        self.gzip
+            .get_or_init(|| {
+                use std::io::Write;
+                let mut encoder = flate2::write::GzEncoder::new(
+                    Vec::with_capacity(self.body.len() / 4),
+                    flate2::Compression::default(),
+                );
+                encoder.write_all(&self.body).ok()?;
+                encoder.finish().ok().map(Bytes::from)
+            })
+            .as_ref()
     }
 }
 
@@ -155,6 +213,14 @@ impl Cache {
         self.inner.entries.invalidate(key).await;
     }
 
+    /// Whether a fill for `key` is under way (best effort: `false` when unsure).
+    pub fn is_filling(&self, key: &str) -> bool {
+        self.inner
+            .inflight
+            .try_lock()
+            .is_ok_and(|inflight| inflight.contains_key(key))
+    }
+
     /// Number of entries (approximate until moka's pending tasks run).
     pub fn entry_count(&self) -> u64 {
         self.inner.entries.entry_count()
@@ -234,10 +300,26 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn body(s: &'static str) -> CachedBody {
+        let now = Utc::now();
+        let later = now + chrono::Duration::seconds(60);
+        let lifetimes = Lifetimes {
+            fresh_until: later,
+            stale_until: later,
+            error_until: later,
+        };
+        let rule = Rule {
+            endpoint_id: 0,
+            class: crate::catalog::FreshnessClass::Live,
+            until_open: false,
+            negative: false,
+        };
         CachedBody::new(
             Bytes::from_static(s.as_bytes()),
-            Utc::now(),
-            Duration::from_secs(60),
+            200,
+            now,
+            rule,
+            lifetimes,
+            0,
         )
     }
 
@@ -284,6 +366,30 @@ mod tests {
         assert!(matches!(r, Err(FetchError::Timeout)));
         assert_eq!(role, FillRole::Leader);
         assert!(cache.get("k").await.is_none());
+    }
+
+    #[test]
+    fn gzip_is_made_once_and_decompresses_to_the_body() {
+        let big: &'static str = Box::leak(
+            "{\"success\":true,\"data\":[1,2,3]}"
+                .repeat(100)
+                .into_boxed_str(),
+        );
+        let entry = body(big);
+        let first = entry.gzip().unwrap().clone();
+        assert!(first.len() < big.len() / 4);
+        assert_eq!(
+            entry.gzip().unwrap().as_ptr(),
+            first.as_ptr(),
+            "compressed once"
+        );
+        let mut out = String::new();
+        use std::io::Read;
+        flate2::read::GzDecoder::new(&first[..])
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, big);
+        assert!(body("{}").gzip().is_none());
     }
 
     #[test]

@@ -35,8 +35,11 @@ impl Group {
 pub enum FreshnessClass {
     /// Real-time quotes and indices: a new exchange snapshot about every 3 s in session.
     Live,
-    /// Intraday data: K-lines, news heads, capital flow, screening lists, the heat map.
+    /// Intraday market data: K-lines, capital flow, screening lists, the heat map.
+    /// Frozen between the close and the next open.
     Intraday,
+    /// News: flash news, headlines, overviews. Keeps flowing when the market is closed.
+    News,
     /// Data computed once a day: diagnosis scores, valuation analysis.
     Daily,
     /// Reference lists: classifications, the ETF list, search, basic fund information.
@@ -51,9 +54,10 @@ pub enum FreshnessClass {
 
 impl FreshnessClass {
     /// Every class, in the order of README's tables.
-    pub const ALL: [FreshnessClass; 7] = [
+    pub const ALL: [FreshnessClass; 8] = [
         FreshnessClass::Live,
         FreshnessClass::Intraday,
+        FreshnessClass::News,
         FreshnessClass::Daily,
         FreshnessClass::Reference,
         FreshnessClass::Periodic,
@@ -66,6 +70,7 @@ impl FreshnessClass {
         match self {
             FreshnessClass::Live => "live",
             FreshnessClass::Intraday => "intraday",
+            FreshnessClass::News => "news",
             FreshnessClass::Daily => "daily",
             FreshnessClass::Reference => "reference",
             FreshnessClass::Periodic => "periodic",
@@ -243,6 +248,10 @@ pub struct Endpoint {
     /// When this query parameter is present and non-empty the answer belongs to
     /// another class (a feed page addressed by a cursor never changes).
     pub class_when_present: Option<(&'static str, FreshnessClass)>,
+    /// When this query parameter has this value (or is absent) the answer expires at
+    /// the next open whatever its class says: forward-adjusted K-lines are rewritten
+    /// on every ex-rights date (DOMAIN.md §7).
+    pub until_open_when: Option<(&'static str, &'static str)>,
     /// The one text/event-stream endpoint.
     pub streaming: bool,
     /// What the endpoint returns (the spec's "Returns" column).
@@ -323,7 +332,7 @@ const fn def(
     }
 }
 
-use FreshnessClass::{Daily, Immutable, Intraday, Live, Periodic, Reference};
+use FreshnessClass::{Daily, Immutable, Intraday, Live, News, Periodic, Reference};
 
 /// The stream endpoint's path.
 pub const STREAM_PATH: &str = "/stock/indicator/realtime/sse";
@@ -331,10 +340,10 @@ pub const STREAM_PATH: &str = "/stock/indicator/realtime/sse";
 /// Every endpoint but the macro pairs, in spec order.
 static DEFS: &[Def] = &[
     // News
-    def("/news/overview", Intraday, &[], "Market overview data"),
+    def("/news/overview", News, &[], "Market overview data"),
     def(
         "/news/mainline",
-        Intraday,
+        News,
         &[],
         "Market main-line themes and hot topics",
     ),
@@ -358,13 +367,13 @@ static DEFS: &[Def] = &[
     ),
     def(
         "/news/headlines",
-        Intraday,
+        News,
         &[PAGE, PAGE_SIZE, KEYWORD.default("新闻联播要闻")],
         "Headline summaries and selected news, paged, filtered by keyword",
     ),
     def(
         "/news/feed",
-        Intraday,
+        News,
         &[Param::new("cursor", ParamKind::Text { max_chars: 128 }).empty_is_absent()],
         "Flash-news and headline stream with cursor pagination",
     ),
@@ -539,7 +548,7 @@ static DEFS: &[Def] = &[
     // Stock: other
     def(
         "/stock/news",
-        Intraday,
+        News,
         &[STOCK_CODE, PAGE_INDEX, PAGE_SIZE],
         "Paged news related to the stock",
     ),
@@ -809,6 +818,10 @@ fn expand(
         })
         .collect();
     let class_when_present = (path == "/news/feed").then_some(("cursor", Immutable));
+    let until_open_when = query
+        .iter()
+        .any(|p| p.name == "fqt")
+        .then_some(("fqt", "pre"));
     let streaming = path == STREAM_PATH;
     Endpoint {
         id: 0,
@@ -818,6 +831,7 @@ fn expand(
         query,
         class,
         class_when_present,
+        until_open_when,
         streaming,
         summary,
     }

@@ -50,6 +50,9 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     pub cache: CacheConfig,
     pub freshness: FreshnessConfig,
+    pub calendar: CalendarConfig,
+    pub limits: LimitsConfig,
+    pub scheduler: SchedulerConfig,
 }
 
 /// `[server]`: the client listener.
@@ -62,6 +65,10 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// How long shutdown waits for open connections before closing them.
     pub shutdown_grace_ms: u64,
+    /// Browser origins allowed by CORS (`https://dash.example.com`, or `*`).
+    pub cors_origins: Vec<String>,
+    /// How often the config file is checked for changes (0: only on SIGHUP).
+    pub reload_poll_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -70,6 +77,8 @@ impl Default for ServerConfig {
             listen: "127.0.0.1:8080".into(),
             max_connections: 10_000,
             shutdown_grace_ms: 5_000,
+            cors_origins: Vec::new(),
+            reload_poll_ms: 2_000,
         }
     }
 }
@@ -80,12 +89,28 @@ impl Default for ServerConfig {
 pub struct AuthConfig {
     /// Client bearer tokens accepted by the proxy. Secrets: never logged.
     pub tokens: Vec<Secret>,
+    /// Named clients with their own rate limits, `[[auth.clients]]`.
+    pub clients: Vec<ClientConfig>,
+}
+
+/// A named client token with its own limit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientConfig {
+    /// Name in logs and metrics (never the token).
+    pub name: String,
+    pub token: Secret,
+    /// Requests per second (default `limits.client_rps`; 0: unlimited).
+    pub rps: Option<u32>,
+    /// Burst (default `limits.client_burst`).
+    pub burst: Option<u32>,
 }
 
 impl Default for AuthConfig {
     fn default() -> Self {
         AuthConfig {
             tokens: vec![Secret::new("demo-token")],
+            clients: Vec::new(),
         }
     }
 }
@@ -136,51 +161,197 @@ impl Default for CacheConfig {
     }
 }
 
-/// Fresh and stale lifetimes of one class or endpoint.
+/// Fresh and stale lifetimes of one freshness class, in session and out of it.
+///
+/// An answer fetched in session is fresh for `session_fresh_secs`; one fetched out of
+/// session for `closed_fresh_secs`, and (with `until_open`) no longer than the next
+/// open plus `freshness.open_grace_secs`. After that it is *stale* for the matching
+/// `*_stale_secs`: served at once while one background request refreshes it. Until
+/// `error_secs` after its fresh time it is still served when the upstream fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Ttl {
-    /// Seconds an answer is served as fresh (`X-Cache: HIT`).
-    pub fresh_secs: u64,
-    /// Seconds after that during which it may still be served when the upstream fails.
-    pub stale_secs: u64,
+pub struct ClassTtl {
+    pub session_fresh_secs: u64,
+    pub session_stale_secs: u64,
+    pub closed_fresh_secs: u64,
+    pub closed_stale_secs: u64,
+    /// Out of session, stay fresh at most until the next open (plus the grace).
+    pub until_open: bool,
+    /// Stale-if-error window, counted from the end of the fresh time.
+    pub error_secs: u64,
 }
 
-/// `[freshness]`: TTLs per class, and overrides per endpoint.
+/// A per-endpoint override: any subset of [`ClassTtl`]'s keys.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TtlOverride {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_fresh_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_stale_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_fresh_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_stale_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until_open: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_secs: Option<u64>,
+}
+
+impl TtlOverride {
+    /// `base` with this override's keys laid over it.
+    pub fn apply(&self, base: ClassTtl) -> ClassTtl {
+        ClassTtl {
+            session_fresh_secs: self.session_fresh_secs.unwrap_or(base.session_fresh_secs),
+            session_stale_secs: self.session_stale_secs.unwrap_or(base.session_stale_secs),
+            closed_fresh_secs: self.closed_fresh_secs.unwrap_or(base.closed_fresh_secs),
+            closed_stale_secs: self.closed_stale_secs.unwrap_or(base.closed_stale_secs),
+            until_open: self.until_open.unwrap_or(base.until_open),
+            error_secs: self.error_secs.unwrap_or(base.error_secs),
+        }
+    }
+}
+
+/// `[freshness]`: TTLs per class, overrides per endpoint.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FreshnessConfig {
+    /// "Shortly after the next open": how long past the open an answer fetched out
+    /// of session may stay fresh, so that clients do not all miss at 09:15:00.
+    pub open_grace_secs: u64,
+    /// How long an upstream "not found" answer is cached (negative caching).
+    pub negative_secs: u64,
     /// One table per class, e.g. `[freshness.classes.live]`.
-    pub classes: BTreeMap<FreshnessClass, Ttl>,
+    pub classes: BTreeMap<FreshnessClass, ClassTtl>,
     /// Overrides by endpoint path template, e.g. `[freshness.endpoints."/market/indices"]`.
-    pub endpoints: BTreeMap<String, Ttl>,
+    pub endpoints: BTreeMap<String, TtlOverride>,
 }
+
+/// Days, in seconds.
+const DAY: u64 = 86_400;
 
 impl Default for FreshnessConfig {
     fn default() -> Self {
-        // Values follow DOMAIN.md §8.1 (in-session figures).
-        let ttl = |fresh_secs, stale_secs| Ttl {
-            fresh_secs,
-            stale_secs,
+        // DOMAIN.md §8.1: in-session TTLs; out of session until the next open for market
+        // data (30 days only bounds it: the longest closure, Spring Festival, is ~9 days), shorter for news and overseas quotes; stale-if-error ≥ 1 h, 24 h or more
+        // for reference data.
+        let t = |sf, ss, cf, cs, until_open, error_secs| ClassTtl {
+            session_fresh_secs: sf,
+            session_stale_secs: ss,
+            closed_fresh_secs: cf,
+            closed_stale_secs: cs,
+            until_open,
+            error_secs,
         };
         let classes = FreshnessClass::ALL
             .into_iter()
             .map(|class| {
-                let t = match class {
-                    FreshnessClass::Live => ttl(3, 60),
-                    FreshnessClass::Intraday => ttl(15, 300),
-                    FreshnessClass::Daily => ttl(3_600, 86_400),
-                    FreshnessClass::Reference => ttl(600, 86_400),
-                    FreshnessClass::Periodic => ttl(43_200, 7 * 86_400),
-                    FreshnessClass::Macro => ttl(21_600, 7 * 86_400),
-                    FreshnessClass::Immutable => ttl(21_600, 7 * 86_400),
+                let ttl = match class {
+                    FreshnessClass::Live => t(3, 6, 30 * DAY, 60, true, 3_600),
+                    FreshnessClass::Intraday => t(15, 30, 30 * DAY, 300, true, 3_600),
+                    FreshnessClass::News => t(60, 120, 300, 600, false, 3_600),
+                    FreshnessClass::Daily => t(3_600, 3_600, 12 * 3_600, 3_600, false, DAY),
+                    FreshnessClass::Reference => t(60, 600, DAY, 3_600, true, DAY),
+                    FreshnessClass::Periodic => t(12 * 3_600, 3_600, DAY, 3_600, false, 7 * DAY),
+                    FreshnessClass::Macro => t(6 * 3_600, 3_600, 12 * 3_600, 3_600, false, 7 * DAY),
+                    FreshnessClass::Immutable => t(DAY, DAY, DAY, DAY, false, 7 * DAY),
                 };
-                (class, t)
+                (class, ttl)
             })
             .collect();
+        // Overseas markets trade while China is closed (DOMAIN.md §3): 30 s / 60 s.
+        let global = TtlOverride {
+            session_fresh_secs: Some(30),
+            closed_fresh_secs: Some(60),
+            until_open: Some(false),
+            ..TtlOverride::default()
+        };
         FreshnessConfig {
+            open_grace_secs: 60,
+            negative_secs: 30,
             classes,
-            endpoints: BTreeMap::new(),
+            endpoints: BTreeMap::from([("/market/global-index".to_owned(), global)]),
+        }
+    }
+}
+
+/// `[calendar]`: exchange holidays.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CalendarConfig {
+    /// Weekday closures (`YYYY-MM-DD`). Empty: the built-in calendar (2026 as
+    /// published, 2027 provisional). Non-empty: replaces it entirely.
+    pub holidays: Vec<String>,
+}
+
+/// `[limits]`: the upstream budget and client rate limits.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Most upstream requests per second, all sources together (0: no cap).
+    pub upstream_rps: u32,
+    /// Upstream requests allowed at once above the rate.
+    pub upstream_burst: u32,
+    /// Percent of the upstream budget prewarm and background refreshes may use; they
+    /// never wait for it (a refresh that finds no room is dropped and counted).
+    pub background_percent: u32,
+    /// How long a client miss may wait for upstream budget before it gets a stale
+    /// answer or 503 `overloaded`.
+    pub client_wait_ms: u64,
+    /// Requests per second per client token (0: no limit).
+    pub client_rps: u32,
+    /// Burst per client token.
+    pub client_burst: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            // DOMAIN.md §6.4: start conservatively, a few requests per second.
+            upstream_rps: 20,
+            upstream_burst: 40,
+            background_percent: 50,
+            client_wait_ms: 5_000,
+            client_rps: 0,
+            client_burst: 100,
+        }
+    }
+}
+
+/// A scheduled prewarm job of the operator's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobConfig {
+    /// Name in logs.
+    pub name: String,
+    /// Cron expression with a seconds field, China time: `"0 */5 9-15 * * Mon-Fri"`.
+    pub cron: String,
+    /// Request targets relative to `/api/v1`, e.g. `/stock/kline?code=600519`.
+    pub targets: Vec<String>,
+    /// Skip runs while the market is not in session.
+    #[serde(default)]
+    pub session_only: bool,
+}
+
+/// `[scheduler]`: prewarm jobs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedulerConfig {
+    /// Run the built-in and configured jobs.
+    pub enabled: bool,
+    /// Fill the built-in set once at start-up.
+    pub prewarm_on_start: bool,
+    /// Operator jobs, `[[scheduler.jobs]]`.
+    pub jobs: Vec<JobConfig>,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            enabled: true,
+            prewarm_on_start: true,
+            jobs: Vec::new(),
         }
     }
 }
@@ -260,11 +431,47 @@ impl Config {
         if self.server.max_connections == 0 {
             problems.push("server.max_connections must be at least 1".into());
         }
-        if self.auth.tokens.is_empty() {
+        if self.auth.tokens.is_empty() && self.auth.clients.is_empty() {
             problems.push("auth.tokens: at least one client token is required".into());
         }
         if self.auth.tokens.iter().any(Secret::is_empty) {
             problems.push("auth.tokens: a token must not be empty".into());
+        }
+        for (i, client) in self.auth.clients.iter().enumerate() {
+            if client.name.is_empty() || client.token.is_empty() {
+                problems.push(format!(
+                    "auth.clients[{i}]: name and token must not be empty"
+                ));
+            }
+        }
+        for origin in &self.server.cors_origins {
+            if origin != "*" && !(origin.starts_with("http://") || origin.starts_with("https://")) {
+                problems.push(format!(
+                    "server.cors_origins: {origin:?} is neither \"*\" nor an http(s) origin"
+                ));
+            }
+        }
+        if let Err(e) = crate::session::Calendar::parse(&self.calendar.holidays) {
+            problems.push(format!("calendar.holidays: {e}"));
+        }
+        if self.limits.upstream_rps > 0 && self.limits.upstream_burst == 0 {
+            problems.push("limits.upstream_burst must be at least 1".into());
+        }
+        if self.limits.background_percent > 100 {
+            problems.push("limits.background_percent must be 0 to 100".into());
+        }
+        if self.limits.client_rps > 0 && self.limits.client_burst == 0 {
+            problems.push("limits.client_burst must be at least 1".into());
+        }
+        for (i, job) in self.scheduler.jobs.iter().enumerate() {
+            if let Err(e) = crate::scheduler::check_cron(&job.cron) {
+                problems.push(format!("scheduler.jobs[{i}].cron: {e}"));
+            }
+            for (j, target) in job.targets.iter().enumerate() {
+                if let Err(e) = crate::scheduler::parse_target(target) {
+                    problems.push(format!("scheduler.jobs[{i}].targets[{j}]: {target:?}: {e}"));
+                }
+            }
         }
         match reqwest::Url::parse(&self.upstream.base_url) {
             Ok(url) if matches!(url.scheme(), "http" | "https") => {}
@@ -284,10 +491,7 @@ impl Config {
         }
         for class in FreshnessClass::ALL {
             if !self.freshness.classes.contains_key(&class) {
-                problems.push(format!(
-                    "freshness.classes.{}: missing (every class needs fresh_secs and stale_secs)",
-                    class.as_str()
-                ));
+                problems.push(format!("freshness.classes.{}: missing", class.as_str()));
             }
         }
         for path in self.freshness.endpoints.keys() {
@@ -304,15 +508,30 @@ impl Config {
         }
     }
 
-    /// The TTL of an endpoint for a request of `class`: the endpoint's override, else
-    /// the class's.
-    pub fn ttl(&self, endpoint_path: &str, class: FreshnessClass) -> Ttl {
-        self.freshness
-            .endpoints
-            .get(endpoint_path)
-            .copied()
-            .or_else(|| self.freshness.classes.get(&class).copied())
-            .expect("validate() requires every class")
+    /// The TTLs of an endpoint for an answer of `class`: the class's, with the
+    /// endpoint's override laid over them.
+    pub fn ttl(&self, endpoint_path: &str, class: FreshnessClass) -> ClassTtl {
+        let base = self.freshness.classes[&class];
+        match self.freshness.endpoints.get(endpoint_path) {
+            Some(over) => over.apply(base),
+            None => base,
+        }
+    }
+
+    /// Every client token with its name and limit, plain `auth.tokens` first.
+    pub fn clients(&self) -> Vec<ClientConfig> {
+        let plain = self
+            .auth
+            .tokens
+            .iter()
+            .enumerate()
+            .map(|(i, token)| ClientConfig {
+                name: format!("token{i}"),
+                token: token.clone(),
+                rps: None,
+                burst: None,
+            });
+        plain.chain(self.auth.clients.iter().cloned()).collect()
     }
 }
 
@@ -333,9 +552,17 @@ pub fn env_keys() -> Vec<EnvKey> {
     out
 }
 
+/// Keys whose values are tables of the operator's own naming or lists of tables:
+/// set in the file only.
+const FILE_ONLY: &[&str] = &["auth.clients", "scheduler.jobs", "freshness.endpoints"];
+
 fn collect(table: &toml::Table, path: &mut Vec<String>, out: &mut Vec<EnvKey>) {
     for (key, value) in table {
         path.push(key.clone());
+        if FILE_ONLY.contains(&path.join(".").as_str()) {
+            path.pop();
+            continue;
+        }
         match value {
             toml::Value::Table(inner) => collect(inner, path, out),
             _ => out.push(EnvKey {
@@ -465,14 +692,17 @@ mod tests {
             "MDPROXY_UPSTREAM_BASE_URL" => Some("https://api.example.com/api/v1".to_owned()),
             "MDPROXY_UPSTREAM_TIMEOUT_MS" => Some("1500".to_owned()),
             "MDPROXY_AUTH_TOKENS" => Some("a, b".to_owned()),
-            "MDPROXY_FRESHNESS_CLASSES_LIVE_FRESH_SECS" => Some("7".to_owned()),
+            "MDPROXY_FRESHNESS_CLASSES_LIVE_SESSION_FRESH_SECS" => Some("7".to_owned()),
             _ => None,
         };
         let c = Config::from_toml("[upstream]\ntimeout_ms = 99\n", "test", env).unwrap();
         assert_eq!(c.upstream.base_url, "https://api.example.com/api/v1");
         assert_eq!(c.upstream.timeout_ms, 1500);
         assert_eq!(c.auth.tokens, vec![Secret::new("a"), Secret::new("b")]);
-        assert_eq!(c.freshness.classes[&FreshnessClass::Live].fresh_secs, 7);
+        assert_eq!(
+            c.freshness.classes[&FreshnessClass::Live].session_fresh_secs,
+            7
+        );
     }
 
     #[test]
@@ -493,7 +723,7 @@ mod tests {
             .to_string();
         assert!(err.contains("bogus"), "{err}");
         let err = Config::from_toml(
-            "[freshness.endpoints.\"/nope\"]\nfresh_secs = 1\nstale_secs = 1\n",
+            "[freshness.endpoints.\"/nope\"]\nsession_fresh_secs = 1\n",
             "f.toml",
             no_env,
         )
@@ -514,25 +744,44 @@ mod tests {
     #[test]
     fn partial_tables_keep_other_defaults() {
         let c = Config::from_toml(
-            "[freshness.classes.live]\nfresh_secs = 9\n",
+            "[freshness.classes.live]\nsession_fresh_secs = 9\n",
             "f.toml",
             no_env,
         )
         .unwrap();
-        assert_eq!(c.freshness.classes[&FreshnessClass::Live].fresh_secs, 9);
-        assert_eq!(c.freshness.classes[&FreshnessClass::Live].stale_secs, 60);
+        assert_eq!(
+            c.freshness.classes[&FreshnessClass::Live].session_fresh_secs,
+            9
+        );
+        assert_eq!(
+            c.freshness.classes[&FreshnessClass::Live].session_stale_secs,
+            6
+        );
         assert_eq!(c.freshness.classes.len(), FreshnessClass::ALL.len());
     }
 
     #[test]
     fn endpoint_override_wins_over_class() {
         let c = Config::from_toml(
-            "[freshness.endpoints.\"/market/indices\"]\nfresh_secs = 1\nstale_secs = 2\n",
+            "[freshness.endpoints.\"/market/indices\"]\nsession_fresh_secs = 1\n",
             "f.toml",
             no_env,
         )
         .unwrap();
-        assert_eq!(c.ttl("/market/indices", FreshnessClass::Live).fresh_secs, 1);
-        assert_eq!(c.ttl("/stock/list", FreshnessClass::Live).fresh_secs, 3);
+        let indices = c.ttl("/market/indices", FreshnessClass::Live);
+        assert_eq!(indices.session_fresh_secs, 1);
+        assert_eq!(
+            indices.session_stale_secs, 6,
+            "unset keys come from the class"
+        );
+        assert_eq!(
+            c.ttl("/stock/list", FreshnessClass::Live)
+                .session_fresh_secs,
+            3
+        );
+        assert!(
+            !c.ttl("/market/global-index", FreshnessClass::Live)
+                .until_open
+        );
     }
 }

@@ -1,6 +1,7 @@
-//! Freshness decisions: the TTL table per endpoint and class, the clock, and the pure
-//! function that says whether a cached answer is fresh, stale or expired. The cache
-//! stores `fetched_at`; this module decides; moka's expiry is only the memory bound.
+//! Freshness decisions: the TTL table per endpoint and class, the lifetimes of an
+//! answer (fresh, stale-while-revalidate, stale-if-error) from the market clock, and
+//! the pure function that places an instant among them. The cache stores the
+//! lifetimes; moka's expiry is only the memory bound.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -9,16 +10,19 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::catalog::{FreshnessClass, catalog};
-use crate::config::{Config, Ttl};
+use crate::config::{ClassTtl, Config};
+use crate::session::Calendar;
 
 /// The state of a cached answer at a moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Freshness {
     /// Serve it; it stays fresh for `remaining`.
     Fresh { remaining: Duration },
-    /// Past its fresh TTL but inside its stale window: usable when the upstream fails.
+    /// Serve it at once and refresh it in the background (stale-while-revalidate).
     Stale,
-    /// Past the stale window: never served.
+    /// Serve it only if the upstream fails (stale-if-error).
+    StaleIfError,
+    /// Never serve it.
     Expired,
 }
 
@@ -28,47 +32,136 @@ impl Freshness {
         match self {
             Freshness::Fresh { .. } => "fresh",
             Freshness::Stale => "stale",
+            Freshness::StaleIfError => "stale_if_error",
             Freshness::Expired => "expired",
         }
     }
-}
 
-/// Decides the freshness of an answer of age `age` under `ttl`.
-pub fn decide(ttl: Ttl, age: Duration) -> Freshness {
-    let fresh = Duration::from_secs(ttl.fresh_secs);
-    if age < fresh {
-        Freshness::Fresh {
-            remaining: fresh - age,
-        }
-    } else if age < fresh + Duration::from_secs(ttl.stale_secs) {
-        Freshness::Stale
-    } else {
-        Freshness::Expired
+    /// Whether an upstream failure may be answered with this entry.
+    pub fn is_usable_on_error(self) -> bool {
+        self != Freshness::Expired
     }
 }
 
-/// The TTL table resolved for every endpoint and class, so a request finds its TTL
-/// by index instead of by string lookups.
+/// When an answer stops being fresh, stale and usable on error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lifetimes {
+    pub fresh_until: DateTime<Utc>,
+    pub stale_until: DateTime<Utc>,
+    pub error_until: DateTime<Utc>,
+}
+
+impl Lifetimes {
+    /// Where `now` falls.
+    pub fn decide(&self, now: DateTime<Utc>) -> Freshness {
+        if now < self.fresh_until {
+            Freshness::Fresh {
+                remaining: (self.fresh_until - now).to_std().unwrap_or(Duration::ZERO),
+            }
+        } else if now < self.stale_until {
+            Freshness::Stale
+        } else if now < self.error_until {
+            Freshness::StaleIfError
+        } else {
+            Freshness::Expired
+        }
+    }
+
+    /// Seconds past the fresh time (negative while fresh), for `Cache-Status: ttl=`.
+    pub fn ttl_secs(&self, now: DateTime<Utc>) -> i64 {
+        (self.fresh_until - now).num_seconds()
+    }
+}
+
+/// What decides the lifetimes of one answer besides the time it was fetched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub endpoint_id: usize,
+    pub class: FreshnessClass,
+    /// Expire at the next open whatever the class says (forward-adjusted K-lines).
+    pub until_open: bool,
+    /// An upstream "not found": cached briefly, never served stale.
+    pub negative: bool,
+}
+
+/// The TTL table resolved for every endpoint and class, and the market calendar.
 #[derive(Clone, Debug)]
 pub struct Policy {
     /// `table[endpoint.id][class index]`.
-    table: Vec<[Ttl; FreshnessClass::ALL.len()]>,
+    table: Vec<[ClassTtl; FreshnessClass::ALL.len()]>,
+    calendar: Calendar,
+    open_grace: chrono::Duration,
+    negative: chrono::Duration,
+}
+
+fn secs(s: u64) -> chrono::Duration {
+    chrono::Duration::seconds(i64::try_from(s).unwrap_or(i64::MAX / 1_000_000))
 }
 
 impl Policy {
-    /// Resolves `config`'s classes and per-endpoint overrides.
+    /// Resolves `config`'s classes, per-endpoint overrides and calendar.
+    ///
+    /// # Panics
+    /// On a config that did not pass `validate()`.
     pub fn new(config: &Config) -> Policy {
         let table = catalog()
             .endpoints()
             .iter()
             .map(|e| FreshnessClass::ALL.map(|class| config.ttl(&e.path, class)))
             .collect();
-        Policy { table }
+        let calendar = if config.calendar.holidays.is_empty() {
+            Calendar::builtin()
+        } else {
+            Calendar::parse(&config.calendar.holidays).expect("validated calendar")
+        };
+        Policy {
+            table,
+            calendar,
+            open_grace: secs(config.freshness.open_grace_secs),
+            negative: secs(config.freshness.negative_secs),
+        }
     }
 
-    /// The TTL of a request for endpoint `endpoint_id` whose answer is of `class`.
-    pub fn ttl(&self, endpoint_id: usize, class: FreshnessClass) -> Ttl {
+    /// The TTLs of an endpoint for an answer of `class`.
+    pub fn ttl(&self, endpoint_id: usize, class: FreshnessClass) -> ClassTtl {
         self.table[endpoint_id][class as usize]
+    }
+
+    /// The market calendar.
+    pub fn calendar(&self) -> &Calendar {
+        &self.calendar
+    }
+
+    /// The lifetimes of an answer fetched at `fetched_at` under `rule`.
+    pub fn lifetimes(&self, rule: Rule, fetched_at: DateTime<Utc>) -> Lifetimes {
+        if rule.negative {
+            let until = fetched_at + self.negative;
+            return Lifetimes {
+                fresh_until: until,
+                stale_until: until,
+                error_until: until,
+            };
+        }
+        let ttl = self.ttl(rule.endpoint_id, rule.class);
+        let in_session = self.calendar.is_open(fetched_at);
+        let (fresh, stale) = if in_session {
+            (ttl.session_fresh_secs, ttl.session_stale_secs)
+        } else {
+            (ttl.closed_fresh_secs, ttl.closed_stale_secs)
+        };
+        let mut fresh_until = fetched_at + secs(fresh);
+        if !in_session && (ttl.until_open || rule.until_open) {
+            fresh_until = fresh_until.min(self.calendar.next_open(fetched_at) + self.open_grace);
+        }
+        if in_session && rule.until_open {
+            // Fetched in session: still never fresh past the next session's start.
+            fresh_until = fresh_until.min(self.calendar.next_open(fetched_at));
+        }
+        Lifetimes {
+            fresh_until,
+            stale_until: fresh_until + secs(stale),
+            error_until: fresh_until + secs(ttl.error_secs.max(stale)),
+        }
     }
 }
 
@@ -128,46 +221,136 @@ pub fn age(now: DateTime<Utc>, fetched_at: DateTime<Utc>) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::TimeZone;
+    use chrono_tz::Asia::Shanghai;
 
-    #[test]
-    fn fresh_then_stale_then_expired() {
-        let ttl = Ttl {
-            fresh_secs: 10,
-            stale_secs: 20,
-        };
-        assert_eq!(
-            decide(ttl, Duration::from_secs(3)),
-            Freshness::Fresh {
-                remaining: Duration::from_secs(7)
-            }
-        );
-        assert_eq!(decide(ttl, Duration::from_secs(10)), Freshness::Stale);
-        assert_eq!(decide(ttl, Duration::from_secs(29)), Freshness::Stale);
-        assert_eq!(decide(ttl, Duration::from_secs(30)), Freshness::Expired);
+    fn cst(s: &str) -> DateTime<Utc> {
+        let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S").unwrap();
+        Shanghai
+            .from_local_datetime(&naive)
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    fn rule(path: &str) -> Rule {
+        let e = catalog().by_path(path).unwrap();
+        Rule {
+            endpoint_id: e.id,
+            class: e.class,
+            until_open: false,
+            negative: false,
+        }
     }
 
     #[test]
-    fn policy_applies_endpoint_overrides() {
+    fn in_session_answers_keep_the_session_ttl() {
+        let p = Policy::new(&Config::default());
+        let fetched = cst("2026-03-02 10:00:00"); // Monday, in session
+        let l = p.lifetimes(rule("/market/indices"), fetched);
+        assert_eq!(l.fresh_until, cst("2026-03-02 10:00:03"));
+        assert_eq!(l.stale_until, cst("2026-03-02 10:00:09"));
+        assert_eq!(
+            l.decide(cst("2026-03-02 10:00:02")),
+            Freshness::Fresh {
+                remaining: Duration::from_secs(1)
+            }
+        );
+        assert_eq!(l.decide(cst("2026-03-02 10:00:05")), Freshness::Stale);
+        assert_eq!(
+            l.decide(cst("2026-03-02 10:30:00")),
+            Freshness::StaleIfError
+        );
+        assert_eq!(l.decide(cst("2026-03-02 12:00:00")), Freshness::Expired);
+    }
+
+    #[test]
+    fn after_the_close_answers_stay_fresh_until_shortly_after_the_next_open() {
+        let p = Policy::new(&Config::default());
+        let friday_evening = cst("2026-03-06 16:00:00");
+        let l = p.lifetimes(rule("/market/indices"), friday_evening);
+        assert_eq!(
+            l.fresh_until,
+            cst("2026-03-09 09:16:00"),
+            "Monday's open plus the grace"
+        );
+        // Lunch: until 13:00 plus the grace.
+        let l = p.lifetimes(rule("/stock/kline"), cst("2026-03-02 11:45:00"));
+        assert_eq!(l.fresh_until, cst("2026-03-02 13:01:00"));
+        // Before a long holiday: until the first session after it.
+        let l = p.lifetimes(rule("/market/indices"), cst("2026-09-30 15:30:00"));
+        assert_eq!(l.fresh_until, cst("2026-10-08 09:16:00"));
+    }
+
+    #[test]
+    fn news_and_overseas_quotes_are_not_frozen_until_the_open() {
+        let p = Policy::new(&Config::default());
+        let evening = cst("2026-03-06 21:00:00");
+        let feed = p.lifetimes(rule("/news/feed"), evening);
+        assert_eq!(feed.fresh_until, cst("2026-03-06 21:05:00"));
+        let global = p.lifetimes(rule("/market/global-index"), evening);
+        assert_eq!(global.fresh_until, cst("2026-03-06 21:01:00"));
+    }
+
+    #[test]
+    fn forward_adjusted_klines_expire_at_the_next_open() {
+        let mut config = Config::default();
+        // Even if an operator lets intraday data outlive the open...
+        config
+            .freshness
+            .classes
+            .get_mut(&FreshnessClass::Intraday)
+            .unwrap()
+            .until_open = false;
+        let p = Policy::new(&config);
+        let mut r = rule("/stock/kline");
+        let evening = cst("2026-03-06 18:00:00");
+        assert!(p.lifetimes(r, evening).fresh_until > cst("2026-03-10 00:00:00"));
+        r.until_open = true;
+        assert_eq!(
+            p.lifetimes(r, evening).fresh_until,
+            cst("2026-03-09 09:16:00")
+        );
+    }
+
+    #[test]
+    fn negative_answers_live_briefly_and_never_stale() {
+        let p = Policy::new(&Config::default());
+        let mut r = rule("/stock/detail/{code}");
+        r.negative = true;
+        let t = cst("2026-03-02 10:00:00");
+        let l = p.lifetimes(r, t);
+        assert_eq!(l.fresh_until, cst("2026-03-02 10:00:30"));
+        assert_eq!(l.decide(cst("2026-03-02 10:00:31")), Freshness::Expired);
+    }
+
+    #[test]
+    fn endpoint_overrides_apply() {
         let mut config = Config::default();
         config.freshness.endpoints.insert(
             "/market/indices".into(),
-            Ttl {
-                fresh_secs: 1,
-                stale_secs: 1,
+            crate::config::TtlOverride {
+                session_fresh_secs: Some(1),
+                ..Default::default()
             },
         );
         let policy = Policy::new(&config);
         let indices = catalog().by_path("/market/indices").unwrap();
         let list = catalog().by_path("/stock/list").unwrap();
-        assert_eq!(policy.ttl(indices.id, FreshnessClass::Live).fresh_secs, 1);
-        assert_eq!(policy.ttl(list.id, FreshnessClass::Live).fresh_secs, 3);
+        assert_eq!(
+            policy
+                .ttl(indices.id, FreshnessClass::Live)
+                .session_fresh_secs,
+            1
+        );
+        assert_eq!(
+            policy.ttl(list.id, FreshnessClass::Live).session_fresh_secs,
+            3
+        );
     }
 
     #[test]
     fn manual_clock_moves_only_when_told() {
-        let start = DateTime::parse_from_rfc3339("2026-03-02T01:30:00Z")
-            .unwrap()
-            .with_timezone(&Utc);
+        let start = cst("2026-03-02 09:30:00");
         let clock = ManualClock::new(start);
         clock.advance(Duration::from_secs(90));
         assert_eq!(age(clock.now(), start), Duration::from_secs(90));

@@ -22,6 +22,8 @@ pub struct Valid {
     pub target: String,
     /// The freshness class of this particular request.
     pub class: FreshnessClass,
+    /// This answer expires at the next open whatever its class says.
+    pub until_open: bool,
 }
 
 impl Valid {
@@ -70,6 +72,8 @@ pub fn validate(
     }
 
     let mut class = endpoint.class;
+    // Absent counts as the value: the upstream's default adjustment is forward.
+    let mut until_open = endpoint.until_open_when.is_some();
     let mut target = String::with_capacity(endpoint.path.len() + 48);
     let mut path_params = raw_path_params.iter();
     let mut path_specs = endpoint.path_params.iter();
@@ -114,6 +118,11 @@ pub fn validate(
         {
             class = other;
         }
+        if let Some((name, when)) = endpoint.until_open_when
+            && name == param.name
+        {
+            until_open = value == when;
+        }
         if param.role == KeyRole::Key {
             query.append_pair(param.name, &value);
         }
@@ -126,6 +135,7 @@ pub fn validate(
         endpoint,
         target,
         class,
+        until_open,
     })
 }
 
@@ -375,10 +385,30 @@ mod tests {
     fn feed_cursor_changes_class_and_empty_cursor_is_head() {
         let head = check("/news/feed", &[], "cursor=").unwrap();
         assert_eq!(head.target, "/news/feed");
-        assert_eq!(head.class, FreshnessClass::Intraday);
+        assert_eq!(head.class, FreshnessClass::News);
         let page = check("/news/feed", &[], "cursor=abc123").unwrap();
         assert_eq!(page.target, "/news/feed?cursor=abc123");
         assert_eq!(page.class, FreshnessClass::Immutable);
+    }
+
+    #[test]
+    fn forward_adjusted_klines_expire_at_the_open() {
+        assert!(
+            check("/stock/kline", &[], "code=600519&fqt=pre")
+                .unwrap()
+                .until_open
+        );
+        assert!(
+            check("/stock/kline", &[], "code=600519")
+                .unwrap()
+                .until_open
+        );
+        assert!(
+            !check("/stock/kline", &[], "code=600519&fqt=post")
+                .unwrap()
+                .until_open
+        );
+        assert!(!check("/market/indices", &[], "").unwrap().until_open);
     }
 
     #[test]

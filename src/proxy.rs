@@ -1,12 +1,15 @@
-//! One client request, from headers to response: auth, route, validation, cache
-//! lookup, single-flight fill, and the response headers of the contract. Errors are
-//! turned into the JSON envelope in exactly one place, [`handle`].
+//! One client request, from headers to response: CORS preflight, auth, the client's
+//! rate limit, route, validation, the cache (fresh hit, stale-while-revalidate,
+//! single-flight fill, stale-if-error) and the response headers of the contract.
+//! Errors become the JSON envelope in exactly one place, [`handle`].
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 
 use crate::auth::Tokens;
@@ -14,27 +17,91 @@ use crate::body::{self, Body};
 use crate::cache::{Cache, CacheStatus, CachedBody, FillRole};
 use crate::config::Config;
 use crate::error::Error;
-use crate::freshness::{self, Clock, Freshness, Policy};
+use crate::freshness::{self, Clock, Freshness, Lifetimes, Policy, Rule};
+use crate::limit::{ClientLimits, Denied, Priority, UpstreamBudget};
 use crate::params::{self, Valid};
 use crate::router::{API_PREFIX, Router};
 use crate::upstream::{FetchError, UpstreamClient};
 
 /// `X-Cache`.
 pub const X_CACHE: &str = "x-cache";
+/// `Cache-Status` (RFC 9211).
+pub const CACHE_STATUS: &str = "cache-status";
+/// Headers a browser script may read on a CORS response.
+const EXPOSED: &str = "X-Cache, Cache-Status, Age, ETag, Retry-After";
 
 /// Everything a request needs; cheap to clone (one `Arc`).
 #[derive(Clone)]
 pub struct AppState {
-    inner: Arc<State>,
+    inner: Arc<Shared>,
 }
 
-struct State {
+struct Shared {
     router: Router,
-    tokens: Tokens,
     cache: Cache,
+    clock: Arc<dyn Clock>,
+    /// The current configuration and everything built from it; swapped whole on
+    /// reload, so a request reads one consistent snapshot.
+    snapshot: ArcSwap<Snapshot>,
+    stats: Stats,
+}
+
+/// Counters for the status page and metrics.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub stale: AtomicU64,
+    pub errors: AtomicU64,
+    pub refreshes: AtomicU64,
+}
+
+/// A configuration and what is built from it.
+pub struct Snapshot {
+    /// Increases with every applied reload.
+    pub generation: u64,
+    pub config: Arc<Config>,
+    tokens: Tokens,
+    client_limits: ClientLimits,
+    budget: UpstreamBudget,
     upstream: UpstreamClient,
     policy: Policy,
-    clock: Arc<dyn Clock>,
+    cors: Cors,
+}
+
+impl Snapshot {
+    fn new(config: Config, generation: u64) -> Result<Snapshot, String> {
+        let clients = config.clients();
+        Ok(Snapshot {
+            generation,
+            tokens: Tokens::new(clients.iter().map(|c| c.token.clone()).collect()),
+            client_limits: ClientLimits::new(&clients, &config.limits),
+            budget: UpstreamBudget::new(&config.limits),
+            upstream: UpstreamClient::new(&config.upstream)?,
+            policy: Policy::new(&config),
+            cors: Cors::new(&config.server.cors_origins),
+            config: Arc::new(config),
+        })
+    }
+
+    /// The freshness policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The upstream budget.
+    pub fn budget(&self) -> &UpstreamBudget {
+        &self.budget
+    }
+
+    /// The lifetimes of `entry` under this snapshot's policy.
+    fn lifetimes(&self, entry: &CachedBody) -> Lifetimes {
+        if entry.generation == self.generation {
+            entry.lifetimes
+        } else {
+            self.policy.lifetimes(entry.rule, entry.fetched_at)
+        }
+    }
 }
 
 impl AppState {
@@ -42,58 +109,231 @@ impl AppState {
     ///
     /// # Errors
     /// When the upstream client cannot be built.
-    pub fn new(config: &Config, clock: Arc<dyn Clock>) -> Result<AppState, String> {
+    pub fn new(config: Config, clock: Arc<dyn Clock>) -> Result<AppState, String> {
+        let cache = Cache::new(config.cache.max_bytes);
+        let snapshot = Snapshot::new(config, 0)?;
         Ok(AppState {
-            inner: Arc::new(State {
+            inner: Arc::new(Shared {
                 router: Router::new(crate::catalog::catalog()),
-                tokens: Tokens::new(config.auth.tokens.clone()),
-                cache: Cache::new(config.cache.max_bytes),
-                upstream: UpstreamClient::new(&config.upstream)?,
-                policy: Policy::new(config),
+                cache,
                 clock,
+                snapshot: ArcSwap::from_pointee(snapshot),
+                stats: Stats::default(),
             }),
         })
     }
 
-    /// The answer cache (tests and the admin side read it).
+    /// Applies a new, already validated configuration without touching connections
+    /// or the cache. Keys that only a restart can change are reported.
+    ///
+    /// # Errors
+    /// When the new upstream client cannot be built; the old config stays.
+    pub fn reload(&self, config: Config) -> Result<Vec<&'static str>, String> {
+        let old = self.inner.snapshot.load();
+        let mut needs_restart = Vec::new();
+        if config.server.listen != old.config.server.listen {
+            needs_restart.push("server.listen");
+        }
+        if config.server.max_connections != old.config.server.max_connections {
+            needs_restart.push("server.max_connections");
+        }
+        if config.cache.max_bytes != old.config.cache.max_bytes {
+            needs_restart.push("cache.max_bytes");
+        }
+        if config.scheduler != old.config.scheduler {
+            needs_restart.push("scheduler");
+        }
+        let next = Snapshot::new(config, old.generation + 1)?;
+        self.inner.snapshot.store(Arc::new(next));
+        Ok(needs_restart)
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.inner.snapshot.load_full()
+    }
+
+    /// The answer cache.
     pub fn cache(&self) -> &Cache {
         &self.inner.cache
+    }
+
+    /// Request counters.
+    pub fn stats(&self) -> &Stats {
+        &self.inner.stats
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// The router.
+    pub fn router(&self) -> &Router {
+        &self.inner.router
+    }
+
+    /// Whether `entry` is fresh now under the current policy.
+    pub fn is_fresh(&self, entry: &CachedBody) -> bool {
+        let snap = self.inner.snapshot.load();
+        matches!(
+            snap.lifetimes(entry).decide(self.inner.clock.now()),
+            Freshness::Fresh { .. }
+        )
+    }
+
+    /// Fetches `valid` again whatever the cache holds (scheduled jobs).
+    ///
+    /// # Errors
+    /// The fetch's error; the cached answer, if any, stays.
+    pub async fn refetch(&self, valid: &Valid, priority: Priority) -> Result<(), FetchError> {
+        self.fill(valid, priority, true).await.0.map(drop)
+    }
+
+    /// Fetches `valid` from the upstream through the single-flight fill and the
+    /// upstream budget, caching a successful answer (and a "not found" briefly).
+    /// Client misses, background refreshes and the scheduler all come through here.
+    /// Unless `force`, an answer that turned fresh meanwhile is used as it is.
+    pub async fn fill(
+        &self,
+        valid: &Valid,
+        priority: Priority,
+        force: bool,
+    ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
+        let snap = self.inner.snapshot.load_full();
+        let clock = Arc::clone(&self.inner.clock);
+        let target = valid.target.clone();
+        let rule = Rule {
+            endpoint_id: valid.endpoint.id,
+            class: valid.class,
+            until_open: valid.until_open,
+            negative: false,
+        };
+        let usable_snap = Arc::clone(&snap);
+        let now = clock.now();
+        let usable = move |entry: &CachedBody| {
+            !force
+                && matches!(
+                    usable_snap.lifetimes(entry).decide(now),
+                    Freshness::Fresh { .. }
+                )
+        };
+        self.inner
+            .cache
+            .fill(&valid.target, usable, move || async move {
+                snap.budget
+                    .acquire(priority)
+                    .await
+                    .map_err(|denied| match denied {
+                        Denied::Overloaded => FetchError::Overloaded,
+                        Denied::Dropped => FetchError::Dropped,
+                    })?;
+                let (body, status, rule) = match snap.upstream.fetch(&target).await {
+                    Ok(fetched) => {
+                        tracing::info!(
+                            target = %target,
+                            priority = priority.as_str(),
+                            upstream_ms = fetched.elapsed.as_millis() as u64,
+                            bytes = fetched.body.len(),
+                            "upstream fetch"
+                        );
+                        (fetched.body, 200, rule)
+                    }
+                    // Negative caching: an unknown code stays unknown for a while.
+                    Err(FetchError::Answer { status: 404, body }) => (
+                        body,
+                        404,
+                        Rule {
+                            negative: true,
+                            ..rule
+                        },
+                    ),
+                    Err(e) => return Err(e),
+                };
+                let fetched_at = clock.now();
+                let lifetimes = snap.policy.lifetimes(rule, fetched_at);
+                Ok(CachedBody::new(
+                    body,
+                    status,
+                    fetched_at,
+                    rule,
+                    lifetimes,
+                    snap.generation,
+                ))
+            })
+            .await
+    }
+
+    /// Starts a background refresh of `valid` unless one is already under way.
+    fn refresh_in_background(&self, valid: &Valid) {
+        if self.inner.cache.is_filling(&valid.target) {
+            return;
+        }
+        self.inner.stats.refreshes.fetch_add(1, Ordering::Relaxed);
+        let state = self.clone();
+        let valid = valid.clone();
+        tokio::spawn(async move {
+            if let (Err(e), _) = state.fill(&valid, Priority::Background, false).await {
+                tracing::debug!(target = %valid.target, error = e.as_str(), "background refresh failed");
+            }
+        });
     }
 }
 
 /// Serves one request; never fails (errors become envelope responses).
 pub async fn handle<B>(state: AppState, request: Request<B>) -> Result<Response<Body>, Infallible> {
-    let response = match serve(&state, &request).await {
+    let snap = state.inner.snapshot.load_full();
+    let mut response = match serve(&state, &snap, &request).await {
         Ok(response) => response,
         Err(error) => {
-            match error.status() {
-                s if s.is_server_error() => tracing::warn!(
+            if error.status().is_server_error() {
+                state.inner.stats.errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
                     path = request.uri().path(),
                     code = error.code(),
                     "request failed"
-                ),
-                _ => tracing::debug!(
+                );
+            } else {
+                tracing::debug!(
                     path = request.uri().path(),
                     code = error.code(),
                     "request refused"
-                ),
+                );
             }
             error.to_response()
         }
     };
+    snap.cors.apply(request.headers(), response.headers_mut());
     Ok(response)
 }
 
-async fn serve<B>(state: &AppState, request: &Request<B>) -> Result<Response<Body>, Error> {
+async fn serve<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    request: &Request<B>,
+) -> Result<Response<Body>, Error> {
     let s = &*state.inner;
     let api_path = request
         .uri()
         .path()
         .strip_prefix(API_PREFIX)
         .ok_or(Error::NotFound)?;
-    s.tokens
+    // A CORS preflight carries no credentials: answer it before auth.
+    if request.method() == Method::OPTIONS
+        && request.headers().contains_key(header::ORIGIN)
+        && request
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+    {
+        return Ok(snap.cors.preflight(request.headers()));
+    }
+    let client = snap
+        .tokens
         .check(request.headers())
         .ok_or(Error::Unauthorized)?;
+    snap.client_limits
+        .check(client.0)
+        .map_err(|retry_after_secs| Error::RateLimited { retry_after_secs })?;
     let route = s.router.route(api_path).ok_or(Error::NotFound)?;
     if !matches!(*request.method(), Method::GET | Method::HEAD) {
         return Err(Error::MethodNotAllowed);
@@ -106,74 +346,111 @@ async fn serve<B>(state: &AppState, request: &Request<B>) -> Result<Response<Bod
                     .into(),
         });
     }
-    lookup(s, &valid, request.headers()).await
+    lookup(state, snap, &valid, request.headers()).await
 }
 
-/// The cache's answer for a valid request: a fresh hit, or one coalesced upstream fetch,
-/// or (when the upstream fails) a stale answer still inside its window.
-async fn lookup(s: &State, valid: &Valid, headers: &HeaderMap) -> Result<Response<Body>, Error> {
-    let ttl = s.policy.ttl(valid.endpoint.id, valid.class);
+/// The cache's answer for a valid request.
+async fn lookup(
+    state: &AppState,
+    snap: &Snapshot,
+    valid: &Valid,
+    headers: &HeaderMap,
+) -> Result<Response<Body>, Error> {
+    let s = &*state.inner;
+    let now = s.clock.now();
     let cached = s.cache.get(&valid.target).await;
     if let Some(entry) = &cached {
-        let age = freshness::age(s.clock.now(), entry.fetched_at);
-        if let Freshness::Fresh { remaining } = freshness::decide(ttl, age) {
-            return Ok(answer(headers, entry, CacheStatus::Hit, age, remaining));
+        let lifetimes = snap.lifetimes(entry);
+        match lifetimes.decide(now) {
+            Freshness::Fresh { .. } => {
+                s.stats.hits.fetch_add(1, Ordering::Relaxed);
+                let detail = if entry.status == 200 {
+                    ""
+                } else {
+                    "; detail=negative"
+                };
+                let cache_status = format!("mdproxy; hit; ttl={}{detail}", lifetimes.ttl_secs(now));
+                return Ok(answer(
+                    headers,
+                    entry,
+                    CacheStatus::Hit,
+                    &lifetimes,
+                    now,
+                    cache_status,
+                ));
+            }
+            Freshness::Stale => {
+                s.stats.stale.fetch_add(1, Ordering::Relaxed);
+                state.refresh_in_background(valid);
+                let cache_status = format!(
+                    "mdproxy; hit; ttl={}; detail=stale-while-revalidate",
+                    lifetimes.ttl_secs(now)
+                );
+                return Ok(answer(
+                    headers,
+                    entry,
+                    CacheStatus::Stale,
+                    &lifetimes,
+                    now,
+                    cache_status,
+                ));
+            }
+            Freshness::StaleIfError | Freshness::Expired => {}
         }
     }
 
-    let keep_for = Duration::from_secs(ttl.fresh_secs + ttl.stale_secs);
-    let upstream = s.upstream.clone();
-    let clock = Arc::clone(&s.clock);
-    let target = valid.target.clone();
-    let usable = |entry: &CachedBody| {
-        let age = freshness::age(s.clock.now(), entry.fetched_at);
-        matches!(freshness::decide(ttl, age), Freshness::Fresh { .. })
-    };
-    let (result, role) = s
-        .cache
-        .fill(&valid.target, usable, move || async move {
-            let fetched = upstream.fetch(&target).await?;
-            tracing::info!(
-                target = %target,
-                upstream_ms = fetched.elapsed.as_millis() as u64,
-                bytes = fetched.body.len(),
-                "upstream fetch"
-            );
-            Ok(CachedBody::new(fetched.body, clock.now(), keep_for))
-        })
-        .await;
-
+    let (result, role) = state.fill(valid, Priority::Client, false).await;
+    let now = s.clock.now();
     match result {
         Ok(entry) => {
-            let age = freshness::age(s.clock.now(), entry.fetched_at);
-            let remaining = match freshness::decide(ttl, age) {
-                Freshness::Fresh { remaining } => remaining,
-                _ => Duration::ZERO,
+            let lifetimes = snap.lifetimes(&entry);
+            let (status, cache_status) = match role {
+                FillRole::Found => (
+                    CacheStatus::Hit,
+                    format!("mdproxy; hit; ttl={}", lifetimes.ttl_secs(now)),
+                ),
+                FillRole::Leader if cached.is_some() => {
+                    (CacheStatus::Miss, "mdproxy; fwd=stale; stored".to_owned())
+                }
+                FillRole::Leader => (CacheStatus::Miss, "mdproxy; fwd=miss; stored".to_owned()),
+                FillRole::Joined => (CacheStatus::Miss, "mdproxy; fwd=miss; collapsed".to_owned()),
             };
-            let status = match role {
-                FillRole::Found => CacheStatus::Hit,
-                FillRole::Leader | FillRole::Joined => CacheStatus::Miss,
+            let counter = if status == CacheStatus::Hit {
+                &s.stats.hits
+            } else {
+                &s.stats.misses
             };
-            Ok(answer(headers, &entry, status, age, remaining))
+            counter.fetch_add(1, Ordering::Relaxed);
+            Ok(answer(
+                headers,
+                &entry,
+                status,
+                &lifetimes,
+                now,
+                cache_status,
+            ))
         }
         Err(error) => {
             // Stale-if-error: a failing upstream never loses a cached answer.
             if error.is_failure()
                 && let Some(entry) = cached
+                && entry.status == 200
             {
-                let age = freshness::age(s.clock.now(), entry.fetched_at);
-                if freshness::decide(ttl, age) != Freshness::Expired {
-                    tracing::warn!(
-                        target = %valid.target,
-                        upstream_error = error.as_str(),
-                        "serving stale answer"
+                let lifetimes = snap.lifetimes(&entry);
+                if lifetimes.decide(now).is_usable_on_error() {
+                    s.stats.stale.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(target = %valid.target, upstream_error = error.as_str(), "serving stale answer");
+                    let cache_status = format!(
+                        "mdproxy; hit; ttl={}; detail=stale-if-error",
+                        lifetimes.ttl_secs(now)
                     );
                     return Ok(answer(
                         headers,
                         &entry,
                         CacheStatus::Stale,
-                        age,
-                        Duration::ZERO,
+                        &lifetimes,
+                        now,
+                        cache_status,
                     ));
                 }
             }
@@ -186,33 +463,81 @@ async fn lookup(s: &State, valid: &Valid, headers: &HeaderMap) -> Result<Respons
     }
 }
 
-/// A cached body with the contract's headers, or 304 when `If-None-Match` matches.
+/// Whether the client accepts gzip (`Accept-Encoding`, honouring `q=0`).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';').map(str::trim);
+            let coding = parts.next().unwrap_or_default();
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
+        })
+}
+
+/// A cached answer with the contract's headers, gzip when accepted, or 304 when
+/// `If-None-Match` names the representation.
 fn answer(
     request_headers: &HeaderMap,
     entry: &CachedBody,
     status: CacheStatus,
-    age: Duration,
-    remaining: Duration,
+    lifetimes: &Lifetimes,
+    now: DateTime<Utc>,
+    cache_status: String,
 ) -> Response<Body> {
-    let not_modified = request_headers
-        .get(header::IF_NONE_MATCH)
-        .is_some_and(|v| etag_matches(v, &entry.etag));
+    let gzip = accepts_gzip(request_headers)
+        .then(|| entry.gzip())
+        .flatten();
+    let etag = if gzip.is_some() {
+        &entry.etag_gzip
+    } else {
+        &entry.etag
+    };
+    let not_modified = entry.status == 200
+        && request_headers
+            .get(header::IF_NONE_MATCH)
+            .is_some_and(|v| etag_matches(v, etag));
     let mut response = if not_modified {
         let mut r = Response::new(body::empty());
         *r.status_mut() = StatusCode::NOT_MODIFIED;
         r
     } else {
-        Response::new(body::full(entry.body.clone()))
+        let bytes = gzip.unwrap_or(&entry.body).clone();
+        let mut r = Response::new(body::full(bytes));
+        *r.status_mut() = StatusCode::from_u16(entry.status).unwrap_or(StatusCode::OK);
+        r
+    };
+    let remaining = match lifetimes.decide(now) {
+        Freshness::Fresh { remaining } => remaining.as_secs(),
+        _ => 0,
     };
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    if gzip.is_some() && !not_modified {
+        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
     headers.insert(X_CACHE, status.header_value());
-    headers.insert(header::AGE, HeaderValue::from(age.as_secs()));
-    headers.insert(header::ETAG, entry.etag.clone());
-    headers.insert(header::CACHE_CONTROL, max_age(remaining.as_secs()));
+    headers.insert(
+        CACHE_STATUS,
+        HeaderValue::from_str(&cache_status).expect("built from ASCII"),
+    );
+    headers.insert(
+        header::AGE,
+        HeaderValue::from(freshness::age(now, entry.fetched_at).as_secs()),
+    );
+    headers.insert(header::ETAG, etag.clone());
+    headers.insert(header::CACHE_CONTROL, max_age(remaining));
     response
 }
 
@@ -239,8 +564,8 @@ fn etag_matches(if_none_match: &HeaderValue, etag: &HeaderValue) -> bool {
         .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == ours)
 }
 
-/// An upstream answer that is not cached but belongs to the client (a 404 for an
-/// unknown code, a `"success": false` body), relayed byte for byte.
+/// An upstream answer that is not cached but belongs to the client (a 4xx, a
+/// `"success": false` body), relayed byte for byte.
 fn relay(status: u16, body: Bytes) -> Response<Body> {
     let mut response = Response::new(body::full(body));
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -250,8 +575,76 @@ fn relay(status: u16, body: Bytes) -> Response<Body> {
         HeaderValue::from_static("application/json"),
     );
     headers.insert(X_CACHE, CacheStatus::Miss.header_value());
+    headers.insert(CACHE_STATUS, HeaderValue::from_static("mdproxy; fwd=miss"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+/// The CORS policy: which browser origins may read answers.
+#[derive(Debug, Default)]
+struct Cors {
+    any: bool,
+    origins: Vec<String>,
+}
+
+impl Cors {
+    fn new(origins: &[String]) -> Cors {
+        Cors {
+            any: origins.iter().any(|o| o == "*"),
+            origins: origins
+                .iter()
+                .filter(|o| *o != "*")
+                .map(|o| o.trim_end_matches('/').to_owned())
+                .collect(),
+        }
+    }
+
+    /// The request's origin if it is allowed.
+    fn allowed<'h>(&self, headers: &'h HeaderMap) -> Option<&'h HeaderValue> {
+        let origin = headers.get(header::ORIGIN)?;
+        let text = origin.to_str().ok()?;
+        (self.any || self.origins.iter().any(|o| o == text)).then_some(origin)
+    }
+
+    /// Adds the CORS headers to a response when the origin is allowed.
+    fn apply(&self, request: &HeaderMap, response: &mut HeaderMap) {
+        if self.origins.is_empty() && !self.any {
+            return;
+        }
+        response.append(header::VARY, HeaderValue::from_static("Origin"));
+        if let Some(origin) = self.allowed(request) {
+            response.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+            response.insert(
+                header::ACCESS_CONTROL_EXPOSE_HEADERS,
+                HeaderValue::from_static(EXPOSED),
+            );
+        }
+    }
+
+    /// The answer to a preflight (`OPTIONS` with `Origin` and
+    /// `Access-Control-Request-Method`); the origin header itself is added by `apply`.
+    fn preflight(&self, request: &HeaderMap) -> Response<Body> {
+        let mut r = Response::new(body::empty());
+        *r.status_mut() = StatusCode::NO_CONTENT;
+        if self.allowed(request).is_some() {
+            let h = r.headers_mut();
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static("GET, HEAD"),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                HeaderValue::from_static(
+                    "Authorization, If-None-Match, Last-Event-ID, Cache-Control",
+                ),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_MAX_AGE,
+                HeaderValue::from_static("600"),
+            );
+        }
+        r
+    }
 }
 
 #[cfg(test)]
@@ -275,5 +668,44 @@ mod tests {
         assert_eq!(max_age(0), "max-age=0");
         assert_eq!(max_age(3), "max-age=3");
         assert_eq!(max_age(3600), "max-age=3600");
+    }
+
+    #[test]
+    fn accept_encoding_is_parsed() {
+        let h = |v: &'static str| {
+            let mut m = HeaderMap::new();
+            m.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(v));
+            accepts_gzip(&m)
+        };
+        assert!(h("gzip"));
+        assert!(h("deflate, gzip;q=0.8, br"));
+        assert!(h("*"));
+        assert!(!h("gzip;q=0"));
+        assert!(!h("br, deflate"));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn cors_allows_listed_origins_only() {
+        let cors = Cors::new(&["https://dash.example.com".to_owned()]);
+        let mut req = HeaderMap::new();
+        req.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("https://dash.example.com"),
+        );
+        let mut resp = HeaderMap::new();
+        cors.apply(&req, &mut resp);
+        assert_eq!(
+            resp[header::ACCESS_CONTROL_ALLOW_ORIGIN],
+            "https://dash.example.com"
+        );
+        let mut other = HeaderMap::new();
+        other.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("https://evil.example"),
+        );
+        let mut resp = HeaderMap::new();
+        cors.apply(&other, &mut resp);
+        assert!(!resp.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN));
     }
 }

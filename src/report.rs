@@ -7,14 +7,15 @@ use crate::catalog::catalog;
 use crate::config::Config;
 use crate::freshness::Policy;
 
-/// The effective TTL of every endpoint under `config`, one line each.
+/// The effective TTLs of every endpoint under `config`, in and out of session, one
+/// line per endpoint and class (`mdproxy check-config`).
 pub fn ttl_table(config: &Config) -> String {
     let policy = Policy::new(config);
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<48} {:<10} {:>10} {:>10}",
-        "endpoint", "class", "fresh_s", "stale_s"
+        "{:<46} {:<10} {:>9} {:>9} {:>12} {:>9} {:>9}",
+        "endpoint", "class", "in:fresh", "in:stale", "out:fresh", "out:stale", "if-error"
     );
     for e in catalog().endpoints() {
         let mut classes = vec![e.class];
@@ -23,17 +24,36 @@ pub fn ttl_table(config: &Config) -> String {
         }
         for class in classes {
             let ttl = policy.ttl(e.id, class);
+            let until_open = ttl.until_open || e.until_open_when.is_some();
+            let out_fresh = if until_open {
+                format!("≤open+{}", config.freshness.open_grace_secs)
+            } else {
+                human(ttl.closed_fresh_secs)
+            };
             let _ = writeln!(
                 out,
-                "{:<48} {:<10} {:>10} {:>10}",
+                "{:<46} {:<10} {:>9} {:>9} {:>12} {:>9} {:>9}",
                 e.path,
                 class.as_str(),
-                ttl.fresh_secs,
-                ttl.stale_secs
+                human(ttl.session_fresh_secs),
+                human(ttl.session_stale_secs),
+                out_fresh,
+                human(ttl.closed_stale_secs),
+                human(ttl.error_secs)
             );
         }
     }
     out
+}
+
+/// `90` → `90s`, `3600` → `1h`, `86400` → `1d`.
+fn human(secs: u64) -> String {
+    match secs {
+        s if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s >= 3_600 && s % 3_600 == 0 => format!("{}h", s / 3_600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
 }
 
 /// Every configuration key with its default and environment variable, as Markdown

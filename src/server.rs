@@ -13,14 +13,18 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
+use std::path::PathBuf;
+
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::body::Body;
 use crate::config::Config;
 use crate::freshness::Clock;
 use crate::proxy::AppState;
+use crate::scheduler::Scheduler;
 
 /// How long a client may take to send a request's headers; bounds slow-loris
 /// connections that would otherwise hold a connection slot forever.
@@ -87,8 +91,10 @@ pub struct ProxyHandle {
     /// The address the client listener is bound to.
     pub addr: SocketAddr,
     state: AppState,
-    stop: Option<oneshot::Sender<()>>,
+    /// Cancels the listener, the reload watcher and the scheduler's work.
+    stop: CancellationToken,
     task: Option<JoinHandle<()>>,
+    scheduler: Option<Scheduler>,
 }
 
 impl ProxyHandle {
@@ -97,15 +103,23 @@ impl ProxyHandle {
         format!("http://{}/api/v1", self.addr)
     }
 
-    /// The proxy's state (cache inspection in tests).
+    /// The proxy's state (cache inspection, reloads).
     pub fn state(&self) -> &AppState {
         &self.state
     }
 
-    /// Stops accepting, lets open connections finish, and waits for that.
+    /// Reloads `path` on SIGHUP and whenever its content changes (polled every
+    /// `server.reload_poll_ms`), until the proxy stops.
+    pub fn watch_config(&self, path: PathBuf, lookup: crate::reload::Lookup) {
+        let poll = Duration::from_millis(self.state.snapshot().config.server.reload_poll_ms);
+        crate::reload::spawn(self.state.clone(), path, lookup, poll, self.stop.clone());
+    }
+
+    /// Stops accepting, stops the scheduler, lets open connections finish, and waits.
     pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        self.stop.cancel();
+        if let Some(scheduler) = self.scheduler.take() {
+            scheduler.shutdown().await;
         }
         if let Some(task) = self.task.take() {
             let _ = task.await;
@@ -115,53 +129,77 @@ impl ProxyHandle {
 
 impl Drop for ProxyHandle {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.stop.cancel();
     }
 }
 
-/// Binds `config.server.listen` and starts the proxy in the background.
+/// Binds `config.server.listen` and starts the proxy (and its scheduler) in the
+/// background.
 ///
 /// # Errors
-/// When the address cannot be bound or the upstream client cannot be built.
+/// When the address cannot be bound, the upstream client cannot be built or the
+/// scheduler cannot start.
 pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ProxyHandle, String> {
     let listener = TcpListener::bind(&config.server.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
-    start_on(listener, config, clock)
-}
-
-/// Starts the proxy on an already bound listener.
-///
-/// # Errors
-/// When the upstream client cannot be built.
-pub fn start_on(
-    listener: TcpListener,
-    config: &Config,
-    clock: Arc<dyn Clock>,
-) -> Result<ProxyHandle, String> {
     let addr = listener
         .local_addr()
         .map_err(|e| format!("listener has no address: {e}"))?;
-    let state = AppState::new(config, clock)?;
-    let (stop, stopped) = oneshot::channel::<()>();
+    let state = AppState::new(config.clone(), clock)?;
+    let calendar = state.snapshot().policy().calendar().clone();
+    let year = chrono::Datelike::year(
+        &state
+            .clock()
+            .now()
+            .with_timezone(&chrono_tz::Asia::Shanghai),
+    );
+    if !calendar.covers(year) {
+        tracing::warn!(
+            year,
+            "the holiday calendar does not cover this year: only weekends are known closed; set calendar.holidays"
+        );
+    }
+    let stop = CancellationToken::new();
     let handler_state = state.clone();
     let handler = move |req| crate::proxy::handle(handler_state.clone(), req);
+    let stopped = stop.clone();
     let task = tokio::spawn(serve(
         listener,
         handler,
         config.server.max_connections,
         Duration::from_millis(config.server.shutdown_grace_ms),
-        async move {
-            let _ = stopped.await;
-        },
+        async move { stopped.cancelled().await },
     ));
+    let scheduler = if config.scheduler.enabled {
+        let mut plans = crate::scheduler::builtin();
+        plans.extend(crate::scheduler::configured(&config.scheduler.jobs));
+        if config.scheduler.prewarm_on_start {
+            let (state, plans, stop) = (state.clone(), plans.clone(), stop.clone());
+            tokio::spawn(async move {
+                for plan in &plans {
+                    // At start-up only what is not already fresh is fetched.
+                    let unforced = crate::scheduler::Plan {
+                        force: false,
+                        ..plan.clone()
+                    };
+                    tokio::select! {
+                        () = crate::scheduler::run(&state, &unforced) => {}
+                        () = stop.cancelled() => return,
+                    }
+                }
+            });
+        }
+        Some(Scheduler::start(state.clone(), plans).await?)
+    } else {
+        None
+    };
     tracing::info!(%addr, "proxy listening");
     Ok(ProxyHandle {
         addr,
         state,
-        stop: Some(stop),
+        stop,
         task: Some(task),
+        scheduler,
     })
 }

@@ -37,6 +37,12 @@ pub enum FetchError {
     /// A 2xx whose body is not the JSON envelope.
     #[error("the upstream sent a body that is not the JSON envelope")]
     InvalidBody,
+    /// The upstream budget had no room for a client within `limits.client_wait_ms`.
+    #[error("the upstream budget is exhausted")]
+    Overloaded,
+    /// Background work found no upstream budget and was dropped.
+    #[error("background refresh dropped for want of upstream budget")]
+    Dropped,
     /// A well-formed answer that must not be cached but belongs to the client as it
     /// is: a 4xx such as 404 for an unknown code, or a 2xx with `"success": false`.
     #[error("the upstream answered {status}")]
@@ -65,6 +71,9 @@ impl FetchError {
             FetchError::InvalidBody => Error::UpstreamError {
                 reason: "the upstream sent an invalid body".into(),
             },
+            FetchError::Overloaded | FetchError::Dropped => Error::Overloaded {
+                reason: "the upstream request budget is exhausted; retry shortly".into(),
+            },
             FetchError::Answer { status, .. } => Error::UpstreamError {
                 reason: format!("the upstream answered {status}"),
             },
@@ -78,6 +87,8 @@ impl FetchError {
             FetchError::Unreachable => "unreachable",
             FetchError::Failed(_) => "failed",
             FetchError::InvalidBody => "invalid_body",
+            FetchError::Overloaded => "overloaded",
+            FetchError::Dropped => "dropped",
             FetchError::Answer { .. } => "answer",
         }
     }

@@ -334,7 +334,7 @@ async fn slow_upstream_gives_504_quickly() {
     assert!(started.elapsed() < Duration::from_secs(30));
 }
 
-/// Upstream 5xx becomes 502; the upstream's "not found" is relayed and not cached.
+/// Upstream 5xx becomes 502; the upstream's "not found" is relayed and cached briefly.
 #[tokio::test]
 async fn upstream_errors_map_and_not_found_is_relayed() {
     let env = support::start().await;
@@ -348,11 +348,14 @@ async fn upstream_errors_map_and_not_found_is_relayed() {
     assert_eq!(r.status(), 404);
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["success"], false);
-    env.get(unknown).await;
+    let again = env.get(unknown).await;
+    assert_eq!(again.status(), 404);
+    assert_eq!(header(&again, "x-cache"), "HIT");
+    assert!(header(&again, "cache-status").contains("detail=negative"));
     assert_eq!(
         env.sim.hits_for("/stock/detail/605999.SH"),
-        2,
-        "not-found answers are not cached (yet)"
+        1,
+        "negative caching"
     );
 }
 

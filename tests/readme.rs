@@ -32,7 +32,7 @@ fn example_config_is_valid() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/mdproxy.toml");
     let config = Config::load(path.as_ref(), |_| None).unwrap();
     assert_eq!(
-        config.freshness.classes[&mdproxy::catalog::FreshnessClass::Live].fresh_secs,
+        config.freshness.classes[&mdproxy::catalog::FreshnessClass::Live].session_fresh_secs,
         3
     );
 }

@@ -49,6 +49,10 @@ pub fn proxy_config(sim: &SimHandle) -> Config {
     let mut config = mdproxy::demo::config_for(sim, "127.0.0.1:0", Secret::new(TOKEN));
     config.upstream.timeout_ms = 2_000;
     config.upstream.connect_timeout_ms = 500;
+    // Tests that count upstream requests must not see prewarm traffic, and only the
+    // budget tests want a budget.
+    config.scheduler.enabled = false;
+    config.limits.upstream_rps = 0;
     config
 }
 

@@ -1,0 +1,325 @@
+//! Scheduled prewarm with tokio-cron-scheduler, in China time: the built-in jobs of
+//! DOMAIN.md §8.2 (macro releases, classification and ETF lists before the open,
+//! indices during sessions) and the operator's `[[scheduler.jobs]]`. Every job goes
+//! through the proxy's own fill path and upstream budget, at background priority.
+
+use std::sync::Arc;
+
+use chrono_tz::Asia::Shanghai;
+use tokio_cron_scheduler::{Job, JobScheduler};
+
+use crate::catalog::catalog;
+use crate::config::JobConfig;
+use crate::limit::Priority;
+use crate::params::{self, Valid};
+use crate::proxy::AppState;
+use crate::router::Router;
+
+/// When a job may run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// Whatever the market does (news, macro, overseas data).
+    Always,
+    /// On trading days only (data that is prepared for the session).
+    TradingDays,
+    /// Only while the market is in session (data that stands still otherwise).
+    InSession,
+}
+
+/// A job: a cron expression (with seconds, China time) and its targets.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub name: String,
+    pub cron: String,
+    pub when: When,
+    pub targets: Vec<Valid>,
+    /// Refetch even when the cached answer is still fresh (a macro release may have
+    /// changed data that the cache considers fresh for hours).
+    pub force: bool,
+}
+
+/// Checks a cron expression the way the scheduler will read it.
+///
+/// # Errors
+/// A message when it does not parse.
+pub fn check_cron(expr: &str) -> Result<(), String> {
+    Job::new_async_tz(expr, Shanghai, |_, _| Box::pin(async {}))
+        .map(drop)
+        .map_err(|_| {
+            "not a cron expression with a seconds field, e.g. \"0 45 8 * * Mon-Fri\"".to_owned()
+        })
+}
+
+/// Parses a target such as `/stock/kline?code=600519` into a validated request.
+///
+/// # Errors
+/// When the path is unknown or a parameter invalid.
+pub fn parse_target(target: &str) -> Result<Valid, String> {
+    let router = Router::new(catalog());
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target, None),
+    };
+    let route = router.route(path).ok_or("no such endpoint")?;
+    if route.endpoint.streaming {
+        return Err("the stream cannot be prewarmed".into());
+    }
+    params::validate(route.endpoint, route.params(), query).map_err(|e| e.to_string())
+}
+
+fn targets(list: &[&str]) -> Vec<Valid> {
+    list.iter()
+        .map(|t| parse_target(t).expect("built-in targets are valid"))
+        .collect()
+}
+
+fn macro_targets(slugs: &[&str]) -> Vec<Valid> {
+    let list: Vec<String> = slugs
+        .iter()
+        .flat_map(|s| [format!("/macro/{s}"), format!("/macro/{s}/series")])
+        .collect();
+    targets(&list.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+fn plan(name: &str, cron: &str, when: When, force: bool, targets: Vec<Valid>) -> Plan {
+    Plan {
+        name: name.to_owned(),
+        cron: cron.to_owned(),
+        when,
+        targets,
+        force,
+    }
+}
+
+/// The built-in jobs (DOMAIN.md §8.2), China time.
+pub fn builtin() -> Vec<Plan> {
+    let all_macro: Vec<&str> = crate::catalog::MACRO_INDICATORS
+        .iter()
+        .map(|(s, _)| *s)
+        .collect();
+    vec![
+        plan(
+            "macro-daily",
+            "0 0 8 * * *",
+            When::Always,
+            false,
+            macro_targets(&all_macro),
+        ),
+        plan(
+            "macro-pmi",
+            "0 31 9 28-31,1 * *",
+            When::Always,
+            true,
+            macro_targets(&["pmi"]),
+        ),
+        plan(
+            "macro-cpi-ppi",
+            "0 31 9 8-14 * *",
+            When::Always,
+            true,
+            macro_targets(&["cpi", "ppi"]),
+        ),
+        plan(
+            "macro-lpr",
+            "0 20,35 9 20-23 * *",
+            When::Always,
+            true,
+            macro_targets(&["lpr"]),
+        ),
+        plan(
+            "macro-nbs-activity",
+            "0 1 10 14-20 * *",
+            When::Always,
+            true,
+            macro_targets(&["fixed-asset-investment", "total-retail", "gdp"]),
+        ),
+        plan(
+            "macro-customs",
+            "0 5 11 7-15 * *",
+            When::Always,
+            true,
+            macro_targets(&["customs-trade"]),
+        ),
+        plan(
+            "macro-reserves",
+            "0 5 16 6-9 * *",
+            When::Always,
+            true,
+            macro_targets(&["gold-currency"]),
+        ),
+        plan(
+            "macro-money",
+            "0 0 17,20 10-16 * *",
+            When::Always,
+            true,
+            macro_targets(&["currency-supply", "new-loans"]),
+        ),
+        plan(
+            "lists-before-open",
+            "0 45 8 * * Mon-Fri",
+            When::TradingDays,
+            true,
+            targets(&[
+                "/stock/industry/list",
+                "/stock/area/list",
+                "/stock/concept/list",
+                "/stock/style/list",
+                "/fund/all-etf-list",
+            ]),
+        ),
+        plan(
+            "indices-in-session",
+            "*/3 * 9-11,13-14 * * Mon-Fri",
+            When::InSession,
+            true,
+            targets(&["/market/indices"]),
+        ),
+        plan(
+            "global-indices",
+            "*/30 * * * * *",
+            When::Always,
+            false,
+            targets(&["/market/global-index"]),
+        ),
+    ]
+}
+
+/// The operator's jobs.
+///
+/// # Panics
+/// On a config that did not pass `validate()`.
+pub fn configured(jobs: &[JobConfig]) -> Vec<Plan> {
+    jobs.iter()
+        .map(|j| Plan {
+            name: j.name.clone(),
+            cron: j.cron.clone(),
+            when: if j.session_only {
+                When::InSession
+            } else {
+                When::Always
+            },
+            targets: j
+                .targets
+                .iter()
+                .map(|t| parse_target(t).expect("validated targets"))
+                .collect(),
+            force: true,
+        })
+        .collect()
+}
+
+/// Runs one plan now: skips it when the market says so, then fills every target.
+pub async fn run(state: &AppState, plan: &Plan) {
+    let snap = state.snapshot();
+    let calendar = snap.policy().calendar();
+    let now = state.clock().now();
+    let skip = match plan.when {
+        When::Always => false,
+        When::TradingDays => !calendar.is_trading_day(now.with_timezone(&Shanghai).date_naive()),
+        When::InSession => !calendar.is_open(now),
+    };
+    if skip {
+        tracing::debug!(job = %plan.name, "skipped: market closed");
+        return;
+    }
+    let mut filled = 0;
+    for valid in &plan.targets {
+        if !plan.force
+            && let Some(entry) = state.cache().get(&valid.target).await
+            && state.is_fresh(&entry)
+        {
+            continue;
+        }
+        match state.refetch(valid, Priority::Prewarm).await {
+            Ok(()) => filled += 1,
+            Err(e) => {
+                tracing::debug!(job = %plan.name, target = %valid.target, error = e.as_str(), "prewarm failed")
+            }
+        }
+    }
+    tracing::info!(job = %plan.name, filled, of = plan.targets.len(), "prewarm");
+}
+
+/// The running scheduler.
+pub struct Scheduler {
+    inner: JobScheduler,
+}
+
+impl Scheduler {
+    /// Registers `plans` and starts ticking.
+    ///
+    /// # Errors
+    /// When the scheduler cannot start or a cron expression is invalid.
+    pub async fn start(state: AppState, plans: Vec<Plan>) -> Result<Scheduler, String> {
+        let inner = JobScheduler::new()
+            .await
+            .map_err(|e| format!("scheduler: {e}"))?;
+        for plan in plans {
+            let plan = Arc::new(plan);
+            let state = state.clone();
+            let cron = plan.cron.clone();
+            let job = Job::new_async_tz(cron.as_str(), Shanghai, move |_, _| {
+                let (state, plan) = (state.clone(), Arc::clone(&plan));
+                Box::pin(async move { run(&state, &plan).await })
+            })
+            .map_err(|_| format!("scheduler: invalid cron {cron:?}"))?;
+            inner
+                .add(job)
+                .await
+                .map_err(|e| format!("scheduler: {e}"))?;
+        }
+        inner.start().await.map_err(|e| format!("scheduler: {e}"))?;
+        Ok(Scheduler { inner })
+    }
+
+    /// Stops ticking.
+    pub async fn shutdown(mut self) {
+        if let Err(e) = self.inner.shutdown().await {
+            tracing::warn!(error = %e, "scheduler did not shut down cleanly");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_jobs_parse_and_cover_the_domain_set() {
+        let plans = builtin();
+        for p in &plans {
+            check_cron(&p.cron).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+        }
+        let all: Vec<&str> = plans
+            .iter()
+            .flat_map(|p| p.targets.iter().map(|t| t.endpoint.path.as_str()))
+            .collect();
+        let macro_count = all
+            .iter()
+            .filter(|p| p.starts_with("/macro/"))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        assert_eq!(macro_count, 22, "the 11 macro series, table and chart");
+        for list in [
+            "/stock/industry/list",
+            "/stock/area/list",
+            "/stock/concept/list",
+            "/stock/style/list",
+            "/fund/all-etf-list",
+            "/market/indices",
+            "/market/global-index",
+        ] {
+            assert!(all.contains(&list), "{list}");
+        }
+    }
+
+    #[test]
+    fn targets_and_crons_are_checked() {
+        assert!(parse_target("/stock/kline?code=600519").is_ok());
+        assert!(parse_target("/stock/kline?period=day").is_err());
+        assert!(parse_target("/nope").is_err());
+        assert!(parse_target("/stock/indicator/realtime/sse?codes=600519").is_err());
+        assert!(check_cron("0 45 8 * * Mon-Fri").is_ok());
+        assert!(check_cron("every morning").is_err());
+    }
+}

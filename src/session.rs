@@ -1,0 +1,285 @@
+//! The A-share market clock: China Standard Time, the trading sessions and the holiday
+//! calendar. It answers "is the market in session", "when does the next session
+//! open" and "when did the last one close"; freshness and the scheduler ask it.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, TimeZone, Utc, Weekday};
+use chrono_tz::Asia::Shanghai;
+
+/// Weekday closures of 2026, from the exchanges' notice of 2025-12-22 (DOMAIN.md §1.2).
+const HOLIDAYS_2026: &[&str] = &[
+    "2026-01-01",
+    "2026-01-02",
+    "2026-02-16",
+    "2026-02-17",
+    "2026-02-18",
+    "2026-02-19",
+    "2026-02-20",
+    "2026-02-23",
+    "2026-04-06",
+    "2026-05-01",
+    "2026-05-04",
+    "2026-05-05",
+    "2026-06-19",
+    "2026-09-25",
+    "2026-10-01",
+    "2026-10-02",
+    "2026-10-05",
+    "2026-10-06",
+    "2026-10-07",
+];
+
+/// Weekday closures of 2027: **provisional**. The exchanges publish the calendar in
+/// late December; until then these follow the official festival dates and the usual
+/// pattern (Spring Festival from its eve for a week, National Day 1–7 October).
+/// Replace them with `calendar.holidays` once the notice is out.
+const HOLIDAYS_2027_PROVISIONAL: &[&str] = &[
+    "2027-01-01",
+    "2027-02-05",
+    "2027-02-08",
+    "2027-02-09",
+    "2027-02-10",
+    "2027-02-11",
+    "2027-02-12",
+    "2027-04-05",
+    "2027-05-03",
+    "2027-05-04",
+    "2027-05-05",
+    "2027-06-09",
+    "2027-09-15",
+    "2027-10-01",
+    "2027-10-04",
+    "2027-10-05",
+    "2027-10-06",
+    "2027-10-07",
+];
+
+/// The sessions of a trading day, China time: the morning (opening call auction from
+/// 09:15, continuous trading 09:30–11:30) and the afternoon (13:00–15:00, with the
+/// closing auction from 14:57). The lunch break counts as closed: quotes stand still.
+const SESSIONS: [(u32, u32, u32, u32); 2] = [(9, 15, 11, 30), (13, 0, 15, 0)];
+
+/// Phase of the market at an instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Inside a session (call auction or continuous trading).
+    Open,
+    /// A trading day, outside its sessions (before the open, lunch, after the close).
+    Break,
+    /// A weekend or an exchange holiday.
+    Closed,
+}
+
+impl Phase {
+    /// Stable label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Open => "open",
+            Phase::Break => "break",
+            Phase::Closed => "closed",
+        }
+    }
+}
+
+/// The trading calendar.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Calendar {
+    holidays: BTreeSet<NaiveDate>,
+    /// Years the holiday list covers; outside them only weekends are known.
+    years: BTreeSet<i32>,
+}
+
+impl Default for Calendar {
+    fn default() -> Self {
+        Calendar::builtin()
+    }
+}
+
+impl Calendar {
+    /// The built-in calendar: 2026 as published, 2027 provisional.
+    pub fn builtin() -> Calendar {
+        let dates = HOLIDAYS_2026
+            .iter()
+            .chain(HOLIDAYS_2027_PROVISIONAL)
+            .map(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").expect("built-in dates are valid"));
+        Calendar::from_dates(dates)
+    }
+
+    /// A calendar closing exactly `dates` (plus every weekend).
+    pub fn from_dates(dates: impl IntoIterator<Item = NaiveDate>) -> Calendar {
+        let holidays: BTreeSet<NaiveDate> = dates.into_iter().collect();
+        let years = holidays.iter().map(Datelike::year).collect();
+        Calendar { holidays, years }
+    }
+
+    /// Parses `YYYY-MM-DD` strings (config); errors name the bad entry.
+    ///
+    /// # Errors
+    /// The first entry that is not a real date.
+    pub fn parse(dates: &[String]) -> Result<Calendar, String> {
+        let parsed = dates
+            .iter()
+            .map(|d| {
+                NaiveDate::parse_from_str(d, "%Y-%m-%d")
+                    .map_err(|_| format!("{d:?} is not a date written YYYY-MM-DD"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Calendar::from_dates(parsed))
+    }
+
+    /// True when the holiday list covers `year` (a proxy should warn when it does not).
+    pub fn covers(&self, year: i32) -> bool {
+        self.years.contains(&year)
+    }
+
+    /// Whether the exchanges trade on `day` (weekends are always closed, including
+    /// official make-up working days).
+    pub fn is_trading_day(&self, day: NaiveDate) -> bool {
+        !matches!(day.weekday(), Weekday::Sat | Weekday::Sun) && !self.holidays.contains(&day)
+    }
+
+    /// The phase at `t`.
+    pub fn phase(&self, t: DateTime<Utc>) -> Phase {
+        let local = t.with_timezone(&Shanghai);
+        if !self.is_trading_day(local.date_naive()) {
+            return Phase::Closed;
+        }
+        let time = local.time();
+        let open = SESSIONS
+            .iter()
+            .any(|&(h1, m1, h2, m2)| time >= hm(h1, m1) && time < hm(h2, m2));
+        if open { Phase::Open } else { Phase::Break }
+    }
+
+    /// Whether the market is in session at `t`.
+    pub fn is_open(&self, t: DateTime<Utc>) -> bool {
+        self.phase(t) == Phase::Open
+    }
+
+    /// The first session start strictly after `t`.
+    pub fn next_open(&self, t: DateTime<Utc>) -> DateTime<Utc> {
+        let mut day = t.with_timezone(&Shanghai).date_naive();
+        // Holidays never run longer than a few weeks; bound the search anyway.
+        for _ in 0..400 {
+            if self.is_trading_day(day) {
+                for &(h, m, _, _) in &SESSIONS {
+                    let start = at(day, h, m);
+                    if start > t {
+                        return start;
+                    }
+                }
+            }
+            day += Duration::days(1);
+        }
+        t + Duration::days(400)
+    }
+
+    /// The last session end at or before `t` (the close that made today's or the
+    /// previous trading day's data final).
+    pub fn last_close(&self, t: DateTime<Utc>) -> DateTime<Utc> {
+        let mut day = t.with_timezone(&Shanghai).date_naive();
+        for _ in 0..400 {
+            if self.is_trading_day(day) {
+                for &(_, _, h, m) in SESSIONS.iter().rev() {
+                    let end = at(day, h, m);
+                    if end <= t {
+                        return end;
+                    }
+                }
+            }
+            day -= Duration::days(1);
+        }
+        t - Duration::days(400)
+    }
+}
+
+fn hm(h: u32, m: u32) -> NaiveTime {
+    NaiveTime::from_hms_opt(h, m, 0).expect("session times are valid")
+}
+
+/// `day` at `h:m` China time, as UTC.
+fn at(day: NaiveDate, h: u32, m: u32) -> DateTime<Utc> {
+    Shanghai
+        .from_local_datetime(&day.and_time(hm(h, m)))
+        .single()
+        .expect("China Standard Time has no DST gaps")
+        .with_timezone(&Utc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `2026-03-02 10:00` China time as UTC.
+    fn cst(s: &str) -> DateTime<Utc> {
+        let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M").unwrap();
+        Shanghai
+            .from_local_datetime(&naive)
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    #[test]
+    fn sessions_of_a_trading_day() {
+        let c = Calendar::builtin();
+        // Monday 2 March 2026.
+        assert_eq!(c.phase(cst("2026-03-02 09:14")), Phase::Break);
+        assert_eq!(c.phase(cst("2026-03-02 09:15")), Phase::Open);
+        assert_eq!(c.phase(cst("2026-03-02 11:29")), Phase::Open);
+        assert_eq!(c.phase(cst("2026-03-02 11:30")), Phase::Break);
+        assert_eq!(c.phase(cst("2026-03-02 13:00")), Phase::Open);
+        assert_eq!(c.phase(cst("2026-03-02 14:59")), Phase::Open);
+        assert_eq!(c.phase(cst("2026-03-02 15:00")), Phase::Break);
+    }
+
+    #[test]
+    fn weekends_and_holidays_are_closed() {
+        let c = Calendar::builtin();
+        assert_eq!(c.phase(cst("2026-03-07 10:00")), Phase::Closed); // Saturday
+        assert_eq!(c.phase(cst("2026-10-05 10:00")), Phase::Closed); // National Day
+        assert_eq!(c.phase(cst("2026-02-14 10:00")), Phase::Closed); // make-up Saturday: still closed
+        assert!(c.covers(2026) && c.covers(2027) && !c.covers(2028));
+    }
+
+    #[test]
+    fn next_open_and_last_close() {
+        let c = Calendar::builtin();
+        // Friday after the close -> Monday 09:15.
+        assert_eq!(
+            c.next_open(cst("2026-03-06 15:30")),
+            cst("2026-03-09 09:15")
+        );
+        // Lunch -> 13:00 the same day.
+        assert_eq!(
+            c.next_open(cst("2026-03-02 12:00")),
+            cst("2026-03-02 13:00")
+        );
+        // In the morning session -> the afternoon session.
+        assert_eq!(
+            c.next_open(cst("2026-03-02 10:00")),
+            cst("2026-03-02 13:00")
+        );
+        // Before National Day -> Thursday 8 October.
+        assert_eq!(
+            c.next_open(cst("2026-09-30 16:00")),
+            cst("2026-10-08 09:15")
+        );
+        assert_eq!(
+            c.last_close(cst("2026-03-09 09:00")),
+            cst("2026-03-06 15:00")
+        );
+        assert_eq!(
+            c.last_close(cst("2026-03-02 12:00")),
+            cst("2026-03-02 11:30")
+        );
+    }
+
+    #[test]
+    fn calendars_parse_from_config() {
+        let c = Calendar::parse(&["2030-01-01".to_owned()]).unwrap();
+        assert!(!c.is_trading_day(NaiveDate::from_ymd_opt(2030, 1, 1).unwrap()));
+        assert!(c.is_trading_day(NaiveDate::from_ymd_opt(2026, 1, 2).unwrap()));
+        assert!(Calendar::parse(&["2030-02-30".to_owned()]).is_err());
+    }
+}
