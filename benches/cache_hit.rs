@@ -30,8 +30,13 @@ fn cache_hit(c: &mut Criterion) {
         let mut config = mdproxy::demo::config_for(&sim, "127.0.0.1:0", Secret::new("bench"));
         // Every entry stays fresh for the whole run: we measure hits, not refreshes.
         for ttl in config.freshness.classes.values_mut() {
-            ttl.fresh_secs = 86_400;
+            ttl.session_fresh_secs = 86_400;
+            ttl.closed_fresh_secs = 86_400;
+            ttl.until_open = false;
         }
+        config.freshness.endpoints.clear();
+        config.scheduler.enabled = false;
+        config.limits.upstream_rps = 0;
         let proxy = mdproxy::server::start(&config, clock)
             .await
             .expect("proxy starts");

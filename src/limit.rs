@@ -120,23 +120,24 @@ impl UpstreamBudget {
                 };
                 // Clients queue in `until_ready`; prewarm only takes a permit that is
                 // free at the moment it looks, and otherwise steps back.
-                while share {
-                    match all.check() {
-                        Ok(()) => return Ok(()),
-                        Err(not_until) => {
-                            let wait = not_until.wait_time_from(DefaultClock::default().now());
-                            let retry = tokio::time::Instant::now()
-                                + wait
-                                + Duration::from_millis(fastrand::u64(5..50));
-                            if retry > deadline {
-                                break;
-                            }
-                            tokio::time::sleep_until(retry).await;
-                        }
+                loop {
+                    if !share {
+                        self.dropped.fetch_add(1, Ordering::Relaxed);
+                        return Err(Denied::Dropped);
                     }
+                    let Err(not_until) = all.check() else {
+                        return Ok(());
+                    };
+                    let wait = not_until.wait_time_from(DefaultClock::default().now());
+                    let retry = tokio::time::Instant::now()
+                        + wait
+                        + Duration::from_millis(fastrand::u64(5..50));
+                    if retry > deadline {
+                        self.dropped.fetch_add(1, Ordering::Relaxed);
+                        return Err(Denied::Dropped);
+                    }
+                    tokio::time::sleep_until(retry).await;
                 }
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-                Err(Denied::Dropped)
             }
         }
     }

@@ -81,9 +81,10 @@ fn main() -> ExitCode {
         .init();
     if let Command::Docs = &cli.command {
         print!(
-            "{}\n{}",
+            "{}\n{}\n{}",
             mdproxy::catalog::catalog().markdown_table(),
-            mdproxy::report::config_reference()
+            mdproxy::report::config_reference(),
+            mdproxy::report::ttl_table(&Config::default())
         );
         return ExitCode::SUCCESS;
     }

@@ -17,7 +17,8 @@ pub fn ttl_table(config: &Config) -> String {
         "{:<46} {:<10} {:>9} {:>9} {:>12} {:>9} {:>9}",
         "endpoint", "class", "in:fresh", "in:stale", "out:fresh", "out:stale", "if-error"
     );
-    for e in catalog().endpoints() {
+    // The stream is never cached.
+    for e in catalog().endpoints().iter().filter(|e| !e.streaming) {
         let mut classes = vec![e.class];
         if let Some((_, other)) = e.class_when_present {
             classes.push(other);

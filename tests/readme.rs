@@ -36,3 +36,13 @@ fn example_config_is_valid() {
         3
     );
 }
+
+/// README shows the default TTL of every endpoint as `check-config` prints it.
+#[test]
+fn readme_ttl_table_matches_the_defaults() {
+    let table = mdproxy::report::ttl_table(&Config::default());
+    assert!(
+        readme().contains(&table),
+        "README's TTL table is out of date: regenerate it with `cargo run -- docs`"
+    );
+}

@@ -80,7 +80,12 @@ struct Stats {
     by_endpoint: Vec<AtomicU64>,
     /// By canonical target (path and query).
     by_target: Mutex<HashMap<String, u64>>,
+    /// When each API request arrived (bounded: the first [`MAX_LOGGED`]).
+    arrivals: Mutex<Vec<std::time::Instant>>,
 }
+
+/// Most request arrival times kept for tests that check a rate.
+const MAX_LOGGED: usize = 100_000;
 
 struct Shared {
     router: Router,
@@ -131,6 +136,16 @@ impl SimHandle {
             .lock()
             .expect("stats lock is never poisoned");
         map.get(target).copied().unwrap_or(0)
+    }
+
+    /// Arrival times of the API requests received (the first 100,000).
+    pub fn arrivals(&self) -> Vec<std::time::Instant> {
+        self.shared
+            .stats
+            .arrivals
+            .lock()
+            .expect("stats lock is never poisoned")
+            .clone()
     }
 
     /// All API requests received.
@@ -209,6 +224,7 @@ pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> Result<SimHandl
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             by_target: Mutex::new(HashMap::new()),
+            arrivals: Mutex::new(Vec::new()),
         },
         stream_interval: Duration::from_millis(config.stream_interval_ms.max(10)),
         clock,
@@ -272,6 +288,16 @@ async fn handle<B>(shared: &Shared, req: Request<B>) -> Response<Body> {
         Err(e) => return e.to_response(),
     };
     shared.stats.total.fetch_add(1, Ordering::SeqCst);
+    {
+        let mut arrivals = shared
+            .stats
+            .arrivals
+            .lock()
+            .expect("stats lock is never poisoned");
+        if arrivals.len() < MAX_LOGGED {
+            arrivals.push(std::time::Instant::now());
+        }
+    }
     shared.stats.by_endpoint[valid.endpoint.id].fetch_add(1, Ordering::SeqCst);
     *shared
         .stats

@@ -1,0 +1,496 @@
+//! Freshness that knows the market, stale serving, HTTP caching to clients, reload,
+//! prewarm and limits, through a real proxy in front of the simulator. Time is a
+//! `ManualClock` wherever freshness is asserted; nothing sleeps real minutes.
+
+mod support;
+
+use std::io::Read;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mdproxy::config::{ClientConfig, JobConfig, Secret};
+use support::{TOKEN, header};
+
+/// Monday 2 March 2026, 10:00 China time: in session.
+const MONDAY_10_00: &str = "2026-03-02T02:00:00Z";
+/// Friday 6 March 2026, 16:00 China time: after the close.
+const FRIDAY_16_00: &str = "2026-03-06T08:00:00Z";
+
+/// Polls `check` every 20 ms for at most `limit`; true when it held.
+async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check()
+}
+
+/// Polls the proxy's cache until every key is there, for at most `limit`.
+async fn cached(env: &support::Env, keys: &[&str], limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut all = true;
+        for key in keys {
+            all &= env.proxy.state().cache().get(key).await.is_some();
+        }
+        if all {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// In session a live answer is fresh for its 3 s; after the close it stays fresh over
+/// the weekend until shortly after Monday's open.
+#[tokio::test]
+async fn session_and_closed_ttls_differ() {
+    let clock = support::clock_at(MONDAY_10_00);
+    let env = support::start_with(|_| {}, |_| {}, Some(clock.clone())).await;
+    assert_eq!(header(&env.get("/market/indices").await, "x-cache"), "MISS");
+    clock.advance(Duration::from_secs(2));
+    let hit = env.get("/market/indices").await;
+    assert_eq!(header(&hit, "x-cache"), "HIT");
+    assert_eq!(header(&hit, "cache-control"), "max-age=1");
+    clock.advance(Duration::from_secs(2));
+    assert_ne!(header(&env.get("/market/indices").await, "x-cache"), "HIT");
+
+    clock.set(
+        chrono::DateTime::parse_from_rfc3339(FRIDAY_16_00)
+            .unwrap()
+            .into(),
+    );
+    env.get("/stock/detail/600519").await; // refetched after the close
+    clock.advance(Duration::from_secs(2 * 86_400)); // Sunday 16:00
+    let weekend = env.get("/stock/detail/600519").await;
+    assert_eq!(header(&weekend, "x-cache"), "HIT");
+    let max_age: u64 = header(&weekend, "cache-control")["max-age=".len()..]
+        .parse()
+        .unwrap();
+    assert_eq!(max_age, 17 * 3600 + 16 * 60, "until Monday 09:16");
+    clock.advance(Duration::from_secs(17 * 3600 + 16 * 60 + 1)); // Monday 09:16:01
+    assert_ne!(
+        header(&env.get("/stock/detail/600519").await, "x-cache"),
+        "HIT"
+    );
+}
+
+/// A stale answer is served at once to everyone, and exactly one background request
+/// refreshes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_hits_are_served_at_once_and_refreshed_once() {
+    let clock = support::clock_at(MONDAY_10_00);
+    let env = Arc::new(support::start_with(|_| {}, |_| {}, Some(clock.clone())).await);
+    let first = env.get("/market/indices").await.bytes().await.unwrap();
+    env.sim.set_latency(Duration::from_millis(300));
+    clock.advance(Duration::from_secs(5)); // past 3 s fresh, inside the 6 s stale window
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let env = env.clone();
+        tasks.push(tokio::spawn(async move {
+            let r = env.get("/market/indices").await;
+            (
+                header(&r, "x-cache"),
+                header(&r, "age"),
+                r.bytes().await.unwrap(),
+            )
+        }));
+    }
+    for t in tasks {
+        let (x_cache, age, body) = t.await.unwrap();
+        assert_eq!(x_cache, "STALE");
+        assert_eq!(age, "5");
+        assert_eq!(body, first, "the stale answer, not a wait for the upstream");
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || env.sim.hits("/market/indices")
+            == 2)
+        .await
+    );
+    // Once the refresh lands requests are fresh hits, and no second refresh ran.
+    let mut hit = None;
+    for _ in 0..100 {
+        let r = env.get("/market/indices").await;
+        if header(&r, "x-cache") == "HIT" {
+            hit = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let hit = hit.expect("the refreshed answer arrives");
+    assert_eq!(header(&hit, "age"), "0");
+    assert!(header(&hit, "cache-status").starts_with("mdproxy; hit"));
+    assert_eq!(env.sim.hits("/market/indices"), 2);
+}
+
+/// With the upstream gone, every key cached before is still answered, marked STALE.
+#[tokio::test]
+async fn upstream_off_still_serves_every_cached_key() {
+    let clock = support::clock_at(MONDAY_10_00);
+    let env = support::start_with(|_| {}, |_| {}, Some(clock.clone())).await;
+    let targets = [
+        "/market/indices",
+        "/stock/detail/000001",
+        "/stock/kline?code=600519&period=week",
+        "/news/feed",
+        "/macro/cpi/series",
+        "/fund/all-etf-list",
+        "/stock/diagnosis/comprehensive/300750",
+    ];
+    let mut bodies = Vec::new();
+    for t in targets {
+        bodies.push(env.get(t).await.bytes().await.unwrap());
+    }
+    let support::Env {
+        sim, proxy, client, ..
+    } = env;
+    sim.shutdown().await;
+    clock.advance(Duration::from_secs(30 * 60)); // everything short-lived is past fresh
+    for (t, body) in targets.iter().zip(bodies) {
+        let r = client
+            .get(format!("{}{t}", proxy.base_url()))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{t}");
+        let x_cache = header(&r, "x-cache");
+        assert!(x_cache == "STALE" || x_cache == "HIT", "{t}: {x_cache}");
+        assert_eq!(r.bytes().await.unwrap(), body, "{t}");
+    }
+    // A key never cached has nothing to fall back on.
+    let r = client
+        .get(format!("{}/market/hotmap", proxy.base_url()))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 502);
+}
+
+/// gzip is chosen by Accept-Encoding, decompresses to the cached bytes, and has its
+/// own ETag that `If-None-Match` recognises.
+#[tokio::test]
+async fn gzip_and_etags_follow_the_representation() {
+    let env = support::start().await;
+    let target = "/stock/kline?code=000001&period=day&fqt=post";
+    let plain = env.get(target).await;
+    assert_eq!(header(&plain, "vary"), "Accept-Encoding");
+    let plain_etag = header(&plain, "etag");
+    let plain = plain.bytes().await.unwrap();
+    let gz = env
+        .get_with(target, &[("accept-encoding", "gzip, br")])
+        .await;
+    assert_eq!(header(&gz, "content-encoding"), "gzip");
+    let gz_etag = header(&gz, "etag");
+    assert_ne!(gz_etag, plain_etag);
+    let compressed = gz.bytes().await.unwrap();
+    assert!(compressed.len() < plain.len() / 2);
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(&compressed[..])
+        .read_to_end(&mut out)
+        .unwrap();
+    assert_eq!(out, plain);
+    let again = env
+        .get_with(target, &[("accept-encoding", "gzip")])
+        .await
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(again, compressed, "compressed once, served the same");
+    let nm = env
+        .get_with(
+            target,
+            &[("accept-encoding", "gzip"), ("if-none-match", &gz_etag)],
+        )
+        .await;
+    assert_eq!(nm.status(), 304);
+    let nm = env
+        .get_with(target, &[("if-none-match", &plain_etag)])
+        .await;
+    assert_eq!(nm.status(), 304);
+    assert_eq!(
+        env.get_with(target, &[("accept-encoding", "gzip;q=0")])
+            .await
+            .bytes()
+            .await
+            .unwrap(),
+        plain
+    );
+}
+
+/// CORS: a configured origin gets its preflight answered without a token and may read
+/// the cache headers; any other origin gets nothing.
+#[tokio::test]
+async fn cors_serves_configured_origins() {
+    let env = support::start_with(
+        |_| {},
+        |c| c.server.cors_origins = vec!["https://dash.example.com".into()],
+        None,
+    )
+    .await;
+    let pre = env
+        .client
+        .request(reqwest::Method::OPTIONS, env.url("/market/indices"))
+        .header("origin", "https://dash.example.com")
+        .header("access-control-request-method", "GET")
+        .header("access-control-request-headers", "authorization")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pre.status(), 204);
+    assert_eq!(
+        header(&pre, "access-control-allow-origin"),
+        "https://dash.example.com"
+    );
+    assert!(header(&pre, "access-control-allow-headers").contains("Authorization"));
+    let get = env
+        .get_with("/market/indices", &[("origin", "https://dash.example.com")])
+        .await;
+    assert_eq!(
+        header(&get, "access-control-allow-origin"),
+        "https://dash.example.com"
+    );
+    assert!(header(&get, "access-control-expose-headers").contains("X-Cache"));
+    let other = env
+        .get_with("/market/indices", &[("origin", "https://evil.example")])
+        .await;
+    assert_eq!(header(&other, "access-control-allow-origin"), "");
+}
+
+/// An invalid config file is refused and the old config keeps serving (cache and
+/// all); a valid one applies without a restart.
+#[tokio::test]
+async fn invalid_reload_keeps_the_running_config() {
+    let dir = std::env::temp_dir().join(format!("mdproxy-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mdproxy.toml");
+    let sim = mdproxy::sim::start(
+        &support::sim_config(),
+        Arc::new(mdproxy::freshness::SystemClock),
+    )
+    .await
+    .unwrap();
+    let write = |tokens: &str, extra: &str| {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nreload_poll_ms = 50\n[auth]\ntokens = [{tokens}]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{}\"\n[scheduler]\nenabled = false\n{extra}",
+            sim.base_url(),
+            support::UPSTREAM_TOKEN
+        );
+        std::fs::write(&path, text).unwrap();
+    };
+    write("\"old-token\"", "");
+    let config = mdproxy::config::Config::load(&path, |_| None).unwrap();
+    let proxy = mdproxy::server::start(&config, Arc::new(mdproxy::freshness::SystemClock))
+        .await
+        .unwrap();
+    proxy.watch_config(path.clone(), Arc::new(|_: &str| None));
+    let client = support::client();
+    let get = |token: &'static str| {
+        let req = client
+            .get(format!("{}/macro/gdp/series", proxy.base_url()))
+            .bearer_auth(token);
+        async move { req.send().await.unwrap() }
+    };
+    assert_eq!(header(&get("old-token").await, "x-cache"), "MISS");
+
+    write("\"new-token\"", "[limits]\nbackground_percent = 400\n"); // invalid value
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(proxy.state().snapshot().generation, 0, "refused");
+    let r = get("old-token").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "x-cache"), "HIT");
+    assert_eq!(get("new-token").await.status(), 401);
+
+    write("\"new-token\"", "");
+    assert!(
+        eventually(Duration::from_secs(10), || proxy
+            .state()
+            .snapshot()
+            .generation
+            == 1)
+        .await
+    );
+    let r = get("new-token").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        header(&r, "x-cache"),
+        "HIT",
+        "the cache survived the reload"
+    );
+    assert_eq!(get("old-token").await.status(), 401);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A scheduled job fills the cache so that the first client request is a HIT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_job_prewarms_the_cache() {
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.scheduler.enabled = true;
+            c.scheduler.prewarm_on_start = false;
+            c.scheduler.jobs = vec![JobConfig {
+                name: "test".into(),
+                cron: "* * * * * *".into(),
+                targets: vec![
+                    "/market/fund-analysis".into(),
+                    "/stock/kline?code=600519&period=month".into(),
+                ],
+                session_only: false,
+            }];
+        },
+        None,
+    )
+    .await;
+    // Wait until the job's answers have landed (not merely reached the upstream).
+    assert!(
+        cached(
+            &env,
+            &[
+                "/market/fund-analysis",
+                "/stock/kline?code=600519.SH&period=month"
+            ],
+            Duration::from_secs(10)
+        )
+        .await
+    );
+    let r = env.get("/market/fund-analysis").await;
+    assert_eq!(header(&r, "x-cache"), "HIT");
+    assert_eq!(
+        header(
+            &env.get("/stock/kline?code=600519.SH&period=month").await,
+            "x-cache"
+        ),
+        "HIT"
+    );
+}
+
+/// Start-up prewarm fills the built-in set (macro series, lists on a trading day).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_prewarm_fills_the_builtin_set() {
+    let clock = support::clock_at("2026-03-02T00:00:00Z"); // Monday 08:00 China time
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.scheduler.enabled = true;
+            c.scheduler.prewarm_on_start = true;
+        },
+        Some(clock),
+    )
+    .await;
+    let keys = [
+        "/macro/cpi/series",
+        "/macro/pmi",
+        "/stock/industry/list",
+        "/fund/all-etf-list",
+    ];
+    assert!(cached(&env, &keys, Duration::from_secs(30)).await);
+    for t in [
+        "/macro/cpi/series",
+        "/macro/pmi",
+        "/stock/industry/list",
+        "/fund/all-etf-list",
+    ] {
+        assert_eq!(header(&env.get(t).await, "x-cache"), "HIT", "{t}");
+    }
+    assert_eq!(
+        env.sim.hits("/market/indices"),
+        0,
+        "indices wait for the session"
+    );
+}
+
+/// A burst of distinct cold keys never pushes the upstream past its cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_cap_holds_under_a_burst_of_cold_keys() {
+    let env = Arc::new(
+        support::start_with(
+            |_| {},
+            |c| {
+                c.limits.upstream_rps = 5;
+                c.limits.upstream_burst = 5;
+                c.limits.client_wait_ms = 20_000;
+            },
+            None,
+        )
+        .await,
+    );
+    let codes: Vec<String> = mdproxy::sim::universe::universe()
+        .stocks
+        .iter()
+        .take(25)
+        .map(|s| s.code.clone())
+        .collect();
+    let mut tasks = Vec::new();
+    for code in codes {
+        let env = env.clone();
+        tasks.push(tokio::spawn(async move {
+            env.get(&format!("/stock/detail/{code}")).await.status()
+        }));
+    }
+    for t in tasks {
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(30), t)
+                .await
+                .unwrap()
+                .unwrap(),
+            200
+        );
+    }
+    let arrivals = env.sim.arrivals();
+    assert_eq!(arrivals.len(), 25);
+    let most_in_a_second = arrivals
+        .iter()
+        .map(|start| {
+            arrivals
+                .iter()
+                .filter(|t| **t >= *start && **t < *start + Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap();
+    // GCRA: the burst of 5 at once, then one every 200 ms: at most 10 in any second.
+    assert!(
+        most_in_a_second <= 10,
+        "{most_in_a_second} upstream requests in one second"
+    );
+}
+
+/// Past a token's limit the client gets 429 with Retry-After; other tokens are not
+/// affected.
+#[tokio::test]
+async fn token_limit_gives_429_with_retry_after() {
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.auth.clients = vec![ClientConfig {
+                name: "tiny".into(),
+                token: Secret::new("tiny-token"),
+                rps: Some(1),
+                burst: Some(2),
+            }];
+        },
+        None,
+    )
+    .await;
+    let get = |token: &str| {
+        env.client
+            .get(env.url("/market/indices"))
+            .bearer_auth(token.to_owned())
+            .send()
+    };
+    assert_eq!(get("tiny-token").await.unwrap().status(), 200);
+    assert_eq!(get("tiny-token").await.unwrap().status(), 200);
+    let limited = get("tiny-token").await.unwrap();
+    assert_eq!(limited.status(), 429);
+    let retry: u64 = header(&limited, "retry-after").parse().unwrap();
+    assert!(retry >= 1);
+    assert_eq!(support::error_of(limited).await.1, "rate_limited");
+    assert_eq!(get(TOKEN).await.unwrap().status(), 200);
+}
