@@ -27,7 +27,12 @@ impl Tokens {
     /// constant time, whatever matched first, so timing tells nothing about which
     /// token (or how much of one) was right.
     pub fn check(&self, headers: &HeaderMap) -> Option<TokenId> {
-        let presented = bearer(headers)?;
+        self.check_value(bearer(headers)?)
+    }
+
+    /// Checks a presented token value (from a header or, for EventSource clients that
+    /// cannot set headers, the stream's `access_token` parameter, RFC 6750 §2.3).
+    pub fn check_value(&self, presented: &str) -> Option<TokenId> {
         let mut found = None;
         for (i, token) in self.tokens.iter().enumerate() {
             if bool::from(token.expose().as_bytes().ct_eq(presented.as_bytes())) {

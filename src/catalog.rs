@@ -421,6 +421,9 @@ static DEFS: &[Def] = &[
         &[
             Param::new("codes", ParamKind::StockCodes).required(),
             Param::new("pz", ParamKind::Int { min: 1, max: 100 }).default("20"),
+            // EventSource cannot send headers: the token may come as RFC 6750's
+            // `access_token` query parameter. Never keyed, never forwarded.
+            Param::new("access_token", ParamKind::Text { max_chars: 256 }).dropped(),
         ],
         "Stream of real-time quotes (text/event-stream)",
     ),

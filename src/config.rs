@@ -53,6 +53,7 @@ pub struct Config {
     pub calendar: CalendarConfig,
     pub limits: LimitsConfig,
     pub scheduler: SchedulerConfig,
+    pub hub: HubConfig,
 }
 
 /// `[server]`: the client listener.
@@ -356,6 +357,51 @@ impl Default for SchedulerConfig {
     }
 }
 
+/// `[hub]`: the quote stream (`/stock/indicator/realtime/sse`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HubConfig {
+    /// Upstream path polled for quotes with `?codes=<batch>`; its `data.list` items
+    /// carry a `code`. Empty: no quote source, and the stream answers 503.
+    pub source: String,
+    /// Poll interval while the market is in session (DOMAIN.md: ~3 s snapshots).
+    pub session_interval_ms: u64,
+    /// Poll interval out of session (quotes stand still after the close).
+    pub closed_interval_ms: u64,
+    /// Codes per upstream poll request.
+    pub batch_size: usize,
+    /// Keepalive comment interval on idle streams.
+    pub keepalive_secs: u64,
+    /// `retry:` sent to EventSource clients (reconnect delay).
+    pub retry_ms: u64,
+    /// Most codes in one stream.
+    pub max_codes_per_stream: usize,
+    /// Most open streams per client token.
+    pub max_streams_per_token: usize,
+    /// Most open streams in all.
+    pub max_streams: usize,
+    /// A subscriber that takes nothing for this long while it has updates waiting is
+    /// disconnected.
+    pub stall_timeout_secs: u64,
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        HubConfig {
+            source: "/stock/list".into(),
+            session_interval_ms: 3_000,
+            closed_interval_ms: 60_000,
+            batch_size: 100,
+            keepalive_secs: 15,
+            retry_ms: 3_000,
+            max_codes_per_stream: 200,
+            max_streams_per_token: 50,
+            max_streams: 10_000,
+            stall_timeout_secs: 60,
+        }
+    }
+}
+
 /// A configuration problem, naming the key.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -462,6 +508,27 @@ impl Config {
         }
         if self.limits.client_rps > 0 && self.limits.client_burst == 0 {
             problems.push("limits.client_burst must be at least 1".into());
+        }
+        if !self.hub.source.is_empty() && !self.hub.source.starts_with('/') {
+            problems.push(format!(
+                "hub.source: {:?} must be an upstream path such as /stock/list, or empty",
+                self.hub.source
+            ));
+        }
+        for (key, value) in [
+            ("hub.session_interval_ms", self.hub.session_interval_ms),
+            ("hub.closed_interval_ms", self.hub.closed_interval_ms),
+            ("hub.batch_size", self.hub.batch_size as u64),
+            ("hub.keepalive_secs", self.hub.keepalive_secs),
+            (
+                "hub.max_codes_per_stream",
+                self.hub.max_codes_per_stream as u64,
+            ),
+            ("hub.stall_timeout_secs", self.hub.stall_timeout_secs),
+        ] {
+            if value == 0 {
+                problems.push(format!("{key} must be at least 1"));
+            }
         }
         for (i, job) in self.scheduler.jobs.iter().enumerate() {
             if let Err(e) = crate::scheduler::check_cron(&job.cron) {

@@ -23,6 +23,7 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod freshness;
+pub mod hub;
 pub mod limit;
 pub mod params;
 pub mod proxy;

@@ -144,10 +144,11 @@ async fn run(command: Command) -> Result<(), String> {
             demo.shutdown().await;
             Ok(())
         }
-        Command::Serve { config } => {
+        Command::Serve { config: path } => {
             let config =
-                Config::load(&config, |k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
+                Config::load(&path, |k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
             let proxy = mdproxy::server::start(&config, clock).await?;
+            proxy.watch_config(path, Arc::new(|k: &str| std::env::var(k).ok()));
             println!(
                 "mdproxy serving {} in front of {}",
                 proxy.base_url(),

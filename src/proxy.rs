@@ -11,6 +11,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use tokio_util::sync::CancellationToken;
 
 use crate::auth::Tokens;
 use crate::body::{self, Body};
@@ -18,6 +19,7 @@ use crate::cache::{Cache, CacheStatus, CachedBody, FillRole};
 use crate::config::Config;
 use crate::error::Error;
 use crate::freshness::{self, Clock, Freshness, Lifetimes, Policy, Rule};
+use crate::hub::QuoteHub;
 use crate::limit::{ClientLimits, Denied, Priority, UpstreamBudget};
 use crate::params::{self, Valid};
 use crate::router::{API_PREFIX, Router};
@@ -44,6 +46,7 @@ struct Shared {
     /// reload, so a request reads one consistent snapshot.
     snapshot: ArcSwap<Snapshot>,
     stats: Stats,
+    hub: QuoteHub,
 }
 
 /// Counters for the status page and metrics.
@@ -94,6 +97,11 @@ impl Snapshot {
         &self.budget
     }
 
+    /// The upstream client.
+    pub fn upstream(&self) -> &UpstreamClient {
+        &self.upstream
+    }
+
     /// The lifetimes of `entry` under this snapshot's policy.
     fn lifetimes(&self, entry: &CachedBody) -> Lifetimes {
         if entry.generation == self.generation {
@@ -105,11 +113,16 @@ impl Snapshot {
 }
 
 impl AppState {
-    /// Builds the state for `config`, reading time from `clock`.
+    /// Builds the state for `config`, reading time from `clock`; streams end when
+    /// `stop` is cancelled.
     ///
     /// # Errors
     /// When the upstream client cannot be built.
-    pub fn new(config: Config, clock: Arc<dyn Clock>) -> Result<AppState, String> {
+    pub fn new(
+        config: Config,
+        clock: Arc<dyn Clock>,
+        stop: CancellationToken,
+    ) -> Result<AppState, String> {
         let cache = Cache::new(config.cache.max_bytes);
         let snapshot = Snapshot::new(config, 0)?;
         Ok(AppState {
@@ -119,6 +132,7 @@ impl AppState {
                 clock,
                 snapshot: ArcSwap::from_pointee(snapshot),
                 stats: Stats::default(),
+                hub: QuoteHub::new(stop),
             }),
         })
     }
@@ -166,6 +180,11 @@ impl AppState {
     /// The clock.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.inner.clock
+    }
+
+    /// The quote hub.
+    pub fn hub(&self) -> &QuoteHub {
+        &self.inner.hub
     }
 
     /// The router.
@@ -327,26 +346,77 @@ async fn serve<B>(
     {
         return Ok(snap.cors.preflight(request.headers()));
     }
-    let client = snap
-        .tokens
-        .check(request.headers())
-        .ok_or(Error::Unauthorized)?;
+    let route = s.router.route(api_path);
+    let client = match snap.tokens.check(request.headers()) {
+        Some(client) => client,
+        // EventSource cannot send headers: the stream also takes RFC 6750's
+        // `access_token` query parameter.
+        None if route.is_some_and(|r| r.endpoint.streaming) => access_token(request.uri().query())
+            .and_then(|t| snap.tokens.check_value(&t))
+            .ok_or(Error::Unauthorized)?,
+        None => return Err(Error::Unauthorized),
+    };
     snap.client_limits
         .check(client.0)
         .map_err(|retry_after_secs| Error::RateLimited { retry_after_secs })?;
-    let route = s.router.route(api_path).ok_or(Error::NotFound)?;
+    let route = route.ok_or(Error::NotFound)?;
     if !matches!(*request.method(), Method::GET | Method::HEAD) {
         return Err(Error::MethodNotAllowed);
     }
     let valid = params::validate(route.endpoint, route.params(), request.uri().query())?;
     if valid.endpoint.streaming {
-        return Err(Error::StreamUnavailable {
-            reason:
-                "the quote stream is not available in this build: no quote source is configured"
-                    .into(),
-        });
+        return stream(state, snap, client.0, &valid, request);
     }
     lookup(state, snap, &valid, request.headers()).await
+}
+
+/// The `access_token` query parameter, if any.
+fn access_token(query: Option<&str>) -> Option<String> {
+    form_urlencoded::parse(query?.as_bytes())
+        .find(|(k, _)| k == "access_token")
+        .map(|(_, v)| v.into_owned())
+}
+
+/// Opens a quote stream (text/event-stream) from the hub.
+fn stream<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    client: usize,
+    valid: &Valid,
+    request: &Request<B>,
+) -> Result<Response<Body>, Error> {
+    if snap.config.hub.source.is_empty() {
+        return Err(Error::StreamUnavailable {
+            reason: "no quote source is configured: set hub.source (MDPROXY_HUB_SOURCE) to the upstream path that returns quotes by codes, such as /stock/list".into(),
+        });
+    }
+    let mut response = if request.method() == Method::HEAD {
+        Response::new(body::empty())
+    } else {
+        let codes = valid.query_value("codes").unwrap_or_default();
+        let pz = valid
+            .query_value("pz")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(20);
+        let connection = request
+            .extensions()
+            .get::<crate::server::ConnectionToken>()
+            .map(|c| c.0.clone());
+        let events = state
+            .inner
+            .hub
+            .subscribe(state, client, &codes, pz, connection)?;
+        Response::new(body::stream(events))
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Tell buffering reverse proxies (nginx) in front of us to pass events through.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
 }
 
 /// The cache's answer for a valid request.

@@ -26,6 +26,11 @@ use crate::freshness::Clock;
 use crate::proxy::AppState;
 use crate::scheduler::Scheduler;
 
+/// Cancelling it closes the connection that carried the request (request extension;
+/// the hub uses it to disconnect a subscriber that stopped reading).
+#[derive(Clone, Debug)]
+pub struct ConnectionToken(pub CancellationToken);
+
 /// How long a client may take to send a request's headers; bounds slow-loris
 /// connections that would otherwise hold a connection slot forever.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -66,15 +71,25 @@ pub async fn serve<H, F>(
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
         let handler = handler.clone();
+        let close = CancellationToken::new();
+        let request_close = close.clone();
+        let service = service_fn(move |mut req: Request<Incoming>| {
+            req.extensions_mut()
+                .insert(ConnectionToken(request_close.clone()));
+            handler(req)
+        });
         let conn = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_READ_TIMEOUT)
             .keep_alive(true)
-            .serve_connection(TokioIo::new(stream), service_fn(handler));
+            .serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            tokio::select! {
+                result = conn => if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                },
+                () = close.cancelled() => tracing::debug!(%peer, "connection closed by the server"),
             }
             drop(permit);
         });
@@ -146,7 +161,8 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ProxyHandle
     let addr = listener
         .local_addr()
         .map_err(|e| format!("listener has no address: {e}"))?;
-    let state = AppState::new(config.clone(), clock)?;
+    let stop = CancellationToken::new();
+    let state = AppState::new(config.clone(), clock, stop.child_token())?;
     let calendar = state.snapshot().policy().calendar().clone();
     let year = chrono::Datelike::year(
         &state
@@ -160,7 +176,6 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ProxyHandle
             "the holiday calendar does not cover this year: only weekends are known closed; set calendar.holidays"
         );
     }
-    let stop = CancellationToken::new();
     let handler_state = state.clone();
     let handler = move |req| crate::proxy::handle(handler_state.clone(), req);
     let stopped = stop.clone();

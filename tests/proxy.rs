@@ -380,18 +380,6 @@ async fn upstream_token_never_reaches_clients() {
     }
 }
 
-/// Until the quote hub exists the stream validates, then answers 503 `stream_unavailable`.
-#[tokio::test]
-async fn stream_endpoint_is_unavailable_for_now() {
-    let env = support::start().await;
-    let (status, code, _) = error_of(
-        env.get("/stock/indicator/realtime/sse?codes=600519,000001")
-            .await,
-    )
-    .await;
-    assert_eq!((status, code.as_str()), (503, "stream_unavailable"));
-}
-
 /// Stale-if-error: when the upstream fails, an answer inside its stale window is served.
 #[tokio::test]
 async fn failing_upstream_serves_the_stale_answer() {

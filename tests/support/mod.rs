@@ -141,3 +141,101 @@ pub async fn error_of(r: reqwest::Response) -> (u16, String, Option<String>) {
         v["error"]["param"].as_str().map(str::to_owned),
     )
 }
+
+/// One server-sent event.
+#[derive(Debug, Clone, Default)]
+pub struct Event {
+    pub event: String,
+    pub id: String,
+    pub data: String,
+    /// Comment lines (keepalives) and `retry:` come as their own "events".
+    pub comment: bool,
+    pub retry: Option<u64>,
+}
+
+impl Event {
+    /// The quotes of a `quote` event.
+    pub fn quotes(&self) -> Vec<serde_json::Value> {
+        serde_json::from_str::<Vec<serde_json::Value>>(&self.data).unwrap()
+    }
+
+    /// The codes of a `quote` event.
+    pub fn codes(&self) -> Vec<String> {
+        self.quotes()
+            .iter()
+            .map(|q| q["code"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+/// Reads events from a streaming response.
+pub struct SseReader {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl SseReader {
+    pub fn new(response: reqwest::Response) -> SseReader {
+        SseReader {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event, or `None` when the stream ends or `wait` passes.
+    pub async fn next(&mut self, wait: Duration) -> Option<Event> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut e = Event::default();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event: ") {
+                        e.event = v.to_owned();
+                    } else if let Some(v) = line.strip_prefix("id: ") {
+                        e.id = v.to_owned();
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        e.data = v.to_owned();
+                    } else if let Some(v) = line.strip_prefix("retry: ") {
+                        e.retry = v.parse().ok();
+                    } else if line.starts_with(':') {
+                        e.comment = true;
+                    }
+                }
+                return Some(e);
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
+                .await
+                .ok()?
+                .ok()??;
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// The next `quote` event, skipping retry and keepalive lines.
+    pub async fn next_quote(&mut self, wait: Duration) -> Option<Event> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let e = self.next(left).await?;
+            if e.event == "quote" {
+                return Some(e);
+            }
+        }
+    }
+}
+
+/// Moves `clock` forward by one simulated 3 s snapshot every `every` (real time), so
+/// simulated quotes change; at most `steps` times. Stops when the handle drops.
+pub fn tick_clock(
+    clock: Arc<ManualClock>,
+    every: Duration,
+    steps: u32,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        for _ in 0..steps {
+            tokio::time::sleep(every).await;
+            clock.advance(Duration::from_secs(3));
+        }
+    })
+}

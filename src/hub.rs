@@ -1,0 +1,558 @@
+//! The quote hub behind `/stock/indicator/realtime/sse`: one upstream poll loop for
+//! the union of every subscriber's codes, a board of the latest quote per code, and
+//! per-subscriber SSE streams that send a snapshot, then only what changed, at most
+//! `pz` quotes per event. Validation, auth and limits checks happen before a stream
+//! starts; the HTTP plumbing is `proxy`'s.
+//!
+//! Slow subscribers cost nothing: a stream computes its next events only when hyper
+//! asks for them, from the latest board (`tokio::sync::watch` keeps only the latest),
+//! so a subscriber that does not read collapses to the newest state per code and holds
+//! no queue. One that stops reading while updates wait is disconnected after
+//! `hub.stall_timeout_secs`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::HubConfig;
+use crate::error::Error;
+use crate::limit::Priority;
+use crate::proxy::AppState;
+
+/// Seconds a client is told to wait after the per-token stream limit.
+const STREAM_RETRY_AFTER_SECS: u64 = 5;
+
+/// The latest quote of every subscribed code.
+#[derive(Debug, Default)]
+pub struct Board {
+    /// Increases with every poll.
+    pub tick: u64,
+    quotes: HashMap<String, Arc<Quote>>,
+}
+
+#[derive(Debug)]
+struct Quote {
+    /// The tick at which this quote last changed.
+    changed_at: u64,
+    /// The upstream's item for this code, as one line of JSON.
+    json: Bytes,
+}
+
+/// Liveness of one subscriber, written by its stream and read by the poll loop.
+#[derive(Debug)]
+struct Progress {
+    /// Milliseconds since the hub started at which the stream last yielded.
+    last_ms: AtomicU64,
+    /// The board tick the stream last caught up with.
+    delivered_tick: AtomicU64,
+    /// Bytes of events built and not yet taken by the connection.
+    pending_bytes: AtomicU64,
+}
+
+struct Subscriber {
+    token: usize,
+    codes: Arc<[String]>,
+    progress: Arc<Progress>,
+    /// Closes the subscriber's connection (set when it runs over HTTP).
+    connection: Option<CancellationToken>,
+}
+
+#[derive(Default)]
+struct Registry {
+    next_id: u64,
+    subscribers: HashMap<u64, Subscriber>,
+    /// How many subscribers want each code: the poll loop's union.
+    refs: BTreeMap<String, usize>,
+    per_token: HashMap<usize, usize>,
+    /// Whether a poll loop is running (changed only under this lock).
+    polling: bool,
+}
+
+struct Inner {
+    registry: Mutex<Registry>,
+    board: watch::Sender<Arc<Board>>,
+    /// Wakes the poll loop early when the union gains codes.
+    wake: Notify,
+    /// Upstream poll requests made.
+    polls: AtomicU64,
+    /// Subscribers disconnected for stalling.
+    stalled: AtomicU64,
+    started: Instant,
+    stop: CancellationToken,
+}
+
+/// The hub. Cheap to clone.
+#[derive(Clone)]
+pub struct QuoteHub {
+    inner: Arc<Inner>,
+}
+
+impl QuoteHub {
+    /// A hub whose streams end when `stop` is cancelled.
+    pub fn new(stop: CancellationToken) -> QuoteHub {
+        let (board, _) = watch::channel(Arc::new(Board::default()));
+        QuoteHub {
+            inner: Arc::new(Inner {
+                registry: Mutex::new(Registry::default()),
+                board,
+                wake: Notify::new(),
+                polls: AtomicU64::new(0),
+                stalled: AtomicU64::new(0),
+                started: Instant::now(),
+                stop,
+            }),
+        }
+    }
+
+    /// Upstream poll requests made so far.
+    pub fn polls(&self) -> u64 {
+        self.inner.polls.load(Ordering::Relaxed)
+    }
+
+    /// Open streams.
+    pub fn subscribers(&self) -> usize {
+        self.registry().subscribers.len()
+    }
+
+    /// Codes in the poll union.
+    pub fn codes(&self) -> usize {
+        self.registry().refs.len()
+    }
+
+    /// Subscribers disconnected for stalling.
+    pub fn stalled(&self) -> u64 {
+        self.inner.stalled.load(Ordering::Relaxed)
+    }
+
+    /// The most event bytes any subscriber has built but not handed to its
+    /// connection: bounded by one board's worth of its codes, however slow it is.
+    pub fn max_pending_bytes(&self) -> u64 {
+        self.registry()
+            .subscribers
+            .values()
+            .map(|s| s.progress.pending_bytes.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether the poll loop runs.
+    pub fn is_polling(&self) -> bool {
+        self.registry().polling
+    }
+
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.inner
+            .registry
+            .lock()
+            .expect("hub registry lock is never poisoned")
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.inner.started.elapsed().as_millis() as u64
+    }
+
+    /// Opens a stream of quotes for `codes` (canonical, client order) with `pz` per
+    /// event, for client `token`. `connection` closes the client's connection if it
+    /// stalls.
+    ///
+    /// # Errors
+    /// 400 for too many codes, 429 past the token's stream limit, 503 past the total.
+    pub fn subscribe(
+        &self,
+        state: &AppState,
+        token: usize,
+        codes: &str,
+        pz: usize,
+        connection: Option<CancellationToken>,
+    ) -> Result<BoxStream<'static, Bytes>, Error> {
+        let snap = state.snapshot();
+        let config = snap.config.hub.clone();
+        let mut unique: Vec<String> = Vec::new();
+        for code in codes.split(',') {
+            if !unique.iter().any(|c| c == code) {
+                unique.push(code.to_owned());
+            }
+        }
+        if unique.len() > config.max_codes_per_stream {
+            return Err(Error::invalid(
+                "codes",
+                format!(
+                    "codes holds more than {} codes",
+                    config.max_codes_per_stream
+                ),
+            ));
+        }
+        let codes: Arc<[String]> = unique.into();
+        let progress = Arc::new(Progress {
+            last_ms: AtomicU64::new(self.now_ms()),
+            delivered_tick: AtomicU64::new(0),
+            pending_bytes: AtomicU64::new(0),
+        });
+        let (id, start_loop, new_codes) = {
+            let mut reg = self.registry();
+            if reg.subscribers.len() >= config.max_streams {
+                return Err(Error::Overloaded {
+                    reason: format!(
+                        "the proxy serves its maximum of {} streams",
+                        config.max_streams
+                    ),
+                });
+            }
+            let mine = reg.per_token.get(&token).copied().unwrap_or(0);
+            if mine >= config.max_streams_per_token {
+                return Err(Error::RateLimited {
+                    retry_after_secs: STREAM_RETRY_AFTER_SECS,
+                });
+            }
+            reg.next_id += 1;
+            let id = reg.next_id;
+            *reg.per_token.entry(token).or_default() += 1;
+            let mut new_codes = false;
+            for code in codes.iter() {
+                let n = reg.refs.entry(code.clone()).or_default();
+                new_codes |= *n == 0;
+                *n += 1;
+            }
+            reg.subscribers.insert(
+                id,
+                Subscriber {
+                    token,
+                    codes: Arc::clone(&codes),
+                    progress: Arc::clone(&progress),
+                    connection,
+                },
+            );
+            let start_loop = !reg.polling;
+            reg.polling = true;
+            (id, start_loop, new_codes)
+        };
+        if start_loop {
+            let (hub, state) = (self.clone(), state.clone());
+            tokio::spawn(async move { hub.poll_loop(state).await });
+        } else if new_codes {
+            self.inner.wake.notify_one();
+        }
+        tracing::debug!(subscriber = id, codes = codes.len(), pz, "stream opened");
+        let stream = SubStream {
+            guard: Guard {
+                hub: self.clone(),
+                id,
+            },
+            rx: self.inner.board.subscribe(),
+            sent: vec![0; codes.len()],
+            codes,
+            pz: pz.max(1),
+            pending: VecDeque::new(),
+            started: false,
+            retry_ms: config.retry_ms,
+            keepalive: Duration::from_secs(config.keepalive_secs),
+            progress,
+            stop: self.inner.stop.clone(),
+        };
+        Ok(futures_util::stream::unfold(stream, |mut s| async move {
+            let next = s.next().await?;
+            Some((next, s))
+        })
+        .boxed())
+    }
+
+    fn unsubscribe(&self, id: u64) {
+        let mut reg = self.registry();
+        let Some(sub) = reg.subscribers.remove(&id) else {
+            return;
+        };
+        if let Some(n) = reg.per_token.get_mut(&sub.token) {
+            *n -= 1;
+            if *n == 0 {
+                reg.per_token.remove(&sub.token);
+            }
+        }
+        for code in sub.codes.iter() {
+            if let Some(n) = reg.refs.get_mut(code) {
+                *n -= 1;
+                if *n == 0 {
+                    reg.refs.remove(code);
+                }
+            }
+        }
+        tracing::debug!(subscriber = id, "stream closed");
+    }
+
+    /// Polls the upstream for the union of codes once per interval while anyone is
+    /// subscribed; ends (and lets the next subscriber start a new loop) when the last
+    /// one leaves.
+    async fn poll_loop(&self, state: AppState) {
+        loop {
+            let codes: Vec<String> = {
+                let mut reg = self.registry();
+                if reg.subscribers.is_empty() || self.inner.stop.is_cancelled() {
+                    reg.polling = false;
+                    tracing::debug!("quote poll stopped: no subscribers");
+                    return;
+                }
+                reg.refs.keys().cloned().collect()
+            };
+            let snap = state.snapshot();
+            let config = &snap.config.hub;
+            let fetched = self.fetch(&state, config, &codes).await;
+            self.publish(&codes, fetched);
+            self.drop_stalled(config);
+            let interval = if snap.policy().calendar().is_open(state.clock().now()) {
+                config.session_interval_ms
+            } else {
+                config.closed_interval_ms
+            };
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(interval)) => {}
+                () = self.inner.wake.notified() => {}
+                () = self.inner.stop.cancelled() => {}
+            }
+        }
+    }
+
+    /// One poll: every batch of the union, concurrently, through the upstream client
+    /// and budget. Returns the items by canonical code.
+    async fn fetch(
+        &self,
+        state: &AppState,
+        config: &HubConfig,
+        codes: &[String],
+    ) -> HashMap<String, Bytes> {
+        let snap = state.snapshot();
+        let batches = codes.chunks(config.batch_size.max(1)).map(|batch| {
+            let target = format!("{}?codes={}", config.source, batch.join(","));
+            let snap = Arc::clone(&snap);
+            async move {
+                if snap.budget().acquire(Priority::Client).await.is_err() {
+                    tracing::warn!("quote poll skipped: upstream budget exhausted");
+                    return Vec::new();
+                }
+                self.inner.polls.fetch_add(1, Ordering::Relaxed);
+                match snap.upstream().fetch(&target).await {
+                    Ok(fetched) => parse_items(&fetched.body),
+                    Err(e) => {
+                        tracing::warn!(
+                            error = e.as_str(),
+                            "quote poll failed; subscribers keep the last quotes"
+                        );
+                        Vec::new()
+                    }
+                }
+            }
+        });
+        futures_util::future::join_all(batches)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// Builds the next board: quotes of codes still subscribed, updated where the
+    /// upstream sent something different.
+    fn publish(&self, codes: &[String], fetched: HashMap<String, Bytes>) {
+        let old = self.inner.board.borrow().clone();
+        let tick = old.tick + 1;
+        let mut quotes = HashMap::with_capacity(codes.len());
+        for code in codes {
+            let quote = match (fetched.get(code), old.quotes.get(code)) {
+                (Some(json), Some(prev)) if *json == prev.json => Arc::clone(prev),
+                (Some(json), _) => Arc::new(Quote {
+                    changed_at: tick,
+                    json: json.clone(),
+                }),
+                (None, Some(prev)) => Arc::clone(prev),
+                (None, None) => continue,
+            };
+            quotes.insert(code.clone(), quote);
+        }
+        self.inner
+            .board
+            .send_replace(Arc::new(Board { tick, quotes }));
+    }
+
+    /// Disconnects subscribers that took nothing for the stall timeout while
+    /// updates were waiting for them.
+    fn drop_stalled(&self, config: &HubConfig) {
+        let now = self.now_ms();
+        let tick = self.inner.board.borrow().tick;
+        let limit = config.stall_timeout_secs * 1_000;
+        let reg = self.registry();
+        for (id, sub) in &reg.subscribers {
+            let idle = now.saturating_sub(sub.progress.last_ms.load(Ordering::Relaxed));
+            let behind = sub.progress.delivered_tick.load(Ordering::Relaxed) < tick;
+            if idle > limit
+                && behind
+                && let Some(connection) = &sub.connection
+                && !connection.is_cancelled()
+            {
+                tracing::warn!(
+                    subscriber = id,
+                    idle_ms = idle,
+                    "disconnecting a stalled subscriber"
+                );
+                self.inner.stalled.fetch_add(1, Ordering::Relaxed);
+                connection.cancel();
+            }
+        }
+    }
+}
+
+/// Extracts `data.list[*]` (or `data[*]`) items with a `code`, keyed by canonical code.
+fn parse_items(body: &[u8]) -> Vec<(String, Bytes)> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Vec::new();
+    };
+    let data = &value["data"];
+    let list = data["list"].as_array().or_else(|| data.as_array());
+    list.into_iter()
+        .flatten()
+        .filter_map(|item| {
+            let code = crate::params::stock_code(item["code"].as_str()?)?;
+            let json = serde_json::to_vec(item).ok()?;
+            Some((code, Bytes::from(json)))
+        })
+        .collect()
+}
+
+/// Unregisters its subscriber when the stream is dropped (client gone, or shutdown).
+struct Guard {
+    hub: QuoteHub,
+    id: u64,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.hub.unsubscribe(self.id);
+    }
+}
+
+/// One subscriber's stream state.
+struct SubStream {
+    guard: Guard,
+    rx: watch::Receiver<Arc<Board>>,
+    codes: Arc<[String]>,
+    /// `sent[i]`: the `changed_at` of the last quote of `codes[i]` sent.
+    sent: Vec<u64>,
+    pz: usize,
+    /// Events of one board, waiting to be taken (at most ceil(codes / pz)).
+    pending: VecDeque<Bytes>,
+    started: bool,
+    retry_ms: u64,
+    keepalive: Duration,
+    progress: Arc<Progress>,
+    stop: CancellationToken,
+}
+
+impl SubStream {
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(chunk) = self.pending.pop_front() {
+                self.progress
+                    .last_ms
+                    .store(self.guard.hub.now_ms(), Ordering::Relaxed);
+                self.progress
+                    .pending_bytes
+                    .fetch_sub(chunk.len() as u64, Ordering::Relaxed);
+                return Some(chunk);
+            }
+            if !self.started {
+                // `retry:` first, then a snapshot of every code that has a quote
+                // (also after a reconnect with Last-Event-ID).
+                self.started = true;
+                self.push(Bytes::from(format!("retry: {}\n\n", self.retry_ms)));
+                let board = self.rx.borrow_and_update().clone();
+                self.diff(&board, true);
+                continue;
+            }
+            tokio::select! {
+                biased;
+                () = self.stop.cancelled() => return None,
+                changed = self.rx.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                    let board = self.rx.borrow_and_update().clone();
+                    self.diff(&board, false);
+                }
+                () = tokio::time::sleep(self.keepalive) => {
+                    self.push(Bytes::from_static(b": keepalive\n\n"));
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, chunk: Bytes) {
+        self.progress
+            .pending_bytes
+            .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        self.pending.push_back(chunk);
+    }
+
+    /// Queues the events for `board`: every quote (snapshot) or the changed ones.
+    fn diff(&mut self, board: &Board, snapshot: bool) {
+        let mut items: Vec<&Bytes> = Vec::new();
+        for (code, sent) in self.codes.iter().zip(self.sent.iter_mut()) {
+            if let Some(q) = board.quotes.get(code)
+                && (snapshot || q.changed_at > *sent)
+            {
+                items.push(&q.json);
+                *sent = q.changed_at;
+            }
+        }
+        for chunk in items.chunks(self.pz) {
+            self.push(encode(board.tick, chunk));
+        }
+        self.progress
+            .delivered_tick
+            .store(board.tick, Ordering::Relaxed);
+    }
+}
+
+/// One SSE event: `event: quote`, `id: <tick>`, `data: [<quote>,...]` on one line.
+pub fn encode(tick: u64, quotes: &[&Bytes]) -> Bytes {
+    let len: usize = quotes.iter().map(|q| q.len() + 1).sum();
+    let mut out = BytesMut::with_capacity(len + 48);
+    out.extend_from_slice(b"event: quote\nid: ");
+    out.extend_from_slice(tick.to_string().as_bytes());
+    out.extend_from_slice(b"\ndata: [");
+    for (i, q) in quotes.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b",");
+        }
+        out.extend_from_slice(q);
+    }
+    out.extend_from_slice(b"]\n\n");
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_one_line_sse() {
+        let a = Bytes::from_static(br#"{"code":"600519.SH","price":1}"#);
+        let b = Bytes::from_static(br#"{"code":"000001.SZ","price":2}"#);
+        let e = encode(7, &[&a, &b]);
+        assert_eq!(
+            &e[..],
+            b"event: quote\nid: 7\ndata: [{\"code\":\"600519.SH\",\"price\":1},{\"code\":\"000001.SZ\",\"price\":2}]\n\n"
+        );
+    }
+
+    #[test]
+    fn items_are_keyed_by_canonical_code() {
+        let body = br#"{"success":true,"data":{"list":[{"code":"600519","p":1},{"code":"000001.SZ","p":2},{"p":3}]}}"#;
+        let items = parse_items(body);
+        let codes: Vec<&str> = items.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(codes, ["600519.SH", "000001.SZ"]);
+        assert!(parse_items(b"not json").is_empty());
+    }
+}
