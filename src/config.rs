@@ -530,6 +530,11 @@ impl Config {
                 problems.push(format!("{key} must be at least 1"));
             }
         }
+        if self.hub.keepalive_secs >= self.hub.stall_timeout_secs {
+            problems.push(
+                "hub.keepalive_secs must be shorter than hub.stall_timeout_secs (keepalives are how an idle stream shows it is alive)".into(),
+            );
+        }
         for (i, job) in self.scheduler.jobs.iter().enumerate() {
             if let Err(e) = crate::scheduler::check_cron(&job.cron) {
                 problems.push(format!("scheduler.jobs[{i}].cron: {e}"));

@@ -221,16 +221,7 @@ pub fn age(now: DateTime<Utc>, fetched_at: DateTime<Utc>) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
-    use chrono_tz::Asia::Shanghai;
-
-    fn cst(s: &str) -> DateTime<Utc> {
-        let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S").unwrap();
-        Shanghai
-            .from_local_datetime(&naive)
-            .unwrap()
-            .with_timezone(&Utc)
-    }
+    use crate::session::cst;
 
     fn rule(path: &str) -> Rule {
         let e = catalog().by_path(path).unwrap();

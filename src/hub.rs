@@ -253,6 +253,8 @@ impl QuoteHub {
             started: false,
             retry_ms: config.retry_ms,
             keepalive: Duration::from_secs(config.keepalive_secs),
+            next_keepalive: tokio::time::Instant::now()
+                + Duration::from_secs(config.keepalive_secs),
             progress,
             stop: self.inner.stop.clone(),
         };
@@ -446,6 +448,10 @@ struct SubStream {
     started: bool,
     retry_ms: u64,
     keepalive: Duration,
+    /// When the next keepalive is due: reset whenever anything is sent, and never by
+    /// a board that had nothing for this subscriber (else busy boards would starve
+    /// it of keepalives and the stall check would cut a healthy client).
+    next_keepalive: tokio::time::Instant,
     progress: Arc<Progress>,
     stop: CancellationToken,
 }
@@ -460,6 +466,7 @@ impl SubStream {
                 self.progress
                     .pending_bytes
                     .fetch_sub(chunk.len() as u64, Ordering::Relaxed);
+                self.next_keepalive = tokio::time::Instant::now() + self.keepalive;
                 return Some(chunk);
             }
             if !self.started {
@@ -481,7 +488,7 @@ impl SubStream {
                     let board = self.rx.borrow_and_update().clone();
                     self.diff(&board, false);
                 }
-                () = tokio::time::sleep(self.keepalive) => {
+                () = tokio::time::sleep_until(self.next_keepalive) => {
                     self.push(Bytes::from_static(b": keepalive\n\n"));
                 }
             }

@@ -207,18 +207,22 @@ fn at(day: NaiveDate, h: u32, m: u32) -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
+/// `2026-03-02 10:00` or `2026-03-02 10:00:05`, China time, as UTC (tests).
+#[cfg(test)]
+pub(crate) fn cst(s: &str) -> DateTime<Utc> {
+    let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")
+        .or_else(|_| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M"))
+        .expect("a China time");
+    Shanghai
+        .from_local_datetime(&naive)
+        .single()
+        .expect("no DST in China")
+        .with_timezone(&Utc)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `2026-03-02 10:00` China time as UTC.
-    fn cst(s: &str) -> DateTime<Utc> {
-        let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M").unwrap();
-        Shanghai
-            .from_local_datetime(&naive)
-            .unwrap()
-            .with_timezone(&Utc)
-    }
 
     #[test]
     fn sessions_of_a_trading_day() {

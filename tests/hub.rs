@@ -348,3 +348,54 @@ async fn access_token_authenticates_event_source_clients() {
     );
     drop(Arc::new(()));
 }
+
+/// A subscriber whose codes never change still gets keepalives while other codes
+/// keep the board busy, and is not mistaken for a stalled one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_subscribers_get_keepalives_and_stay_connected() {
+    let (env, _ticker) = hub_env(|c| c.hub.stall_timeout_secs = 2).await;
+    let mut busy = subscribe(&env, "codes=600519").await;
+    // 605999 is not listed: it never has a quote, so this stream only ever idles.
+    let mut quiet = subscribe(&env, "codes=605999").await;
+    assert_eq!(quiet.next(WAIT).await.unwrap().retry, Some(3000));
+    let started = Instant::now();
+    let mut keepalives = 0;
+    while started.elapsed() < Duration::from_secs(4) {
+        let e = quiet.next(WAIT).await.expect("the quiet stream stays open");
+        assert!(e.comment, "only keepalives: {e:?}");
+        keepalives += 1;
+        busy.next_quote(WAIT)
+            .await
+            .expect("the busy stream keeps moving");
+    }
+    assert!(keepalives >= 3, "{keepalives} keepalives in 4 s at 1 s");
+    assert_eq!(env.proxy.state().hub().stalled(), 0);
+}
+
+/// Shutting the proxy down ends open streams at once instead of waiting out the
+/// grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_open_streams() {
+    let (env, _ticker) = hub_env(|c| c.server.shutdown_grace_ms = 30_000).await;
+    let mut r = subscribe(&env, "codes=600519").await;
+    r.next_quote(WAIT).await.unwrap();
+    let support::Env { proxy, sim, .. } = env;
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), proxy.shutdown())
+        .await
+        .expect("shutdown does not wait for the 30 s grace");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The stream ended cleanly.
+    let mut ended = false;
+    for _ in 0..100 {
+        match r.next(Duration::from_secs(1)).await {
+            None => {
+                ended = true;
+                break;
+            }
+            Some(_) => continue,
+        }
+    }
+    assert!(ended);
+    drop(sim);
+}
