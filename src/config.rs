@@ -54,6 +54,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub scheduler: SchedulerConfig,
     pub hub: HubConfig,
+    pub admin: AdminConfig,
 }
 
 /// `[server]`: the client listener.
@@ -357,6 +358,16 @@ impl Default for SchedulerConfig {
     }
 }
 
+/// `[admin]`: the operators' listener.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Address of `/metrics`, `/healthz`, `/readyz`, `/status`, `/purge`. Empty: off.
+    pub listen: String,
+    /// Bearer token for `POST /purge`. Empty: purging is refused. A secret.
+    pub token: Secret,
+}
+
 /// `[hub]`: the quote stream (`/stock/indicator/realtime/sse`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -508,6 +519,12 @@ impl Config {
         }
         if self.limits.client_rps > 0 && self.limits.client_burst == 0 {
             problems.push("limits.client_burst must be at least 1".into());
+        }
+        if !self.admin.listen.is_empty() && self.admin.listen.parse::<SocketAddr>().is_err() {
+            problems.push(format!(
+                "admin.listen: {:?} is not an address such as 127.0.0.1:9091 (or empty)",
+                self.admin.listen
+            ));
         }
         if !self.hub.source.is_empty() && !self.hub.source.starts_with('/') {
             problems.push(format!(

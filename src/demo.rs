@@ -33,12 +33,14 @@ pub fn config_for(sim: &SimHandle, listen: &str, token: Secret) -> Config {
     config
 }
 
-/// Starts a simulator (with `latency_ms` per answer) and a proxy on `listen`.
+/// Starts a simulator (with `latency_ms` per answer) and a proxy on `listen`, with
+/// its admin listener on `admin_listen` (empty: none).
 ///
 /// # Errors
 /// When an address cannot be bound.
 pub async fn start(
     listen: &str,
+    admin_listen: &str,
     token: Secret,
     latency_ms: u64,
     clock: Arc<dyn Clock>,
@@ -51,7 +53,8 @@ pub async fn start(
         ..SimConfig::default()
     };
     let sim = crate::sim::start(&sim_config, Arc::clone(&clock)).await?;
-    let config = config_for(&sim, listen, token);
+    let mut config = config_for(&sim, listen, token);
+    config.admin.listen = admin_listen.to_owned();
     let proxy = crate::server::start(&config, clock).await?;
     Ok(Demo { sim, proxy })
 }

@@ -15,6 +15,7 @@
 //! listener → auth → router → validation (canonical key) → cache: fresh → `HIT`;
 //! otherwise one single-flight upstream fetch per key → `MISS`.
 
+pub mod admin;
 pub mod auth;
 pub mod body;
 pub mod cache;
@@ -25,6 +26,7 @@ pub mod error;
 pub mod freshness;
 pub mod hub;
 pub mod limit;
+pub mod metrics;
 pub mod params;
 pub mod proxy;
 pub mod reload;

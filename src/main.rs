@@ -34,6 +34,9 @@ enum Command {
         /// Latency the simulated upstream adds to each answer.
         #[arg(long, default_value_t = 20)]
         upstream_latency_ms: u64,
+        /// Admin listener (/metrics, /status, ...); empty to turn it off.
+        #[arg(long, default_value = "127.0.0.1:9091")]
+        admin_listen: String,
     },
     /// The proxy in front of the real upstream configured in FILE.
     Serve {
@@ -121,9 +124,11 @@ async fn run(command: Command) -> Result<(), String> {
             listen,
             token,
             upstream_latency_ms,
+            admin_listen,
         } => {
             let demo = mdproxy::demo::start(
                 &listen,
+                &admin_listen,
                 Secret::new(token.clone()),
                 upstream_latency_ms,
                 clock,
@@ -134,6 +139,9 @@ async fn run(command: Command) -> Result<(), String> {
                 "mdproxy demo: proxy {base} in front of a simulated upstream at {}",
                 demo.sim.base_url()
             );
+            if let Some(admin) = demo.proxy.admin_addr {
+                println!("admin: http://{admin}/status and http://{admin}/metrics");
+            }
             println!(
                 "try:\n  curl -s -H 'Authorization: Bearer {token}' {base}/stock/detail/600519 -D - -o /dev/null"
             );

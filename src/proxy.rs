@@ -5,7 +5,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -21,6 +21,7 @@ use crate::error::Error;
 use crate::freshness::{self, Clock, Freshness, Lifetimes, Policy, Rule};
 use crate::hub::QuoteHub;
 use crate::limit::{ClientLimits, Denied, Priority, UpstreamBudget};
+use crate::metrics::Stats;
 use crate::params::{self, Valid};
 use crate::router::{API_PREFIX, Router};
 use crate::upstream::{FetchError, UpstreamClient};
@@ -47,16 +48,6 @@ struct Shared {
     snapshot: ArcSwap<Snapshot>,
     stats: Stats,
     hub: QuoteHub,
-}
-
-/// Counters for the status page and metrics.
-#[derive(Debug, Default)]
-pub struct Stats {
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
-    pub stale: AtomicU64,
-    pub errors: AtomicU64,
-    pub refreshes: AtomicU64,
 }
 
 /// A configuration and what is built from it.
@@ -229,6 +220,7 @@ impl AppState {
             negative: false,
         };
         let usable_snap = Arc::clone(&snap);
+        let counting = self.clone();
         let now = clock.now();
         let usable = move |entry: &CachedBody| {
             !force
@@ -247,7 +239,13 @@ impl AppState {
                         Denied::Overloaded => FetchError::Overloaded,
                         Denied::Dropped => FetchError::Dropped,
                     })?;
-                let (body, status, rule) = match snap.upstream.fetch(&target).await {
+                let fetched = snap.upstream.fetch(&target).await;
+                counting.inner.stats.upstream(match &fetched {
+                    Ok(_) => "ok",
+                    Err(FetchError::Answer { status: 404, .. }) => "not_found",
+                    Err(e) => e.as_str(),
+                });
+                let (body, status, rule) = match fetched {
                     Ok(fetched) => {
                         tracing::info!(
                             target = %target,
@@ -433,7 +431,7 @@ async fn lookup(
         let lifetimes = snap.lifetimes(entry);
         match lifetimes.decide(now) {
             Freshness::Fresh { .. } => {
-                s.stats.hits.fetch_add(1, Ordering::Relaxed);
+                s.stats.served(valid.endpoint.id, CacheStatus::Hit);
                 let detail = if entry.status == 200 {
                     ""
                 } else {
@@ -450,7 +448,7 @@ async fn lookup(
                 ));
             }
             Freshness::Stale => {
-                s.stats.stale.fetch_add(1, Ordering::Relaxed);
+                s.stats.served(valid.endpoint.id, CacheStatus::Stale);
                 state.refresh_in_background(valid);
                 let cache_status = format!(
                     "mdproxy; hit; ttl={}; detail=stale-while-revalidate",
@@ -485,12 +483,7 @@ async fn lookup(
                 FillRole::Leader => (CacheStatus::Miss, "mdproxy; fwd=miss; stored".to_owned()),
                 FillRole::Joined => (CacheStatus::Miss, "mdproxy; fwd=miss; collapsed".to_owned()),
             };
-            let counter = if status == CacheStatus::Hit {
-                &s.stats.hits
-            } else {
-                &s.stats.misses
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
+            s.stats.served(valid.endpoint.id, status);
             Ok(answer(
                 headers,
                 &entry,
@@ -508,7 +501,7 @@ async fn lookup(
             {
                 let lifetimes = snap.lifetimes(&entry);
                 if lifetimes.decide(now).is_usable_on_error() {
-                    s.stats.stale.fetch_add(1, Ordering::Relaxed);
+                    s.stats.served(valid.endpoint.id, CacheStatus::Stale);
                     tracing::warn!(target = %valid.target, upstream_error = error.as_str(), "serving stale answer");
                     let cache_status = format!(
                         "mdproxy; hit; ttl={}; detail=stale-if-error",

@@ -105,6 +105,8 @@ pub async fn serve<H, F>(
 pub struct ProxyHandle {
     /// The address the client listener is bound to.
     pub addr: SocketAddr,
+    /// The admin listener's address, when `admin.listen` is set.
+    pub admin_addr: Option<SocketAddr>,
     state: AppState,
     /// Cancels the listener, the reload watcher and the scheduler's work.
     stop: CancellationToken,
@@ -186,6 +188,30 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ProxyHandle
         Duration::from_millis(config.server.shutdown_grace_ms),
         async move { stopped.cancelled().await },
     ));
+    let admin_addr = if config.admin.listen.is_empty() {
+        None
+    } else {
+        let admin = TcpListener::bind(&config.admin.listen).await.map_err(|e| {
+            format!(
+                "cannot listen on {} (admin.listen): {e}",
+                config.admin.listen
+            )
+        })?;
+        let admin_addr = admin
+            .local_addr()
+            .map_err(|e| format!("admin listener has no address: {e}"))?;
+        let admin_state = state.clone();
+        let stopped = stop.clone();
+        tokio::spawn(serve(
+            admin,
+            move |req| crate::admin::handle(admin_state.clone(), req),
+            64,
+            Duration::from_secs(1),
+            async move { stopped.cancelled().await },
+        ));
+        tracing::info!(addr = %admin_addr, "admin listening");
+        Some(admin_addr)
+    };
     let scheduler = if config.scheduler.enabled {
         let mut plans = crate::scheduler::builtin();
         plans.extend(crate::scheduler::configured(&config.scheduler.jobs));
@@ -212,6 +238,7 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<ProxyHandle
     tracing::info!(%addr, "proxy listening");
     Ok(ProxyHandle {
         addr,
+        admin_addr,
         state,
         stop,
         task: Some(task),
