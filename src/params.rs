@@ -39,6 +39,16 @@ impl Valid {
 /// Validates the path parameters (raw, still percent-encoded, in template order) and
 /// the raw query string of a request for `endpoint`.
 ///
+/// ```
+/// use mdproxy::catalog::catalog;
+/// let kline = catalog().by_path("/stock/kline").unwrap();
+/// let valid = mdproxy::params::validate(kline, &[], Some("fqt=pre&code=000001&_=17")).unwrap();
+/// // Canonical order and code; the cache-buster is not part of the key.
+/// assert_eq!(valid.target, "/stock/kline?code=000001.SZ&fqt=pre");
+/// let err = mdproxy::params::validate(kline, &[], Some("code=000001&period=hour")).unwrap_err();
+/// assert_eq!((err.code(), err.param()), ("invalid_parameter", Some("period")));
+/// ```
+///
 /// # Errors
 /// `MissingParameter`, `InvalidParameter` or `UnknownParameter`, naming the parameter.
 pub fn validate(
@@ -297,6 +307,14 @@ fn split_code<'a>(s: &'a str, suffixes: &[&str]) -> Option<(&'a str, Option<Stri
 /// code whose exchange the prefix does not tell (an index range such as 399xxx)
 /// stays bare. Prefix rules from DOMAIN.md §5.1: 60/68/90 SH; 00/30/20 SZ; 92 and
 /// the retired 43/83/87/88 BJ.
+///
+/// ```
+/// use mdproxy::params::stock_code;
+/// assert_eq!(stock_code("600519").as_deref(), Some("600519.SH"));
+/// assert_eq!(stock_code("000001.sz").as_deref(), Some("000001.SZ"));
+/// assert_eq!(stock_code("920819").as_deref(), Some("920819.BJ"));
+/// assert_eq!(stock_code("SH600519"), None);
+/// ```
 pub fn stock_code(s: &str) -> Option<String> {
     let (digits, suffix) = split_code(s, &["SH", "SZ", "BJ"])?;
     let suffix = suffix.or_else(|| {

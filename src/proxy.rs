@@ -467,7 +467,12 @@ async fn lookup(
         }
     }
 
-    let (result, role) = state.fill(valid, Priority::Client, false).await;
+    let (mut result, mut role) = state.fill(valid, Priority::Client, false).await;
+    if matches!(result, Err(FetchError::Dropped)) {
+        // We joined a background refresh that found no budget; a client may wait
+        // for budget where background work may not, so ask again as a client.
+        (result, role) = state.fill(valid, Priority::Client, false).await;
+    }
     let now = s.clock.now();
     match result {
         Ok(entry) => {

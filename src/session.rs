@@ -158,6 +158,15 @@ impl Calendar {
     }
 
     /// The first session start strictly after `t`.
+    ///
+    /// ```
+    /// use chrono::{DateTime, Utc};
+    /// let cal = mdproxy::session::Calendar::builtin();
+    /// // Friday 6 March 2026, 16:00 China time (08:00 UTC) -> Monday 09:15 China time.
+    /// let friday: DateTime<Utc> = "2026-03-06T08:00:00Z".parse().unwrap();
+    /// assert!(!cal.is_open(friday));
+    /// assert_eq!(cal.next_open(friday).to_rfc3339(), "2026-03-09T01:15:00+00:00");
+    /// ```
     pub fn next_open(&self, t: DateTime<Utc>) -> DateTime<Utc> {
         let mut day = t.with_timezone(&Shanghai).date_naive();
         // Holidays never run longer than a few weeks; bound the search anyway.
