@@ -299,7 +299,8 @@ impl AppState {
 
 /// Serves one request; never fails (errors become envelope responses).
 pub async fn handle<B>(state: AppState, request: Request<B>) -> Result<Response<Body>, Infallible> {
-    let snap = state.inner.snapshot.load_full();
+    // A borrowed snapshot: no reference count bounced between cores per request.
+    let snap = state.inner.snapshot.load();
     let mut response = match serve(&state, &snap, &request).await {
         Ok(response) => response,
         Err(error) => {
@@ -429,41 +430,18 @@ async fn lookup(
     let cached = s.cache.get(&valid.target).await;
     if let Some(entry) = &cached {
         let lifetimes = snap.lifetimes(entry);
-        match lifetimes.decide(now) {
-            Freshness::Fresh { .. } => {
-                s.stats.served(valid.endpoint.id, CacheStatus::Hit);
-                let detail = if entry.status == 200 {
-                    ""
-                } else {
-                    "; detail=negative"
-                };
-                let cache_status = format!("mdproxy; hit; ttl={}{detail}", lifetimes.ttl_secs(now));
-                return Ok(answer(
-                    headers,
-                    entry,
-                    CacheStatus::Hit,
-                    &lifetimes,
-                    now,
-                    cache_status,
-                ));
-            }
+        let served = match lifetimes.decide(now) {
+            Freshness::Fresh { .. } if entry.status == 200 => Some(Served::Hit),
+            Freshness::Fresh { .. } => Some(Served::Negative),
             Freshness::Stale => {
-                s.stats.served(valid.endpoint.id, CacheStatus::Stale);
                 state.refresh_in_background(valid);
-                let cache_status = format!(
-                    "mdproxy; hit; ttl={}; detail=stale-while-revalidate",
-                    lifetimes.ttl_secs(now)
-                );
-                return Ok(answer(
-                    headers,
-                    entry,
-                    CacheStatus::Stale,
-                    &lifetimes,
-                    now,
-                    cache_status,
-                ));
+                Some(Served::Revalidating)
             }
-            Freshness::StaleIfError | Freshness::Expired => {}
+            Freshness::StaleIfError | Freshness::Expired => None,
+        };
+        if let Some(served) = served {
+            s.stats.served(valid.endpoint.id, served.x_cache());
+            return Ok(answer(headers, entry, served, &lifetimes, now));
         }
     }
 
@@ -476,26 +454,19 @@ async fn lookup(
     let now = s.clock.now();
     match result {
         Ok(entry) => {
-            let lifetimes = snap.lifetimes(&entry);
-            let (status, cache_status) = match role {
-                FillRole::Found => (
-                    CacheStatus::Hit,
-                    format!("mdproxy; hit; ttl={}", lifetimes.ttl_secs(now)),
-                ),
-                FillRole::Leader if cached.is_some() => {
-                    (CacheStatus::Miss, "mdproxy; fwd=stale; stored".to_owned())
-                }
-                FillRole::Leader => (CacheStatus::Miss, "mdproxy; fwd=miss; stored".to_owned()),
-                FillRole::Joined => (CacheStatus::Miss, "mdproxy; fwd=miss; collapsed".to_owned()),
+            let served = match role {
+                FillRole::Found => Served::Hit,
+                FillRole::Leader if cached.is_some() => Served::RefetchedStale,
+                FillRole::Leader => Served::Stored,
+                FillRole::Joined => Served::Collapsed,
             };
-            s.stats.served(valid.endpoint.id, status);
+            s.stats.served(valid.endpoint.id, served.x_cache());
             Ok(answer(
                 headers,
                 &entry,
-                status,
-                &lifetimes,
+                served,
+                &snap.lifetimes(&entry),
                 now,
-                cache_status,
             ))
         }
         Err(error) => {
@@ -508,17 +479,12 @@ async fn lookup(
                 if lifetimes.decide(now).is_usable_on_error() {
                     s.stats.served(valid.endpoint.id, CacheStatus::Stale);
                     tracing::warn!(target = %valid.target, upstream_error = error.as_str(), "serving stale answer");
-                    let cache_status = format!(
-                        "mdproxy; hit; ttl={}; detail=stale-if-error",
-                        lifetimes.ttl_secs(now)
-                    );
                     return Ok(answer(
                         headers,
                         &entry,
-                        CacheStatus::Stale,
+                        Served::StaleIfError,
                         &lifetimes,
                         now,
-                        cache_status,
                     ));
                 }
             }
@@ -550,15 +516,67 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
         })
 }
 
+/// How an answer was served: decides `X-Cache` and `Cache-Status` (RFC 9211)
+/// together, so the two never disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Served {
+    /// Fresh from the cache.
+    Hit,
+    /// A cached upstream "not found".
+    Negative,
+    /// Stale, served while one background request refreshes it.
+    Revalidating,
+    /// Stale, served because the upstream failed.
+    StaleIfError,
+    /// Fetched for this request and stored.
+    Stored,
+    /// An expired entry was refetched for this request.
+    RefetchedStale,
+    /// Waited on another request's fetch of the same key.
+    Collapsed,
+}
+
+impl Served {
+    fn x_cache(self) -> CacheStatus {
+        match self {
+            Served::Hit | Served::Negative => CacheStatus::Hit,
+            Served::Revalidating | Served::StaleIfError => CacheStatus::Stale,
+            Served::Stored | Served::RefetchedStale | Served::Collapsed => CacheStatus::Miss,
+        }
+    }
+
+    /// `Cache-Status`; `ttl` is the seconds of freshness left (negative when stale).
+    fn cache_status(self, ttl: i64) -> HeaderValue {
+        let tail = match self {
+            Served::Hit => "",
+            Served::Negative => "; detail=negative",
+            Served::Revalidating => "; detail=stale-while-revalidate",
+            Served::StaleIfError => "; detail=stale-if-error",
+            Served::Stored => return HeaderValue::from_static("mdproxy; fwd=miss; stored"),
+            Served::RefetchedStale => {
+                return HeaderValue::from_static("mdproxy; fwd=stale; stored");
+            }
+            Served::Collapsed => return HeaderValue::from_static("mdproxy; fwd=miss; collapsed"),
+        };
+        const HEAD: &str = "mdproxy; hit; ttl=";
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(ttl);
+        let mut value = bytes::BytesMut::with_capacity(HEAD.len() + digits.len() + tail.len());
+        value.extend_from_slice(HEAD.as_bytes());
+        value.extend_from_slice(digits.as_bytes());
+        value.extend_from_slice(tail.as_bytes());
+        HeaderValue::from_maybe_shared(value.freeze()).expect("ASCII digits and text")
+    }
+}
+
 /// A cached answer with the contract's headers, gzip when accepted, or 304 when
 /// `If-None-Match` names the representation.
 fn answer(
     request_headers: &HeaderMap,
     entry: &CachedBody,
-    status: CacheStatus,
+    served: Served,
     lifetimes: &Lifetimes,
     now: DateTime<Utc>,
-    cache_status: String,
 ) -> Response<Body> {
     let gzip = accepts_gzip(request_headers)
         .then(|| entry.gzip())
@@ -595,11 +613,8 @@ fn answer(
         headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     }
     headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    headers.insert(X_CACHE, status.header_value());
-    headers.insert(
-        CACHE_STATUS,
-        HeaderValue::from_str(&cache_status).expect("built from ASCII"),
-    );
+    headers.insert(X_CACHE, served.x_cache().header_value());
+    headers.insert(CACHE_STATUS, served.cache_status(lifetimes.ttl_secs(now)));
     headers.insert(
         header::AGE,
         HeaderValue::from(freshness::age(now, entry.fetched_at).as_secs()),
@@ -729,6 +744,21 @@ mod tests {
         assert!(m("*"));
         assert!(!m("\"abd\""));
         assert!(!m("abc"));
+    }
+
+    #[test]
+    fn cache_status_follows_rfc_9211() {
+        assert_eq!(Served::Hit.cache_status(12), "mdproxy; hit; ttl=12");
+        assert_eq!(
+            Served::Revalidating.cache_status(-3),
+            "mdproxy; hit; ttl=-3; detail=stale-while-revalidate"
+        );
+        assert_eq!(
+            Served::Collapsed.cache_status(5),
+            "mdproxy; fwd=miss; collapsed"
+        );
+        assert_eq!(Served::StaleIfError.x_cache(), CacheStatus::Stale);
+        assert_eq!(Served::Negative.x_cache(), CacheStatus::Hit);
     }
 
     #[test]
