@@ -54,10 +54,11 @@ pub fn spawn(
     poll: Duration,
     stop: CancellationToken,
 ) -> JoinHandle<()> {
+    // Installed before the task starts: a SIGHUP that arrives early must find our
+    // handler, not the default action (which ends the process).
+    #[cfg(unix)]
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     tokio::spawn(async move {
-        #[cfg(unix)]
-        let mut hangup =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         let mut seen = fingerprint(&path);
         let mut ticker = tokio::time::interval(if poll.is_zero() {
             Duration::from_secs(3600)

@@ -58,3 +58,95 @@ fn check_config_names_the_bad_key() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `mdproxy serve` reloads its file on SIGHUP: a new token starts working without a
+/// restart, and an invalid file is refused while the old one keeps serving.
+#[cfg(unix)]
+#[tokio::test]
+async fn serve_reloads_on_sighup() {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let sim = mdproxy::sim::start(
+        &mdproxy::sim::SimConfig {
+            listen: "127.0.0.1:0".into(),
+            token: mdproxy::config::Secret::new("hup-upstream"),
+            ..Default::default()
+        },
+        Arc::new(mdproxy::freshness::SystemClock),
+    )
+    .await
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = std::env::temp_dir().join(format!("mdproxy-hup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("serve.toml");
+    let write = |token: &str| {
+        std::fs::write(
+            &path,
+            format!(
+                "[server]\nlisten = \"127.0.0.1:{port}\"\nreload_poll_ms = 0\n[auth]\ntokens = [\"{token}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"hup-upstream\"\n[scheduler]\nenabled = false\n",
+                sim.base_url()
+            ),
+        )
+        .unwrap();
+    };
+    write("first");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+        .args(["serve", "--log", "warn", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap().to_string();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!("http://127.0.0.1:{port}/api/v1/market/indices");
+    let status = |token: &'static str| {
+        let req = client.get(&url).bearer_auth(token);
+        async move { req.send().await.map(|r| r.status().as_u16()).unwrap_or(0) }
+    };
+    let until = |want: u16, token: &'static str| async move {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if status(token).await == want {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    };
+    assert!(until(200, "first").await, "serve came up");
+    let hup = || {
+        std::process::Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+    };
+
+    std::fs::write(&path, "[server\nbroken").unwrap();
+    assert!(hup().success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        status("first").await,
+        200,
+        "an invalid file keeps the old config"
+    );
+
+    write("second");
+    assert!(hup().success());
+    assert!(
+        until(200, "second").await,
+        "the new token works after SIGHUP"
+    );
+    assert_eq!(status("first").await, 401);
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "SIGHUP does not stop the process"
+    );
+    child.kill().await.unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,170 @@
+//! The simulated upstream's own contract: its token, determinism, realistic sizes,
+//! its counters over HTTP, fault switches, and its quote stream.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mdproxy::freshness::SystemClock;
+use support::{SseReader, UPSTREAM_TOKEN};
+
+async fn sim() -> (mdproxy::sim::SimHandle, reqwest::Client) {
+    let sim = mdproxy::sim::start(&support::sim_config(), Arc::new(SystemClock))
+        .await
+        .unwrap();
+    (sim, support::client())
+}
+
+/// The simulator checks its own bearer token like the real upstream.
+#[tokio::test]
+async fn simulator_requires_its_token() {
+    let (sim, client) = sim().await;
+    let url = format!("{}/market/indices", sim.base_url());
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 401);
+    assert_eq!(
+        client
+            .get(&url)
+            .bearer_auth("nope")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    assert_eq!(
+        client
+            .get(&url)
+            .bearer_auth(UPSTREAM_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+}
+
+/// Same request, same day, same answer; the big data sets have realistic sizes.
+#[tokio::test]
+async fn simulator_is_deterministic_and_realistic() {
+    let (sim, client) = sim().await;
+    let get = |t: &str| {
+        client
+            .get(format!("{}{t}", sim.base_url()))
+            .bearer_auth(UPSTREAM_TOKEN)
+            .send()
+    };
+    let a = get("/stock/kline?code=000001.SZ")
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let b = get("/stock/kline?code=000001.SZ")
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(a, b);
+    let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
+    let rows = v["data"]["klines"].as_array().unwrap();
+    assert!(rows.len() > 8_000, "daily bars since 1991: {}", rows.len());
+    assert!(a.len() > 500_000, "{} bytes", a.len());
+    let hotmap: serde_json::Value = get("/market/hotmap").await.unwrap().json().await.unwrap();
+    assert!(hotmap["data"]["data"].as_array().unwrap().len() > 5_000);
+    let etfs: serde_json::Value = get("/fund/all-etf-list")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(etfs["data"]["total"].as_u64().unwrap() >= 1_000);
+    let page1: serde_json::Value = get("/macro/cpi?page=1&pageSize=20")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let page2: serde_json::Value = get("/macro/cpi?page=2&pageSize=20")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_ne!(
+        page1["data"]["list"][0], page2["data"]["list"][0],
+        "paged tables page"
+    );
+    assert!(
+        page1["data"]["total"].as_u64().unwrap() > 240,
+        "monthly since 2005"
+    );
+    let head: serde_json::Value = get("/news/feed").await.unwrap().json().await.unwrap();
+    let cursor = head["data"]["nextCursor"].as_str().unwrap().to_owned();
+    let older: serde_json::Value = get(&format!("/news/feed?cursor={cursor}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_ne!(
+        head["data"]["list"][0]["id"], older["data"]["list"][0]["id"],
+        "the cursor moves"
+    );
+}
+
+/// Counters per endpoint over HTTP outside /api/v1, and the fault switches.
+#[tokio::test]
+async fn simulator_counts_and_fails_on_demand() {
+    let (sim, client) = sim().await;
+    let get = |t: &str| {
+        client
+            .get(format!("{}{t}", sim.base_url()))
+            .bearer_auth(UPSTREAM_TOKEN)
+            .send()
+    };
+    get("/market/indices").await.unwrap();
+    get("/market/indices").await.unwrap();
+    sim.fail_next(1);
+    assert_eq!(get("/news/overview").await.unwrap().status(), 500);
+    assert_eq!(get("/news/overview").await.unwrap().status(), 200);
+    let stats: serde_json::Value = client
+        .get(format!("http://{}/_sim/stats", sim.addr))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats["endpoints"]["/market/indices"], 2);
+    assert_eq!(stats["endpoints"]["/news/overview"], 2);
+    assert_eq!(stats["total"], 4);
+    assert_eq!(sim.hits("/market/indices"), 2);
+    sim.set_latency(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    get("/news/mainline").await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(300));
+}
+
+/// The simulator's own stream pushes its codes, pz per event.
+#[tokio::test]
+async fn simulator_streams_quotes_pz_per_event() {
+    let (sim, client) = sim().await;
+    let r = client
+        .get(format!(
+            "{}/stock/indicator/realtime/sse?codes=600519,000001,300750&pz=2",
+            sim.base_url()
+        ))
+        .bearer_auth(UPSTREAM_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(support::header(&r, "content-type"), "text/event-stream");
+    let mut r = SseReader::new(r);
+    let first = r.next_quote(Duration::from_secs(5)).await.unwrap();
+    let second = r.next_quote(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(first.quotes().len(), 2);
+    assert_eq!(second.quotes().len(), 1);
+    assert_eq!(first.id, second.id, "one push, split by pz");
+}
