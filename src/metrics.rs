@@ -92,18 +92,6 @@ struct OutcomeLabels {
     outcome: &'static str,
 }
 
-fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
-    let c = Counter::<u64>::default();
-    c.inc_by(value);
-    registry.register(name, help, c);
-}
-
-fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
-    let g = Gauge::<i64>::default();
-    g.set(value);
-    registry.register(name, help, g);
-}
-
 /// The Prometheus text exposition of everything the proxy counts.
 pub fn render(state: &AppState) -> String {
     let stats = state.stats();
@@ -142,75 +130,70 @@ pub fn render(state: &AppState) -> String {
         upstream,
     );
 
-    counter(
-        &mut registry,
-        "errors",
-        "Responses with a 5xx status",
-        stats.errors.load(Ordering::Relaxed),
-    );
-    counter(
-        &mut registry,
-        "background_refreshes",
-        "Stale-while-revalidate refreshes started",
-        stats.refreshes.load(Ordering::Relaxed),
-    );
-    counter(
-        &mut registry,
-        "upstream_budget_dropped",
-        "Background refreshes and prewarms dropped for want of upstream budget",
-        snap.budget().dropped(),
-    );
     let cache = state.cache();
-    gauge(
-        &mut registry,
-        "cache_entries",
-        "Entries in the cache",
-        cache.entry_count() as i64,
-    );
-    gauge(
-        &mut registry,
-        "cache_bytes",
-        "Weighted size of the cache in bytes",
-        cache.weighted_size() as i64,
-    );
     let hub = state.hub();
-    gauge(
-        &mut registry,
-        "hub_subscribers",
-        "Open quote streams",
-        hub.subscribers() as i64,
-    );
-    gauge(
-        &mut registry,
-        "hub_codes",
-        "Codes in the quote poll union",
-        hub.codes() as i64,
-    );
-    counter(
-        &mut registry,
-        "hub_polls",
-        "Upstream quote poll requests",
-        hub.polls(),
-    );
-    counter(
-        &mut registry,
-        "hub_stalled",
-        "Subscribers disconnected for stalling",
-        hub.stalled(),
-    );
-    gauge(
-        &mut registry,
-        "config_generation",
-        "Configuration reloads applied",
-        snap.generation as i64,
-    );
+    let counters = [
+        (
+            "errors",
+            "Responses with a 5xx status",
+            stats.errors.load(Ordering::Relaxed),
+        ),
+        (
+            "background_refreshes",
+            "Stale-while-revalidate refreshes started",
+            stats.refreshes.load(Ordering::Relaxed),
+        ),
+        (
+            "upstream_budget_dropped",
+            "Background refreshes and prewarms dropped for want of upstream budget",
+            snap.budget().dropped(),
+        ),
+        ("hub_polls", "Upstream quote poll requests", hub.polls()),
+        (
+            "hub_stalled",
+            "Subscribers disconnected for stalling",
+            hub.stalled(),
+        ),
+    ];
+    for (name, help, value) in counters {
+        let c = Counter::<u64>::default();
+        c.inc_by(value);
+        registry.register(name, help, c);
+    }
     let open = snap.policy().calendar().is_open(state.clock().now());
-    gauge(
-        &mut registry,
-        "market_open",
-        "1 while the A-share market is in session",
-        i64::from(open),
-    );
+    let gauges = [
+        ("cache_entries", "Entries in the cache", cache.entry_count()),
+        (
+            "cache_bytes",
+            "Weighted size of the cache in bytes",
+            cache.weighted_size(),
+        ),
+        (
+            "hub_subscribers",
+            "Open quote streams",
+            hub.subscribers() as u64,
+        ),
+        (
+            "hub_codes",
+            "Codes in the quote poll union",
+            hub.codes() as u64,
+        ),
+        (
+            "config_generation",
+            "Configuration reloads applied",
+            snap.generation,
+        ),
+        (
+            "market_open",
+            "1 while the A-share market is in session",
+            u64::from(open),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let g = Gauge::<i64>::default();
+        g.set(i64::try_from(value).unwrap_or(i64::MAX));
+        registry.register(name, help, g);
+    }
 
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &registry)

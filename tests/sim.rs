@@ -16,6 +16,18 @@ async fn sim() -> (mdproxy::sim::SimHandle, reqwest::Client) {
     (sim, support::client())
 }
 
+/// GET `target` from the simulator with its token.
+fn get(
+    sim: &mdproxy::sim::SimHandle,
+    client: &reqwest::Client,
+    target: &str,
+) -> impl Future<Output = reqwest::Result<reqwest::Response>> + use<> {
+    client
+        .get(format!("{}{target}", sim.base_url()))
+        .bearer_auth(UPSTREAM_TOKEN)
+        .send()
+}
+
 /// The simulator checks its own bearer token like the real upstream.
 #[tokio::test]
 async fn simulator_requires_its_token() {
@@ -48,12 +60,7 @@ async fn simulator_requires_its_token() {
 #[tokio::test]
 async fn simulator_is_deterministic_and_realistic() {
     let (sim, client) = sim().await;
-    let get = |t: &str| {
-        client
-            .get(format!("{}{t}", sim.base_url()))
-            .bearer_auth(UPSTREAM_TOKEN)
-            .send()
-    };
+    let get = |t: &str| get(&sim, &client, t);
     let a = get("/stock/kline?code=000001.SZ")
         .await
         .unwrap()
@@ -118,12 +125,7 @@ async fn simulator_is_deterministic_and_realistic() {
 #[tokio::test]
 async fn simulator_counts_and_fails_on_demand() {
     let (sim, client) = sim().await;
-    let get = |t: &str| {
-        client
-            .get(format!("{}{t}", sim.base_url()))
-            .bearer_auth(UPSTREAM_TOKEN)
-            .send()
-    };
+    let get = |t: &str| get(&sim, &client, t);
     get("/market/indices").await.unwrap();
     get("/market/indices").await.unwrap();
     sim.fail_next(1);
