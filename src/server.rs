@@ -49,6 +49,7 @@ pub async fn serve<H, F>(
 {
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(max_connections));
+    let local = listener.local_addr().ok();
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -96,8 +97,8 @@ pub async fn serve<H, F>(
     }
     drop(listener);
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections closed"),
-        () = tokio::time::sleep(grace) => tracing::warn!(grace_ms = grace.as_millis() as u64, "connections still open after the grace period; closing them"),
+        () = graceful.shutdown() => tracing::info!(listener = ?local, "all connections closed"),
+        () = tokio::time::sleep(grace) => tracing::warn!(listener = ?local, grace_ms = grace.as_millis() as u64, "connections still open after the grace period; closing them"),
     }
 }
 
