@@ -344,6 +344,9 @@ pub struct SchedulerConfig {
     pub enabled: bool,
     /// Fill the built-in set once at start-up.
     pub prewarm_on_start: bool,
+    /// Demand-driven built-in jobs (indices every few seconds in session) run only
+    /// for endpoints a client asked for within this many seconds.
+    pub demand_window_secs: u64,
     /// Operator jobs, `[[scheduler.jobs]]`.
     pub jobs: Vec<JobConfig>,
 }
@@ -353,6 +356,7 @@ impl Default for SchedulerConfig {
         SchedulerConfig {
             enabled: true,
             prewarm_on_start: true,
+            demand_window_secs: 300,
             jobs: Vec::new(),
         }
     }

@@ -31,6 +31,10 @@ pub const UPSTREAM_OUTCOMES: [&str; 8] = [
 pub struct Stats {
     /// `served[endpoint id][HIT, MISS, STALE]`.
     served: Vec<[AtomicU64; 3]>,
+    /// `last_asked[endpoint id]`: when a client last asked, in seconds since `epoch`
+    /// (0: never). Demand-driven prewarm jobs read it.
+    last_asked: Vec<AtomicU64>,
+    epoch: std::time::Instant,
     /// Responses with a 5xx status made by mdproxy.
     pub errors: AtomicU64,
     /// Stale-while-revalidate refreshes started.
@@ -47,6 +51,12 @@ impl Default for Stats {
                 .iter()
                 .map(|_| Default::default())
                 .collect(),
+            last_asked: catalog()
+                .endpoints()
+                .iter()
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            epoch: std::time::Instant::now(),
             errors: AtomicU64::new(0),
             refreshes: AtomicU64::new(0),
             upstream: Default::default(),
@@ -66,6 +76,17 @@ impl Stats {
     /// Counts one answer of `endpoint_id` served as `status`.
     pub fn served(&self, endpoint_id: usize, status: CacheStatus) {
         self.served[endpoint_id][slot(status)].fetch_add(1, Ordering::Relaxed);
+        // +1 so that "asked in the first second" differs from "never asked".
+        let now = self.epoch.elapsed().as_secs() + 1;
+        if self.last_asked[endpoint_id].load(Ordering::Relaxed) != now {
+            self.last_asked[endpoint_id].store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a client asked for `endpoint_id` within `window`.
+    pub fn asked_within(&self, endpoint_id: usize, window: std::time::Duration) -> bool {
+        let last = self.last_asked[endpoint_id].load(Ordering::Relaxed);
+        last > 0 && self.epoch.elapsed().as_secs() + 1 - last <= window.as_secs()
     }
 
     /// Answers of `endpoint_id` served as `status` so far.
@@ -199,4 +220,20 @@ pub fn render(state: &AppState) -> String {
     prometheus_client::encoding::text::encode(&mut out, &registry)
         .expect("writing to a String cannot fail");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demand_is_remembered_per_endpoint() {
+        let stats = Stats::default();
+        let window = std::time::Duration::from_secs(300);
+        assert!(!stats.asked_within(3, window));
+        stats.served(3, CacheStatus::Hit);
+        assert!(stats.asked_within(3, window));
+        assert!(!stats.asked_within(4, window));
+        assert_eq!(stats.served_count(3, CacheStatus::Hit), 1);
+    }
 }

@@ -36,6 +36,10 @@ pub struct Plan {
     /// Refetch even when the cached answer is still fresh (a macro release may have
     /// changed data that the cache considers fresh for hours).
     pub force: bool,
+    /// Fetch a target only if a client asked for its endpoint within
+    /// `scheduler.demand_window_secs` (DOMAIN.md §8.2: the in-session loops are
+    /// demand-driven, so an idle proxy does not poll the upstream every few seconds).
+    pub on_demand: bool,
 }
 
 /// Checks a cron expression the way the scheduler will read it.
@@ -88,6 +92,15 @@ fn plan(name: &str, cron: &str, when: When, force: bool, targets: Vec<Valid>) ->
         when,
         targets,
         force,
+        on_demand: false,
+    }
+}
+
+/// A plan that runs only for endpoints clients are using.
+fn on_demand(plan: Plan) -> Plan {
+    Plan {
+        on_demand: true,
+        ..plan
     }
 }
 
@@ -167,20 +180,20 @@ pub fn builtin() -> Vec<Plan> {
                 "/fund/all-etf-list",
             ]),
         ),
-        plan(
+        on_demand(plan(
             "indices-in-session",
             "*/3 * 9-11,13-14 * * Mon-Fri",
             When::InSession,
             true,
             targets(&["/market/indices"]),
-        ),
-        plan(
+        )),
+        on_demand(plan(
             "global-indices",
             "*/30 * * * * *",
             When::Always,
             false,
             targets(&["/market/global-index"]),
-        ),
+        )),
     ]
 }
 
@@ -204,6 +217,7 @@ pub fn configured(jobs: &[JobConfig]) -> Vec<Plan> {
                 .map(|t| parse_target(t).expect("validated targets"))
                 .collect(),
             force: true,
+            on_demand: false,
         })
         .collect()
 }
@@ -222,8 +236,12 @@ pub async fn run(state: &AppState, plan: &Plan) {
         tracing::debug!(job = %plan.name, "skipped: market closed");
         return;
     }
+    let window = std::time::Duration::from_secs(snap.config.scheduler.demand_window_secs);
     let mut filled = 0;
     for valid in &plan.targets {
+        if plan.on_demand && !state.stats().asked_within(valid.endpoint.id, window) {
+            continue;
+        }
         if !plan.force
             && let Some(entry) = state.cache().get(&valid.target).await
             && state.is_fresh(&entry)
@@ -237,7 +255,9 @@ pub async fn run(state: &AppState, plan: &Plan) {
             }
         }
     }
-    tracing::info!(job = %plan.name, filled, of = plan.targets.len(), "prewarm");
+    if filled > 0 {
+        tracing::info!(job = %plan.name, filled, of = plan.targets.len(), "prewarm");
+    }
 }
 
 /// The running scheduler.

@@ -494,3 +494,32 @@ async fn token_limit_gives_429_with_retry_after() {
     assert_eq!(support::error_of(limited).await.1, "rate_limited");
     assert_eq!(get(TOKEN).await.unwrap().status(), 200);
 }
+
+/// Demand-driven jobs fetch only what clients use: nothing for an idle proxy.
+#[tokio::test]
+async fn demand_driven_jobs_skip_endpoints_nobody_asks_for() {
+    let env = support::start().await;
+    let plan = mdproxy::scheduler::builtin()
+        .into_iter()
+        .find(|p| p.name == "global-indices")
+        .unwrap();
+    assert!(plan.on_demand);
+    let forced = mdproxy::scheduler::Plan {
+        force: true,
+        ..plan
+    };
+    mdproxy::scheduler::run(env.proxy.state(), &forced).await;
+    assert_eq!(
+        env.sim.hits("/market/global-index"),
+        0,
+        "idle: no upstream request"
+    );
+    env.get("/market/global-index").await;
+    assert_eq!(env.sim.hits("/market/global-index"), 1);
+    mdproxy::scheduler::run(env.proxy.state(), &forced).await;
+    assert_eq!(
+        env.sim.hits("/market/global-index"),
+        2,
+        "in use: refreshed by the job"
+    );
+}
