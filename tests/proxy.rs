@@ -394,3 +394,19 @@ async fn failing_upstream_serves_the_stale_answer() {
     assert_eq!(header(&r, "age"), "10");
     assert_eq!(r.bytes().await.unwrap(), first);
 }
+
+/// A hanging upstream times out into 504, and one that always fails gives 502; both
+/// recover when the fault is switched off.
+#[tokio::test]
+async fn hanging_and_failing_upstreams_map_to_504_and_502() {
+    let env = support::start_with(|_| {}, |c| c.upstream.timeout_ms = 300, None).await;
+    env.sim.set_hang(true);
+    let (status, code, _) = error_of(env.get("/news/overview").await).await;
+    assert_eq!((status, code.as_str()), (504, "upstream_timeout"));
+    env.sim.set_hang(false);
+    env.sim.set_error_rate(1.0);
+    let (status, code, _) = error_of(env.get("/news/mainline").await).await;
+    assert_eq!((status, code.as_str()), (502, "upstream_error"));
+    env.sim.set_error_rate(0.0);
+    assert_eq!(env.get("/news/mainline").await.status(), 200);
+}

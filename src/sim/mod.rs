@@ -174,7 +174,8 @@ impl SimHandle {
         self.shared.faults.fail_next.store(n, Ordering::SeqCst);
     }
 
-    /// Makes API requests hang (until switched off or the simulator stops).
+    /// Makes API requests hang while on: they answer once it is switched off (or
+    /// fail when the simulator stops).
     pub fn set_hang(&self, hang: bool) {
         self.shared.faults.hang.store(hang, Ordering::SeqCst);
     }
@@ -308,9 +309,12 @@ async fn handle<B>(shared: &Shared, req: Request<B>) -> Response<Body> {
         .or_default() += 1;
 
     let faults = &shared.faults;
-    if faults.hang.load(Ordering::SeqCst) {
-        shared.stop.cancelled().await;
-        return Error::Internal.to_response();
+    // Hang while the switch is on (checked every 20 ms), or until the simulator stops.
+    while faults.hang.load(Ordering::SeqCst) {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            () = shared.stop.cancelled() => return Error::Internal.to_response(),
+        }
     }
     let latency = faults.latency_ms.load(Ordering::SeqCst)
         + fastrand::u64(0..=faults.jitter_ms.load(Ordering::SeqCst));
