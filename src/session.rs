@@ -258,34 +258,27 @@ mod tests {
     #[test]
     fn next_open_and_last_close() {
         let c = Calendar::builtin();
-        // Friday after the close -> Monday 09:15.
-        assert_eq!(
-            c.next_open(cst("2026-03-06 15:30")),
-            cst("2026-03-09 09:15")
-        );
-        // Lunch -> 13:00 the same day.
-        assert_eq!(
-            c.next_open(cst("2026-03-02 12:00")),
-            cst("2026-03-02 13:00")
-        );
-        // In the morning session -> the afternoon session.
-        assert_eq!(
-            c.next_open(cst("2026-03-02 10:00")),
-            cst("2026-03-02 13:00")
-        );
-        // Before National Day -> Thursday 8 October.
-        assert_eq!(
-            c.next_open(cst("2026-09-30 16:00")),
-            cst("2026-10-08 09:15")
-        );
-        assert_eq!(
-            c.last_close(cst("2026-03-09 09:00")),
-            cst("2026-03-06 15:00")
-        );
-        assert_eq!(
-            c.last_close(cst("2026-03-02 12:00")),
-            cst("2026-03-02 11:30")
-        );
+        // (now, next open, last close), China time.
+        let cases = [
+            // Friday after the close -> Monday 09:15.
+            ("2026-03-06 15:30", "2026-03-09 09:15", "2026-03-06 15:00"),
+            // Lunch -> 13:00 the same day.
+            ("2026-03-02 12:00", "2026-03-02 13:00", "2026-03-02 11:30"),
+            // In the morning session -> the afternoon session; last close is Friday's.
+            ("2026-03-02 10:00", "2026-03-02 13:00", "2026-02-27 15:00"),
+            // Before National Day -> Thursday 8 October.
+            ("2026-09-30 16:00", "2026-10-08 09:15", "2026-09-30 15:00"),
+            // Monday before the open -> Friday's close.
+            ("2026-03-09 09:00", "2026-03-09 09:15", "2026-03-06 15:00"),
+        ];
+        for (now, open, close) in cases {
+            assert_eq!(c.next_open(cst(now)), cst(open), "next open after {now}");
+            assert_eq!(
+                c.last_close(cst(now)),
+                cst(close),
+                "last close before {now}"
+            );
+        }
     }
 
     #[test]
