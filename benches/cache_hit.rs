@@ -8,8 +8,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use http::Request;
+use mdproxy::cache::market::SystemClock;
 use mdproxy::config::Secret;
-use mdproxy::freshness::SystemClock;
 use mdproxy::sim::SimConfig;
 
 fn cache_hit(c: &mut Criterion) {
@@ -37,12 +37,13 @@ fn cache_hit(c: &mut Criterion) {
         config.freshness.endpoints.clear();
         config.scheduler.enabled = false;
         config.limits.upstream_rps = 0;
-        let proxy = mdproxy::server::start(&config, clock)
+        let proxy = mdproxy::app::start(&config, clock)
             .await
             .expect("proxy starts");
         (sim, proxy)
     });
-    let state = proxy.state().clone();
+    let edge = std::sync::Arc::clone(proxy.edge());
+    let connection = tokio_util::sync::CancellationToken::new();
     let request = |uri: &str| {
         Request::get(uri)
             .header("authorization", "Bearer bench")
@@ -60,7 +61,8 @@ fn cache_hit(c: &mut Criterion) {
     // Warm every key.
     rt.block_on(async {
         for (_, uri) in targets {
-            let r = mdproxy::proxy::handle(state.clone(), request(uri))
+            let r = edge
+                .handle(request(uri), connection.clone())
                 .await
                 .expect("infallible");
             assert_eq!(r.status(), 200);
@@ -71,12 +73,10 @@ fn cache_hit(c: &mut Criterion) {
     for (name, uri) in targets {
         group.bench_function(name, |b| {
             b.to_async(&rt).iter(|| {
-                let state = state.clone();
+                let (edge, connection) = (std::sync::Arc::clone(&edge), connection.clone());
                 let req = request(uri);
                 async move {
-                    let r = mdproxy::proxy::handle(state, req)
-                        .await
-                        .expect("infallible");
+                    let r = edge.handle(req, connection).await.expect("infallible");
                     black_box(r.status())
                 }
             })
@@ -90,7 +90,7 @@ fn cache_hit(c: &mut Criterion) {
             async move {
                 let req = request("/api/v1/market/indices");
                 black_box(&req);
-                black_box(http::Response::new(mdproxy::body::full(body)).status())
+                black_box(http::Response::new(mdproxy::edge::body::full(body)).status())
             }
         })
     });

@@ -4,9 +4,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use mdproxy::catalog::catalog;
-use mdproxy::params;
-use mdproxy::router::Router;
+use mdproxy::api::catalog::catalog;
+use mdproxy::api::params;
+use mdproxy::api::router::Router;
 
 fn route_and_key(c: &mut Criterion) {
     let router = Router::new(catalog());

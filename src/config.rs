@@ -8,36 +8,68 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
 
+use chrono::NaiveDate;
+use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
 
-use crate::catalog::{FreshnessClass, catalog};
+use crate::api::catalog::{FreshnessClass, catalog};
 
 /// Prefix of every environment override.
 pub const ENV_PREFIX: &str = "MDPROXY";
 
-/// A secret string (a token). Its `Debug` and `Display` never show the value.
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
+/// A secret string (a token or password), held in `secrecy`'s zeroizing box. Its
+/// `Debug` never shows the value; it is compared in constant time.
+#[derive(Clone, Default)]
+pub struct Secret(SecretString);
 
 impl Secret {
     /// Wraps a secret value.
     pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
+        Secret(SecretString::from(value.into()))
     }
+
     /// The secret itself; call only where it is used (a header, a comparison).
     pub fn expose(&self) -> &str {
-        &self.0
+        self.0.expose_secret()
     }
+
     /// True when no secret is set.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.expose().is_empty()
+    }
+
+    /// Whether `presented` equals this secret, compared in constant time (no
+    /// timing tells how much of it was right). An empty secret matches nothing.
+    pub fn matches(&self, presented: &str) -> bool {
+        !self.is_empty() && bool::from(self.expose().as_bytes().ct_eq(presented.as_bytes()))
     }
 }
 
+impl PartialEq for Secret {
+    fn eq(&self, other: &Secret) -> bool {
+        bool::from(self.expose().as_bytes().ct_eq(other.expose().as_bytes()))
+    }
+}
+
+impl Eq for Secret {}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_empty() { "\"\"" } else { "\"***\"" })
+        f.write_str(if self.is_empty() { "\"\"" } else { "\"***\"" })
+    }
+}
+
+impl Serialize for Secret {
+    /// Serialised only to build the defaults table the file is laid over.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.expose())
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Secret::new)
     }
 }
 
@@ -284,7 +316,7 @@ impl Default for FreshnessConfig {
 pub struct CalendarConfig {
     /// Weekday closures (`YYYY-MM-DD`). Empty: the built-in calendar (2026 as
     /// published, 2027 provisional). Non-empty: replaces it entirely.
-    pub holidays: Vec<String>,
+    pub holidays: Vec<NaiveDate>,
 }
 
 /// `[limits]`: the upstream budget and client rate limits.
@@ -512,9 +544,6 @@ impl Config {
                 ));
             }
         }
-        if let Err(e) = crate::session::Calendar::parse(&self.calendar.holidays) {
-            problems.push(format!("calendar.holidays: {e}"));
-        }
         if self.limits.upstream_rps > 0 && self.limits.upstream_burst == 0 {
             problems.push("limits.upstream_burst must be at least 1".into());
         }
@@ -556,16 +585,7 @@ impl Config {
                 "hub.keepalive_secs must be shorter than hub.stall_timeout_secs (keepalives are how an idle stream shows it is alive)".into(),
             );
         }
-        for (i, job) in self.scheduler.jobs.iter().enumerate() {
-            if let Err(e) = crate::scheduler::check_cron(&job.cron) {
-                problems.push(format!("scheduler.jobs[{i}].cron: {e}"));
-            }
-            for (j, target) in job.targets.iter().enumerate() {
-                if let Err(e) = crate::scheduler::parse_target(target) {
-                    problems.push(format!("scheduler.jobs[{i}].targets[{j}]: {target:?}: {e}"));
-                }
-            }
-        }
+        // Scheduler jobs (cron, targets) are checked by their owner, `ops::scheduler`.
         match reqwest::Url::parse(&self.upstream.base_url) {
             Ok(url) if matches!(url.scheme(), "http" | "https") => {}
             _ => problems.push(format!(

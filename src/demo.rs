@@ -4,15 +4,15 @@
 
 use std::sync::Arc;
 
+use crate::app::{App, StartError};
+use crate::cache::market::Clock;
 use crate::config::{Config, Secret};
-use crate::freshness::Clock;
-use crate::server::ProxyHandle;
 use crate::sim::{SimConfig, SimHandle};
 
 /// A running simulator and the proxy in front of it.
 pub struct Demo {
     pub sim: SimHandle,
-    pub proxy: ProxyHandle,
+    pub proxy: App,
 }
 
 impl Demo {
@@ -44,7 +44,7 @@ pub async fn start(
     token: Secret,
     latency_ms: u64,
     clock: Arc<dyn Clock>,
-) -> Result<Demo, String> {
+) -> Result<Demo, StartError> {
     let sim_config = SimConfig {
         listen: "127.0.0.1:0".into(),
         // A fresh upstream secret per run: it never needs to be typed.
@@ -52,9 +52,15 @@ pub async fn start(
         latency_ms,
         ..SimConfig::default()
     };
-    let sim = crate::sim::start(&sim_config, Arc::clone(&clock)).await?;
+    let sim = crate::sim::start(&sim_config, Arc::clone(&clock))
+        .await
+        .map_err(|source| StartError::Bind {
+            key: "simulator",
+            addr: sim_config.listen.clone(),
+            source,
+        })?;
     let mut config = config_for(&sim, listen, token);
     config.admin.listen = admin_listen.to_owned();
-    let proxy = crate::server::start(&config, clock).await?;
+    let proxy = crate::app::start(&config, clock).await?;
     Ok(Demo { sim, proxy })
 }

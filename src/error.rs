@@ -1,19 +1,9 @@
 //! The errors mdproxy answers with: one enum whose variants are the contract's codes,
 //! and the JSON envelope they are written in. Handlers return `Result<_, Error>`; the
-//! server's edge turns an `Error` into a response exactly once.
+//! edge (`edge::response`) turns an `Error` into a response exactly once.
 
 use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode, header};
-
-use crate::body::Body;
-
-/// Where an error comes from; stale-if-error applies only to `Upstream`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    Client,
-    Upstream,
-    Internal,
-}
+use http::StatusCode;
 
 /// An error answered to a client, in the contract's terms.
 #[derive(Debug, thiserror::Error)]
@@ -90,15 +80,6 @@ impl Error {
         }
     }
 
-    /// Who caused it.
-    pub fn side(&self) -> Side {
-        match self {
-            Error::UpstreamError { .. } | Error::UpstreamTimeout => Side::Upstream,
-            Error::Internal => Side::Internal,
-            _ => Side::Client,
-        }
-    }
-
     /// The parameter this error is about, if any.
     pub fn param(&self) -> Option<&str> {
         match self {
@@ -119,35 +100,6 @@ impl Error {
         }
         let body = serde_json::json!({ "success": false, "error": error });
         Bytes::from(serde_json::to_vec(&body).expect("a JSON value always serialises"))
-    }
-
-    /// The whole response for this error, with `WWW-Authenticate`, `Allow` or
-    /// `Retry-After` where the status calls for it.
-    pub fn to_response(&self) -> Response<Body> {
-        let mut response = Response::new(crate::body::full(self.envelope()));
-        *response.status_mut() = self.status();
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        match self {
-            Error::Unauthorized => {
-                headers.insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"mdproxy\""),
-                );
-            }
-            Error::MethodNotAllowed => {
-                headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-            }
-            Error::RateLimited { retry_after_secs } => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
-            }
-            _ => {}
-        }
-        response
     }
 }
 
@@ -192,20 +144,5 @@ mod tests {
             .status(),
             503
         );
-        assert_eq!(Error::UpstreamTimeout.side(), Side::Upstream);
-        assert_eq!(Error::NotFound.side(), Side::Client);
-    }
-
-    #[test]
-    fn responses_carry_the_contract_headers() {
-        let r = Error::Unauthorized.to_response();
-        assert!(
-            r.headers()[header::WWW_AUTHENTICATE]
-                .to_str()
-                .unwrap()
-                .starts_with("Bearer")
-        );
-        let r = Error::MethodNotAllowed.to_response();
-        assert_eq!(r.headers()[header::ALLOW], "GET, HEAD");
     }
 }

@@ -1,40 +1,38 @@
 //! mdproxy: a caching read-through proxy for a Chinese market data API.
 //!
 //! # Layout
-//! - [`catalog`]: the 72 endpoints as data; everything else reads it.
-//! - [`router`], [`params`]: path matching, validation, the canonical cache key.
-//! - [`auth`]: client bearer tokens.
-//! - [`cache`], [`freshness`]: the byte-bounded cache, single-flight fills, TTLs.
-//! - [`upstream`]: the pooled client toward the real API.
-//! - [`proxy`]: one request from headers to response.
-//! - [`server`]: listeners, connections, graceful shutdown.
-//! - [`sim`]: the simulated upstream used by `demo`, tests and benches.
-//! - [`config`], [`error`], [`shutdown`].
+//! The folders follow the data path, edge → routing → cache → upstream, with the hub
+//! beside the cache and the operations around it. Arrows point down only.
+//! - [`app`]: starts and stops everything; owns the shutdown token and the tracker.
+//! - [`edge`]: HTTP toward clients: accept loop, one request, responses, CORS, auth,
+//!   client limits.
+//! - [`hub`]: the live quote stream: one upstream poll fanned out to subscribers.
+//! - [`ops`]: admin listener, metrics, reload, scheduler, reports.
+//! - [`state`]: what the edge, the hub and the operations share.
+//! - [`cache`]: store and single flight, the read-through decision, freshness, market clock.
+//! - [`upstream`]: the pooled client and the budget with priorities.
+//! - [`api`]: the catalogue of 72 endpoints, the router and validation.
+//! - [`config`], [`stats`], [`error`]: configuration, counters, the contract's errors.
+//! - [`sim`]: the simulated upstream (the other side of the wire), [`demo`] wires it
+//!   to a proxy; [`shutdown`] listens for signals.
 //!
 //! # The request path
-//! listener → auth → router → validation (canonical key) → cache: fresh → `HIT`;
-//! otherwise one single-flight upstream fetch per key → `MISS`.
+//! listener → auth → client limit → router → validation (canonical key) → cache:
+//! fresh → `HIT`; stale → `STALE` and one background refresh; otherwise one
+//! single-flight upstream fetch per key through the budget → `MISS` (or a stale
+//! answer when the upstream fails).
 
-pub mod admin;
-pub mod auth;
-pub mod body;
+pub mod api;
+pub mod app;
 pub mod cache;
-pub mod catalog;
 pub mod config;
 pub mod demo;
+pub mod edge;
 pub mod error;
-pub mod freshness;
 pub mod hub;
-pub mod limit;
-pub mod metrics;
-pub mod params;
-pub mod proxy;
-pub mod reload;
-pub mod report;
-pub mod router;
-pub mod scheduler;
-pub mod server;
-pub mod session;
+pub mod ops;
 pub mod shutdown;
 pub mod sim;
+pub mod state;
+pub mod stats;
 pub mod upstream;

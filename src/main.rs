@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use mdproxy::cache::market::SystemClock;
 use mdproxy::config::{Config, Secret};
-use mdproxy::freshness::SystemClock;
 use mdproxy::sim::SimConfig;
 
 /// A caching read-through proxy for a Chinese market data API.
@@ -87,16 +87,16 @@ fn main() -> ExitCode {
     if let Command::Docs = &cli.command {
         print!(
             "{}\n{}\n{}",
-            mdproxy::catalog::catalog().markdown_table(),
-            mdproxy::report::config_reference(),
-            mdproxy::report::ttl_table(&Config::default())
+            mdproxy::api::catalog::catalog().markdown_table(),
+            mdproxy::ops::report::config_reference(),
+            mdproxy::ops::report::ttl_table(&Config::default())
         );
         return ExitCode::SUCCESS;
     }
     if let Command::CheckConfig { file } = &cli.command {
-        return match Config::load(file, |k| std::env::var(k).ok()) {
+        return match mdproxy::ops::reload::load(file, |k| std::env::var(k).ok()) {
             Ok(config) => {
-                print!("{}", mdproxy::report::ttl_table(&config));
+                print!("{}", mdproxy::ops::report::ttl_table(&config));
                 println!("{}: OK", file.display());
                 ExitCode::SUCCESS
             }
@@ -119,7 +119,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(command: Command) -> Result<(), String> {
+async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
     let clock = Arc::new(SystemClock);
     match command {
         Command::Demo {
@@ -155,9 +155,8 @@ async fn run(command: Command) -> Result<(), String> {
             Ok(())
         }
         Command::Serve { config: path } => {
-            let config =
-                Config::load(&path, |k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
-            let proxy = mdproxy::server::start(&config, clock).await?;
+            let config = mdproxy::ops::reload::load(&path, |k| std::env::var(k).ok())?;
+            let proxy = mdproxy::app::start(&config, clock).await?;
             proxy.watch_config(path, Arc::new(|k: &str| std::env::var(k).ok()));
             println!(
                 "mdproxy serving {} in front of {}",

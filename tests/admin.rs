@@ -129,7 +129,22 @@ async fn purge_drops_one_key_with_the_admin_token() {
         .send()
         .await
         .unwrap();
-    assert_eq!(bad.status(), 400);
+    let (status, code, param) = support::error_of(bad).await;
+    assert_eq!((status, code.as_str()), (400, "invalid_parameter"));
+    assert_eq!(param.as_deref(), Some("target"));
+    // Defect: the parameter's name was lost on the way (the error became a string).
+    let bad = env
+        .client
+        .post(format!(
+            "{admin}/purge?target=/stock/kline%3Fcode%3D600519%26period%3Dyear"
+        ))
+        .bearer_auth("admin-secret")
+        .send()
+        .await
+        .unwrap();
+    let (status, code, param) = support::error_of(bad).await;
+    assert_eq!((status, code.as_str()), (400, "invalid_parameter"));
+    assert_eq!(param.as_deref(), Some("period"));
     let ok = env
         .client
         .post(&url)

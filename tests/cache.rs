@@ -34,7 +34,7 @@ async fn cached(env: &support::Env, keys: &[&str], limit: Duration) -> bool {
     loop {
         let mut all = true;
         for key in keys {
-            all &= env.proxy.state().cache().get(key).await.is_some();
+            all &= env.proxy.state().cache().store().get(key).await.is_some();
         }
         if all {
             return true;
@@ -272,7 +272,7 @@ async fn invalid_reload_keeps_the_running_config() {
     let path = dir.join("mdproxy.toml");
     let sim = mdproxy::sim::start(
         &support::sim_config(),
-        Arc::new(mdproxy::freshness::SystemClock),
+        Arc::new(mdproxy::cache::market::SystemClock),
     )
     .await
     .unwrap();
@@ -286,7 +286,7 @@ async fn invalid_reload_keeps_the_running_config() {
     };
     write("\"old-token\"", "");
     let config = mdproxy::config::Config::load(&path, |_| None).unwrap();
-    let proxy = mdproxy::server::start(&config, Arc::new(mdproxy::freshness::SystemClock))
+    let proxy = mdproxy::app::start(&config, Arc::new(mdproxy::cache::market::SystemClock))
         .await
         .unwrap();
     proxy.watch_config(path.clone(), Arc::new(|_: &str| None));
@@ -499,16 +499,16 @@ async fn token_limit_gives_429_with_retry_after() {
 #[tokio::test]
 async fn demand_driven_jobs_skip_endpoints_nobody_asks_for() {
     let env = support::start().await;
-    let plan = mdproxy::scheduler::builtin()
+    let plan = mdproxy::ops::scheduler::builtin()
         .into_iter()
         .find(|p| p.name == "global-indices")
         .unwrap();
     assert!(plan.on_demand);
-    let forced = mdproxy::scheduler::Plan {
+    let forced = mdproxy::ops::scheduler::Plan {
         force: true,
         ..plan
     };
-    mdproxy::scheduler::run(env.proxy.state(), &forced).await;
+    mdproxy::ops::scheduler::run(env.proxy.state(), &forced).await;
     assert_eq!(
         env.sim.hits("/market/global-index"),
         0,
@@ -516,7 +516,7 @@ async fn demand_driven_jobs_skip_endpoints_nobody_asks_for() {
     );
     env.get("/market/global-index").await;
     assert_eq!(env.sim.hits("/market/global-index"), 1);
-    mdproxy::scheduler::run(env.proxy.state(), &forced).await;
+    mdproxy::ops::scheduler::run(env.proxy.state(), &forced).await;
     assert_eq!(
         env.sim.hits("/market/global-index"),
         2,

@@ -72,7 +72,7 @@ async fn serve_reloads_on_sighup() {
             token: mdproxy::config::Secret::new("hup-upstream"),
             ..Default::default()
         },
-        Arc::new(mdproxy::freshness::SystemClock),
+        Arc::new(mdproxy::cache::market::SystemClock),
     )
     .await
     .unwrap();

@@ -98,7 +98,7 @@ async fn one_upstream_poll_per_interval_for_everyone() {
         "{polls} upstream polls for {id} ticks and 30 subscribers"
     );
     assert!(polls >= id.saturating_sub(2), "{polls} polls, {id} ticks");
-    assert_eq!(env.proxy.state().hub().codes(), 3);
+    assert_eq!(env.proxy.hub().codes(), 3);
 }
 
 /// pz bounds every event; more changes make more events and none is lost.
@@ -182,7 +182,7 @@ async fn a_subscriber_that_never_reads_harms_no_one() {
     );
     sleeper.write_all(request.as_bytes()).await.unwrap();
     let mut reader = subscribe(&env, "codes=600519").await;
-    let hub = env.proxy.state().hub().clone();
+    let hub = env.proxy.hub().clone();
     let started = Instant::now();
     let mut events = 0;
     let mut max_gap = Duration::ZERO;
@@ -234,7 +234,7 @@ async fn a_subscriber_that_never_reads_harms_no_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_stops_when_the_last_subscriber_leaves() {
     let (env, _ticker) = hub_env(|_| {}).await;
-    let hub = env.proxy.state().hub().clone();
+    let hub = env.proxy.hub().clone();
     let mut r = subscribe(&env, "codes=600519").await;
     r.next_quote(WAIT).await.unwrap();
     assert!(hub.is_polling());
@@ -369,7 +369,7 @@ async fn quiet_subscribers_get_keepalives_and_stay_connected() {
             .expect("the busy stream keeps moving");
     }
     assert!(keepalives >= 3, "{keepalives} keepalives in 4 s at 1 s");
-    assert_eq!(env.proxy.state().hub().stalled(), 0);
+    assert_eq!(env.proxy.hub().stalled(), 0);
 }
 
 /// Shutting the proxy down ends open streams at once instead of waiting out the

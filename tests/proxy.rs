@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mdproxy::catalog::catalog;
+use mdproxy::api::catalog::catalog;
 use support::{Env, TOKEN, UPSTREAM_TOKEN, error_of, header};
 
 /// Every non-stream endpoint answers `success: true` through the proxy.

@@ -1,7 +1,7 @@
 //! README stays true: its endpoint table and configuration reference are the ones
 //! the code generates, and the example config passes `check-config`.
 
-use mdproxy::catalog::catalog;
+use mdproxy::api::catalog::catalog;
 use mdproxy::config::Config;
 
 fn readme() -> String {
@@ -21,7 +21,7 @@ fn readme_endpoint_table_matches_the_catalogue() {
 #[test]
 fn readme_configuration_reference_matches_the_code() {
     assert!(
-        readme().contains(&mdproxy::report::config_reference()),
+        readme().contains(&mdproxy::ops::report::config_reference()),
         "README's configuration table is out of date: regenerate it with `cargo run -- docs`"
     );
 }
@@ -32,7 +32,7 @@ fn example_config_is_valid() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/mdproxy.toml");
     let config = Config::load(path.as_ref(), |_| None).unwrap();
     assert_eq!(
-        config.freshness.classes[&mdproxy::catalog::FreshnessClass::Live].session_fresh_secs,
+        config.freshness.classes[&mdproxy::api::catalog::FreshnessClass::Live].session_fresh_secs,
         3
     );
 }
@@ -40,7 +40,7 @@ fn example_config_is_valid() {
 /// README shows the default TTL of every endpoint as `check-config` prints it.
 #[test]
 fn readme_ttl_table_matches_the_defaults() {
-    let table = mdproxy::report::ttl_table(&Config::default());
+    let table = mdproxy::ops::report::ttl_table(&Config::default());
     assert!(
         readme().contains(&table),
         "README's TTL table is out of date: regenerate it with `cargo run -- docs`"

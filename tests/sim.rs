@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mdproxy::freshness::SystemClock;
+use mdproxy::cache::market::SystemClock;
 use support::{SseReader, UPSTREAM_TOKEN};
 
 async fn sim() -> (mdproxy::sim::SimHandle, reqwest::Client) {

@@ -9,8 +9,8 @@ use super::market::{self, Adjust, Security};
 use super::universe::{
     Etf, INDEX_NAMES, INDUSTRIES, REGIONS, STYLES, Stock, rng, seed_of, universe,
 };
-use crate::catalog::MACRO_INDICATORS;
-use crate::params::Valid;
+use crate::api::catalog::MACRO_INDICATORS;
+use crate::api::params::Valid;
 
 /// Why the simulator has no answer.
 #[derive(Debug)]

@@ -21,13 +21,14 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::body::{self, Body};
-use crate::catalog::catalog;
+use crate::api::catalog::catalog;
+use crate::api::params;
+use crate::api::router::{API_PREFIX, Router};
+use crate::cache::market::Clock;
 use crate::config::Secret;
+use crate::edge::body::{self, Body};
+use crate::edge::response::IntoResponse;
 use crate::error::Error;
-use crate::freshness::Clock;
-use crate::params;
-use crate::router::{API_PREFIX, Router};
 
 /// Settings of a simulator.
 #[derive(Clone, Debug)]
@@ -199,13 +200,9 @@ impl Drop for SimHandle {
 ///
 /// # Errors
 /// When the address cannot be bound.
-pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> Result<SimHandle, String> {
-    let listener = TcpListener::bind(&config.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| format!("listener has no address: {e}"))?;
+pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> std::io::Result<SimHandle> {
+    let listener = TcpListener::bind(&config.listen).await?;
+    let addr = listener.local_addr()?;
     let faults = Faults::default();
     faults.latency_ms.store(config.latency_ms, Ordering::SeqCst);
     faults.jitter_ms.store(config.jitter_ms, Ordering::SeqCst);
@@ -234,16 +231,18 @@ pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> Result<SimHandl
     // Build the universe now rather than inside the first request.
     let _ = universe::universe();
     let handler_shared = Arc::clone(&shared);
-    let handler = move |req: Request<hyper::body::Incoming>| {
+    let handler = move |req: Request<hyper::body::Incoming>, _connection| {
         let shared = Arc::clone(&handler_shared);
         async move { Ok::<_, std::convert::Infallible>(handle(&shared, req).await) }
     };
     let stop = shared.stop.clone();
-    let task = tokio::spawn(crate::server::serve(
+    let tracker = tokio_util::task::TaskTracker::new();
+    let task = tokio::spawn(crate::edge::server::serve(
         listener,
         handler,
         10_000,
         Duration::from_secs(1),
+        tracker,
         async move { stop.cancelled().await },
     ));
     tracing::info!(%addr, "simulated upstream listening");
@@ -273,7 +272,8 @@ async fn handle<B>(shared: &Shared, req: Request<B>) -> Response<Body> {
         return Error::NotFound.to_response();
     };
     if !shared.token.is_empty() {
-        let ok = crate::auth::bearer(req.headers()).is_some_and(|t| t == shared.token.expose());
+        let ok =
+            crate::edge::auth::bearer(req.headers()).is_some_and(|t| t == shared.token.expose());
         if !ok {
             return Error::Unauthorized.to_response();
         }

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use mdproxy::app::App;
+use mdproxy::cache::market::{Clock, ManualClock, SystemClock};
 use mdproxy::config::{Config, Secret};
-use mdproxy::freshness::{Clock, ManualClock, SystemClock};
-use mdproxy::server::ProxyHandle;
 use mdproxy::sim::{SimConfig, SimHandle};
 
 /// The client token every test proxy accepts.
@@ -19,7 +19,7 @@ pub const UPSTREAM_TOKEN: &str = "upstream-secret-4f9a";
 /// A simulator, a proxy in front of it, and a client.
 pub struct Env {
     pub sim: SimHandle,
-    pub proxy: ProxyHandle,
+    pub proxy: App,
     pub client: reqwest::Client,
     pub clock: Option<Arc<ManualClock>>,
 }
@@ -87,7 +87,7 @@ pub async fn start_with(
         .unwrap();
     let mut cfg = proxy_config(&sim);
     proxy(&mut cfg);
-    let proxy = mdproxy::server::start(&cfg, dyn_clock).await.unwrap();
+    let proxy = mdproxy::app::start(&cfg, dyn_clock).await.unwrap();
     Env {
         sim,
         proxy,

@@ -2,7 +2,7 @@
 //! segments, no regex and no allocation per request. Method handling (405, HEAD)
 //! lives in the server; this module only maps a path to an endpoint.
 
-use crate::catalog::{Catalog, Endpoint, param_name};
+use crate::api::catalog::{Catalog, Endpoint, param_name};
 
 /// The prefix every API path carries (the spec's `{base_url}` ends with it).
 pub const API_PREFIX: &str = "/api/v1";
@@ -129,7 +129,7 @@ fn walk<'p>(node: &Node, rest: &'p str, route: &mut Params<'p>) -> Option<&'stat
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::catalog;
+    use crate::api::catalog::catalog;
 
     fn router() -> Router {
         Router::new(catalog())

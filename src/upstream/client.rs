@@ -1,7 +1,7 @@
 //! The upstream client: one pooled reqwest client with connect and total timeouts,
 //! the upstream token as `Authorization: Bearer`, the canonical target forwarded and
-//! the body passed through byte for byte. Classifies every outcome as a [`FetchError`]
-//! or a cacheable body; caching decisions stay in `cache`.
+//! the body passed through byte for byte. Classifies every answer as a [`FetchError`]
+//! or a cacheable body; caching decisions stay in `cache`, the budget in `budget`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,6 +11,9 @@ use http::{HeaderValue, StatusCode};
 use serde::Deserialize;
 
 use crate::config::UpstreamConfig;
+use crate::error::Error;
+use crate::stats::UpstreamOutcome;
+use crate::upstream::budget::Denied;
 
 /// A successful upstream answer: 2xx with `"success": true`.
 #[derive(Clone, Debug)]
@@ -56,10 +59,10 @@ impl FetchError {
         !matches!(self, FetchError::Answer { .. })
     }
 
-    /// The error the client sees when no stale answer is at hand. (An `Answer` is
-    /// normally relayed as it is; mapped here only for completeness.)
-    pub fn to_client_error(&self) -> crate::error::Error {
-        use crate::error::Error;
+    /// The error the client sees when no stale answer is at hand: the one mapping
+    /// from an upstream failure or a budget refusal to the contract's errors. (An
+    /// `Answer` is normally relayed as it is; mapped here only for completeness.)
+    pub fn to_client_error(&self) -> Error {
         match self {
             FetchError::Timeout => Error::UpstreamTimeout,
             FetchError::Unreachable => Error::UpstreamError {
@@ -80,16 +83,31 @@ impl FetchError {
         }
     }
 
-    /// Stable label for logs and metrics.
-    pub fn as_str(&self) -> &'static str {
+    /// The outcome counted in metrics.
+    pub fn outcome(&self) -> UpstreamOutcome {
         match self {
-            FetchError::Timeout => "timeout",
-            FetchError::Unreachable => "unreachable",
-            FetchError::Failed(_) => "failed",
-            FetchError::InvalidBody => "invalid_body",
-            FetchError::Overloaded => "overloaded",
-            FetchError::Dropped => "dropped",
-            FetchError::Answer { .. } => "answer",
+            FetchError::Timeout => UpstreamOutcome::Timeout,
+            FetchError::Unreachable => UpstreamOutcome::Unreachable,
+            FetchError::Failed(_) => UpstreamOutcome::Failed,
+            FetchError::InvalidBody => UpstreamOutcome::InvalidBody,
+            FetchError::Overloaded => UpstreamOutcome::Overloaded,
+            FetchError::Dropped => UpstreamOutcome::Dropped,
+            FetchError::Answer { status: 404, .. } => UpstreamOutcome::NotFound,
+            FetchError::Answer { .. } => UpstreamOutcome::Answer,
+        }
+    }
+
+    /// Stable label for logs.
+    pub fn as_str(&self) -> &'static str {
+        self.outcome().as_str()
+    }
+}
+
+impl From<Denied> for FetchError {
+    fn from(denied: Denied) -> FetchError {
+        match denied {
+            Denied::Overloaded => FetchError::Overloaded,
+            Denied::Dropped => FetchError::Dropped,
         }
     }
 }
@@ -101,8 +119,10 @@ struct Probe {
 }
 
 /// The pooled client toward the upstream.
-#[derive(Clone)]
 pub struct UpstreamClient {
+    /// The settings it was built from: a reload rebuilds the client (and its
+    /// connection pool) only when they change.
+    config: UpstreamConfig,
     client: reqwest::Client,
     /// Base URL without a trailing slash, e.g. `https://host/api/v1`.
     base: Arc<str>,
@@ -142,10 +162,16 @@ impl UpstreamClient {
             Some(value)
         };
         Ok(UpstreamClient {
+            config: config.clone(),
             client,
             base: config.base_url.trim_end_matches('/').into(),
             authorization,
         })
+    }
+
+    /// The settings this client was built from.
+    pub fn config(&self) -> &UpstreamConfig {
+        &self.config
     }
 
     /// GETs `target` (path and canonical query relative to `/api/v1`).

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use crate::catalog::{Endpoint, FreshnessClass, KeyRole, MAX_CODES, Param, ParamKind};
+use crate::api::catalog::{Endpoint, FreshnessClass, KeyRole, MAX_CODES, Param, ParamKind};
 use crate::error::Error;
 
 /// The browser cache-buster (`?_=1700000000000`): accepted, never part of a key.
@@ -40,12 +40,12 @@ impl Valid {
 /// the raw query string of a request for `endpoint`.
 ///
 /// ```
-/// use mdproxy::catalog::catalog;
+/// use mdproxy::api::catalog::catalog;
 /// let kline = catalog().by_path("/stock/kline").unwrap();
-/// let valid = mdproxy::params::validate(kline, &[], Some("fqt=pre&code=000001&_=17")).unwrap();
+/// let valid = mdproxy::api::params::validate(kline, &[], Some("fqt=pre&code=000001&_=17")).unwrap();
 /// // Canonical order and code; the cache-buster is not part of the key.
 /// assert_eq!(valid.target, "/stock/kline?code=000001.SZ&fqt=pre");
-/// let err = mdproxy::params::validate(kline, &[], Some("code=000001&period=hour")).unwrap_err();
+/// let err = mdproxy::api::params::validate(kline, &[], Some("code=000001&period=hour")).unwrap_err();
 /// assert_eq!((err.code(), err.param()), ("invalid_parameter", Some("period")));
 /// ```
 ///
@@ -89,7 +89,7 @@ pub fn validate(
     let mut path_specs = endpoint.path_params.iter();
     for segment in endpoint.path.split('/').skip(1) {
         target.push('/');
-        if crate::catalog::param_name(segment).is_none() {
+        if crate::api::catalog::param_name(segment).is_none() {
             target.push_str(segment);
             continue;
         }
@@ -309,7 +309,7 @@ fn split_code<'a>(s: &'a str, suffixes: &[&str]) -> Option<(&'a str, Option<Stri
 /// the retired 43/83/87/88 BJ.
 ///
 /// ```
-/// use mdproxy::params::stock_code;
+/// use mdproxy::api::params::stock_code;
 /// assert_eq!(stock_code("600519").as_deref(), Some("600519.SH"));
 /// assert_eq!(stock_code("000001.sz").as_deref(), Some("000001.SZ"));
 /// assert_eq!(stock_code("920819").as_deref(), Some("920819.BJ"));
@@ -349,7 +349,7 @@ pub fn fund_code(s: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::catalog;
+    use crate::api::catalog::catalog;
 
     fn ep(path: &str) -> &'static Endpoint {
         catalog().by_path(path).unwrap()

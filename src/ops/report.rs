@@ -3,14 +3,14 @@
 
 use std::fmt::Write;
 
-use crate::catalog::catalog;
+use crate::api::catalog::catalog;
+use crate::cache::freshness::Policy;
 use crate::config::Config;
-use crate::freshness::Policy;
 
 /// The effective TTLs of every endpoint under `config`, in and out of session, one
 /// line per endpoint and class (`mdproxy check-config`).
 pub fn ttl_table(config: &Config) -> String {
-    let policy = Policy::new(config);
+    let policy = Policy::new(config, 0);
     let mut out = String::new();
     let _ = writeln!(
         out,

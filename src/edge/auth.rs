@@ -1,8 +1,8 @@
-//! Client authentication: `Authorization: Bearer <token>` against the configured
-//! tokens, compared in constant time. Rate limits per token live in `limit`.
+//! Client authentication: `Authorization: Bearer <token>` (or the stream's
+//! `access_token`) against the configured tokens, each compared in constant time by
+//! [`Secret::matches`]. Rate limits per token live in `limit`.
 
 use http::HeaderMap;
-use subtle::ConstantTimeEq;
 
 use crate::config::Secret;
 
@@ -35,7 +35,7 @@ impl Tokens {
     pub fn check_value(&self, presented: &str) -> Option<TokenId> {
         let mut found = None;
         for (i, token) in self.tokens.iter().enumerate() {
-            if bool::from(token.expose().as_bytes().ct_eq(presented.as_bytes())) {
+            if token.matches(presented) {
                 found = Some(TokenId(i));
             }
         }

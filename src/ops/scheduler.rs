@@ -8,12 +8,10 @@ use std::sync::Arc;
 use chrono_tz::Asia::Shanghai;
 use tokio_cron_scheduler::{Job, JobScheduler};
 
-use crate::catalog::catalog;
+use crate::api::params::Valid;
+use crate::api::parse_target;
 use crate::config::JobConfig;
-use crate::limit::Priority;
-use crate::params::{self, Valid};
-use crate::proxy::AppState;
-use crate::router::Router;
+use crate::state::AppState;
 
 /// When a job may run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,21 +52,21 @@ pub fn check_cron(expr: &str) -> Result<(), String> {
         })
 }
 
-/// Parses a target such as `/stock/kline?code=600519` into a validated request.
-///
-/// # Errors
-/// When the path is unknown or a parameter invalid.
-pub fn parse_target(target: &str) -> Result<Valid, String> {
-    let router = Router::new(catalog());
-    let (path, query) = match target.split_once('?') {
-        Some((p, q)) => (p, Some(q)),
-        None => (target, None),
-    };
-    let route = router.route(path).ok_or("no such endpoint")?;
-    if route.endpoint.streaming {
-        return Err("the stream cannot be prewarmed".into());
+/// Every problem of the operator's jobs (cron expressions, targets), one line each,
+/// named by key: the scheduler owns these checks, the config loader reports them.
+pub fn problems(jobs: &[JobConfig]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        if let Err(e) = check_cron(&job.cron) {
+            problems.push(format!("scheduler.jobs[{i}].cron: {e}"));
+        }
+        for (j, target) in job.targets.iter().enumerate() {
+            if let Err(e) = parse_target(target) {
+                problems.push(format!("scheduler.jobs[{i}].targets[{j}]: {target:?}: {e}"));
+            }
+        }
     }
-    params::validate(route.endpoint, route.params(), query).map_err(|e| e.to_string())
+    problems
 }
 
 fn targets(list: &[&str]) -> Vec<Valid> {
@@ -106,7 +104,7 @@ fn on_demand(plan: Plan) -> Plan {
 
 /// The built-in jobs (DOMAIN.md §8.2), China time.
 pub fn builtin() -> Vec<Plan> {
-    let all_macro: Vec<&str> = crate::catalog::MACRO_INDICATORS
+    let all_macro: Vec<&str> = crate::api::catalog::MACRO_INDICATORS
         .iter()
         .map(|(s, _)| *s)
         .collect();
@@ -225,7 +223,7 @@ pub fn configured(jobs: &[JobConfig]) -> Vec<Plan> {
 /// Runs one plan now: skips it when the market says so, then fills every target.
 pub async fn run(state: &AppState, plan: &Plan) {
     let snap = state.snapshot();
-    let calendar = snap.policy().calendar();
+    let calendar = snap.policy.calendar();
     let now = state.clock().now();
     let skip = match plan.when {
         When::Always => false,
@@ -242,14 +240,9 @@ pub async fn run(state: &AppState, plan: &Plan) {
         if plan.on_demand && !state.stats().asked_within(valid.endpoint.id, window) {
             continue;
         }
-        if !plan.force
-            && let Some(entry) = state.cache().get(&valid.target).await
-            && state.is_fresh(&entry)
-        {
-            continue;
-        }
-        match state.refetch(valid, Priority::Prewarm).await {
-            Ok(()) => filled += 1,
+        match state.cache().prewarm(&snap.policy, valid, plan.force).await {
+            Ok(true) => filled += 1,
+            Ok(false) => {}
             Err(e) => {
                 tracing::debug!(job = %plan.name, target = %valid.target, error = e.as_str(), "prewarm failed")
             }
@@ -334,12 +327,18 @@ mod tests {
     }
 
     #[test]
-    fn targets_and_crons_are_checked() {
-        assert!(parse_target("/stock/kline?code=600519").is_ok());
-        assert!(parse_target("/stock/kline?period=day").is_err());
-        assert!(parse_target("/nope").is_err());
-        assert!(parse_target("/stock/indicator/realtime/sse?codes=600519").is_err());
+    fn jobs_are_checked_by_key() {
         assert!(check_cron("0 45 8 * * Mon-Fri").is_ok());
         assert!(check_cron("every morning").is_err());
+        let jobs = [JobConfig {
+            name: "j".into(),
+            cron: "every morning".into(),
+            targets: vec!["/stock/kline?code=600519".into(), "/nope".into()],
+            session_only: false,
+        }];
+        let p = problems(&jobs);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].starts_with("scheduler.jobs[0].cron"));
+        assert!(p[1].starts_with("scheduler.jobs[0].targets[1]"));
     }
 }

@@ -2,7 +2,7 @@
 //! the union of every subscriber's codes, a board of the latest quote per code, and
 //! per-subscriber SSE streams that send a snapshot, then only what changed, at most
 //! `pz` quotes per event. Validation, auth and limits checks happen before a stream
-//! starts; the HTTP plumbing is `proxy`'s.
+//! starts; the HTTP plumbing is the edge's.
 //!
 //! Slow subscribers cost nothing: a stream computes its next events only when hyper
 //! asks for them, from the latest board (`tokio::sync::watch` keeps only the latest),
@@ -23,8 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::HubConfig;
 use crate::error::Error;
-use crate::limit::Priority;
-use crate::proxy::AppState;
+use crate::state::AppState;
+use crate::upstream::budget::Priority;
+use crate::upstream::client::FetchError;
 
 /// Seconds a client is told to wait after the per-token stream limit.
 const STREAM_RETRY_AFTER_SECS: u64 = 5;
@@ -80,12 +81,9 @@ struct Inner {
     board: watch::Sender<Arc<Board>>,
     /// Wakes the poll loop early when the union gains codes.
     wake: Notify,
-    /// Upstream poll requests made.
-    polls: AtomicU64,
-    /// Subscribers disconnected for stalling.
-    stalled: AtomicU64,
     started: Instant,
-    stop: CancellationToken,
+    /// Config, upstream, counters, tracker and the shutdown token.
+    state: AppState,
 }
 
 /// The hub. Cheap to clone.
@@ -95,25 +93,24 @@ pub struct QuoteHub {
 }
 
 impl QuoteHub {
-    /// A hub whose streams end when `stop` is cancelled.
-    pub fn new(stop: CancellationToken) -> QuoteHub {
+    /// A hub polling through `state`'s upstream; its streams end when the state's
+    /// stop token is cancelled.
+    pub fn new(state: AppState) -> QuoteHub {
         let (board, _) = watch::channel(Arc::new(Board::default()));
         QuoteHub {
             inner: Arc::new(Inner {
                 registry: Mutex::new(Registry::default()),
                 board,
                 wake: Notify::new(),
-                polls: AtomicU64::new(0),
-                stalled: AtomicU64::new(0),
                 started: Instant::now(),
-                stop,
+                state,
             }),
         }
     }
 
     /// Upstream poll requests made so far.
     pub fn polls(&self) -> u64 {
-        self.inner.polls.load(Ordering::Relaxed)
+        self.inner.state.stats().hub_polls.load(Ordering::Relaxed)
     }
 
     /// Open streams.
@@ -128,7 +125,7 @@ impl QuoteHub {
 
     /// Subscribers disconnected for stalling.
     pub fn stalled(&self) -> u64 {
-        self.inner.stalled.load(Ordering::Relaxed)
+        self.inner.state.stats().hub_stalled.load(Ordering::Relaxed)
     }
 
     /// The most event bytes any subscriber has built but not handed to its
@@ -166,13 +163,12 @@ impl QuoteHub {
     /// 400 for too many codes, 429 past the token's stream limit, 503 past the total.
     pub fn subscribe(
         &self,
-        state: &AppState,
         token: usize,
         codes: &str,
         pz: usize,
         connection: Option<CancellationToken>,
     ) -> Result<BoxStream<'static, Bytes>, Error> {
-        let snap = state.snapshot();
+        let snap = self.inner.state.snapshot();
         let config = snap.config.hub.clone();
         let mut unique: Vec<String> = Vec::new();
         for code in codes.split(',') {
@@ -234,8 +230,11 @@ impl QuoteHub {
             (id, start_loop, new_codes)
         };
         if start_loop {
-            let (hub, state) = (self.clone(), state.clone());
-            tokio::spawn(async move { hub.poll_loop(state).await });
+            let hub = self.clone();
+            self.inner
+                .state
+                .tracker()
+                .spawn(async move { hub.poll_loop().await });
         } else if new_codes {
             self.inner.wake.notify_one();
         }
@@ -256,7 +255,7 @@ impl QuoteHub {
             next_keepalive: tokio::time::Instant::now()
                 + Duration::from_secs(config.keepalive_secs),
             progress,
-            stop: self.inner.stop.clone(),
+            stop: self.inner.state.stop().clone(),
         };
         Ok(futures_util::stream::unfold(stream, |mut s| async move {
             let next = s.next().await?;
@@ -290,11 +289,12 @@ impl QuoteHub {
     /// Polls the upstream for the union of codes once per interval while anyone is
     /// subscribed; ends (and lets the next subscriber start a new loop) when the last
     /// one leaves.
-    async fn poll_loop(&self, state: AppState) {
+    async fn poll_loop(&self) {
+        let state = &self.inner.state;
         loop {
             let codes: Vec<String> = {
                 let mut reg = self.registry();
-                if reg.subscribers.is_empty() || self.inner.stop.is_cancelled() {
+                if reg.subscribers.is_empty() || state.stop().is_cancelled() {
                     reg.polling = false;
                     tracing::debug!("quote poll stopped: no subscribers");
                     return;
@@ -303,10 +303,10 @@ impl QuoteHub {
             };
             let snap = state.snapshot();
             let config = &snap.config.hub;
-            let fetched = self.fetch(&state, config, &codes).await;
+            let fetched = self.fetch(config, &codes).await;
             self.publish(&codes, fetched);
             self.drop_stalled(config);
-            let interval = if snap.policy().calendar().is_open(state.clock().now()) {
+            let interval = if snap.policy.calendar().is_open(state.clock().now()) {
                 config.session_interval_ms
             } else {
                 config.closed_interval_ms
@@ -314,32 +314,32 @@ impl QuoteHub {
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_millis(interval)) => {}
                 () = self.inner.wake.notified() => {}
-                () = self.inner.stop.cancelled() => {}
+                () = state.stop().cancelled() => {}
             }
         }
     }
 
     /// One poll: every batch of the union, concurrently, through the upstream client
     /// and budget. Returns the items by canonical code.
-    async fn fetch(
-        &self,
-        state: &AppState,
-        config: &HubConfig,
-        codes: &[String],
-    ) -> HashMap<String, Bytes> {
-        let snap = state.snapshot();
+    async fn fetch(&self, config: &HubConfig, codes: &[String]) -> HashMap<String, Bytes> {
+        let state = &self.inner.state;
         let batches = codes.chunks(config.batch_size.max(1)).map(|batch| {
             let target = format!("{}?codes={}", config.source, batch.join(","));
-            let snap = Arc::clone(&snap);
             async move {
-                if snap.budget().acquire(Priority::Client).await.is_err() {
-                    tracing::warn!("quote poll skipped: upstream budget exhausted");
-                    return Vec::new();
-                }
-                self.inner.polls.fetch_add(1, Ordering::Relaxed);
-                match snap.upstream().fetch(&target).await {
-                    Ok(fetched) => parse_items(&fetched.body),
+                match state.upstream().fetch(&target, Priority::Client).await {
+                    Ok(fetched) => {
+                        state.stats().hub_polls.fetch_add(1, Ordering::Relaxed);
+                        parse_items(&fetched.body)
+                    }
+                    Err(e @ (FetchError::Overloaded | FetchError::Dropped)) => {
+                        tracing::warn!(
+                            error = e.as_str(),
+                            "quote poll skipped: upstream budget exhausted"
+                        );
+                        Vec::new()
+                    }
                     Err(e) => {
+                        state.stats().hub_polls.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(
                             error = e.as_str(),
                             "quote poll failed; subscribers keep the last quotes"
@@ -399,7 +399,11 @@ impl QuoteHub {
                     idle_ms = idle,
                     "disconnecting a stalled subscriber"
                 );
-                self.inner.stalled.fetch_add(1, Ordering::Relaxed);
+                self.inner
+                    .state
+                    .stats()
+                    .hub_stalled
+                    .fetch_add(1, Ordering::Relaxed);
                 connection.cancel();
             }
         }
@@ -416,7 +420,7 @@ fn parse_items(body: &[u8]) -> Vec<(String, Bytes)> {
     list.into_iter()
         .flatten()
         .filter_map(|item| {
-            let code = crate::params::stock_code(item["code"].as_str()?)?;
+            let code = crate::api::params::stock_code(item["code"].as_str()?)?;
             let json = serde_json::to_vec(item).ok()?;
             Some((code, Bytes::from(json)))
         })

@@ -3,15 +3,14 @@
 //! the pure function that places an instant among them. The cache stores the
 //! lifetimes; moka's expiry is only the memory bound.
 
-use std::sync::Arc;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::catalog::{FreshnessClass, catalog};
+use crate::api::catalog::{FreshnessClass, catalog};
+use crate::cache::market::Calendar;
+use crate::cache::store::CachedBody;
 use crate::config::{ClassTtl, Config};
-use crate::session::Calendar;
 
 /// The state of a cached answer at a moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +86,9 @@ pub struct Rule {
 /// The TTL table resolved for every endpoint and class, and the market calendar.
 #[derive(Clone, Debug)]
 pub struct Policy {
+    /// Increases with every applied configuration; entries remember the generation
+    /// their lifetimes were computed under.
+    generation: u64,
     /// `table[endpoint.id][class index]`.
     table: Vec<[ClassTtl; FreshnessClass::ALL.len()]>,
     calendar: Calendar,
@@ -99,11 +101,12 @@ fn secs(s: u64) -> chrono::Duration {
 }
 
 impl Policy {
-    /// Resolves `config`'s classes, per-endpoint overrides and calendar.
+    /// Resolves `config`'s classes, per-endpoint overrides and calendar, as
+    /// configuration generation `generation`.
     ///
     /// # Panics
     /// On a config that did not pass `validate()`.
-    pub fn new(config: &Config) -> Policy {
+    pub fn new(config: &Config, generation: u64) -> Policy {
         let table = catalog()
             .endpoints()
             .iter()
@@ -112,14 +115,39 @@ impl Policy {
         let calendar = if config.calendar.holidays.is_empty() {
             Calendar::builtin()
         } else {
-            Calendar::parse(&config.calendar.holidays).expect("validated calendar")
+            Calendar::from_dates(config.calendar.holidays.iter().copied())
         };
         Policy {
+            generation,
             table,
             calendar,
             open_grace: secs(config.freshness.open_grace_secs),
             negative: secs(config.freshness.negative_secs),
         }
+    }
+
+    /// The configuration generation this policy belongs to.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The lifetimes of `entry` under this policy: as stored when it was filled
+    /// under this generation, recomputed from its rule and fetch time after a reload
+    /// (so new TTLs also apply to answers already cached).
+    pub fn lifetimes_of(&self, entry: &CachedBody) -> Lifetimes {
+        if entry.generation == self.generation {
+            entry.lifetimes
+        } else {
+            self.lifetimes(entry.rule, entry.fetched_at)
+        }
+    }
+
+    /// Whether `entry` is fresh at `now`.
+    pub fn is_fresh(&self, entry: &CachedBody, now: DateTime<Utc>) -> bool {
+        matches!(
+            self.lifetimes_of(entry).decide(now),
+            Freshness::Fresh { .. }
+        )
     }
 
     /// The TTLs of an endpoint for an answer of `class`.
@@ -165,54 +193,6 @@ impl Policy {
     }
 }
 
-/// A source of "now". Tests use [`ManualClock`] so that no test sleeps real minutes.
-pub trait Clock: Send + Sync + 'static {
-    /// The current instant.
-    fn now(&self) -> DateTime<Utc>;
-}
-
-/// The system's wall clock.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-}
-
-/// A clock that moves only when told to.
-#[derive(Debug)]
-pub struct ManualClock {
-    now: Mutex<DateTime<Utc>>,
-}
-
-impl ManualClock {
-    /// A clock standing at `start`.
-    pub fn new(start: DateTime<Utc>) -> Arc<ManualClock> {
-        Arc::new(ManualClock {
-            now: Mutex::new(start),
-        })
-    }
-
-    /// Moves the clock forward.
-    pub fn advance(&self, by: Duration) {
-        let mut now = self.now.lock().expect("clock lock is never poisoned");
-        *now += chrono::Duration::from_std(by).expect("test durations are small");
-    }
-
-    /// Sets the clock.
-    pub fn set(&self, to: DateTime<Utc>) {
-        *self.now.lock().expect("clock lock is never poisoned") = to;
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.now.lock().expect("clock lock is never poisoned")
-    }
-}
-
 /// Age of an answer fetched at `fetched_at`, never negative.
 pub fn age(now: DateTime<Utc>, fetched_at: DateTime<Utc>) -> Duration {
     (now - fetched_at).to_std().unwrap_or(Duration::ZERO)
@@ -221,7 +201,7 @@ pub fn age(now: DateTime<Utc>, fetched_at: DateTime<Utc>) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::cst;
+    use crate::cache::market::{Clock, ManualClock, cst};
 
     fn rule(path: &str) -> Rule {
         let e = catalog().by_path(path).unwrap();
@@ -235,7 +215,7 @@ mod tests {
 
     #[test]
     fn in_session_answers_keep_the_session_ttl() {
-        let p = Policy::new(&Config::default());
+        let p = Policy::new(&Config::default(), 0);
         let fetched = cst("2026-03-02 10:00:00"); // Monday, in session
         let l = p.lifetimes(rule("/market/indices"), fetched);
         assert_eq!(l.fresh_until, cst("2026-03-02 10:00:03"));
@@ -256,7 +236,7 @@ mod tests {
 
     #[test]
     fn after_the_close_answers_stay_fresh_until_shortly_after_the_next_open() {
-        let p = Policy::new(&Config::default());
+        let p = Policy::new(&Config::default(), 0);
         let friday_evening = cst("2026-03-06 16:00:00");
         let l = p.lifetimes(rule("/market/indices"), friday_evening);
         assert_eq!(
@@ -274,7 +254,7 @@ mod tests {
 
     #[test]
     fn news_and_overseas_quotes_are_not_frozen_until_the_open() {
-        let p = Policy::new(&Config::default());
+        let p = Policy::new(&Config::default(), 0);
         let evening = cst("2026-03-06 21:00:00");
         let feed = p.lifetimes(rule("/news/feed"), evening);
         assert_eq!(feed.fresh_until, cst("2026-03-06 21:05:00"));
@@ -292,7 +272,7 @@ mod tests {
             .get_mut(&FreshnessClass::Intraday)
             .unwrap()
             .until_open = false;
-        let p = Policy::new(&config);
+        let p = Policy::new(&config, 0);
         let mut r = rule("/stock/kline");
         let evening = cst("2026-03-06 18:00:00");
         assert!(p.lifetimes(r, evening).fresh_until > cst("2026-03-10 00:00:00"));
@@ -305,7 +285,7 @@ mod tests {
 
     #[test]
     fn negative_answers_live_briefly_and_never_stale() {
-        let p = Policy::new(&Config::default());
+        let p = Policy::new(&Config::default(), 0);
         let mut r = rule("/stock/detail/{code}");
         r.negative = true;
         let t = cst("2026-03-02 10:00:00");
@@ -324,7 +304,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let policy = Policy::new(&config);
+        let policy = Policy::new(&config, 0);
         let indices = catalog().by_path("/market/indices").unwrap();
         let list = catalog().by_path("/stock/list").unwrap();
         assert_eq!(

@@ -3,6 +3,7 @@
 //! open" and "when did the last one close"; freshness and the scheduler ask it.
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, TimeZone, Utc, Weekday};
 use chrono_tz::Asia::Shanghai;
@@ -161,7 +162,7 @@ impl Calendar {
     ///
     /// ```
     /// use chrono::{DateTime, Utc};
-    /// let cal = mdproxy::session::Calendar::builtin();
+    /// let cal = mdproxy::cache::market::Calendar::builtin();
     /// // Friday 6 March 2026, 16:00 China time (08:00 UTC) -> Monday 09:15 China time.
     /// let friday: DateTime<Utc> = "2026-03-06T08:00:00Z".parse().unwrap();
     /// assert!(!cal.is_open(friday));
@@ -217,6 +218,54 @@ fn at(day: NaiveDate, h: u32, m: u32) -> DateTime<Utc> {
 }
 
 /// `2026-03-02 10:00` or `2026-03-02 10:00:05`, China time, as UTC (tests).
+/// A source of "now". Tests use [`ManualClock`] so that no test sleeps real minutes.
+pub trait Clock: Send + Sync + 'static {
+    /// The current instant.
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The system's wall clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// A clock that moves only when told to.
+#[derive(Debug)]
+pub struct ManualClock {
+    now: Mutex<DateTime<Utc>>,
+}
+
+impl ManualClock {
+    /// A clock standing at `start`.
+    pub fn new(start: DateTime<Utc>) -> Arc<ManualClock> {
+        Arc::new(ManualClock {
+            now: Mutex::new(start),
+        })
+    }
+
+    /// Moves the clock forward.
+    pub fn advance(&self, by: std::time::Duration) {
+        let mut now = self.now.lock().expect("clock lock is never poisoned");
+        *now += chrono::Duration::from_std(by).expect("test durations are small");
+    }
+
+    /// Sets the clock.
+    pub fn set(&self, to: DateTime<Utc>) {
+        *self.now.lock().expect("clock lock is never poisoned") = to;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.now.lock().expect("clock lock is never poisoned")
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn cst(s: &str) -> DateTime<Utc> {
     let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")

@@ -1,6 +1,7 @@
-//! The answer cache: a moka future cache bounded by bytes, plus single-flight fills so
-//! that concurrent misses on one key make exactly one upstream request. Freshness is
-//! decided by `freshness`; moka's per-entry expiry only bounds how long memory is held.
+//! The answer store: a moka future cache bounded by bytes, plus single-flight fills so
+//! that concurrent misses on one key make exactly one upstream request. What to do
+//! with an entry is `readthrough`'s decision; moka's per-entry expiry only bounds how
+//! long memory is held.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -12,36 +13,10 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 use http::HeaderValue;
 use moka::Expiry;
+use tokio_util::task::TaskTracker;
 
-use crate::freshness::{Lifetimes, Rule};
-use crate::upstream::FetchError;
-
-/// How a response was answered, as the `X-Cache` header says it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CacheStatus {
-    /// Fresh from the cache.
-    Hit,
-    /// Fetched from the upstream for this request (or a coalesced one).
-    Miss,
-    /// Served past its fresh TTL (the upstream failed, or a refresh is under way).
-    Stale,
-}
-
-impl CacheStatus {
-    /// The contract's label: `HIT`, `MISS`, `STALE`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheStatus::Hit => "HIT",
-            CacheStatus::Miss => "MISS",
-            CacheStatus::Stale => "STALE",
-        }
-    }
-
-    /// The same label as a static header value (no allocation on the hit path).
-    pub fn header_value(self) -> HeaderValue {
-        HeaderValue::from_static(self.as_str())
-    }
-}
+use crate::cache::freshness::{Lifetimes, Rule};
+use crate::upstream::client::FetchError;
 
 /// Bodies shorter than this are not worth compressing (nginx's `gzip_min_length`
 /// default is 20; a gzip header and trailer alone are 18 bytes, and small JSON
@@ -155,6 +130,8 @@ struct Inner {
     /// (an async call) while holding it: that closes the race where a fill lands
     /// between a caller's lookup and its joining. Only misses take it.
     inflight: tokio::sync::Mutex<HashMap<String, Fill>>,
+    /// Fills run as tasks of the application's tracker, awaited at shutdown.
+    tracker: TaskTracker,
 }
 
 struct KeepFor;
@@ -181,8 +158,9 @@ impl Expiry<String, Arc<CachedBody>> for KeepFor {
 }
 
 impl Cache {
-    /// A cache holding at most about `max_bytes` of bodies and keys.
-    pub fn new(max_bytes: u64) -> Cache {
+    /// A cache holding at most about `max_bytes` of bodies and keys, running its
+    /// fills on `tracker`.
+    pub fn new(max_bytes: u64, tracker: TaskTracker) -> Cache {
         let entries = moka::future::Cache::builder()
             .max_capacity(max_bytes)
             .weigher(|key: &String, value: &Arc<CachedBody>| {
@@ -194,6 +172,7 @@ impl Cache {
             inner: Arc::new(Inner {
                 entries,
                 inflight: tokio::sync::Mutex::new(HashMap::new()),
+                tracker,
             }),
         }
     }
@@ -201,11 +180,6 @@ impl Cache {
     /// The cached answer for `key`, whatever its freshness.
     pub async fn get(&self, key: &str) -> Option<Arc<CachedBody>> {
         self.inner.entries.get(key).await
-    }
-
-    /// Stores an answer.
-    pub async fn insert(&self, key: String, value: Arc<CachedBody>) {
-        self.inner.entries.insert(key, value).await;
     }
 
     /// Drops one key.
@@ -267,7 +241,7 @@ impl Cache {
         let fut = fetch();
         let inner = Arc::clone(&self.inner);
         let owned_key = key.to_owned();
-        let task = tokio::spawn(async move {
+        let task = self.inner.tracker.spawn(async move {
             let result = fut.await.map(Arc::new);
             if let Ok(entry) = &result {
                 inner
@@ -309,7 +283,7 @@ mod tests {
         };
         let rule = Rule {
             endpoint_id: 0,
-            class: crate::catalog::FreshnessClass::Live,
+            class: crate::api::catalog::FreshnessClass::Live,
             until_open: false,
             negative: false,
         };
@@ -325,7 +299,7 @@ mod tests {
 
     #[tokio::test]
     async fn concurrent_fills_make_one_request() {
-        let cache = Cache::new(16 * 1024 * 1024);
+        let cache = Cache::new(16 * 1024 * 1024, TaskTracker::new());
         let calls = Arc::new(AtomicUsize::new(0));
         let barrier = Arc::new(tokio::sync::Barrier::new(50));
         let mut tasks = Vec::new();
@@ -359,7 +333,7 @@ mod tests {
 
     #[tokio::test]
     async fn errors_reach_every_waiter_and_are_not_cached() {
-        let cache = Cache::new(16 * 1024 * 1024);
+        let cache = Cache::new(16 * 1024 * 1024, TaskTracker::new());
         let (r, role) = cache
             .fill("k", |_| true, || async { Err(FetchError::Timeout) })
             .await;

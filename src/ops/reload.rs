@@ -8,25 +8,53 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::config::Config;
-use crate::proxy::AppState;
+use crate::config::{Config, ConfigError};
+use crate::stats::Stats;
 
 /// Reads environment overrides (injected so tests never touch the environment).
 pub type Lookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
-/// Loads `path` and applies it to `state`.
+/// What an applied configuration reports: its generation and the keys that only a
+/// restart can change.
+pub struct Applied {
+    pub generation: u64,
+    pub needs_restart: Vec<&'static str>,
+}
+
+/// Applies a validated configuration to the running application.
+pub type Apply = Arc<dyn Fn(Config) -> Result<Applied, String> + Send + Sync>;
+
+/// Loads and validates `path` with overrides from `lookup`: the config's own keys,
+/// then the checks their owners make (the scheduler's cron expressions and targets).
+///
+/// # Errors
+/// A [`ConfigError`] naming the file, the key or the variable.
+pub fn load(path: &Path, lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    let config = Config::load(path, lookup)?;
+    let problems = crate::ops::scheduler::problems(&config.scheduler.jobs);
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigError::Invalid(problems))
+    }
+}
+
+/// Loads `path` and applies it.
 ///
 /// # Errors
 /// The reason the file was refused; the running configuration is unchanged.
-pub fn reload(state: &AppState, path: &Path, lookup: &Lookup) -> Result<(), String> {
-    let config = Config::load(path, |k| lookup(k)).map_err(|e| e.to_string())?;
-    let restart = state.reload(config)?;
-    let generation = state.snapshot().generation;
+pub fn reload(path: &Path, lookup: &Lookup, apply: &Apply) -> Result<(), String> {
+    let config = load(path, |k| lookup(k)).map_err(|e| e.to_string())?;
+    let Applied {
+        generation,
+        needs_restart: restart,
+    } = apply(config)?;
     if restart.is_empty() {
         tracing::info!(path = %path.display(), generation, "configuration reloaded");
     } else {
@@ -46,19 +74,22 @@ fn fingerprint(path: &Path) -> Option<u64> {
         .map(|bytes| xxhash_rust::xxh3::xxh3_64(&bytes))
 }
 
-/// Watches `path` until `stop`: reloads on SIGHUP and on every content change.
+/// Watches `path` until `stop`, as a task of `tracker`: reloads on SIGHUP and on
+/// every content change; a refused file is logged and counted in `stats`.
 pub fn spawn(
-    state: AppState,
     path: PathBuf,
     lookup: Lookup,
+    apply: Apply,
+    stats: Arc<Stats>,
     poll: Duration,
     stop: CancellationToken,
-) -> JoinHandle<()> {
+    tracker: &TaskTracker,
+) {
     // Installed before the task starts: a SIGHUP that arrives early must find our
     // handler, not the default action (which ends the process).
     #[cfg(unix)]
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    tokio::spawn(async move {
+    tracker.spawn(async move {
         let mut seen = fingerprint(&path);
         let mut ticker = tokio::time::interval(if poll.is_zero() {
             Duration::from_secs(3600)
@@ -86,9 +117,10 @@ pub fn spawn(
                 continue;
             }
             seen = now;
-            if let Err(e) = reload(&state, &path, &lookup) {
+            if let Err(e) = reload(&path, &lookup, &apply) {
+                stats.reloads_refused.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(path = %path.display(), error = %e, "configuration refused; keeping the running one");
             }
         }
-    })
+    });
 }

@@ -1,0 +1,283 @@
+//! The running application: [`start`] builds the shared state, the hub and the edge,
+//! binds the client and admin listeners, starts the scheduler (and the start-up
+//! prewarm) and, on request, the config watcher; [`App::shutdown`] stops all of it.
+//! It owns the one shutdown token and the one `TaskTracker` every background task is
+//! spawned on.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::cache::market::Clock;
+use crate::config::Config;
+use crate::edge::handler::Edge;
+use crate::hub::QuoteHub;
+use crate::ops::admin::Admin;
+use crate::ops::reload::{Applied, Apply, Lookup};
+use crate::ops::scheduler::{self, Scheduler};
+use crate::state::AppState;
+use crate::upstream::budget::RateClock;
+
+/// Connections the admin listener accepts at once: a scraper, a probe and an
+/// operator's curl, with room to spare.
+const ADMIN_MAX_CONNECTIONS: usize = 64;
+
+/// How long the admin listener waits for its connections at shutdown.
+const ADMIN_GRACE: Duration = Duration::from_secs(1);
+
+/// Why the application did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr} ({key}): {source}")]
+    Bind {
+        key: &'static str,
+        addr: String,
+        source: std::io::Error,
+    },
+    /// The upstream client could not be built.
+    #[error("upstream client: {0}")]
+    Upstream(String),
+    /// The scheduler could not start.
+    #[error("scheduler: {0}")]
+    Scheduler(String),
+    /// The configuration was refused.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+}
+
+/// A running proxy. Dropping it cancels everything; [`App::shutdown`] also waits.
+pub struct App {
+    /// The address the client listener is bound to.
+    pub addr: SocketAddr,
+    /// The admin listener's address, when `admin.listen` is set.
+    pub admin_addr: Option<SocketAddr>,
+    state: AppState,
+    hub: QuoteHub,
+    edge: Arc<Edge>,
+    stop: CancellationToken,
+    tracker: TaskTracker,
+    scheduler: Option<Scheduler>,
+}
+
+async fn bind(key: &'static str, addr: &str) -> Result<(TcpListener, SocketAddr), StartError> {
+    let bind_error = |source| StartError::Bind {
+        key,
+        addr: addr.to_owned(),
+        source,
+    };
+    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    let local = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, local))
+}
+
+/// Starts the proxy for `config` with market time from `clock`, and client and
+/// upstream rate limits on tokio's clock.
+///
+/// # Errors
+/// When an address cannot be bound, the upstream client cannot be built or the
+/// scheduler cannot start.
+pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<App, StartError> {
+    start_with(config, clock, RateClock::tokio()).await
+}
+
+/// [`start`] with an explicit rate-limit clock (tests inject governor's fake one).
+///
+/// # Errors
+/// As [`start`].
+pub async fn start_with(
+    config: &Config,
+    clock: Arc<dyn Clock>,
+    rate_clock: RateClock,
+) -> Result<App, StartError> {
+    let (listener, addr) = bind("server.listen", &config.server.listen).await?;
+    let admin = if config.admin.listen.is_empty() {
+        None
+    } else {
+        Some(bind("admin.listen", &config.admin.listen).await?)
+    };
+    let stop = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let state = AppState::new(
+        config.clone(),
+        clock,
+        rate_clock.clone(),
+        tracker.clone(),
+        stop.child_token(),
+    )
+    .map_err(StartError::Upstream)?;
+    warn_if_calendar_is_short(&state);
+    let hub = QuoteHub::new(state.clone());
+    let edge = Arc::new(Edge::new(state.clone(), hub.clone(), rate_clock));
+
+    let handler_edge = Arc::clone(&edge);
+    let stopped = stop.clone();
+    tracker.spawn(crate::edge::server::serve(
+        listener,
+        move |req, connection| {
+            let edge = Arc::clone(&handler_edge);
+            async move { edge.handle(req, connection).await }
+        },
+        config.server.max_connections,
+        Duration::from_millis(config.server.shutdown_grace_ms),
+        tracker.clone(),
+        async move { stopped.cancelled().await },
+    ));
+    let admin_addr = admin.map(|(listener, admin_addr)| {
+        let admin = Arc::new(Admin::new(state.clone(), hub.clone()));
+        let stopped = stop.clone();
+        tracker.spawn(crate::edge::server::serve(
+            listener,
+            move |req, _connection| {
+                let admin = Arc::clone(&admin);
+                async move { admin.handle(req).await }
+            },
+            ADMIN_MAX_CONNECTIONS,
+            ADMIN_GRACE,
+            tracker.clone(),
+            async move { stopped.cancelled().await },
+        ));
+        tracing::info!(addr = %admin_addr, "admin listening");
+        admin_addr
+    });
+    let scheduler = if config.scheduler.enabled {
+        let mut plans = scheduler::builtin();
+        plans.extend(scheduler::configured(&config.scheduler.jobs));
+        if config.scheduler.prewarm_on_start {
+            prewarm_on_start(&state, plans.clone());
+        }
+        Some(
+            Scheduler::start(state.clone(), plans)
+                .await
+                .map_err(StartError::Scheduler)?,
+        )
+    } else {
+        None
+    };
+    tracing::info!(%addr, "proxy listening");
+    Ok(App {
+        addr,
+        admin_addr,
+        state,
+        hub,
+        edge,
+        stop,
+        tracker,
+        scheduler,
+    })
+}
+
+fn warn_if_calendar_is_short(state: &AppState) {
+    let snap = state.snapshot();
+    let year = chrono::Datelike::year(
+        &state
+            .clock()
+            .now()
+            .with_timezone(&chrono_tz::Asia::Shanghai),
+    );
+    if !snap.policy.calendar().covers(year) {
+        tracing::warn!(
+            year,
+            "the holiday calendar does not cover this year: only weekends are known closed; set calendar.holidays"
+        );
+    }
+}
+
+/// Runs every plan once at start-up, fetching only what is not already fresh.
+fn prewarm_on_start(state: &AppState, plans: Vec<scheduler::Plan>) {
+    let (task_state, stop) = (state.clone(), state.stop().clone());
+    state.tracker().spawn(async move {
+        for plan in plans {
+            let unforced = scheduler::Plan {
+                force: false,
+                ..plan
+            };
+            tokio::select! {
+                () = scheduler::run(&task_state, &unforced) => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    });
+}
+
+impl App {
+    /// `http://ADDR/api/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/api/v1", self.addr)
+    }
+
+    /// The shared state (cache inspection, counters).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// The client-facing service (benches drive it in-process).
+    pub fn edge(&self) -> &Arc<Edge> {
+        &self.edge
+    }
+
+    /// The quote hub.
+    pub fn hub(&self) -> &QuoteHub {
+        &self.hub
+    }
+
+    /// Applies a new, already validated configuration without touching connections,
+    /// the cache, the counters or the rate buckets of unchanged limits. Returns the
+    /// keys that only a restart can change.
+    ///
+    /// # Errors
+    /// When the new upstream client cannot be built; the old config stays.
+    pub fn reload(&self, config: Config) -> Result<Vec<&'static str>, String> {
+        apply(&self.state, &self.edge, config).map(|a| a.needs_restart)
+    }
+
+    /// Reloads `path` on SIGHUP and whenever its content changes (polled every
+    /// `server.reload_poll_ms`), until the proxy stops.
+    pub fn watch_config(&self, path: PathBuf, lookup: Lookup) {
+        let poll = Duration::from_millis(self.state.snapshot().config.server.reload_poll_ms);
+        let (state, edge) = (self.state.clone(), Arc::clone(&self.edge));
+        let apply: Apply = Arc::new(move |config| apply(&state, &edge, config));
+        crate::ops::reload::spawn(
+            path,
+            lookup,
+            apply,
+            Arc::clone(self.state.stats()),
+            poll,
+            self.stop.clone(),
+            &self.tracker,
+        );
+    }
+
+    /// Stops accepting, stops the scheduler, lets open connections finish (within
+    /// `server.shutdown_grace_ms`), and waits for every background task.
+    pub async fn shutdown(mut self) {
+        self.stop.cancel();
+        if let Some(scheduler) = self.scheduler.take() {
+            scheduler.shutdown().await;
+        }
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+/// One reload, applied to every part that holds configuration.
+fn apply(state: &AppState, edge: &Edge, config: Config) -> Result<Applied, String> {
+    // The state first: it is the part that can refuse (a new upstream client).
+    let needs_restart = state.reload(config.clone())?;
+    edge.reconfigure(&config);
+    Ok(Applied {
+        generation: state.snapshot().generation,
+        needs_restart,
+    })
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

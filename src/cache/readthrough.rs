@@ -1,0 +1,267 @@
+//! The read-through decision, whole and in one place: a fresh entry is a hit; a stale
+//! one is served while one background refresh runs (stale-while-revalidate); anything
+//! else is filled through the single flight and the upstream budget, caching a
+//! success (and a "not found" briefly); a failing upstream is answered with a usable
+//! stale entry (stale-if-error). It knows nothing of HTTP: the edge turns its
+//! [`Answer`] into a response.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio_util::task::TaskTracker;
+
+use crate::api::params::Valid;
+use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
+use crate::cache::market::Clock;
+use crate::cache::store::{Cache, CachedBody, FillRole};
+use crate::stats::{CacheStatus, Stats};
+use crate::upstream::Upstream;
+use crate::upstream::budget::Priority;
+use crate::upstream::client::FetchError;
+
+/// How an answer was served: decides `X-Cache` and `Cache-Status` (RFC 9211)
+/// together, so the two never disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Served {
+    /// Fresh from the cache.
+    Hit,
+    /// A cached upstream "not found".
+    Negative,
+    /// Stale, served while one background request refreshes it.
+    Revalidating,
+    /// Stale, served because the upstream failed.
+    StaleIfError,
+    /// Fetched for this request and stored.
+    Stored,
+    /// An expired entry was refetched for this request.
+    RefetchedStale,
+    /// Waited on another request's fetch of the same key.
+    Collapsed,
+}
+
+impl Served {
+    /// The `X-Cache` status.
+    pub fn x_cache(self) -> CacheStatus {
+        match self {
+            Served::Hit | Served::Negative => CacheStatus::Hit,
+            Served::Revalidating | Served::StaleIfError => CacheStatus::Stale,
+            Served::Stored | Served::RefetchedStale | Served::Collapsed => CacheStatus::Miss,
+        }
+    }
+}
+
+/// A cached answer for one request, with how it was served and its lifetimes under
+/// the policy that served it.
+#[derive(Debug)]
+pub struct Answer {
+    pub entry: Arc<CachedBody>,
+    pub served: Served,
+    pub lifetimes: Lifetimes,
+    /// The instant the decision was made at (for `Age` and `max-age`).
+    pub now: DateTime<Utc>,
+}
+
+/// The read-through cache. Cheap to clone.
+#[derive(Clone)]
+pub struct ReadThrough {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Cache,
+    upstream: Upstream,
+    stats: Arc<Stats>,
+    clock: Arc<dyn Clock>,
+    /// Background refreshes run on the application's tracker.
+    tracker: TaskTracker,
+}
+
+impl ReadThrough {
+    /// A read-through cache over `store`, filling from `upstream`.
+    pub fn new(
+        store: Cache,
+        upstream: Upstream,
+        stats: Arc<Stats>,
+        clock: Arc<dyn Clock>,
+        tracker: TaskTracker,
+    ) -> ReadThrough {
+        ReadThrough {
+            inner: Arc::new(Inner {
+                store,
+                upstream,
+                stats,
+                clock,
+                tracker,
+            }),
+        }
+    }
+
+    /// The store (inspection, purge).
+    pub fn store(&self) -> &Cache {
+        &self.inner.store
+    }
+
+    /// The answer for a valid request under `policy`.
+    ///
+    /// # Errors
+    /// The upstream's failure when no usable stale entry is at hand; an
+    /// [`FetchError::Answer`] is the upstream's own answer, to relay as it is.
+    pub async fn lookup(&self, policy: &Arc<Policy>, valid: &Valid) -> Result<Answer, FetchError> {
+        let s = &*self.inner;
+        let now = s.clock.now();
+        let cached = s.store.get(&valid.target).await;
+        if let Some(entry) = &cached {
+            let lifetimes = policy.lifetimes_of(entry);
+            let served = match lifetimes.decide(now) {
+                Freshness::Fresh { .. } if entry.status == 200 => Some(Served::Hit),
+                Freshness::Fresh { .. } => Some(Served::Negative),
+                Freshness::Stale => {
+                    self.refresh_in_background(policy, valid);
+                    Some(Served::Revalidating)
+                }
+                Freshness::StaleIfError | Freshness::Expired => None,
+            };
+            if let Some(served) = served {
+                return Ok(self.answer(valid, Arc::clone(entry), served, lifetimes, now));
+            }
+        }
+
+        let (mut result, mut role) = self.fill(policy, valid, Priority::Client, false).await;
+        if matches!(result, Err(FetchError::Dropped)) {
+            // We joined a background refresh that found no budget; a client may wait
+            // for budget where background work may not, so ask again as a client.
+            (result, role) = self.fill(policy, valid, Priority::Client, false).await;
+        }
+        let now = s.clock.now();
+        match result {
+            Ok(entry) => {
+                let served = match role {
+                    FillRole::Found => Served::Hit,
+                    FillRole::Leader if cached.is_some() => Served::RefetchedStale,
+                    FillRole::Leader => Served::Stored,
+                    FillRole::Joined => Served::Collapsed,
+                };
+                let lifetimes = policy.lifetimes_of(&entry);
+                Ok(self.answer(valid, entry, served, lifetimes, now))
+            }
+            Err(error) => {
+                // Stale-if-error: a failing upstream never loses a cached answer.
+                if error.is_failure()
+                    && let Some(entry) = cached
+                    && entry.status == 200
+                {
+                    let lifetimes = policy.lifetimes_of(&entry);
+                    if lifetimes.decide(now).is_usable_on_error() {
+                        tracing::warn!(target = %valid.target, upstream_error = error.as_str(), "serving stale answer");
+                        return Ok(self.answer(valid, entry, Served::StaleIfError, lifetimes, now));
+                    }
+                }
+                tracing::warn!(target = %valid.target, upstream_error = error.as_str(), "upstream fetch failed");
+                Err(error)
+            }
+        }
+    }
+
+    /// Counts an answer and wraps it.
+    fn answer(
+        &self,
+        valid: &Valid,
+        entry: Arc<CachedBody>,
+        served: Served,
+        lifetimes: Lifetimes,
+        now: DateTime<Utc>,
+    ) -> Answer {
+        self.inner.stats.served(valid.endpoint.id, served.x_cache());
+        Answer {
+            entry,
+            served,
+            lifetimes,
+            now,
+        }
+    }
+
+    /// Fetches `valid` for the scheduler: unless `force`, an answer that is still
+    /// fresh is kept and nothing is asked. Returns whether the upstream was asked.
+    ///
+    /// # Errors
+    /// The fetch's error; the cached answer, if any, stays.
+    pub async fn prewarm(
+        &self,
+        policy: &Arc<Policy>,
+        valid: &Valid,
+        force: bool,
+    ) -> Result<bool, FetchError> {
+        let (result, role) = self.fill(policy, valid, Priority::Prewarm, force).await;
+        result.map(|_| role != FillRole::Found)
+    }
+
+    /// Fetches `valid` from the upstream through the single-flight fill and the
+    /// upstream budget, caching a successful answer (and a "not found" briefly).
+    /// Client misses, background refreshes and the scheduler all come through here.
+    /// Unless `force`, an answer that turned fresh meanwhile is used as it is (the
+    /// one "skip if fresh" check).
+    pub async fn fill(
+        &self,
+        policy: &Arc<Policy>,
+        valid: &Valid,
+        priority: Priority,
+        force: bool,
+    ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
+        let s = &*self.inner;
+        let now = s.clock.now();
+        let usable = |entry: &CachedBody| !force && policy.is_fresh(entry, now);
+        let rule = Rule {
+            endpoint_id: valid.endpoint.id,
+            class: valid.class,
+            until_open: valid.until_open,
+            negative: false,
+        };
+        let (upstream, clock, policy) =
+            (s.upstream.clone(), Arc::clone(&s.clock), Arc::clone(policy));
+        let target = valid.target.clone();
+        s.store
+            .fill(&valid.target, usable, move || async move {
+                let (body, status, rule) = match upstream.fetch(&target, priority).await {
+                    Ok(fetched) => (fetched.body, 200, rule),
+                    // Negative caching: an unknown code stays unknown for a while.
+                    Err(FetchError::Answer { status: 404, body }) => (
+                        body,
+                        404,
+                        Rule {
+                            negative: true,
+                            ..rule
+                        },
+                    ),
+                    Err(e) => return Err(e),
+                };
+                let fetched_at = clock.now();
+                let lifetimes = policy.lifetimes(rule, fetched_at);
+                Ok(CachedBody::new(
+                    body,
+                    status,
+                    fetched_at,
+                    rule,
+                    lifetimes,
+                    policy.generation(),
+                ))
+            })
+            .await
+    }
+
+    /// Starts a background refresh of `valid` unless one is already under way.
+    fn refresh_in_background(&self, policy: &Arc<Policy>, valid: &Valid) {
+        if self.inner.store.is_filling(&valid.target) {
+            return;
+        }
+        self.inner
+            .stats
+            .refreshes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (this, policy, valid) = (self.clone(), Arc::clone(policy), valid.clone());
+        self.inner.tracker.spawn(async move {
+            if let (Err(e), _) = this.fill(&policy, &valid, Priority::Background, false).await {
+                tracing::debug!(target = %valid.target, error = e.as_str(), "background refresh failed");
+            }
+        });
+    }
+}

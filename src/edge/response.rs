@@ -1,0 +1,271 @@
+//! HTTP answers: a cached answer with the contract's headers (`X-Cache`,
+//! `Cache-Status`, `Age`, `ETag`, `Cache-Control`), gzip when accepted, 304 when
+//! `If-None-Match` names the representation; an upstream answer relayed as it is; and
+//! every [`Error`] as the JSON envelope, in exactly one place.
+
+use bytes::Bytes;
+use headers::{ETag, HeaderMapExt, IfNoneMatch};
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+
+use crate::cache::freshness::{self, Freshness};
+use crate::cache::readthrough::{Answer, Served};
+use crate::edge::body::{self, Body};
+use crate::error::Error;
+use crate::stats::CacheStatus;
+
+/// `X-Cache`.
+pub const X_CACHE: &str = "x-cache";
+/// `Cache-Status` (RFC 9211).
+pub const CACHE_STATUS: &str = "cache-status";
+
+/// The `X-Cache` label as a static header value (no allocation on the hit path).
+fn x_cache(status: CacheStatus) -> HeaderValue {
+    HeaderValue::from_static(status.as_str())
+}
+
+/// `Cache-Status`; `ttl` is the seconds of freshness left (negative when stale).
+fn cache_status(served: Served, ttl: i64) -> HeaderValue {
+    let tail = match served {
+        Served::Hit => "",
+        Served::Negative => "; detail=negative",
+        Served::Revalidating => "; detail=stale-while-revalidate",
+        Served::StaleIfError => "; detail=stale-if-error",
+        Served::Stored => return HeaderValue::from_static("mdproxy; fwd=miss; stored"),
+        Served::RefetchedStale => return HeaderValue::from_static("mdproxy; fwd=stale; stored"),
+        Served::Collapsed => return HeaderValue::from_static("mdproxy; fwd=miss; collapsed"),
+    };
+    const HEAD: &str = "mdproxy; hit; ttl=";
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(ttl);
+    let mut value = bytes::BytesMut::with_capacity(HEAD.len() + digits.len() + tail.len());
+    value.extend_from_slice(HEAD.as_bytes());
+    value.extend_from_slice(digits.as_bytes());
+    value.extend_from_slice(tail.as_bytes());
+    HeaderValue::from_maybe_shared(value.freeze()).expect("ASCII digits and text")
+}
+
+/// Whether the client accepts gzip (`Accept-Encoding`, honouring `q=0`).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';').map(str::trim);
+            let coding = parts.next().unwrap_or_default();
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
+        })
+}
+
+/// Whether `If-None-Match` names `etag` (RFC 9110 §13.1.2: `*`, or any listed tag
+/// under weak comparison), evaluated by the `headers` crate.
+fn not_modified(request: &HeaderMap, etag: &HeaderValue) -> bool {
+    let Some(if_none_match) = request.typed_get::<IfNoneMatch>() else {
+        return false;
+    };
+    etag.to_str()
+        .ok()
+        .and_then(|e| e.parse::<ETag>().ok())
+        .is_some_and(|etag| !if_none_match.precondition_passes(&etag))
+}
+
+/// A cached answer with the contract's headers, gzip when accepted, or 304 when
+/// `If-None-Match` names the representation.
+pub fn answer(request: &HeaderMap, answer: &Answer) -> Response<Body> {
+    let Answer {
+        entry,
+        served,
+        lifetimes,
+        now,
+    } = answer;
+    let gzip = accepts_gzip(request).then(|| entry.gzip()).flatten();
+    let etag = if gzip.is_some() {
+        &entry.etag_gzip
+    } else {
+        &entry.etag
+    };
+    let not_modified = entry.status == 200 && not_modified(request, etag);
+    let mut response = if not_modified {
+        let mut r = Response::new(body::empty());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        let bytes = gzip.unwrap_or(&entry.body).clone();
+        let mut r = Response::new(body::full(bytes));
+        *r.status_mut() = StatusCode::from_u16(entry.status).unwrap_or(StatusCode::OK);
+        r
+    };
+    let remaining = match lifetimes.decide(*now) {
+        Freshness::Fresh { remaining } => remaining.as_secs(),
+        _ => 0,
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if gzip.is_some() && !not_modified {
+        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    headers.insert(X_CACHE, x_cache(served.x_cache()));
+    headers.insert(
+        CACHE_STATUS,
+        cache_status(*served, lifetimes.ttl_secs(*now)),
+    );
+    headers.insert(
+        header::AGE,
+        HeaderValue::from(freshness::age(*now, entry.fetched_at).as_secs()),
+    );
+    headers.insert(header::ETAG, etag.clone());
+    headers.insert(header::CACHE_CONTROL, max_age(remaining));
+    response
+}
+
+/// `max-age=N`, with the common small values prebuilt.
+fn max_age(secs: u64) -> HeaderValue {
+    const SMALL: [&str; 4] = ["max-age=0", "max-age=1", "max-age=2", "max-age=3"];
+    match SMALL.get(secs as usize) {
+        Some(s) => HeaderValue::from_static(s),
+        None => {
+            HeaderValue::from_str(&format!("max-age={secs}")).expect("digits are a valid header")
+        }
+    }
+}
+
+/// An upstream answer that is not cached but belongs to the client (a 4xx, a
+/// `"success": false` body), relayed byte for byte.
+pub fn relay(status: u16, body: Bytes) -> Response<Body> {
+    let mut response = Response::new(body::full(body));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(X_CACHE, x_cache(CacheStatus::Miss));
+    headers.insert(CACHE_STATUS, HeaderValue::from_static("mdproxy; fwd=miss"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Turns a value into a whole response (axum's `IntoResponse`, for our one body).
+pub trait IntoResponse {
+    /// The response.
+    fn to_response(&self) -> Response<Body>;
+}
+
+impl IntoResponse for Error {
+    /// The JSON envelope with `WWW-Authenticate`, `Allow` or `Retry-After` where the
+    /// status calls for it, never cached.
+    fn to_response(&self) -> Response<Body> {
+        let mut response = Response::new(body::full(self.envelope()));
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        match self {
+            Error::Unauthorized => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"mdproxy\""),
+                );
+            }
+            Error::MethodNotAllowed => {
+                headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            }
+            Error::RateLimited { retry_after_secs } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_none_match_follows_rfc_9110() {
+        let ours = HeaderValue::from_static("\"abc\"");
+        let m = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::IF_NONE_MATCH, HeaderValue::from_static(v));
+            not_modified(&h, &ours)
+        };
+        assert!(m("\"abc\""));
+        assert!(m("W/\"abc\""));
+        assert!(m("\"x\", \"abc\""));
+        assert!(m("*"));
+        assert!(!m("\"abd\""));
+        assert!(!m("abc"));
+        assert!(!not_modified(&HeaderMap::new(), &ours));
+    }
+
+    #[test]
+    fn cache_status_follows_rfc_9211() {
+        assert_eq!(cache_status(Served::Hit, 12), "mdproxy; hit; ttl=12");
+        assert_eq!(
+            cache_status(Served::Revalidating, -3),
+            "mdproxy; hit; ttl=-3; detail=stale-while-revalidate"
+        );
+        assert_eq!(
+            cache_status(Served::Collapsed, 5),
+            "mdproxy; fwd=miss; collapsed"
+        );
+        assert_eq!(Served::StaleIfError.x_cache(), CacheStatus::Stale);
+        assert_eq!(Served::Negative.x_cache(), CacheStatus::Hit);
+    }
+
+    #[test]
+    fn max_age_writes_seconds() {
+        assert_eq!(max_age(0), "max-age=0");
+        assert_eq!(max_age(3), "max-age=3");
+        assert_eq!(max_age(3600), "max-age=3600");
+    }
+
+    #[test]
+    fn accept_encoding_is_parsed() {
+        let h = |v: &'static str| {
+            let mut m = HeaderMap::new();
+            m.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(v));
+            accepts_gzip(&m)
+        };
+        assert!(h("gzip"));
+        assert!(h("deflate, gzip;q=0.8, br"));
+        assert!(h("*"));
+        assert!(!h("gzip;q=0"));
+        assert!(!h("br, deflate"));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn errors_carry_the_contract_headers() {
+        let r = Error::Unauthorized.to_response();
+        assert!(
+            r.headers()[header::WWW_AUTHENTICATE]
+                .to_str()
+                .unwrap()
+                .starts_with("Bearer")
+        );
+        let r = Error::MethodNotAllowed.to_response();
+        assert_eq!(r.headers()[header::ALLOW], "GET, HEAD");
+        let r = Error::RateLimited {
+            retry_after_secs: 3,
+        }
+        .to_response();
+        assert_eq!(r.headers()[header::RETRY_AFTER], "3");
+        assert_eq!(r.headers()[header::CACHE_CONTROL], "no-store");
+    }
+}

@@ -1,0 +1,9 @@
+//! Operations around the data path: the admin listener (metrics, health, status,
+//! purge), the Prometheus exposition, configuration reload, the prewarm scheduler and
+//! the operator-facing reports.
+
+pub mod admin;
+pub mod metrics;
+pub mod reload;
+pub mod report;
+pub mod scheduler;

@@ -1,0 +1,166 @@
+//! The state the edge, the hub and the operations share: the current configuration
+//! snapshot (swapped whole on reload), and the parts that outlive every reload (the
+//! read-through cache, the upstream client and budget, the counters, the clock, the
+//! task tracker and the shutdown token). Built by `app`; knows nothing of HTTP.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::cache::freshness::Policy;
+use crate::cache::market::Clock;
+use crate::cache::readthrough::ReadThrough;
+use crate::cache::store::Cache;
+use crate::config::Config;
+use crate::stats::Stats;
+use crate::upstream::Upstream;
+use crate::upstream::budget::RateClock;
+
+/// A configuration and the policy resolved from it; a request reads one snapshot.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// Increases with every applied reload.
+    pub generation: u64,
+    pub config: Arc<Config>,
+    pub policy: Arc<Policy>,
+}
+
+impl Snapshot {
+    fn new(config: Config, generation: u64) -> Snapshot {
+        Snapshot {
+            generation,
+            policy: Arc::new(Policy::new(&config, generation)),
+            config: Arc::new(config),
+        }
+    }
+}
+
+/// The shared state; cheap to clone (one `Arc`).
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Shared>,
+}
+
+struct Shared {
+    snapshot: ArcSwap<Snapshot>,
+    cache: ReadThrough,
+    upstream: Upstream,
+    stats: Arc<Stats>,
+    clock: Arc<dyn Clock>,
+    /// Every background task (fills, refreshes, hub polls, jobs) runs on it; the
+    /// application waits for it at shutdown.
+    tracker: TaskTracker,
+    /// Cancelled at shutdown: streams end, loops stop.
+    stop: CancellationToken,
+}
+
+impl AppState {
+    /// The state for `config`: market time from `clock`, rate limits on
+    /// `rate_clock`, tasks on `tracker`, stopped by `stop`.
+    ///
+    /// # Errors
+    /// When the upstream client cannot be built.
+    pub fn new(
+        config: Config,
+        clock: Arc<dyn Clock>,
+        rate_clock: RateClock,
+        tracker: TaskTracker,
+        stop: CancellationToken,
+    ) -> Result<AppState, String> {
+        let stats = Arc::new(Stats::default());
+        let upstream = Upstream::new(&config, rate_clock, Arc::clone(&stats))?;
+        let cache = ReadThrough::new(
+            Cache::new(config.cache.max_bytes, tracker.clone()),
+            upstream.clone(),
+            Arc::clone(&stats),
+            Arc::clone(&clock),
+            tracker.clone(),
+        );
+        Ok(AppState {
+            inner: Arc::new(Shared {
+                snapshot: ArcSwap::from_pointee(Snapshot::new(config, 0)),
+                cache,
+                upstream,
+                stats,
+                clock,
+                tracker,
+                stop,
+            }),
+        })
+    }
+
+    /// Applies a new, already validated configuration: a new snapshot, and the
+    /// upstream client or budget rebuilt only where their own settings changed.
+    /// Connections, the cache, the counters and every rate bucket are kept. Returns
+    /// the keys that only a restart can change.
+    ///
+    /// # Errors
+    /// When a new upstream client cannot be built; the old config stays.
+    pub fn reload(&self, config: Config) -> Result<Vec<&'static str>, String> {
+        let old = self.inner.snapshot.load_full();
+        let mut needs_restart = Vec::new();
+        if config.server.listen != old.config.server.listen {
+            needs_restart.push("server.listen");
+        }
+        if config.server.max_connections != old.config.server.max_connections {
+            needs_restart.push("server.max_connections");
+        }
+        if config.admin.listen != old.config.admin.listen {
+            needs_restart.push("admin.listen");
+        }
+        if config.cache.max_bytes != old.config.cache.max_bytes {
+            needs_restart.push("cache.max_bytes");
+        }
+        if config.scheduler != old.config.scheduler {
+            needs_restart.push("scheduler");
+        }
+        self.inner.upstream.reconfigure(&config)?;
+        self.inner
+            .snapshot
+            .store(Arc::new(Snapshot::new(config, old.generation + 1)));
+        Ok(needs_restart)
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.inner.snapshot.load_full()
+    }
+
+    /// The current snapshot, borrowed: no reference count bounced between cores
+    /// (the hit path uses it).
+    pub fn load(&self) -> arc_swap::Guard<Arc<Snapshot>> {
+        self.inner.snapshot.load()
+    }
+
+    /// The read-through cache.
+    pub fn cache(&self) -> &ReadThrough {
+        &self.inner.cache
+    }
+
+    /// The upstream client and budget.
+    pub fn upstream(&self) -> &Upstream {
+        &self.inner.upstream
+    }
+
+    /// Every counter.
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.inner.stats
+    }
+
+    /// The market clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// The tracker every background task is spawned on.
+    pub fn tracker(&self) -> &TaskTracker {
+        &self.inner.tracker
+    }
+
+    /// The shutdown token.
+    pub fn stop(&self) -> &CancellationToken {
+        &self.inner.stop
+    }
+}
