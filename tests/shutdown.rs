@@ -1,0 +1,314 @@
+//! Graceful shutdown (README: "`SIGINT`/`SIGTERM` stop accepting, stop the
+//! scheduler, let open requests finish (up to `server.shutdown_grace_ms`) and exit"):
+//! through `ProxyHandle::shutdown()` in process, and through `mdproxy serve` and a
+//! real SIGTERM. The simulator's hang switch holds a request in flight for exactly
+//! as long as a test wants, so nothing depends on how fast the machine is.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::{Env, TOKEN, header};
+
+/// Upstream requests must not time out on their own while a test holds them.
+const LONG_UPSTREAM_TIMEOUT_MS: u64 = 60_000;
+/// A target no test here caches before it is held in flight.
+const HELD: &str = "/news/mainline";
+
+/// Polls `check` every 20 ms for at most `limit`; true when it held.
+async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check()
+}
+
+/// Tries new TCP connections to `addr` until one is refused, for at most `limit`.
+async fn refuses_connections(addr: SocketAddr, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        match tokio::net::TcpStream::connect(addr).await {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return true,
+            // Accepted by the kernel before the listener closed: try again.
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    false
+}
+
+/// Starts a GET of `url` with the test token in its own task.
+fn spawn_get(
+    client: &reqwest::Client,
+    url: String,
+) -> tokio::task::JoinHandle<reqwest::Result<(u16, bytes::Bytes)>> {
+    let request = client.get(url).bearer_auth(TOKEN);
+    tokio::spawn(async move {
+        let r = request.send().await?;
+        let status = r.status().as_u16();
+        Ok((status, r.bytes().await?))
+    })
+}
+
+/// A proxy on a Saturday evening (no market-hours effects) with `grace`.
+async fn env_with_grace(grace_ms: u64) -> Env {
+    support::start_with(
+        |_| {},
+        |c| {
+            c.server.shutdown_grace_ms = grace_ms;
+            c.upstream.timeout_ms = LONG_UPSTREAM_TIMEOUT_MS;
+        },
+        Some(support::clock_at("2026-11-21T20:00:00+08:00")),
+    )
+    .await
+}
+
+/// A request in flight when shutdown starts is answered in full within the grace
+/// period, while new connections are refused as soon as shutdown has started; the
+/// shutdown returns once that request is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_flight_request_completes_while_new_connections_are_refused() {
+    let env = env_with_grace(30_000).await;
+    env.sim.set_hang(true);
+    let request = spawn_get(&env.client, env.url(HELD));
+    assert!(eventually(Duration::from_secs(10), || env.sim.hits(HELD) == 1).await);
+
+    let Env { sim, proxy, .. } = env;
+    let addr = proxy.addr;
+    let shutdown = tokio::spawn(proxy.shutdown());
+    assert!(
+        refuses_connections(addr, Duration::from_secs(10)).await,
+        "no new connection after shutdown started"
+    );
+    assert!(!request.is_finished(), "still held by the upstream");
+    assert!(
+        !shutdown.is_finished(),
+        "shutdown waits for the open request"
+    );
+
+    sim.set_hang(false);
+    let (status, body) = tokio::time::timeout(Duration::from_secs(20), request)
+        .await
+        .expect("the held request is answered")
+        .unwrap()
+        .expect("answered in full, not cut");
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["success"], true);
+    tokio::time::timeout(Duration::from_secs(20), shutdown)
+        .await
+        .expect("shutdown returns once the request is done")
+        .unwrap();
+    assert_eq!(sim.hits(HELD), 1);
+}
+
+/// A merely slow upstream (the latency switch) does not lose the request that was
+/// waiting on it when shutdown started: the client gets the whole 200, and
+/// `shutdown()` does not return before it was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_request_in_flight_at_shutdown_gets_its_answer() {
+    let env = env_with_grace(30_000).await;
+    env.sim.set_latency(Duration::from_millis(500));
+    let request = spawn_get(&env.client, env.url(HELD));
+    assert!(eventually(Duration::from_secs(10), || env.sim.hits(HELD) == 1).await);
+    let Env { sim, proxy, .. } = env;
+    tokio::time::timeout(Duration::from_secs(20), proxy.shutdown())
+        .await
+        .expect("shutdown ends once the slow request is answered");
+    let (status, body) = tokio::time::timeout(Duration::from_secs(20), request)
+        .await
+        .expect("the request ends")
+        .unwrap()
+        .expect("answered, not cut");
+    assert_eq!(status, 200);
+    assert!(serde_json::from_slice::<serde_json::Value>(&body).is_ok());
+    drop(sim);
+}
+
+/// With a short grace and an upstream that never answers, `shutdown()` returns after
+/// the grace and the request still open is cut: its client sees the connection end
+/// without an answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: server::serve stops waiting after the grace but never closes the connections still open; in process they keep running (only process exit cuts them)"]
+async fn grace_period_cuts_a_hanging_request() {
+    let env = env_with_grace(300).await;
+    env.sim.set_hang(true);
+    let request = spawn_get(&env.client, env.url(HELD));
+    assert!(eventually(Duration::from_secs(10), || env.sim.hits(HELD) == 1).await);
+    let Env { sim, proxy, .. } = env;
+    tokio::time::timeout(Duration::from_secs(10), proxy.shutdown())
+        .await
+        .expect("shutdown returns after the grace, not after the upstream");
+    let mut request = request;
+    let outcome = tokio::time::timeout(Duration::from_secs(10), &mut request).await;
+    // Release the upstream so that a request still open shows what it would get.
+    sim.set_hang(false);
+    match outcome {
+        Ok(joined) => assert!(
+            joined.unwrap().is_err(),
+            "cut: the client sees no answer after the grace"
+        ),
+        Err(_) => {
+            let late = tokio::time::timeout(Duration::from_secs(10), request).await;
+            let late = late.map(|j| j.unwrap().map(|(status, _)| status));
+            panic!(
+                "the request was still open 10 s after the grace ended; released, it got {late:?}"
+            );
+        }
+    }
+}
+
+/// `mdproxy serve` with its config in a temporary directory, in front of `upstream`.
+struct Serve {
+    child: tokio::process::Child,
+    addr: SocketAddr,
+    dir: std::path::PathBuf,
+}
+
+impl Serve {
+    async fn start(upstream: &mdproxy::sim::SimHandle, name: &str, grace_ms: u64) -> Serve {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let dir = std::env::temp_dir().join(format!("mdproxy-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("serve.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[server]\nlisten = \"{addr}\"\nreload_poll_ms = 0\nshutdown_grace_ms = {grace_ms}\n[auth]\ntokens = [\"{TOKEN}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{}\"\ntimeout_ms = {LONG_UPSTREAM_TIMEOUT_MS}\n[scheduler]\nenabled = false\n",
+                upstream.base_url(),
+                support::UPSTREAM_TOKEN
+            ),
+        )
+        .unwrap();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+            .args(["serve", "--log", "warn", "--config"])
+            .arg(&path)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        // `serve` prints this line after binding, immediately before it installs its
+        // SIGTERM handler; a signal sent earlier would kill it with the default
+        // action, so the line (and a short settle) gates every signal below.
+        let stdout = child.stdout.take().unwrap();
+        let ready = async {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if line.starts_with("mdproxy serving") {
+                    return;
+                }
+            }
+            panic!("mdproxy serve ended before serving");
+        };
+        tokio::time::timeout(Duration::from_secs(20), ready)
+            .await
+            .expect("mdproxy serve came up");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let serve = Serve { child, addr, dir };
+        // It answers (and the target held later is still cold).
+        let r = support::client()
+            .get(serve.url("/news/overview"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(header(&r, "x-cache"), "MISS");
+        serve
+    }
+
+    fn url(&self, target: &str) -> String {
+        format!("http://{}/api/v1{target}", self.addr)
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self.child.id().unwrap().to_string();
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits (bounded) for the process to exit and returns its status.
+    async fn exit(&mut self) -> std::process::ExitStatus {
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("mdproxy serve exits")
+            .unwrap()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+/// A simulator for the `serve` tests (its own clock: nothing here depends on time).
+async fn upstream() -> mdproxy::sim::SimHandle {
+    let clock: Arc<dyn mdproxy::freshness::Clock> = support::clock_at("2026-11-21T20:00:00+08:00");
+    mdproxy::sim::start(&support::sim_config(), clock)
+        .await
+        .unwrap()
+}
+
+/// `mdproxy serve` on SIGTERM refuses new connections, answers the request it was
+/// serving in full (within the grace), and exits 0.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_the_open_request_then_exits() {
+    let sim = upstream().await;
+    let mut serve = Serve::start(&sim, "drain", 30_000).await;
+    sim.set_hang(true);
+    let client = support::client();
+    let request = spawn_get(&client, serve.url(HELD));
+    assert!(eventually(Duration::from_secs(10), || sim.hits(HELD) == 1).await);
+    serve.signal("TERM");
+    assert!(
+        refuses_connections(serve.addr, Duration::from_secs(10)).await,
+        "no new connection after SIGTERM"
+    );
+    assert!(serve.child.try_wait().unwrap().is_none(), "still draining");
+    sim.set_hang(false);
+    let (status, _) = tokio::time::timeout(Duration::from_secs(20), request)
+        .await
+        .expect("the held request is answered")
+        .unwrap()
+        .expect("answered in full, not cut");
+    assert_eq!(status, 200);
+    assert!(serve.exit().await.success());
+}
+
+/// `mdproxy serve` on SIGTERM with a short grace and an upstream that never answers:
+/// after the grace the process exits 0 and the open request is cut (the client sees
+/// the connection end without an answer).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_cuts_a_hanging_request_after_the_grace() {
+    let sim = upstream().await;
+    let mut serve = Serve::start(&sim, "cut", 300).await;
+    sim.set_hang(true);
+    let client = support::client();
+    let request = spawn_get(&client, serve.url(HELD));
+    assert!(eventually(Duration::from_secs(10), || sim.hits(HELD) == 1).await);
+    serve.signal("TERM");
+    assert!(serve.exit().await.success());
+    let outcome = tokio::time::timeout(Duration::from_secs(10), request)
+        .await
+        .expect("the client learns at once that the connection is gone")
+        .unwrap();
+    assert!(outcome.is_err(), "cut, not answered: {outcome:?}");
+    sim.set_hang(false);
+}
