@@ -254,14 +254,27 @@ impl App {
     }
 
     /// Stops accepting, stops the scheduler, lets open connections finish (within
-    /// `server.shutdown_grace_ms`), and waits for every background task.
+    /// `server.shutdown_grace_ms`), and waits for every background task; fills still
+    /// waiting on the upstream after the grace are ended.
     pub async fn shutdown(mut self) {
         self.stop.cancel();
         if let Some(scheduler) = self.scheduler.take() {
             scheduler.shutdown().await;
         }
         self.tracker.close();
-        self.tracker.wait().await;
+        let grace = Duration::from_millis(self.state.snapshot().config.server.shutdown_grace_ms);
+        if tokio::time::timeout(grace + ADMIN_GRACE, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                tasks = self.tracker.len(),
+                "background work still running after the grace period; ending it"
+            );
+            self.state.upstream().halt();
+            self.tracker.wait().await;
+        }
+        tracing::info!("stopped cleanly");
     }
 }
 

@@ -1,6 +1,6 @@
 //! Graceful shutdown (README: "`SIGINT`/`SIGTERM` stop accepting, stop the
 //! scheduler, let open requests finish (up to `server.shutdown_grace_ms`) and exit"):
-//! through `ProxyHandle::shutdown()` in process, and through `mdproxy serve` and a
+//! through `App::shutdown()` in process, and through `mdproxy serve` and a
 //! real SIGTERM. The simulator's hang switch holds a request in flight for exactly
 //! as long as a test wants, so nothing depends on how fast the machine is.
 
@@ -134,7 +134,6 @@ async fn slow_request_in_flight_at_shutdown_gets_its_answer() {
 /// the grace and the request still open is cut: its client sees the connection end
 /// without an answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: server::serve stops waiting after the grace but never closes the connections still open; in process they keep running (only process exit cuts them)"]
 async fn grace_period_cuts_a_hanging_request() {
     let env = env_with_grace(300).await;
     env.sim.set_hang(true);
@@ -258,7 +257,8 @@ impl Drop for Serve {
 
 /// A simulator for the `serve` tests (its own clock: nothing here depends on time).
 async fn upstream() -> mdproxy::sim::SimHandle {
-    let clock: Arc<dyn mdproxy::freshness::Clock> = support::clock_at("2026-11-21T20:00:00+08:00");
+    let clock: Arc<dyn mdproxy::cache::market::Clock> =
+        support::clock_at("2026-11-21T20:00:00+08:00");
     mdproxy::sim::start(&support::sim_config(), clock)
         .await
         .unwrap()

@@ -8,6 +8,7 @@ pub mod client;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::stats::{Stats, UpstreamOutcome};
@@ -26,6 +27,9 @@ struct Inner {
     budget: ArcSwap<UpstreamBudget>,
     clock: RateClock,
     stats: Arc<Stats>,
+    /// Cancelled when shutdown's grace has run out: requests still waiting for
+    /// budget or for the upstream give up, so no task outlives the process's exit.
+    halt: CancellationToken,
 }
 
 impl Upstream {
@@ -46,6 +50,7 @@ impl Upstream {
                 budget: ArcSwap::from_pointee(budget),
                 clock,
                 stats,
+                halt: CancellationToken::new(),
             }),
         })
     }
@@ -77,6 +82,12 @@ impl Upstream {
         Ok(())
     }
 
+    /// Ends every request still waiting for budget or for the upstream (shutdown,
+    /// after the grace).
+    pub fn halt(&self) {
+        self.inner.halt.cancel();
+    }
+
     /// Takes budget at `priority`, then GETs `target`; every outcome, refusals
     /// included, is counted once.
     ///
@@ -84,9 +95,14 @@ impl Upstream {
     /// A budget refusal or the fetch's [`FetchError`].
     pub async fn fetch(&self, target: &str, priority: Priority) -> Result<Fetched, FetchError> {
         let budget = self.inner.budget.load_full();
-        let result = match budget.acquire(priority).await {
-            Ok(()) => self.inner.client.load_full().fetch(target).await,
-            Err(denied) => Err(FetchError::from(denied)),
+        let client = self.inner.client.load_full();
+        let attempt = async {
+            budget.acquire(priority).await?;
+            client.fetch(target).await
+        };
+        let result = tokio::select! {
+            result = attempt => result,
+            () = self.inner.halt.cancelled() => Err(FetchError::Unreachable),
         };
         match &result {
             Ok(fetched) => {
@@ -102,5 +118,35 @@ impl Upstream {
             Err(e) => self.inner.stats.upstream(e.outcome()),
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Defect: a reload dropped the connection pool and refilled the budget. Only a
+    /// change of their own settings rebuilds the client or the budget.
+    #[test]
+    fn reconfigure_rebuilds_only_what_changed() {
+        let mut config = Config::default();
+        let up = Upstream::new(&config, RateClock::tokio(), Arc::new(Stats::default())).unwrap();
+        let (client, budget) = (up.inner.client.load_full(), up.inner.budget.load_full());
+        config.freshness.negative_secs += 1;
+        config.limits.client_rps += 1;
+        up.reconfigure(&config).unwrap();
+        assert!(
+            Arc::ptr_eq(&client, &up.inner.client.load_full()),
+            "pool kept"
+        );
+        assert!(
+            Arc::ptr_eq(&budget, &up.inner.budget.load_full()),
+            "buckets kept"
+        );
+        config.upstream.timeout_ms += 1;
+        config.limits.upstream_rps += 1;
+        up.reconfigure(&config).unwrap();
+        assert!(!Arc::ptr_eq(&client, &up.inner.client.load_full()));
+        assert!(!Arc::ptr_eq(&budget, &up.inner.budget.load_full()));
     }
 }

@@ -1,0 +1,134 @@
+//! A reload keeps what it must not touch: the client rate buckets, the upstream
+//! budget and every counter. Rate limits run on governor's `FakeRelativeClock`, so
+//! nothing here sleeps to refill a bucket.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use governor::clock::FakeRelativeClock;
+use mdproxy::app::App;
+use mdproxy::cache::market::Clock;
+use mdproxy::config::Config;
+use mdproxy::sim::SimHandle;
+use mdproxy::stats::{Stats, UpstreamOutcome};
+use mdproxy::upstream::budget::RateClock;
+use support::header;
+
+/// A simulator and a proxy whose rate limits run on `fake`, with `change` applied
+/// to the proxy's config; Saturday evening, so nothing depends on market hours.
+async fn start(fake: &FakeRelativeClock, change: impl FnOnce(&mut Config)) -> (SimHandle, App) {
+    let clock: Arc<dyn Clock> = support::clock_at("2026-11-21T20:00:00+08:00");
+    let sim = mdproxy::sim::start(&support::sim_config(), Arc::clone(&clock))
+        .await
+        .unwrap();
+    let mut config = support::proxy_config(&sim);
+    config.admin.listen = "127.0.0.1:0".into();
+    change(&mut config);
+    let proxy = mdproxy::app::start_with(&config, clock, RateClock::Fake(fake.clone()))
+        .await
+        .unwrap();
+    (sim, proxy)
+}
+
+async fn get(proxy: &App, target: &str) -> reqwest::Response {
+    support::client()
+        .get(format!("{}{target}", proxy.base_url()))
+        .bearer_auth(support::TOKEN)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// An unrelated change (a TTL) reloaded into `proxy`.
+fn reload_unrelated(proxy: &App) {
+    let mut config = (*proxy.state().snapshot().config).clone();
+    config.freshness.negative_secs += 1;
+    let restart = proxy.reload(config).unwrap();
+    assert!(restart.is_empty(), "{restart:?}");
+}
+
+/// Defect: a reload refilled every client bucket, so a client past its limit got a
+/// fresh quota. It stays limited until its own bucket refills, and a change of its
+/// own limit gives it a new bucket.
+#[tokio::test]
+async fn a_reload_keeps_a_limited_client_limited() {
+    let fake = FakeRelativeClock::default();
+    let (_sim, proxy) = start(&fake, |c| {
+        c.limits.client_rps = 1;
+        c.limits.client_burst = 2;
+    })
+    .await;
+    assert_eq!(get(&proxy, "/market/indices").await.status(), 200);
+    assert_eq!(get(&proxy, "/market/indices").await.status(), 200);
+    let limited = get(&proxy, "/market/indices").await;
+    assert_eq!(limited.status(), 429);
+    assert_eq!(header(&limited, "retry-after"), "1");
+
+    reload_unrelated(&proxy);
+    assert_eq!(proxy.state().snapshot().generation, 1);
+    assert_eq!(
+        get(&proxy, "/market/indices").await.status(),
+        429,
+        "still past its limit after the reload"
+    );
+    fake.advance(Duration::from_secs(1));
+    assert_eq!(get(&proxy, "/market/indices").await.status(), 200);
+    assert_eq!(get(&proxy, "/market/indices").await.status(), 429);
+
+    // Its own limit changed: a new bucket.
+    let mut config = (*proxy.state().snapshot().config).clone();
+    config.limits.client_burst = 3;
+    proxy.reload(config).unwrap();
+    assert_eq!(get(&proxy, "/market/indices").await.status(), 200);
+}
+
+/// Defect: a reload rebuilt the upstream budget (a fresh burst toward the upstream)
+/// and reset `mdproxy_upstream_budget_dropped`. The spent budget stays spent, the
+/// refusal is counted as the `overloaded` outcome, and counters never go backwards.
+#[tokio::test]
+async fn a_reload_keeps_the_spent_upstream_budget_and_the_counters() {
+    let fake = FakeRelativeClock::default();
+    let (sim, proxy) = start(&fake, |c| {
+        c.limits.upstream_rps = 1;
+        c.limits.upstream_burst = 1;
+        c.limits.client_wait_ms = 20;
+    })
+    .await;
+    let stats: Arc<Stats> = Arc::clone(proxy.state().stats());
+    assert_eq!(get(&proxy, "/stock/detail/600519").await.status(), 200);
+    let refused = get(&proxy, "/stock/detail/000001").await;
+    assert_eq!(refused.status(), 503);
+    let (_, code, _) = support::error_of(refused).await;
+    assert_eq!(code, "overloaded");
+    assert_eq!(stats.upstream_count(UpstreamOutcome::Overloaded), 1);
+
+    reload_unrelated(&proxy);
+    assert_eq!(
+        get(&proxy, "/stock/detail/000002").await.status(),
+        503,
+        "no fresh burst toward the upstream after a reload"
+    );
+    assert_eq!(sim.total(), 1, "one upstream request in all");
+    assert_eq!(stats.upstream_count(UpstreamOutcome::Ok), 1);
+    assert_eq!(stats.upstream_count(UpstreamOutcome::Overloaded), 2);
+
+    // The exposition agrees and counts from the same structure.
+    let metrics = support::client()
+        .get(format!("http://{}/metrics", proxy.admin_addr.unwrap()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("mdproxy_upstream_requests_total{outcome=\"overloaded\"} 2"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("mdproxy_config_generation 1"), "{metrics}");
+
+    fake.advance(Duration::from_secs(1));
+    assert_eq!(get(&proxy, "/stock/detail/000002").await.status(), 200);
+}
