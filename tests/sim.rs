@@ -3,7 +3,6 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use support::{SseReader, UPSTREAM_TOKEN};
