@@ -11,7 +11,9 @@ async fn admin_env() -> (support::Env, String) {
             c.admin.listen = "127.0.0.1:0".into();
             c.admin.token = mdproxy::config::Secret::new("admin-secret");
         },
-        None,
+        // The HIT counts below need answers that stay fresh: a Saturday, not the
+        // real date (a live answer is fresh for only 3 s in session).
+        Some(support::saturday()),
     )
     .await;
     let admin = format!("http://{}", env.proxy.admin_addr.unwrap());

@@ -99,10 +99,25 @@ async fn serve_reloads_on_sighup() {
         .args(["serve", "--log", "warn", "--config"])
         .arg(&path)
         .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
     let pid = child.id().unwrap().to_string();
+    // A refused reload changes nothing observable over HTTP (that is the point), so
+    // its one outside sign is the error line on stderr. Every line is forwarded
+    // (which also keeps the pipe drained).
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::AsyncBufReadExt;
+        let mut reader = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let url = format!("http://127.0.0.1:{port}/api/v1/market/indices");
     let status = |token: &'static str| {
@@ -129,7 +144,18 @@ async fn serve_reloads_on_sighup() {
 
     std::fs::write(&path, "[server\nbroken").unwrap();
     assert!(hup().success());
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Wait (bounded) until the process has dealt with the file, rather than sleeping
+    // and hoping it has.
+    let refused = tokio::time::timeout(Duration::from_secs(15), async {
+        while let Some(line) = lines.recv().await {
+            if line.contains("configuration refused") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(refused, Ok(true), "serve reported the refused reload");
     assert_eq!(
         status("first").await,
         200,

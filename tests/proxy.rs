@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mdproxy::api::catalog::catalog;
-use support::{Env, TOKEN, UPSTREAM_TOKEN, error_of, header};
+use support::{Env, TOKEN, UPSTREAM_TOKEN, error_of, header, headers};
 
 /// Every non-stream endpoint answers `success: true` through the proxy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,12 +113,26 @@ async fn bad_parameters_are_refused_with_the_parameter_named() {
     ];
     for (target, code, param) in cases {
         let r = env.get(target).await;
+        // Made by the proxy, not relayed: no cache outcome.
+        assert!(headers(&r, "x-cache").is_empty(), "{target}");
         let (status, got_code, got_param) = error_of(r).await;
         assert_eq!(status, 400, "{target}");
         assert_eq!(got_code, code, "{target}");
         assert_eq!(got_param.as_deref(), Some(param), "{target}");
+        // The simulator would answer the same 400 (it runs the same validation), so
+        // only its raw recorder shows whether the request was forwarded.
+        assert_eq!(
+            env.sim.raw_count(),
+            0,
+            "{target} reached the upstream: {:?}",
+            env.sim.raw_requests()
+        );
     }
     assert_eq!(env.sim.total(), 0, "nothing invalid reached the upstream");
+    // The recorder does see what the proxy forwards.
+    assert_eq!(env.get("/stock/kline?code=600519").await.status(), 200);
+    assert_eq!(env.sim.raw_count(), 1);
+    assert!(env.sim.raw_requests()[0].starts_with("/api/v1/stock/kline?"));
 }
 
 /// The cache-buster `_` is accepted and left out of the key.
@@ -144,6 +158,7 @@ async fn requests_without_a_valid_token_are_refused() {
     let url = env.url("/news/overview");
     let none = env.client.get(&url).send().await.unwrap();
     assert!(header(&none, "www-authenticate").starts_with("Bearer"));
+    assert!(headers(&none, "x-cache").is_empty());
     assert_eq!(error_of(none).await.1, "unauthorized");
     let wrong = env
         .client
@@ -162,7 +177,9 @@ async fn requests_without_a_valid_token_are_refused() {
         .await
         .unwrap();
     assert_eq!(upstream.status(), 401);
+    assert!(headers(&upstream, "x-cache").is_empty());
     assert_eq!(env.sim.total(), 0);
+    assert_eq!(env.sim.raw_count(), 0, "{:?}", env.sim.raw_requests());
 }
 
 /// Unknown paths 404; other methods 405 with `Allow`; HEAD answers like GET, no body.
@@ -170,7 +187,9 @@ async fn requests_without_a_valid_token_are_refused() {
 async fn routing_and_methods_follow_the_contract() {
     let env = support::start().await;
     for target in ["/stock/nothing", "/stock/detail", "/news/overview/", "/"] {
-        let (status, code, _) = error_of(env.get(target).await).await;
+        let r = env.get(target).await;
+        assert!(headers(&r, "x-cache").is_empty(), "{target}");
+        let (status, code, _) = error_of(r).await;
         assert_eq!((status, code.as_str()), (404, "not_found"), "{target}");
     }
     let outside = env
@@ -195,32 +214,44 @@ async fn routing_and_methods_follow_the_contract() {
             .await
             .unwrap();
         assert_eq!(header(&r, "allow"), "GET, HEAD", "{method}");
+        assert!(headers(&r, "x-cache").is_empty(), "{method}");
         assert_eq!(error_of(r).await.1, "method_not_allowed");
     }
+    assert_eq!(env.sim.raw_count(), 0, "{:?}", env.sim.raw_requests());
 
     let get = env.get("/stock/detail/600519").await;
     let get_len = get.bytes().await.unwrap().len();
-    let head = env
-        .client
-        .head(env.url("/stock/detail/600519"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(head.status(), 200);
-    assert_eq!(header(&head, "x-cache"), "HIT");
-    assert_eq!(header(&head, "content-length"), get_len.to_string());
-    assert!(head.bytes().await.unwrap().is_empty());
+    assert!(get_len > 0);
+    // Read off the socket: an HTTP client never reads a body after HEAD.
+    let head = env.raw("HEAD", "/stock/detail/600519", &[]).await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("x-cache"), Some("HIT"));
+    assert_eq!(
+        head.header("content-length"),
+        Some(get_len.to_string().as_str())
+    );
+    assert!(
+        head.body.is_empty(),
+        "HEAD sent {} body bytes",
+        head.body.len()
+    );
+    assert_eq!(env.sim.hits("/stock/detail/{code}"), 1);
 }
 
 /// A second request is a HIT with the same bytes, an `Age`, an `ETag` and `max-age`.
 #[tokio::test]
 async fn second_request_is_a_hit_with_the_same_bytes() {
-    let env = support::start().await;
+    // Saturday noon: intraday data is fresh until shortly after Monday's open.
+    let clock = support::saturday();
+    let env = support::start_with(|_| {}, |_| {}, Some(clock.clone())).await;
     let target = "/stock/kline?code=000001&period=day&fqt=pre";
     let first = env.get(target).await;
     assert_eq!(header(&first, "x-cache"), "MISS");
     assert_eq!(header(&first, "age"), "0");
+    assert_eq!(
+        header(&first, "cache-control"),
+        format!("max-age={UNTIL_MONDAY}")
+    );
     let etag = header(&first, "etag");
     let first = first.bytes().await.unwrap();
     assert!(
@@ -229,21 +260,44 @@ async fn second_request_is_a_hit_with_the_same_bytes() {
         first.len()
     );
 
+    clock.advance(Duration::from_secs(7));
     // Same key spelled differently: suffix, lower case, parameter order.
     let second = env
         .get("/stock/kline?fqt=pre&code=000001.sz&period=day")
         .await;
     assert_eq!(header(&second, "x-cache"), "HIT");
-    assert!(header(&second, "age").parse::<u64>().is_ok());
-    assert!(header(&second, "cache-control").starts_with("max-age="));
+    assert_eq!(header(&second, "age"), "7");
+    assert_eq!(
+        header(&second, "cache-control"),
+        format!("max-age={}", UNTIL_MONDAY - 7)
+    );
     assert_eq!(header(&second, "etag"), etag);
     assert_eq!(second.bytes().await.unwrap(), first);
     assert_eq!(env.sim.hits("/stock/kline"), 1);
 
-    let not_modified = env.get_with(target, &[("if-none-match", &etag)]).await;
-    assert_eq!(not_modified.status(), 304);
-    assert!(not_modified.bytes().await.unwrap().is_empty());
+    // Read off the socket: an HTTP client never reads a body after 304.
+    let not_modified = env.raw("GET", target, &[("If-None-Match", &etag)]).await;
+    assert_eq!(not_modified.status, 304);
+    assert_eq!(not_modified.header("etag"), Some(etag.as_str()));
+    assert!(
+        not_modified.body.is_empty(),
+        "304 sent {} body bytes",
+        not_modified.body.len()
+    );
+    assert!(
+        not_modified
+            .header("content-length")
+            .is_none_or(|n| n == "0" || n == first.len().to_string()),
+        "{:?}",
+        not_modified.header("content-length")
+    );
+    assert_eq!(env.sim.hits("/stock/kline"), 1);
 }
+
+/// Seconds from Saturday 12:00 to Monday 09:16 China time (the open's auction plus
+/// a minute): how long a closed-market answer cached at [`support::SATURDAY_NOON`]
+/// stays fresh.
+const UNTIL_MONDAY: u64 = 45 * 3600 + 16 * 60;
 
 /// The spec's defaults share one entry: `/news/headlines` is `keyword=新闻联播要闻`.
 #[tokio::test]

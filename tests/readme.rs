@@ -26,15 +26,32 @@ fn readme_configuration_reference_matches_the_code() {
     );
 }
 
-/// The shipped example configuration is valid.
+/// The shipped example configuration is valid, and what it sets is what loads (each
+/// value checked here differs from the default, so a loader that ignored the file
+/// would fail).
 #[test]
 fn example_config_is_valid() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/mdproxy.toml");
     let config = Config::load(path.as_ref(), |_| None).unwrap();
+    let default = Config::default();
+    let tokens: Vec<&str> = config.auth.tokens.iter().map(|t| t.expose()).collect();
+    assert_eq!(tokens, ["change-me"]);
+    assert_ne!(config.auth.tokens, default.auth.tokens);
     assert_eq!(
-        config.freshness.classes[&mdproxy::api::catalog::FreshnessClass::Live].session_fresh_secs,
-        3
+        config.upstream.base_url,
+        "https://market-data.example.com/api/v1"
     );
+    assert_ne!(config.upstream.base_url, default.upstream.base_url);
+    let client = &config.auth.clients[0];
+    assert_eq!(
+        (client.name.as_str(), client.rps, client.burst),
+        ("dashboard", Some(50), Some(100))
+    );
+    assert!(default.auth.clients.is_empty());
+    let job = &config.scheduler.jobs[0];
+    assert_eq!(job.name, "watchlist-klines");
+    assert_eq!(job.targets.len(), 2);
+    assert!(default.scheduler.jobs.iter().all(|j| j.name != job.name));
 }
 
 /// README shows the default TTL of every endpoint as `check-config` prints it.

@@ -3,14 +3,13 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use mdproxy::cache::market::SystemClock;
 use support::{SseReader, UPSTREAM_TOKEN};
 
+/// A simulator on a Saturday clock: its data never depends on the real date.
 async fn sim() -> (mdproxy::sim::SimHandle, reqwest::Client) {
-    let sim = mdproxy::sim::start(&support::sim_config(), Arc::new(SystemClock))
+    let sim = mdproxy::sim::start(&support::sim_config(), support::saturday())
         .await
         .unwrap();
     (sim, support::client())
@@ -147,6 +146,65 @@ async fn simulator_counts_and_fails_on_demand() {
     let started = std::time::Instant::now();
     get("/news/mainline").await.unwrap();
     assert!(started.elapsed() >= Duration::from_millis(300));
+}
+
+/// The raw recorder sees every request before any check (no token, unknown path,
+/// bad parameter, wrong method, stats), keeps the URI as sent, keeps only the latest
+/// 1,000, and clears.
+#[tokio::test]
+async fn simulator_records_raw_requests_before_its_checks() {
+    let (sim, client) = sim().await;
+    let base = sim.base_url();
+    assert_eq!(sim.raw_count(), 0);
+    client
+        .get(format!("{base}/market/indices"))
+        .send()
+        .await
+        .unwrap(); // no token: 401
+    get(&sim, &client, "/nope?x=1").await.unwrap(); // 404
+    get(&sim, &client, "/stock/kline?code=600519&period=year")
+        .await
+        .unwrap(); // 400
+    client
+        .post(format!("{base}/news/overview"))
+        .bearer_auth(UPSTREAM_TOKEN)
+        .send()
+        .await
+        .unwrap(); // 405
+    get(&sim, &client, "/stock/detail/600519.sh").await.unwrap(); // 200
+    client
+        .get(format!("http://{}/_sim/stats", sim.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        sim.total(),
+        1,
+        "only the valid request is counted as served"
+    );
+    assert_eq!(sim.raw_count(), 6);
+    assert_eq!(
+        sim.raw_requests(),
+        [
+            "/api/v1/market/indices",
+            "/api/v1/nope?x=1",
+            "/api/v1/stock/kline?code=600519&period=year",
+            "/api/v1/news/overview",
+            "/api/v1/stock/detail/600519.sh",
+            "/_sim/stats",
+        ]
+    );
+    sim.clear_raw_requests();
+    assert_eq!(sim.raw_count(), 0);
+    assert!(sim.raw_requests().is_empty());
+    for i in 0..1_005 {
+        get(&sim, &client, &format!("/nope/{i}")).await.unwrap();
+    }
+    assert_eq!(sim.raw_count(), 1_005);
+    let kept = sim.raw_requests();
+    assert_eq!(kept.len(), mdproxy::sim::MAX_RAW);
+    assert_eq!(kept[0], "/api/v1/nope/5", "the oldest are dropped");
+    assert_eq!(kept[999], "/api/v1/nope/1004");
 }
 
 /// The simulator's own stream pushes its codes, pz per event.

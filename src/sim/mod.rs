@@ -1,13 +1,14 @@
 //! The simulated upstream: the whole API from the catalogue, deterministic data,
 //! its own bearer token, fault switches (latency, jitter, error rate, `fail_next`,
 //! hanging requests) and request counters that tests read in-process or over HTTP at
-//! `/_sim/stats`. Used by `mdproxy sim`, `mdproxy demo`, the tests and the benches.
+//! `/_sim/stats`, plus a raw-request recorder that sees every request before any of
+//! the simulator's own checks. Used by `mdproxy sim`, `mdproxy demo`, the tests and the benches.
 
 pub mod api;
 pub mod market;
 pub mod universe;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -88,11 +89,38 @@ struct Stats {
 /// Most request arrival times kept for tests that check a rate.
 const MAX_LOGGED: usize = 100_000;
 
+/// Most raw request URIs kept by the recorder (the latest ones).
+pub const MAX_RAW: usize = 1_000;
+
+/// Every request received, recorded before the simulator checks anything (token,
+/// route, method, parameters), so a test can tell that a request never reached the
+/// upstream at all rather than that the upstream refused it.
+#[derive(Debug, Default)]
+struct RawLog {
+    /// All requests received since start (or the last clear).
+    count: AtomicU64,
+    /// The raw URIs (path and query as received) of the latest [`MAX_RAW`].
+    uris: Mutex<VecDeque<String>>,
+}
+
+impl RawLog {
+    fn record(&self, uri: &http::Uri) {
+        let mut uris = self.uris.lock().expect("raw log lock is never poisoned");
+        if uris.len() == MAX_RAW {
+            uris.pop_front();
+        }
+        uris.push_back(uri.to_string());
+        // Counted under the lock so that count and list agree after a clear.
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 struct Shared {
     router: Router,
     token: Secret,
     faults: Faults,
     stats: Stats,
+    raw: RawLog,
     stream_interval: Duration,
     clock: Arc<dyn Clock>,
     stop: CancellationToken,
@@ -152,6 +180,38 @@ impl SimHandle {
     /// All API requests received.
     pub fn total(&self) -> u64 {
         self.shared.stats.total.load(Ordering::SeqCst)
+    }
+
+    /// Every request received (any path, method or token, valid or not), counted
+    /// before the simulator's own checks; since start or the last
+    /// [`clear_raw_requests`](Self::clear_raw_requests).
+    pub fn raw_count(&self) -> u64 {
+        self.shared.raw.count.load(Ordering::SeqCst)
+    }
+
+    /// The raw URIs (path and query, exactly as received) of the latest 1,000
+    /// requests, oldest first.
+    pub fn raw_requests(&self) -> Vec<String> {
+        self.shared
+            .raw
+            .uris
+            .lock()
+            .expect("raw log lock is never poisoned")
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Forgets the recorded raw requests and sets [`raw_count`](Self::raw_count) to 0.
+    pub fn clear_raw_requests(&self) {
+        let mut uris = self
+            .shared
+            .raw
+            .uris
+            .lock()
+            .expect("raw log lock is never poisoned");
+        uris.clear();
+        self.shared.raw.count.store(0, Ordering::SeqCst);
     }
 
     /// Sets the fixed latency.
@@ -224,6 +284,7 @@ pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> std::io::Result
             by_target: Mutex::new(HashMap::new()),
             arrivals: Mutex::new(Vec::new()),
         },
+        raw: RawLog::default(),
         stream_interval: Duration::from_millis(config.stream_interval_ms.max(10)),
         clock,
         stop: CancellationToken::new(),
@@ -264,6 +325,7 @@ fn json_response(status: StatusCode, body: Bytes) -> Response<Body> {
 }
 
 async fn handle<B>(shared: &Shared, req: Request<B>) -> Response<Body> {
+    shared.raw.record(req.uri());
     let path = req.uri().path();
     if path == "/_sim/stats" {
         return stats_response(shared);

@@ -56,9 +56,19 @@ pub fn proxy_config(sim: &SimHandle) -> Config {
     config
 }
 
-/// Starts with defaults and the system clock.
+/// Saturday 7 March 2026, 12:00 China time: the market is closed all day, so what a
+/// test caches stays fresh whatever the real date is.
+pub const SATURDAY_NOON: &str = "2026-03-07T04:00:00Z";
+
+/// A clock standing still on a Saturday ([`SATURDAY_NOON`]).
+pub fn saturday() -> Arc<ManualClock> {
+    clock_at(SATURDAY_NOON)
+}
+
+/// Starts with defaults and a clock standing at [`SATURDAY_NOON`]: no test reads the
+/// real date, and cached answers are fresh until Monday's open.
 pub async fn start() -> Env {
-    start_with(|_| {}, |_| {}, None).await
+    start_with(|_| {}, |_| {}, Some(saturday())).await
 }
 
 /// A clock standing at `rfc3339`.
@@ -112,6 +122,21 @@ impl Env {
             .unwrap()
     }
 
+    /// `method` on a target relative to `/api/v1` over a raw connection, with the
+    /// test token and extra headers.
+    pub async fn raw(&self, method: &str, target: &str, extra: &[(&str, &str)]) -> RawResponse {
+        let auth = format!("Bearer {TOKEN}");
+        let mut all = vec![("Authorization", auth.as_str())];
+        all.extend_from_slice(extra);
+        raw_request(
+            self.proxy.addr,
+            method,
+            &format!("{}{target}", mdproxy::api::router::API_PREFIX),
+            &all,
+        )
+        .await
+    }
+
     /// GET with the test token and extra headers.
     pub async fn get_with(&self, target: &str, headers: &[(&str, &str)]) -> reqwest::Response {
         let mut req = self.client.get(self.url(target)).bearer_auth(TOKEN);
@@ -122,12 +147,91 @@ impl Env {
     }
 }
 
-/// A response's header as a string ("" when absent).
+/// Every value of a response's header, in order (one per header line).
+pub fn headers(r: &reqwest::Response, name: &str) -> Vec<String> {
+    r.headers()
+        .get_all(name)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A response's header as a string ("" when absent). Only the first value: use
+/// [`headers`] where a header may come more than once (`Vary`).
 pub fn header(r: &reqwest::Response, name: &str) -> String {
     r.headers()
         .get(name)
         .map(|v| v.to_str().unwrap().to_owned())
         .unwrap_or_default()
+}
+
+/// A response read off a raw TCP connection: exactly the bytes the server sent.
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    /// Everything after the header block, up to the server closing the connection.
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    /// The first value of a header (names compare case-insensitively).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends `method target` (a path with query) over a fresh connection with
+/// `Connection: close` and reads until the server closes it, so any byte sent after
+/// the headers shows up in `body` (an HTTP client would not read a HEAD or 304 body).
+pub async fn raw_request(
+    addr: std::net::SocketAddr,
+    method: &str,
+    target: &str,
+    extra: &[(&str, &str)],
+) -> RawResponse {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut request =
+        format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in extra {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut bytes = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut bytes))
+        .await
+        .expect("the server closes a Connection: close exchange")
+        .unwrap();
+    let split = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete header block");
+    let head = std::str::from_utf8(&bytes[..split]).unwrap();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .map(|l| {
+            let (k, v) = l.split_once(':').unwrap();
+            (k.trim().to_owned(), v.trim().to_owned())
+        })
+        .collect();
+    RawResponse {
+        status,
+        headers,
+        body: bytes[split + 4..].to_vec(),
+    }
 }
 
 /// The JSON body of an error response, checked to be the envelope.
@@ -145,6 +249,7 @@ pub async fn error_of(r: reqwest::Response) -> (u16, String, Option<String>) {
 /// One server-sent event.
 #[derive(Debug, Clone, Default)]
 pub struct Event {
+    /// The `event:` field ("" for a block without data, such as a keepalive).
     pub event: String,
     pub id: String,
     pub data: String,
@@ -168,47 +273,122 @@ impl Event {
     }
 }
 
+/// What reading a stream gave: an event, its clean end, a broken body, or nothing
+/// within the wait (a stream that stays silent has not ended).
+#[derive(Debug)]
+pub enum Next {
+    Event(Event),
+    End,
+    Broken(String),
+    Timeout,
+}
+
 /// Reads events from a streaming response.
+///
+/// Fields are parsed by the `eventsource-stream` crate. That crate follows the
+/// EventSource spec and dispatches only blocks that carry `data:`, so comments
+/// (keepalives) and a `retry:` alone never reach its caller. Tests check both, so
+/// this reader cuts the body into blocks (at a blank line), hands each block to the
+/// crate, and for a block the crate does not dispatch asks it again with an empty
+/// `data:` line added: the crate still parses `retry:`/`id:`, and the result comes
+/// back as an event with empty `event` and `data`. `comment` is set when the block
+/// had a line starting with `:` (the one thing the crate drops outright).
 pub struct SseReader {
     response: reqwest::Response,
-    buffer: String,
+    buffer: Vec<u8>,
+    ended: bool,
+}
+
+/// Where the first blank line (LF LF, CR LF CR LF or CR CR) of `buf` starts, and
+/// how long it is.
+fn block_end(buf: &[u8]) -> Option<(usize, usize)> {
+    [&b"\n\n"[..], b"\r\n\r\n", b"\r\r"]
+        .iter()
+        .filter_map(|sep| {
+            buf.windows(sep.len())
+                .position(|w| w == *sep)
+                .map(|at| (at, sep.len()))
+        })
+        .min()
+}
+
+/// The events the crate dispatches for `bytes` (one complete input).
+fn crate_events(bytes: Vec<u8>) -> Vec<eventsource_stream::Event> {
+    use eventsource_stream::Eventsource;
+    use futures_util::{FutureExt, StreamExt};
+    let stream = futures_util::stream::iter([Ok::<_, std::convert::Infallible>(bytes)]);
+    stream
+        .eventsource()
+        .map(|e| e.expect("a valid event stream"))
+        .collect::<Vec<_>>()
+        .now_or_never()
+        .expect("parsing an in-memory block does not wait")
+}
+
+/// One block (without its terminating blank line) as an [`Event`].
+fn parse_block(content: &[u8]) -> Event {
+    let comment = content
+        .split(|b| *b == b'\n' || *b == b'\r')
+        .any(|line| line.first() == Some(&b':'));
+    let mut whole = content.to_vec();
+    whole.extend_from_slice(b"\n\n");
+    let mut events = crate_events(whole);
+    assert!(events.len() <= 1, "one block is at most one event");
+    let (e, has_data) = match events.pop() {
+        Some(e) => (e, true),
+        None => {
+            let mut probe = content.to_vec();
+            probe.extend_from_slice(b"\ndata:\n\n");
+            let e = crate_events(probe)
+                .pop()
+                .expect("a block with a data line is dispatched");
+            (e, false)
+        }
+    };
+    Event {
+        event: if has_data { e.event } else { String::new() },
+        id: e.id,
+        data: if has_data { e.data } else { String::new() },
+        comment,
+        retry: e.retry.map(|d| d.as_millis() as u64),
+    }
 }
 
 impl SseReader {
     pub fn new(response: reqwest::Response) -> SseReader {
         SseReader {
             response,
-            buffer: String::new(),
+            buffer: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// The next event, or why there is none within `wait`.
+    pub async fn next_or_end(&mut self, wait: Duration) -> Next {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some((at, len)) = block_end(&self.buffer) {
+                let block: Vec<u8> = self.buffer.drain(..at + len).collect();
+                return Next::Event(parse_block(&block[..at]));
+            }
+            if self.ended {
+                // An unfinished block at the end is discarded, as the spec says.
+                return Next::End;
+            }
+            match tokio::time::timeout_at(deadline, self.response.chunk()).await {
+                Err(_) => return Next::Timeout,
+                Ok(Err(e)) => return Next::Broken(e.to_string()),
+                Ok(Ok(None)) => self.ended = true,
+                Ok(Ok(Some(chunk))) => self.buffer.extend_from_slice(&chunk),
+            }
         }
     }
 
     /// The next event, or `None` when the stream ends or `wait` passes.
     pub async fn next(&mut self, wait: Duration) -> Option<Event> {
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let mut e = Event::default();
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("event: ") {
-                        e.event = v.to_owned();
-                    } else if let Some(v) = line.strip_prefix("id: ") {
-                        e.id = v.to_owned();
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        e.data = v.to_owned();
-                    } else if let Some(v) = line.strip_prefix("retry: ") {
-                        e.retry = v.parse().ok();
-                    } else if line.starts_with(':') {
-                        e.comment = true;
-                    }
-                }
-                return Some(e);
-            }
-            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
-                .await
-                .ok()?
-                .ok()??;
-            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        match self.next_or_end(wait).await {
+            Next::Event(e) => Some(e),
+            Next::End | Next::Broken(_) | Next::Timeout => None,
         }
     }
 
