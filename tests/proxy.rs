@@ -4,7 +4,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mdproxy::api::catalog::catalog;
 use support::{Env, TOKEN, UPSTREAM_TOKEN, error_of, header, headers};
@@ -374,18 +374,17 @@ async fn upstream_down_gives_502() {
 /// An upstream slower than `upstream.timeout_ms` gives 504 in the envelope, without
 /// waiting for the upstream.
 #[tokio::test]
-async fn slow_upstream_gives_504_quickly() {
+async fn slow_upstream_gives_504() {
     let env = support::start_with(
         |s| s.latency_ms = 60_000,
         |c| c.upstream.timeout_ms = 300,
         None,
     )
     .await;
-    let started = Instant::now();
+    // The test client gives up after 30 s, half the upstream's minute: an answer at
+    // all shows the proxy's own timeout ended the wait (no clock read here).
     let (status, code, _) = error_of(env.get("/news/overview").await).await;
     assert_eq!((status, code.as_str()), (504, "upstream_timeout"));
-    // Bounded by the proxy's timeout, not by the upstream's minute.
-    assert!(started.elapsed() < Duration::from_secs(30));
 }
 
 /// Upstream 5xx becomes 502; the upstream's "not found" is relayed and cached briefly.

@@ -150,6 +150,14 @@ impl Policy {
         )
     }
 
+    /// Whether an answer of `endpoint_id` and `class` fetched out of session stays
+    /// fresh until the next open (plus the grace): when its class or endpoint says so,
+    /// or when its request asks for it (`keyed`: forward-adjusted K-lines). The one
+    /// place the until-open rule is written.
+    pub fn until_open(&self, endpoint_id: usize, class: FreshnessClass, keyed: bool) -> bool {
+        self.ttl(endpoint_id, class).until_open || keyed
+    }
+
     /// The TTLs of an endpoint for an answer of `class`.
     pub fn ttl(&self, endpoint_id: usize, class: FreshnessClass) -> ClassTtl {
         self.table[endpoint_id][class as usize]
@@ -178,7 +186,7 @@ impl Policy {
             (ttl.closed_fresh_secs, ttl.closed_stale_secs)
         };
         let mut fresh_until = fetched_at + secs(fresh);
-        if !in_session && (ttl.until_open || rule.until_open) {
+        if !in_session && self.until_open(rule.endpoint_id, rule.class, rule.until_open) {
             fresh_until = fresh_until.min(self.calendar.next_open(fetched_at) + self.open_grace);
         }
         if in_session && rule.until_open {

@@ -1,6 +1,6 @@
 //! The A-share market clock: China Standard Time, the trading sessions and the holiday
-//! calendar. It answers "is the market in session", "when does the next session
-//! open" and "when did the last one close"; freshness and the scheduler ask it.
+//! calendar ("is the market in session", "when does the next session open", "when did
+//! the last one close"), and the injectable wall clock ([`Clock`]) everything reads.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

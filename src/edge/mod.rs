@@ -2,10 +2,10 @@
 //! handling (auth, client limits, CORS, routing), and how answers and errors are
 //! written. Below it, the cache and the hub know nothing of HTTP.
 
-pub mod auth;
+pub(crate) mod auth;
 pub mod body;
-pub mod cors;
+pub(crate) mod cors;
 pub mod handler;
-pub mod limit;
-pub mod response;
-pub mod server;
+pub(crate) mod limit;
+pub(crate) mod response;
+pub(crate) mod server;

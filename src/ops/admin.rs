@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::hub::QuoteHub;
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
-use crate::stats::{CacheStatus, Stats};
+use crate::stats::{CacheStatus, Stats, UpstreamOutcome};
 
 /// What the admin listener reads: the shared state, the hub and the metrics
 /// registry (built once).
@@ -141,6 +141,10 @@ impl Admin {
             "upstream": {
                 "base_url": snap.config.upstream.base_url,
                 "budget_dropped": Stats::get(&stats.budget_dropped),
+            "outcomes": UpstreamOutcome::ALL
+                .iter()
+                .map(|o| (o.as_str().to_owned(), json!(stats.upstream_count(*o))))
+                .collect::<serde_json::Map<_, _>>(),
                 "errors_served": Stats::get(&stats.errors),
             },
             "endpoints": endpoints,

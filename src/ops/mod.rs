@@ -2,8 +2,8 @@
 //! purge), the Prometheus exposition, configuration reload, the prewarm scheduler and
 //! the operator-facing reports.
 
-pub mod admin;
-pub mod metrics;
+pub(crate) mod admin;
+pub(crate) mod metrics;
 pub mod reload;
 pub mod report;
 pub mod scheduler;

@@ -25,7 +25,7 @@ pub fn ttl_table(config: &Config) -> String {
         }
         for class in classes {
             let ttl = policy.ttl(e.id, class);
-            let until_open = ttl.until_open || e.until_open_when.is_some();
+            let until_open = policy.until_open(e.id, class, e.until_open_when.is_some());
             let out_fresh = if until_open {
                 format!("≤open+{}", config.freshness.open_grace_secs)
             } else {
