@@ -115,45 +115,29 @@ async fn purge_drops_one_key_with_the_admin_token() {
         header(&env.get("/stock/detail/600519").await, "x-cache"),
         "HIT"
     );
-    let url = format!("{admin}/purge?target=/stock/detail/600519");
-    let denied = env
-        .client
-        .post(&url)
-        .bearer_auth(support::TOKEN)
-        .send()
-        .await
-        .unwrap();
+    let purge = |target: &str, token: &str| {
+        env.client
+            .post(format!("{admin}/purge?target={target}"))
+            .bearer_auth(token)
+            .send()
+    };
+    let denied = purge("/stock/detail/600519", support::TOKEN).await.unwrap();
     assert_eq!(denied.status(), 401);
-    let bad = env
-        .client
-        .post(format!("{admin}/purge?target=/nope"))
-        .bearer_auth("admin-secret")
-        .send()
-        .await
-        .unwrap();
+    let bad = purge("/nope", "admin-secret").await.unwrap();
     let (status, code, param) = support::error_of(bad).await;
     assert_eq!((status, code.as_str()), (400, "invalid_parameter"));
     assert_eq!(param.as_deref(), Some("target"));
     // Defect: the parameter's name was lost on the way (the error became a string).
-    let bad = env
-        .client
-        .post(format!(
-            "{admin}/purge?target=/stock/kline%3Fcode%3D600519%26period%3Dyear"
-        ))
-        .bearer_auth("admin-secret")
-        .send()
-        .await
-        .unwrap();
+    let bad = purge(
+        "/stock/kline%3Fcode%3D600519%26period%3Dyear",
+        "admin-secret",
+    )
+    .await
+    .unwrap();
     let (status, code, param) = support::error_of(bad).await;
     assert_eq!((status, code.as_str()), (400, "invalid_parameter"));
     assert_eq!(param.as_deref(), Some("period"));
-    let ok = env
-        .client
-        .post(&url)
-        .bearer_auth("admin-secret")
-        .send()
-        .await
-        .unwrap();
+    let ok = purge("/stock/detail/600519", "admin-secret").await.unwrap();
     assert_eq!(ok.status(), 200);
     let v: serde_json::Value = ok.json().await.unwrap();
     assert_eq!(v["purged"], "/stock/detail/600519.SH");

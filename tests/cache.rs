@@ -9,24 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mdproxy::config::{ClientConfig, JobConfig, Secret};
-use support::{TOKEN, header};
+use support::{TOKEN, eventually, header};
 
 /// Monday 2 March 2026, 10:00 China time: in session.
 const MONDAY_10_00: &str = "2026-03-02T02:00:00Z";
 /// Friday 6 March 2026, 16:00 China time: after the close.
 const FRIDAY_16_00: &str = "2026-03-06T08:00:00Z";
-
-/// Polls `check` every 20 ms for at most `limit`; true when it held.
-async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    check()
-}
 
 /// Polls the proxy's cache until every key is there, for at most `limit`.
 async fn cached(env: &support::Env, keys: &[&str], limit: Duration) -> bool {

@@ -7,14 +7,13 @@ mod support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use mdproxy::api::catalog::FreshnessClass;
 use mdproxy::cache::market::ManualClock;
 use mdproxy::config::{Config, TtlOverride};
-use support::{Env, error_of, header};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::{Env, RawResponse, error_of, eventually, header};
 
 /// Saturday 21 November 2026, 20:00 China time: closed all day, so a `news` answer
 /// is fresh for 300 s, stale for 600 s more, and usable on error until 3600 s past
@@ -31,18 +30,6 @@ const KLINE: &str = "/stock/kline?code=000001&period=week";
 /// `clock`'s start moved by `secs`.
 fn at(start: DateTime<Utc>, secs: i64) -> DateTime<Utc> {
     start + chrono::Duration::seconds(secs)
-}
-
-/// Polls `check` every 20 ms for at most `limit`; true when it held.
-async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    check()
 }
 
 /// A proxy and simulator on a clock standing at Saturday 20:00.
@@ -265,82 +252,16 @@ async fn unknown_code_is_cached_until_negative_secs_then_asked_again() {
 // 4. Conditional requests, HEAD and CORS, read off the wire.
 // ---------------------------------------------------------------------------------
 
-/// One response as it came over a raw TCP connection.
-struct Raw {
-    status: u16,
-    /// Every header line, names lower-cased, in order.
-    headers: Vec<(String, String)>,
-    /// Every byte after the blank line.
-    body: Vec<u8>,
-}
-
-impl Raw {
-    /// Every value of `name` (a header may come on several lines).
-    fn all(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .iter()
-            .filter(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-
-    /// The only value of `name`.
-    fn one(&self, name: &str) -> Option<&str> {
-        let all = self.all(name);
-        assert!(all.len() <= 1, "{name} given {} times", all.len());
-        all.first().copied()
-    }
-
-    /// Whether any `Vary` line lists `field`.
-    fn varies_on(&self, field: &str) -> bool {
-        self.all("vary")
-            .iter()
-            .flat_map(|v| v.split(','))
-            .any(|f| f.trim().eq_ignore_ascii_case(field))
-    }
-}
-
-/// Sends one HTTP/1.1 request (`Connection: close`) and reads the whole answer.
-/// `headers` are written as given, so one name may appear on several lines.
-async fn raw(addr: SocketAddr, method: &str, target: &str, headers: &[(&str, &str)]) -> Raw {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut request =
-        format!("{method} /api/v1{target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        request.push_str(&format!("{k}: {v}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut bytes = Vec::new();
-    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut bytes))
-        .await
-        .expect("the proxy closes the connection after its answer")
-        .unwrap();
-    let end = bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a complete head");
-    let head = std::str::from_utf8(&bytes[..end]).unwrap();
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers = lines
-        .map(|l| {
-            let (k, v) = l.split_once(':').unwrap();
-            (k.trim().to_ascii_lowercase(), v.trim().to_owned())
-        })
-        .collect();
-    Raw {
-        status,
-        headers,
-        body: bytes[end + 4..].to_vec(),
-    }
+/// Sends one HTTP/1.1 request to `/api/v1{target}` (`Connection: close`) and reads
+/// the whole answer; `headers` are written as given, so one name may appear on
+/// several lines.
+async fn raw(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+) -> RawResponse {
+    support::raw_request(addr, method, &format!("/api/v1{target}"), headers).await
 }
 
 /// The bearer header every raw request carries (`support::TOKEN`).

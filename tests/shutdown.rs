@@ -10,24 +10,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{Env, TOKEN, header};
+use support::{Env, TOKEN, eventually, header};
 
 /// Upstream requests must not time out on their own while a test holds them.
 const LONG_UPSTREAM_TIMEOUT_MS: u64 = 60_000;
 /// A target no test here caches before it is held in flight.
 const HELD: &str = "/news/mainline";
-
-/// Polls `check` every 20 ms for at most `limit`; true when it held.
-async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    check()
-}
 
 /// Tries new TCP connections to `addr` until one is refused, for at most `limit`.
 async fn refuses_connections(addr: SocketAddr, limit: Duration) -> bool {

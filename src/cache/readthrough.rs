@@ -110,20 +110,24 @@ impl ReadThrough {
         let s = &*self.inner;
         let now = s.clock.now();
         let cached = s.store.get(&valid.target).await;
-        if let Some(entry) = &cached {
+        let decided = cached.as_ref().and_then(|entry| {
             let lifetimes = policy.lifetimes_of(entry);
             let served = match lifetimes.decide(now) {
-                Freshness::Fresh { .. } if entry.status == 200 => Some(Served::Hit),
-                Freshness::Fresh { .. } => Some(Served::Negative),
+                Freshness::Fresh { .. } if entry.status == 200 => Served::Hit,
+                Freshness::Fresh { .. } => Served::Negative,
                 Freshness::Stale => {
                     self.refresh_in_background(policy, valid);
-                    Some(Served::Revalidating)
+                    Served::Revalidating
                 }
-                Freshness::StaleIfError | Freshness::Expired => None,
+                Freshness::StaleIfError | Freshness::Expired => return None,
             };
-            if let Some(served) = served {
-                return Ok(self.answer(valid, Arc::clone(entry), served, lifetimes, now));
-            }
+            Some((served, lifetimes))
+        });
+        if let Some((served, lifetimes)) = decided {
+            // The hit path: the entry moves into the answer (no second refcount on a
+            // hot key's shared counter).
+            let entry = cached.expect("decided from a cached entry");
+            return Ok(self.answer(valid, entry, served, lifetimes, now));
         }
 
         let (mut result, mut role) = self.fill(policy, valid, Priority::Client, false).await;

@@ -182,6 +182,42 @@ impl RawResponse {
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+
+    /// Every value of `name` (a header may come on several lines).
+    pub fn all(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    /// The only value of `name`; fails when it is given more than once.
+    pub fn one(&self, name: &str) -> Option<&str> {
+        let all = self.all(name);
+        assert!(all.len() <= 1, "{name} given {} times", all.len());
+        all.first().copied()
+    }
+
+    /// Whether any `Vary` line lists `field`.
+    pub fn varies_on(&self, field: &str) -> bool {
+        self.all("vary")
+            .iter()
+            .flat_map(|v| v.split(','))
+            .any(|f| f.trim().eq_ignore_ascii_case(field))
+    }
+}
+
+/// Polls `check` every 20 ms for at most `limit`; true when it held.
+pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check()
 }
 
 /// Sends `method target` (a path with query) over a fresh connection with
