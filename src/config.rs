@@ -86,6 +86,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub scheduler: SchedulerConfig,
     pub hub: HubConfig,
+    pub passthrough: PassthroughConfig,
     pub admin: AdminConfig,
 }
 
@@ -408,8 +409,9 @@ pub struct AdminConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HubConfig {
-    /// Upstream path polled for quotes with `?codes=<batch>`; its `data.list` items
-    /// carry a `code`. Empty: no quote source, and the stream answers 503.
+    /// Upstream path polled for quotes with `?codes=<batch>`; its `data.diff` rows
+    /// (or `data.list`, or a bare array) carry a `code`. Empty: no quote source, and
+    /// the stream answers 503.
     pub source: String,
     /// Poll interval while the market is in session (DOMAIN.md: ~3 s snapshots).
     pub session_interval_ms: u64,
@@ -445,6 +447,31 @@ impl Default for HubConfig {
             max_streams_per_token: 50,
             max_streams: 10_000,
             stall_timeout_secs: 60,
+        }
+    }
+}
+
+/// `[passthrough]`: requests the catalogue does not know (newer upstream routes,
+/// newer query parameters of known endpoints).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PassthroughConfig {
+    /// Forward and cache them. Off: the contract stays strict (404 for an unknown
+    /// path, 400 for an unknown parameter).
+    pub enabled: bool,
+    /// The freshness class their answers are cached under.
+    pub class: FreshnessClass,
+    /// Longest pass-through target (path and query, credentials removed) in bytes;
+    /// a longer one is answered 414.
+    pub max_target_bytes: usize,
+}
+
+impl Default for PassthroughConfig {
+    fn default() -> Self {
+        PassthroughConfig {
+            enabled: false,
+            class: FreshnessClass::Intraday,
+            max_target_bytes: 2_048,
         }
     }
 }
@@ -575,6 +602,10 @@ impl Config {
                 self.hub.max_codes_per_stream as u64,
             ),
             ("hub.stall_timeout_secs", self.hub.stall_timeout_secs),
+            (
+                "passthrough.max_target_bytes",
+                self.passthrough.max_target_bytes as u64,
+            ),
         ] {
             if value == 0 {
                 problems.push(format!("{key} must be at least 1"));

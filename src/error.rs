@@ -14,12 +14,16 @@ pub enum Error {
     InvalidParameter { param: String, reason: String },
     #[error("unknown parameter {param}")]
     UnknownParameter { param: String },
-    #[error("a valid bearer token is required")]
+    #[error(
+        "a valid API key is required: Authorization: Bearer <key>, an x-api-key header or an x-api-key query parameter"
+    )]
     Unauthorized,
     #[error("no endpoint at this path")]
     NotFound,
     #[error("method not allowed; use GET or HEAD")]
     MethodNotAllowed,
+    #[error("the request target is longer than {max_bytes} bytes")]
+    UriTooLong { max_bytes: usize },
     #[error("rate limit exceeded; retry after {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
     #[error("{reason}")]
@@ -52,6 +56,7 @@ impl Error {
             Error::Unauthorized => "unauthorized",
             Error::NotFound => "not_found",
             Error::MethodNotAllowed => "method_not_allowed",
+            Error::UriTooLong { .. } => "uri_too_long",
             Error::RateLimited { .. } => "rate_limited",
             Error::UpstreamError { .. } => "upstream_error",
             Error::UpstreamTimeout => "upstream_timeout",
@@ -70,6 +75,7 @@ impl Error {
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
             Error::NotFound => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Error::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::UpstreamError { .. } => StatusCode::BAD_GATEWAY,
             Error::StreamUnavailable { .. } | Error::Overloaded { .. } => {
@@ -90,15 +96,23 @@ impl Error {
         }
     }
 
-    /// The JSON envelope: `{"success":false,"error":{"code":..,"message":..,"param":..}}`.
+    /// The real upstream's failure envelope, with mdproxy's detail beside it:
+    /// `{"success":false,"data":null,"message":..,"error":{"code":..,"message":..,"param":..}}`.
+    /// Clients of the real API read `message`; `error` names the code and parameter.
     pub fn envelope(&self) -> Bytes {
+        let message = self.to_string();
         let mut error = serde_json::Map::new();
         error.insert("code".into(), self.code().into());
-        error.insert("message".into(), self.to_string().into());
+        error.insert("message".into(), message.clone().into());
         if let Some(param) = self.param() {
             error.insert("param".into(), param.into());
         }
-        let body = serde_json::json!({ "success": false, "error": error });
+        let body = serde_json::json!({
+            "success": false,
+            "data": null,
+            "message": message,
+            "error": error,
+        });
         Bytes::from(serde_json::to_vec(&body).expect("a JSON value always serialises"))
     }
 }
@@ -112,6 +126,9 @@ mod tests {
         let e = Error::invalid("period", "period must be one of day, week, month");
         let v: serde_json::Value = serde_json::from_slice(&e.envelope()).unwrap();
         assert_eq!(v["success"], false);
+        assert!(v["data"].is_null() && v.as_object().unwrap().contains_key("data"));
+        assert_eq!(v["message"], "period must be one of day, week, month");
+        assert_eq!(v["error"]["message"], v["message"]);
         assert_eq!(v["error"]["code"], "invalid_parameter");
         assert_eq!(v["error"]["param"], "period");
         assert_eq!(e.status(), StatusCode::BAD_REQUEST);

@@ -48,7 +48,10 @@ pub enum UpstreamOutcome {
     Failed,
     /// A 2xx whose body is not the envelope.
     InvalidBody,
-    /// An answer relayed to the client as it is (other 4xx, `"success": false`).
+    /// A 200 with `"success": false`: the upstream reports its own failure (its
+    /// source timed out, "socket hang up"). Never cached; stale-if-error applies.
+    Reported,
+    /// An answer relayed to the client as it is (a 4xx other than 404).
     Answer,
     /// A client waited `limits.client_wait_ms` and the budget stayed short.
     Overloaded,
@@ -58,13 +61,14 @@ pub enum UpstreamOutcome {
 
 impl UpstreamOutcome {
     /// Every outcome, in counter order.
-    pub const ALL: [UpstreamOutcome; 9] = [
+    pub const ALL: [UpstreamOutcome; 10] = [
         UpstreamOutcome::Ok,
         UpstreamOutcome::NotFound,
         UpstreamOutcome::Timeout,
         UpstreamOutcome::Unreachable,
         UpstreamOutcome::Failed,
         UpstreamOutcome::InvalidBody,
+        UpstreamOutcome::Reported,
         UpstreamOutcome::Answer,
         UpstreamOutcome::Overloaded,
         UpstreamOutcome::Dropped,
@@ -79,6 +83,7 @@ impl UpstreamOutcome {
             UpstreamOutcome::Unreachable => "unreachable",
             UpstreamOutcome::Failed => "failed",
             UpstreamOutcome::InvalidBody => "invalid_body",
+            UpstreamOutcome::Reported => "reported_failure",
             UpstreamOutcome::Answer => "answer",
             UpstreamOutcome::Overloaded => "overloaded",
             UpstreamOutcome::Dropped => "dropped",
@@ -113,7 +118,7 @@ pub struct Stats {
 
 impl Default for Stats {
     fn default() -> Self {
-        let endpoints = catalog().endpoints().len();
+        let endpoints = catalog().with_passthrough().count();
         Stats {
             served: (0..endpoints).map(|_| Default::default()).collect(),
             last_asked: (0..endpoints).map(|_| AtomicU64::new(0)).collect(),

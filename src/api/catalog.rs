@@ -14,6 +14,8 @@ pub enum Group {
     Macro,
     Fund,
     Market,
+    /// Not a group of the API: the pass-through pseudo-endpoint's.
+    Other,
 }
 
 impl Group {
@@ -25,6 +27,7 @@ impl Group {
             Group::Macro => "macro",
             Group::Fund => "fund",
             Group::Market => "market",
+            Group::Other => "other",
         }
     }
 }
@@ -127,6 +130,9 @@ pub struct Param {
     pub role: KeyRole,
     /// An empty value means "absent" (the feed's cursor: "omitted or empty").
     pub empty_is_absent: bool,
+    /// Accepted spellings and the value they stand for (`fqt=post` is `after`): a
+    /// synonym is keyed and forwarded as its value, so both share one entry.
+    pub synonyms: &'static [(&'static str, &'static str)],
 }
 
 impl Param {
@@ -138,6 +144,7 @@ impl Param {
             default: None,
             role: KeyRole::Key,
             empty_is_absent: false,
+            synonyms: &[],
         }
     }
     const fn required(self) -> Param {
@@ -163,6 +170,9 @@ impl Param {
             empty_is_absent: true,
             ..self
         }
+    }
+    const fn synonyms(self, synonyms: &'static [(&'static str, &'static str)]) -> Param {
+        Param { synonyms, ..self }
     }
 
     /// A valid value for this parameter, used by tests, benches and README examples.
@@ -199,7 +209,14 @@ pub const MAX_PAGE_SIZE: i64 = 1000;
 pub const MAX_CODES: usize = 500;
 
 const PERIOD: Param = Param::new("period", ParamKind::Choice(&["day", "week", "month"]));
-const FQT: Param = Param::new("fqt", ParamKind::Choice(&["pre", "post", "none"]));
+/// The adjustment of a K-line: forward (`pre`, the upstream's default), backward or
+/// none. The real upstream documents backward adjustment as `after`; API-SPEC.md
+/// calls it `post`. Both are accepted, and `post` is keyed and forwarded as `after`.
+const FQT: Param = Param::new("fqt", ParamKind::Choice(&["pre", "after", "post", "none"]))
+    .synonyms(&[("post", "after")]);
+/// A K-line's first and last day (the real upstream's newer `from`/`to`).
+const FROM: Param = Param::new("from", ParamKind::Date);
+const TO: Param = Param::new("to", ParamKind::Date);
 const FLOW_TYPE: Param = Param::new("type", ParamKind::Choice(&["1", "2", "3"]));
 const PAGE: Param = Param::new(
     "page",
@@ -334,6 +351,9 @@ const fn def(
 
 use FreshnessClass::{Daily, Immutable, Intraday, Live, News, Periodic, Reference};
 
+/// The label of the pass-through pseudo-endpoint in metrics, logs and TTL tables.
+pub const PASSTHROUGH: &str = "passthrough";
+
 /// The stream endpoint's path.
 pub const STREAM_PATH: &str = "/stock/indicator/realtime/sse";
 
@@ -406,7 +426,7 @@ static DEFS: &[Def] = &[
     def(
         "/stock/kline",
         Intraday,
-        &[STOCK_CODE.required(), PERIOD, FQT],
+        &[STOCK_CODE.required(), PERIOD, FQT, FROM, TO],
         "Daily, weekly or monthly K-line with the chosen adjustment",
     ),
     def(
@@ -473,6 +493,11 @@ static DEFS: &[Def] = &[
         &[
             Param::new("code", ParamKind::HolderCode),
             Param::new("endDate", ParamKind::Date),
+            Param::new("type", ParamKind::Choice(&["top10", "top10Float"])),
+            PAGE,
+            PAGE_SIZE,
+            // Undocumented values: a short free text, keyed and forwarded as given.
+            Param::new("holdNumChange", ParamKind::Text { max_chars: 32 }),
         ],
         "Stocks held by a shareholder",
     ),
@@ -501,6 +526,8 @@ static DEFS: &[Def] = &[
                     max: 2100,
                 },
             ),
+            // The column the upstream sorts by (its UPPER_SNAKE names).
+            Param::new("sortColumn", ParamKind::Ident).default("PARENT_NI_3Q"),
         ],
         "Ten-year performance by industry and year",
     ),
@@ -583,7 +610,7 @@ static DEFS: &[Def] = &[
     def(
         "/fund/kline",
         Intraday,
-        &[FUND_CODE.required(), PERIOD, FQT],
+        &[FUND_CODE.required(), PERIOD, FQT, FROM, TO],
         "ETF K-line",
     ),
     def(
@@ -681,6 +708,7 @@ pub const MACRO_INDICATORS: [(&str, &str); 11] = [
 #[derive(Debug)]
 pub struct Catalog {
     endpoints: Vec<Endpoint>,
+    passthrough: Endpoint,
 }
 
 static CATALOG: LazyLock<Catalog> = LazyLock::new(Catalog::build);
@@ -732,7 +760,37 @@ impl Catalog {
         for (id, endpoint) in endpoints.iter_mut().enumerate() {
             endpoint.id = id;
         }
-        Catalog { endpoints }
+        let passthrough = Endpoint {
+            id: endpoints.len(),
+            path: PASSTHROUGH.to_owned(),
+            group: Group::Other,
+            path_params: Vec::new(),
+            query: &[],
+            class: Intraday,
+            class_when_present: None,
+            until_open_when: None,
+            streaming: false,
+            summary: "Requests the catalogue does not know, forwarded as they are".to_owned(),
+        };
+        Catalog {
+            endpoints,
+            passthrough,
+        }
+    }
+
+    /// The pseudo-endpoint every pass-through request is counted and cached under
+    /// (`[passthrough]`): its id follows the catalogue's, its label is
+    /// `passthrough`, never a raw path.
+    pub fn passthrough(&self) -> &Endpoint {
+        &self.passthrough
+    }
+
+    /// Every endpoint that has its own row in per-endpoint tables (counters, TTLs):
+    /// the catalogue's, then the pass-through pseudo-endpoint. Ids are dense.
+    pub fn with_passthrough(&self) -> impl Iterator<Item = &Endpoint> {
+        self.endpoints
+            .iter()
+            .chain(std::iter::once(&self.passthrough))
     }
 
     /// All endpoints in spec order.

@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod params;
+pub mod passthrough;
 pub mod router;
 
 use std::sync::OnceLock;

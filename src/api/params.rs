@@ -10,8 +10,17 @@ use crate::error::Error;
 /// The browser cache-buster (`?_=1700000000000`): accepted, never part of a key.
 pub const CACHE_BUSTER: &str = "_";
 
-/// Most query parameters any endpoint takes (the kline endpoints take three).
-const MAX_QUERY: usize = 4;
+/// The client's API key as a query parameter (`?x-api-key=`, the real API's third
+/// auth form): checked by the edge, never part of a key, never forwarded.
+pub const API_KEY: &str = "x-api-key";
+
+/// Query parameters every endpoint accepts and no key or upstream request carries.
+pub fn is_ignored(name: &str) -> bool {
+    name == CACHE_BUSTER || name == API_KEY
+}
+
+/// Most query parameters any endpoint takes (the shareholder list takes six).
+const MAX_QUERY: usize = 8;
 
 /// A request that passed validation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +70,7 @@ pub fn validate(
 
     for (name, value) in form_urlencoded::parse(raw_query.unwrap_or("").as_bytes()) {
         let Some(index) = endpoint.query.iter().position(|p| p.name == name) else {
-            if name == CACHE_BUSTER {
+            if is_ignored(&name) {
                 continue;
             }
             return Err(Error::UnknownParameter {
@@ -80,6 +89,8 @@ pub fn validate(
         }
         values[index] = Some(canonical(param, value)?);
     }
+
+    check_range(endpoint, &values)?;
 
     let mut class = endpoint.class;
     // Absent counts as the value: the upstream's default adjustment is forward.
@@ -149,6 +160,22 @@ pub fn validate(
     })
 }
 
+/// A K-line range must not end before it starts (both are `YYYY-MM-DD`, so the
+/// text order is the date order).
+fn check_range(endpoint: &Endpoint, values: &[Option<Cow<'_, str>>]) -> Result<(), Error> {
+    let value = |name: &str| {
+        let index = endpoint.query.iter().position(|p| p.name == name)?;
+        values[index].as_deref()
+    };
+    match (value("from"), value("to")) {
+        (Some(from), Some(to)) if from > to => Err(Error::invalid(
+            "to",
+            format!("to ({to}) must not be before from ({from})"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn truncate(s: &str, max_chars: usize) -> String {
     s.chars().take(max_chars).collect()
 }
@@ -208,7 +235,9 @@ fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a, str>, Err
             }
         }
         ParamKind::Choice(allowed) => {
-            if allowed.contains(&value.as_ref()) {
+            if let Some((_, canonical)) = param.synonyms.iter().find(|(s, _)| *s == value) {
+                Ok(Cow::Borrowed(canonical))
+            } else if allowed.contains(&value.as_ref()) {
                 Ok(value)
             } else {
                 Err(Error::invalid(

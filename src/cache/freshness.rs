@@ -108,8 +108,7 @@ impl Policy {
     /// On a config that did not pass `validate()`.
     pub fn new(config: &Config, generation: u64) -> Policy {
         let table = catalog()
-            .endpoints()
-            .iter()
+            .with_passthrough()
             .map(|e| FreshnessClass::ALL.map(|class| config.ttl(&e.path, class)))
             .collect();
         let calendar = if config.calendar.holidays.is_empty() {

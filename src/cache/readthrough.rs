@@ -105,7 +105,8 @@ impl ReadThrough {
     ///
     /// # Errors
     /// The upstream's failure when no usable stale entry is at hand; an
-    /// [`FetchError::Answer`] is the upstream's own answer, to relay as it is.
+    /// [`FetchError::Answer`] or [`FetchError::Reported`] carries the upstream's own
+    /// answer, to relay as it is.
     pub async fn lookup(&self, policy: &Arc<Policy>, valid: &Valid) -> Result<Answer, FetchError> {
         let s = &*self.inner;
         let now = s.clock.now();

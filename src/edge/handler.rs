@@ -1,5 +1,6 @@
 //! One client request, from headers to response: CORS preflight, auth, the client's
-//! rate limit, route and validation, then the quote stream or the read-through cache.
+//! rate limit, route and validation (or pass-through), then the quote stream or the
+//! read-through cache.
 //! Errors become the JSON envelope in exactly one place, [`Edge::handle`].
 
 use std::convert::Infallible;
@@ -22,7 +23,6 @@ use crate::error::Error;
 use crate::hub::QuoteHub;
 use crate::state::{AppState, Snapshot};
 use crate::upstream::budget::RateClock;
-use crate::upstream::client::FetchError;
 
 /// What the edge builds from a configuration: who may call, how often, and from
 /// which browser origins. Swapped whole on reload; the rate buckets of unchanged
@@ -122,33 +122,51 @@ impl Edge {
             return Ok(access.cors.preflight(request.headers()));
         }
         let route = crate::api::router().route(api_path);
-        let client = match access.tokens.check(request.headers()) {
-            Some(client) => client,
-            // EventSource cannot send headers: the stream also takes RFC 6750's
-            // `access_token` query parameter.
-            None if route.as_ref().is_some_and(|r| r.endpoint.streaming) => {
-                access_token(request.uri().query())
-                    .and_then(|t| access.tokens.check_value(&t))
-                    .ok_or(Error::Unauthorized)?
-            }
-            None => return Err(Error::Unauthorized),
-        };
+        let streaming = route.as_ref().is_some_and(|r| r.endpoint.streaming);
+        let client = access
+            .tokens
+            .check(request.headers(), request.uri().query(), streaming)
+            .ok_or(Error::Unauthorized)?;
         access
             .limits
             .check(client.0)
             .map_err(|retry_after_secs| Error::RateLimited { retry_after_secs })?;
-        let route = route.ok_or(Error::NotFound)?;
+        let passthrough = &snap.config.passthrough;
+        if route.is_none() && !passthrough.enabled {
+            return Err(Error::NotFound);
+        }
         if !matches!(*request.method(), Method::GET | Method::HEAD) {
             return Err(Error::MethodNotAllowed);
         }
-        let valid = crate::api::validate(&route, request.uri().query())?;
+        let query = request.uri().query();
+        let valid = match route.map(|route| crate::api::validate(&route, query)) {
+            Some(Ok(valid)) => valid,
+            // What the catalogue does not know goes through as it is when
+            // `[passthrough]` allows it (never the stream: it is not cached).
+            Some(Err(Error::UnknownParameter { .. })) | None
+                if passthrough.enabled && !streaming =>
+            {
+                crate::api::passthrough::target(
+                    api_path,
+                    query,
+                    passthrough.class,
+                    passthrough.max_target_bytes,
+                )?
+            }
+            Some(Err(error)) => return Err(error),
+            None => return Err(Error::NotFound),
+        };
         if valid.endpoint.streaming {
             return self.stream(snap, client.0, &valid, request, connection);
         }
         match self.state.cache().lookup(&snap.policy, &valid).await {
             Ok(answer) => Ok(response::answer(request.headers(), &answer)),
-            Err(FetchError::Answer { status, body }) => Ok(response::relay(status, body)),
-            Err(other) => Err(other.to_client_error()),
+            // The upstream's own answer (a 4xx, or its reported failure when no
+            // stale answer could stand in) goes to the client exactly as it came.
+            Err(error) => match error.relayed() {
+                Ok((status, body)) => Ok(response::relay(status, body)),
+                Err(other) => Err(other.to_client_error()),
+            },
         }
     }
 
@@ -187,11 +205,4 @@ impl Edge {
         headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
         Ok(response)
     }
-}
-
-/// The `access_token` query parameter, if any.
-fn access_token(query: Option<&str>) -> Option<String> {
-    form_urlencoded::parse(query?.as_bytes())
-        .find(|(k, _)| k == "access_token")
-        .map(|(_, v)| v.into_owned())
 }

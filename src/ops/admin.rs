@@ -111,8 +111,7 @@ impl Admin {
         let now = state.clock().now();
         let calendar = snap.policy.calendar();
         let endpoints: Vec<serde_json::Value> = catalog()
-            .endpoints()
-            .iter()
+            .with_passthrough()
             .filter_map(|e| {
                 let [hit, miss, stale] = [CacheStatus::Hit, CacheStatus::Miss, CacheStatus::Stale]
                     .map(|s| stats.served_count(e.id, s));

@@ -71,7 +71,7 @@ impl Collector for StatsCollector {
             None,
             prometheus_client::metrics::MetricType::Counter,
         )?;
-        for e in catalog().endpoints() {
+        for e in catalog().with_passthrough() {
             for status in CacheStatus::ALL {
                 let n = stats.served_count(e.id, status);
                 if n > 0 {

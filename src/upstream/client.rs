@@ -1,21 +1,24 @@
 //! The upstream client: one pooled reqwest client with connect and total timeouts,
 //! the upstream token as `Authorization: Bearer`, the canonical target forwarded and
 //! the body passed through byte for byte. Classifies every answer as a [`FetchError`]
-//! or a cacheable body; caching decisions stay in `cache`, the budget in `budget`.
+//! or a cacheable body, reading only the envelope's `success` flag
+//! ([`envelope`](super::envelope)); caching decisions stay in `cache`, the budget in
+//! `budget`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode};
-use serde::Deserialize;
 
 use crate::config::UpstreamConfig;
 use crate::error::Error;
 use crate::stats::UpstreamOutcome;
 use crate::upstream::budget::Denied;
+use crate::upstream::envelope::{Flag, success_flag};
 
-/// A successful upstream answer: 2xx with `"success": true`.
+/// A successful upstream answer: 2xx with `"success": true`, the body as it came
+/// (not necessarily strict JSON).
 #[derive(Clone, Debug)]
 pub struct Fetched {
     pub body: Bytes,
@@ -40,6 +43,11 @@ pub enum FetchError {
     /// A 2xx whose body is not the JSON envelope.
     #[error("the upstream sent a body that is not the JSON envelope")]
     InvalidBody,
+    /// A 2xx with `"success": false`: the real upstream's way of reporting its own
+    /// failure (`"socket hang up"`, `"Failed to fetch kline"`). A failure, so a stale
+    /// answer is served in its place; when there is none, relayed as it came.
+    #[error("the upstream reported a failure")]
+    Reported { status: u16, body: Bytes },
     /// The upstream budget had no room for a client within `limits.client_wait_ms`.
     #[error("the upstream budget is exhausted")]
     Overloaded,
@@ -47,7 +55,7 @@ pub enum FetchError {
     #[error("background refresh dropped for want of upstream budget")]
     Dropped,
     /// A well-formed answer that must not be cached but belongs to the client as it
-    /// is: a 4xx such as 404 for an unknown code, or a 2xx with `"success": false`.
+    /// is: a 4xx such as 404 for an unknown code.
     #[error("the upstream answered {status}")]
     Answer { status: u16, body: Bytes },
 }
@@ -59,9 +67,21 @@ impl FetchError {
         !matches!(self, FetchError::Answer { .. })
     }
 
+    /// The upstream's own answer, to relay exactly as it came (status and body),
+    /// when this error carries one.
+    pub fn relayed(self) -> Result<(u16, Bytes), FetchError> {
+        match self {
+            FetchError::Answer { status, body } | FetchError::Reported { status, body } => {
+                Ok((status, body))
+            }
+            other => Err(other),
+        }
+    }
+
     /// The error the client sees when no stale answer is at hand: the one mapping
     /// from an upstream failure or a budget refusal to the contract's errors. (An
-    /// `Answer` is normally relayed as it is; mapped here only for completeness.)
+    /// answer the upstream made is normally relayed as it is, see
+    /// [`relayed`](Self::relayed); mapped here only for completeness.)
     pub fn to_client_error(&self) -> Error {
         match self {
             FetchError::Timeout => Error::UpstreamTimeout,
@@ -77,9 +97,11 @@ impl FetchError {
             FetchError::Overloaded | FetchError::Dropped => Error::Overloaded {
                 reason: "the upstream request budget is exhausted; retry shortly".into(),
             },
-            FetchError::Answer { status, .. } => Error::UpstreamError {
-                reason: format!("the upstream answered {status}"),
-            },
+            FetchError::Answer { status, .. } | FetchError::Reported { status, .. } => {
+                Error::UpstreamError {
+                    reason: format!("the upstream answered {status}"),
+                }
+            }
         }
     }
 
@@ -90,6 +112,7 @@ impl FetchError {
             FetchError::Unreachable => UpstreamOutcome::Unreachable,
             FetchError::Failed(_) => UpstreamOutcome::Failed,
             FetchError::InvalidBody => UpstreamOutcome::InvalidBody,
+            FetchError::Reported { .. } => UpstreamOutcome::Reported,
             FetchError::Overloaded => UpstreamOutcome::Overloaded,
             FetchError::Dropped => UpstreamOutcome::Dropped,
             FetchError::Answer { status: 404, .. } => UpstreamOutcome::NotFound,
@@ -110,12 +133,6 @@ impl From<Denied> for FetchError {
             Denied::Dropped => FetchError::Dropped,
         }
     }
-}
-
-/// Just enough of the envelope to tell success; every other field is skipped.
-#[derive(Deserialize)]
-struct Probe {
-    success: Option<bool>,
 }
 
 /// The pooled client toward the upstream.
@@ -223,15 +240,13 @@ fn classify_answer(status: StatusCode, body: Bytes) -> Result<Bytes, FetchError>
             body,
         });
     }
-    match serde_json::from_slice::<Probe>(&body) {
-        Ok(Probe {
-            success: Some(true),
-        }) => Ok(body),
-        Ok(_) => Err(FetchError::Answer {
+    match success_flag(&body) {
+        Flag::Success => Ok(body),
+        Flag::Failure => Err(FetchError::Reported {
             status: status.as_u16(),
             body,
         }),
-        Err(_) => Err(FetchError::InvalidBody),
+        Flag::Missing => Err(FetchError::InvalidBody),
     }
 }
 
@@ -243,11 +258,17 @@ mod tests {
     fn answers_are_classified() {
         let ok = Bytes::from_static(br#"{"success":true,"data":{"x":[1,2]}}"#);
         assert!(classify_answer(StatusCode::OK, ok).is_ok());
-        let no = Bytes::from_static(br#"{"success":false,"data":null}"#);
-        assert!(matches!(
-            classify_answer(StatusCode::OK, no),
-            Err(FetchError::Answer { status: 200, .. })
-        ));
+        let dirty = Bytes::from_static(b"{\"success\":true,\"data\":[\"a\nb\x01\"]}");
+        assert!(serde_json::from_slice::<serde_json::Value>(&dirty).is_err());
+        assert_eq!(
+            classify_answer(StatusCode::OK, dirty.clone()).unwrap(),
+            dirty
+        );
+        let no = Bytes::from_static(br#"{"success":false,"data":null,"message":"socket hang up"}"#);
+        let e = classify_answer(StatusCode::OK, no).unwrap_err();
+        assert!(matches!(e, FetchError::Reported { status: 200, .. }));
+        assert!(e.is_failure());
+        assert_eq!(e.outcome().as_str(), "reported_failure");
         assert!(matches!(
             classify_answer(StatusCode::NOT_FOUND, Bytes::new()),
             Err(FetchError::Answer { status: 404, .. })

@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod client;
+pub mod envelope;
 
 use std::sync::Arc;
 

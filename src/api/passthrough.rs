@@ -1,0 +1,147 @@
+//! The canonical target of a request the catalogue does not know (`[passthrough]`):
+//! the path as sent, checked so it cannot leave `/api/v1` upstream, and the query
+//! sorted by name with credentials and the cache-buster removed. The target is the
+//! cache key and the upstream request, like a catalogue request's.
+
+use std::borrow::Cow;
+
+use crate::api::catalog::{FreshnessClass, catalog};
+use crate::api::params::{Valid, is_ignored};
+use crate::error::Error;
+
+/// Query parameters that carry a client credential: never keyed, never forwarded.
+const CREDENTIALS: [&str; 1] = ["access_token"];
+
+/// The pass-through request for `path` (relative to `/api/v1`) and `query`, cached
+/// under `class`.
+///
+/// ```
+/// use mdproxy::api::catalog::FreshnessClass;
+/// use mdproxy::api::passthrough::target;
+/// let v = target("/market/sector-flow/list", Some("pageSize=50&x-api-key=k&dimension=region&_=1"),
+///     FreshnessClass::Intraday, 2048).unwrap();
+/// assert_eq!(v.target, "/market/sector-flow/list?dimension=region&pageSize=50");
+/// assert_eq!(v.endpoint.path, "passthrough");
+/// assert!(target("/a/../../admin", None, FreshnessClass::Intraday, 2048).is_err());
+/// ```
+///
+/// # Errors
+/// `NotFound` for a path that is not a plain relative path (empty, `.` or `..`
+/// segments, escapes that decode to ASCII), `UriTooLong` past `max_bytes`.
+pub fn target(
+    path: &str,
+    query: Option<&str>,
+    class: FreshnessClass,
+    max_bytes: usize,
+) -> Result<Valid, Error> {
+    if !is_plain_path(path) {
+        return Err(Error::NotFound);
+    }
+    let mut pairs: Vec<(Cow<'_, str>, Cow<'_, str>)> =
+        form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+            .filter(|(name, _)| !is_ignored(name) && !CREDENTIALS.contains(&name.as_ref()))
+            .collect();
+    // Stable: repeated names keep the client's order.
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut target = String::with_capacity(path.len() + query.map_or(0, str::len) + 1);
+    target.push_str(path);
+    if !pairs.is_empty() {
+        target.push('?');
+        let start = target.len();
+        target = form_urlencoded::Serializer::for_suffix(target, start)
+            .extend_pairs(pairs)
+            .finish();
+    }
+    if target.len() > max_bytes {
+        return Err(Error::UriTooLong { max_bytes });
+    }
+    Ok(Valid {
+        endpoint: catalog().passthrough(),
+        target,
+        class,
+        until_open: false,
+    })
+}
+
+/// `/a/b-c/d.e`: non-empty segments of unreserved characters (RFC 3986) and
+/// percent-escapes of non-ASCII bytes (UTF-8 text), none of them `.` or `..`. An
+/// escape that decodes to ASCII (`%2F`, `%2E`) could change the path upstream.
+fn is_plain_path(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    rest.split('/').all(|segment| {
+        let bytes = segment.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'%' => {
+                    let escaped = segment
+                        .get(i + 1..i + 3)
+                        .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+                    if !escaped.is_some_and(|b| b >= 0x80) {
+                        return false;
+                    }
+                    i += 3;
+                }
+                b if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') => i += 1,
+                _ => return false,
+            }
+        }
+        !matches!(segment, "" | "." | "..")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_paths_pass() {
+        for ok in [
+            "/a",
+            "/market/sector-flow/summary",
+            "/news/%E9%93%B6",
+            "/x/v1.2_~",
+        ] {
+            assert!(is_plain_path(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "a",
+            "/",
+            "/a/",
+            "//a",
+            "/a/./b",
+            "/a/../b",
+            "/a/%2e%2e/b",
+            "/a%2Fb",
+            "/a%zz",
+            "/a%e",
+            "/a b",
+            "/a;b",
+            "/a\\b",
+        ] {
+            assert!(!is_plain_path(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_key_is_sorted_and_carries_no_credentials() {
+        let v = target(
+            "/news/search",
+            Some("pageSize=20&keyword=%E9%93%B6&access_token=t&keyword=b&x-api-key=k"),
+            FreshnessClass::News,
+            2048,
+        )
+        .unwrap();
+        assert_eq!(
+            v.target,
+            "/news/search?keyword=%E9%93%B6&keyword=b&pageSize=20"
+        );
+        assert_eq!(v.class, FreshnessClass::News);
+        assert_eq!(v.endpoint.id, catalog().len());
+        let e = target("/a", Some(&"q=x".repeat(1000)), FreshnessClass::News, 100).unwrap_err();
+        assert_eq!(e.status(), 414);
+    }
+}
