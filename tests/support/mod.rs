@@ -270,11 +270,20 @@ pub async fn raw_request(
     }
 }
 
-/// The JSON body of an error response, checked to be the envelope.
+/// The JSON body of an error response, checked to be the real API's failure
+/// envelope (`success: false`, `data: null`, a readable `message`) with mdproxy's
+/// `error` detail (whose message is the same text).
 pub async fn error_of(r: reqwest::Response) -> (u16, String, Option<String>) {
     let status = r.status().as_u16();
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["success"], false, "{v}");
+    assert!(
+        v.get("data").is_some_and(serde_json::Value::is_null),
+        "data: null: {v}"
+    );
+    let message = v["message"].as_str().unwrap_or_default();
+    assert!(!message.is_empty(), "a top-level message: {v}");
+    assert_eq!(v["error"]["message"], message, "{v}");
     (
         status,
         v["error"]["code"].as_str().unwrap().to_owned(),
