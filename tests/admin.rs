@@ -140,7 +140,7 @@ async fn purge_drops_one_key_with_the_admin_token() {
     let ok = purge("/stock/detail/600519", "admin-secret").await.unwrap();
     assert_eq!(ok.status(), 200);
     let v: serde_json::Value = ok.json().await.unwrap();
-    assert_eq!(v["purged"], "/stock/detail/600519.SH");
+    assert_eq!(v["purged"], "/stock/detail/600519");
     assert_eq!(
         header(&env.get("/stock/detail/600519").await, "x-cache"),
         "MISS"

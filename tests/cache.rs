@@ -369,7 +369,7 @@ async fn scheduled_job_prewarms_the_cache() {
             &env,
             &[
                 "/market/fund-analysis",
-                "/stock/kline?code=600519.SH&period=month"
+                "/stock/kline?code=600519&period=month"
             ],
             Duration::from_secs(10)
         )
@@ -379,7 +379,7 @@ async fn scheduled_job_prewarms_the_cache() {
     assert_eq!(header(&r, "x-cache"), "HIT");
     assert_eq!(
         header(
-            &env.get("/stock/kline?code=600519.SH&period=month").await,
+            &env.get("/stock/kline?code=600519&period=month").await,
             "x-cache"
         ),
         "HIT"

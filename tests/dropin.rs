@@ -99,7 +99,7 @@ async fn a_reported_failure_is_hidden_by_a_stale_answer_else_relayed_uncached() 
     assert_eq!(env.sim.hits("/news/overview"), 2, "the upstream was asked");
 
     // Nothing cached: the upstream's own answer, exactly, every time.
-    let failing = "/fund/detail/159915.SZ";
+    let failing = "/fund/detail/159915";
     env.sim.fail_path(failing, "socket hang up");
     let (status, upstream) = from_sim(&env, failing).await;
     assert_eq!(status, 200);
@@ -319,8 +319,8 @@ async fn the_newer_documented_parameters_are_answered_and_forwarded() {
     }
     let forwarded = env.sim.raw_requests().join("\n");
     for part in [
-        "/stock/kline?code=600519.SH&fqt=after&from=2024-01-02&to=2024-03-29",
-        "/fund/kline?code=510300.SH&fqt=after&from=2024-01-02&to=2024-03-29",
+        "/stock/kline?code=600519&fqt=after&from=2024-01-02&to=2024-03-29",
+        "/fund/kline?code=510300&fqt=after&from=2024-01-02&to=2024-03-29",
         "type=top10Float&page=2&pageSize=20&holdNumChange=",
         "sortColumn=PARENT_NETPROFIT",
     ] {

@@ -406,7 +406,7 @@ async fn upstream_errors_map_and_not_found_is_relayed() {
     assert_eq!(header(&again, "x-cache"), "HIT");
     assert!(header(&again, "cache-status").contains("detail=negative"));
     assert_eq!(
-        env.sim.hits_for("/stock/detail/605999.SH"),
+        env.sim.hits_for("/stock/detail/605999"),
         1,
         "negative caching"
     );

@@ -86,11 +86,12 @@ impl FreshnessClass {
 /// What a parameter value must look like, and how it is written in a cache key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamKind {
-    /// A-share code: 6 digits, optionally `.SH`, `.SZ` or `.BJ`; keyed with the suffix.
+    /// A-share code: 6 digits, optionally `.SH`, `.SZ` or `.BJ`; keyed and forwarded
+    /// as 6 digits unless the suffix says what the prefix does not (`params::stock_code`).
     StockCode,
     /// Comma-separated stock codes (client order kept).
     StockCodes,
-    /// ETF code: 6 digits, optionally `.SH` or `.SZ`; keyed with the suffix.
+    /// ETF code: 6 digits, optionally `.SH` or `.SZ`; keyed like a stock code.
     FundCode,
     /// A shareholder's code (not a stock code): letters, digits, `.`, `_`, `-`.
     HolderCode,

@@ -27,7 +27,7 @@ const MAX_QUERY: usize = 8;
 pub struct Valid {
     pub endpoint: &'static Endpoint,
     /// Path and canonical query relative to `/api/v1`, e.g.
-    /// `/stock/kline?code=600519.SH&period=day`: the cache key and the upstream target.
+    /// `/stock/kline?code=600519&period=day`: the cache key and the upstream target.
     pub target: String,
     /// The freshness class of this particular request.
     pub class: FreshnessClass,
@@ -53,7 +53,7 @@ impl Valid {
 /// let kline = catalog().by_path("/stock/kline").unwrap();
 /// let valid = mdproxy::api::params::validate(kline, &[], Some("fqt=pre&code=000001&_=17")).unwrap();
 /// // Canonical order and code; the cache-buster is not part of the key.
-/// assert_eq!(valid.target, "/stock/kline?code=000001.SZ&fqt=pre");
+/// assert_eq!(valid.target, "/stock/kline?code=000001&fqt=pre");
 /// let err = mdproxy::api::params::validate(kline, &[], Some("code=000001&period=hour")).unwrap_err();
 /// assert_eq!((err.code(), err.param()), ("invalid_parameter", Some("period")));
 /// ```
@@ -332,47 +332,55 @@ fn split_code<'a>(s: &'a str, suffixes: &[&str]) -> Option<(&'a str, Option<Stri
     (digits.len() == 6 && digits.bytes().all(|b| b.is_ascii_digit())).then_some((digits, suffix))
 }
 
-/// Canonical stock code: `600519` → `600519.SH`, `000001.sz` → `000001.SZ`. A bare
-/// code whose exchange the prefix does not tell (an index range such as 399xxx)
-/// stays bare. Prefix rules from DOMAIN.md §5.1: 60/68/90 SH; 00/30/20 SZ; 92 and
-/// the retired 43/83/87/88 BJ.
+/// The exchange a stock code's prefix implies (DOMAIN.md §5.1): 60/68/90 SH;
+/// 00/30/20 SZ; 92 and the retired 43/83/87/88 BJ. `None` where the prefix does not
+/// tell (an index range such as 399xxx).
+pub fn implied_exchange(digits: &str) -> Option<&'static str> {
+    match digits.get(..2)? {
+        "60" | "68" | "90" => Some("SH"),
+        "00" | "30" | "20" => Some("SZ"),
+        "92" | "43" | "83" | "87" | "88" => Some("BJ"),
+        _ => None,
+    }
+}
+
+/// The canonical form: the 6 digits alone when the suffix is absent or is the one
+/// the prefix implies, `digits.SUFFIX` when the suffix says something the digits do
+/// not (`000001.SH` is the Shanghai index, `000001` the Shenzhen bank). Bare digits
+/// are also what the real upstream documents, so the canonical form is the one sent.
+fn canonical_code(digits: &str, suffix: Option<String>, implied: Option<&str>) -> String {
+    match suffix {
+        Some(sfx) if Some(sfx.as_str()) != implied => format!("{digits}.{sfx}"),
+        _ => digits.to_owned(),
+    }
+}
+
+/// Canonical stock code: `600519`, `600519.SH` and `600519.sh` → `600519`;
+/// `000001.SH` (a suffix the prefix does not imply) stays `000001.SH`.
 ///
 /// ```
 /// use mdproxy::api::params::stock_code;
-/// assert_eq!(stock_code("600519").as_deref(), Some("600519.SH"));
-/// assert_eq!(stock_code("000001.sz").as_deref(), Some("000001.SZ"));
-/// assert_eq!(stock_code("920819").as_deref(), Some("920819.BJ"));
+/// assert_eq!(stock_code("600519.sh").as_deref(), Some("600519"));
+/// assert_eq!(stock_code("000001.SZ").as_deref(), Some("000001"));
+/// assert_eq!(stock_code("000001.SH").as_deref(), Some("000001.SH"));
+/// assert_eq!(stock_code("399001.SZ").as_deref(), Some("399001.SZ"));
 /// assert_eq!(stock_code("SH600519"), None);
 /// ```
 pub fn stock_code(s: &str) -> Option<String> {
     let (digits, suffix) = split_code(s, &["SH", "SZ", "BJ"])?;
-    let suffix = suffix.or_else(|| {
-        let exchange = match &digits[..2] {
-            "60" | "68" | "90" => "SH",
-            "00" | "30" | "20" => "SZ",
-            "92" | "43" | "83" | "87" | "88" => "BJ",
-            _ => return None,
-        };
-        Some(exchange.to_owned())
-    });
-    Some(match suffix {
-        Some(sfx) => format!("{digits}.{sfx}"),
-        None => digits.to_owned(),
-    })
+    Some(canonical_code(digits, suffix, implied_exchange(digits)))
 }
 
-/// Canonical ETF code: 5xxxxx → `.SH`, 1xxxxx → `.SZ` (DOMAIN.md §5.2).
+/// Canonical ETF code, by the same rule: 5xxxxx implies `.SH`, 1xxxxx `.SZ`
+/// (DOMAIN.md §5.2).
 pub fn fund_code(s: &str) -> Option<String> {
     let (digits, suffix) = split_code(s, &["SH", "SZ"])?;
-    let suffix = suffix.or_else(|| match digits.as_bytes()[0] {
-        b'5' => Some("SH".to_owned()),
-        b'1' => Some("SZ".to_owned()),
+    let implied = match digits.as_bytes()[0] {
+        b'5' => Some("SH"),
+        b'1' => Some("SZ"),
         _ => None,
-    });
-    Some(match suffix {
-        Some(sfx) => format!("{digits}.{sfx}"),
-        None => digits.to_owned(),
-    })
+    };
+    Some(canonical_code(digits, suffix, implied))
 }
 
 #[cfg(test)]
@@ -390,16 +398,19 @@ mod tests {
 
     #[test]
     fn codes_are_canonical() {
-        assert_eq!(stock_code("600519").as_deref(), Some("600519.SH"));
-        assert_eq!(stock_code("000001.sz").as_deref(), Some("000001.SZ"));
-        assert_eq!(stock_code("920819").as_deref(), Some("920819.BJ"));
-        assert_eq!(stock_code("900901").as_deref(), Some("900901.SH"));
+        assert_eq!(stock_code("600519.SH").as_deref(), Some("600519"));
+        assert_eq!(stock_code("000001.sz").as_deref(), Some("000001"));
+        assert_eq!(stock_code("920819.BJ").as_deref(), Some("920819"));
+        assert_eq!(stock_code("900901").as_deref(), Some("900901"));
         assert_eq!(stock_code("399001").as_deref(), Some("399001"));
+        assert_eq!(stock_code("000001.SH").as_deref(), Some("000001.SH"));
+        assert_eq!(stock_code("600519.SZ").as_deref(), Some("600519.SZ"));
         assert_eq!(stock_code("60051"), None);
         assert_eq!(stock_code("600519.HK"), None);
         assert_eq!(stock_code("SH600519"), None);
-        assert_eq!(fund_code("510300").as_deref(), Some("510300.SH"));
-        assert_eq!(fund_code("159915").as_deref(), Some("159915.SZ"));
+        assert_eq!(fund_code("510300.sh").as_deref(), Some("510300"));
+        assert_eq!(fund_code("159915.SZ").as_deref(), Some("159915"));
+        assert_eq!(fund_code("159915.SH").as_deref(), Some("159915.SH"));
     }
 
     #[test]
@@ -411,7 +422,7 @@ mod tests {
             "period=day&code=600519.SH&fqt=pre&_=123",
         )
         .unwrap();
-        assert_eq!(a.target, "/stock/kline?code=600519.SH&period=day&fqt=pre");
+        assert_eq!(a.target, "/stock/kline?code=600519&period=day&fqt=pre");
         assert_eq!(a, b);
         let h1 = check("/news/headlines", &[], "").unwrap();
         let h2 = check(
@@ -423,7 +434,7 @@ mod tests {
         assert_eq!(h1.target, h2.target);
         assert_eq!(h1.query_value("keyword").unwrap(), "新闻联播要闻");
         let p = check("/stock/detail/{code}", &["600519"], "").unwrap();
-        assert_eq!(p.target, "/stock/detail/600519.SH");
+        assert_eq!(p.target, "/stock/detail/600519");
         let n = check("/macro/pmi", &[], "page=001&pageSize=20").unwrap();
         assert_eq!(n.target, "/macro/pmi?page=1&pageSize=20");
     }

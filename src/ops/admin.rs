@@ -116,9 +116,14 @@ impl Admin {
                 let [hit, miss, stale] = [CacheStatus::Hit, CacheStatus::Miss, CacheStatus::Stale]
                     .map(|s| stats.served_count(e.id, s));
                 let total = hit + miss + stale;
+                let class = if e == catalog().passthrough() {
+                    snap.config.passthrough.class
+                } else {
+                    e.class
+                };
                 (total > 0).then(|| {
                     json!({
-                        "endpoint": e.path, "class": e.class.as_str(),
+                        "endpoint": e.path, "class": class.as_str(),
                         "hit": hit, "miss": miss, "stale": stale,
                         "hit_ratio": (hit + stale) as f64 / total as f64,
                     })
