@@ -44,7 +44,8 @@ pub enum UpstreamOutcome {
     Timeout,
     /// Connection refused, reset, DNS failure.
     Unreachable,
-    /// 5xx, or 401/403/429 aimed at the proxy's own credentials or rate.
+    /// 5xx, a 3xx (never followed), or 401/403/429 aimed at the proxy's own
+    /// credentials or rate.
     Failed,
     /// A 2xx whose body is not the envelope.
     InvalidBody,

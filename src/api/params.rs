@@ -68,7 +68,8 @@ pub fn validate(
     let mut values: [Option<Cow<'_, str>>; MAX_QUERY] = Default::default();
     debug_assert!(endpoint.query.len() <= MAX_QUERY);
 
-    for (name, value) in form_urlencoded::parse(raw_query.unwrap_or("").as_bytes()) {
+    for pair in query_pairs(raw_query.unwrap_or("")) {
+        let (name, value) = pair?;
         let Some(index) = endpoint.query.iter().position(|p| p.name == name) else {
             if is_ignored(&name) {
                 continue;
@@ -158,6 +159,49 @@ pub fn validate(
         class,
         until_open,
     })
+}
+
+/// A query's name/value pairs (`application/x-www-form-urlencoded`: `+` is a
+/// space), percent-decoded strictly. A name or value whose bytes are not UTF-8 (a
+/// GBK-encoded keyword) is refused naming the parameter, never replaced by U+FFFD:
+/// two different byte strings must never become one cache key.
+///
+/// ```
+/// let pairs: Vec<_> = mdproxy::api::params::query_pairs("a=%E9%93%B6+x&b").map(Result::unwrap).collect();
+/// assert_eq!(pairs, [("a".into(), "银 x".into()), ("b".into(), "".into())]);
+/// let gbk = mdproxy::api::params::query_pairs("keyword=%D0%C2%CE%C5").next().unwrap();
+/// assert_eq!(gbk.unwrap_err().param(), Some("keyword"));
+/// ```
+pub fn query_pairs(raw: &str) -> impl Iterator<Item = Result<(Cow<'_, str>, Cow<'_, str>), Error>> {
+    raw.split('&').filter(|p| !p.is_empty()).map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let name = form_decode(name).ok_or_else(|| {
+            Error::invalid(
+                "query",
+                "a parameter name is not UTF-8 once percent-decoded",
+            )
+        })?;
+        let value = form_decode(value).ok_or_else(|| {
+            Error::invalid(
+                &truncate(&name, 64),
+                format!("{} is not UTF-8 once percent-decoded", truncate(&name, 64)),
+            )
+        })?;
+        Ok((name, value))
+    })
+}
+
+/// Percent-decodes one form component, `+` as a space; `None` unless UTF-8.
+fn form_decode(s: &str) -> Option<Cow<'_, str>> {
+    if s.contains('+') {
+        let spaced = s.replace('+', " ");
+        let decoded = percent_encoding::percent_decode_str(&spaced)
+            .decode_utf8()
+            .ok()?;
+        Some(Cow::Owned(decoded.into_owned()))
+    } else {
+        percent_encoding::percent_decode_str(s).decode_utf8().ok()
+    }
 }
 
 /// A K-line range must not end before it starts (both are `YYYY-MM-DD`, so the

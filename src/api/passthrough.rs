@@ -3,10 +3,8 @@
 //! sorted by name with credentials and the cache-buster removed. The target is the
 //! cache key and the upstream request, like a catalogue request's.
 
-use std::borrow::Cow;
-
 use crate::api::catalog::{FreshnessClass, catalog};
-use crate::api::params::{Valid, is_ignored};
+use crate::api::params::{Valid, is_ignored, query_pairs};
 use crate::error::Error;
 
 /// Query parameters that carry a client credential: never keyed, never forwarded.
@@ -27,7 +25,8 @@ const CREDENTIALS: [&str; 1] = ["access_token"];
 ///
 /// # Errors
 /// `NotFound` for a path that is not a plain relative path (empty, `.` or `..`
-/// segments, escapes that decode to ASCII), `UriTooLong` past `max_bytes`.
+/// segments, escapes that decode to ASCII), `InvalidParameter` for a query that is
+/// not UTF-8 once decoded, `UriTooLong` past `max_bytes`.
 pub fn target(
     path: &str,
     query: Option<&str>,
@@ -37,10 +36,13 @@ pub fn target(
     if !is_plain_path(path) {
         return Err(Error::NotFound);
     }
-    let mut pairs: Vec<(Cow<'_, str>, Cow<'_, str>)> =
-        form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-            .filter(|(name, _)| !is_ignored(name) && !CREDENTIALS.contains(&name.as_ref()))
-            .collect();
+    let mut pairs = Vec::new();
+    for pair in query_pairs(query.unwrap_or_default()) {
+        let (name, value) = pair?;
+        if !is_ignored(&name) && !CREDENTIALS.contains(&name.as_ref()) {
+            pairs.push((name, value));
+        }
+    }
     // Stable: repeated names keep the client's order.
     pairs.sort_by(|a, b| a.0.cmp(&b.0));
     let mut target = String::with_capacity(path.len() + query.map_or(0, str::len) + 1);

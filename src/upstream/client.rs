@@ -37,7 +37,8 @@ pub enum FetchError {
     #[error("the upstream is unreachable")]
     Unreachable,
     /// The upstream answered with a status that says it failed or refused us
-    /// (5xx, or 401/403/429 aimed at the proxy's own credentials or rate).
+    /// (5xx, a 3xx redirect, which is never followed, or 401/403/429 aimed at the
+    /// proxy's own credentials or rate).
     #[error("the upstream failed with status {0}")]
     Failed(u16),
     /// A 2xx whose body is not the JSON envelope.
@@ -167,6 +168,10 @@ impl UpstreamClient {
             .pool_max_idle_per_host(config.pool_max_idle_per_host)
             .pool_idle_timeout(Duration::from_secs(60))
             .tcp_nodelay(true)
+            // A redirect is an upstream failure, never followed: following it would
+            // cache another host's answer under our key.
+            .redirect(reqwest::redirect::Policy::none())
+            .referer(false)
             .user_agent(concat!("mdproxy/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot build the upstream client: {e}"))?;
@@ -227,6 +232,7 @@ fn classify(e: reqwest::Error) -> FetchError {
 /// Decides what an upstream answer is: a cacheable body or a [`FetchError`].
 fn classify_answer(status: StatusCode, body: Bytes) -> Result<Bytes, FetchError> {
     if status.is_server_error()
+        || status.is_redirection()
         || matches!(
             status,
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
@@ -280,6 +286,10 @@ mod tests {
         assert!(matches!(
             classify_answer(StatusCode::BAD_GATEWAY, Bytes::new()),
             Err(FetchError::Failed(502))
+        ));
+        assert!(matches!(
+            classify_answer(StatusCode::FOUND, Bytes::new()),
+            Err(FetchError::Failed(302))
         ));
         assert!(matches!(
             classify_answer(StatusCode::OK, Bytes::from_static(b"<html>")),

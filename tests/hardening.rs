@@ -1,0 +1,174 @@
+//! Hardening (issue 9) against broken upstreams and hostile input: no cache
+//! poisoning through redirects or lossy decoding.
+
+mod support;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mdproxy::cache::market::Clock;
+use mdproxy::config::Secret;
+use support::{error_of, header};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// A hand-written upstream: answers each request with the next scripted response
+/// (a 500 when the script has run out) and counts what it received.
+struct Scripted {
+    addr: SocketAddr,
+    script: Arc<Mutex<VecDeque<String>>>,
+    received: Arc<AtomicU64>,
+}
+
+impl Scripted {
+    async fn start() -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let script = Arc::new(Mutex::new(VecDeque::<String>::new()));
+        let received = Arc::new(AtomicU64::new(0));
+        let (s, r) = (script.clone(), received.clone());
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let (script, received) = (s.clone(), r.clone());
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    received.fetch_add(1, Ordering::SeqCst);
+                    let response = script
+                        .lock()
+                        .unwrap()
+                        .pop_front()
+                        .unwrap_or_else(|| response("500 Internal Server Error", &[], "{}"));
+                    let _ = socket.write_all(response.as_bytes()).await;
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        Scripted {
+            addr,
+            script,
+            received,
+        }
+    }
+
+    fn then(&self, response: String) {
+        self.script.lock().unwrap().push_back(response);
+    }
+
+    fn received(&self) -> u64 {
+        self.received.load(Ordering::SeqCst)
+    }
+}
+
+/// An HTTP/1.1 response with `Connection: close`.
+fn response(status: &str, headers: &[(&str, &str)], body: &str) -> String {
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    out.push_str(body);
+    out
+}
+
+/// A proxy in front of `upstream` on a clock standing at Saturday 20:00 China time.
+async fn proxy_for(
+    upstream: SocketAddr,
+) -> (mdproxy::app::App, Arc<mdproxy::cache::market::ManualClock>) {
+    let clock = support::clock_at("2026-11-21T20:00:00+08:00");
+    let mut config = mdproxy::config::Config::default();
+    config.server.listen = "127.0.0.1:0".into();
+    config.auth.tokens = vec![Secret::new(support::TOKEN)];
+    config.upstream.base_url = format!("http://{upstream}/api/v1");
+    config.upstream.timeout_ms = 2_000;
+    config.scheduler.enabled = false;
+    config.limits.upstream_rps = 0;
+    let app = mdproxy::app::start(&config, clock.clone()).await.unwrap();
+    (app, clock)
+}
+
+async fn get(app: &mdproxy::app::App, target: &str) -> reqwest::Response {
+    support::client()
+        .get(format!("{}{target}", app.base_url()))
+        .bearer_auth(support::TOKEN)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// An upstream 302 is an upstream failure: never followed (the other host sees
+/// nothing), never cached, and a good stale answer is served in its place.
+#[tokio::test]
+async fn an_upstream_redirect_is_never_followed_nor_cached() {
+    let upstream = Scripted::start().await;
+    let elsewhere = Scripted::start().await;
+    let (app, clock) = proxy_for(upstream.addr).await;
+    let good = r#"{"success":true,"data":{"marketDegree":"34"}}"#;
+    upstream.then(response("200 OK", &[], good));
+    assert_eq!(
+        get(&app, "/news/overview").await.text().await.unwrap(),
+        good
+    );
+
+    // Past fresh and stale (900 s for `news` when closed), inside stale-if-error.
+    clock.set(clock.now() + chrono::Duration::seconds(1_000));
+    let location = format!("http://{}/api/v1/news/overview", elsewhere.addr);
+    let evil = r#"{"success":true,"data":"another host's answer"}"#;
+    for _ in 0..2 {
+        upstream.then(response("302 Found", &[("Location", &location)], evil));
+    }
+    let r = get(&app, "/news/overview").await;
+    assert_eq!(header(&r, "x-cache"), "STALE");
+    assert_eq!(r.text().await.unwrap(), good);
+
+    // Nothing cached: 502, and still nothing followed or stored.
+    let r = get(&app, "/news/mainline").await;
+    let (status, code, _) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (502, "upstream_error"));
+    assert_eq!(elsewhere.received(), 0, "the redirect was followed");
+    assert_eq!(upstream.received(), 3);
+    app.shutdown().await;
+}
+
+/// Query values that are not UTF-8 (GBK-encoded keywords) are refused, naming the
+/// parameter, and never reach the upstream: replacing them by U+FFFD would give two
+/// different words one cache key.
+#[tokio::test]
+async fn query_values_that_are_not_utf8_are_refused_not_replaced() {
+    let env = support::start_with(
+        |_| {},
+        |c| c.passthrough.enabled = true,
+        Some(support::saturday()),
+    )
+    .await;
+    for target in [
+        "/news/headlines?keyword=%D0%C2%CE%C5",
+        "/news/headlines?keyword=%C1%AA%B2%A5",
+        "/stock/search?keyword=%C6%BD%B0%B2",
+        "/news/search?keyword=%D0%C2%CE%C5",
+    ] {
+        let (status, code, param) = error_of(env.get(target).await).await;
+        assert_eq!(
+            (status, code.as_str(), param.as_deref()),
+            (400, "invalid_parameter", Some("keyword")),
+            "{target}"
+        );
+    }
+    // The same words in UTF-8 are two different keys.
+    let a = env.get("/news/headlines?keyword=%E6%96%B0%E9%97%BB").await;
+    let b = env.get("/news/headlines?keyword=%E8%81%94%E6%92%AD").await;
+    assert_eq!((a.status().as_u16(), b.status().as_u16()), (200, 200));
+    assert_ne!(header(&a, "etag"), header(&b, "etag"));
+    assert_eq!(env.sim.hits("/news/headlines"), 2);
+}
