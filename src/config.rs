@@ -165,6 +165,14 @@ pub struct UpstreamConfig {
     pub timeout_ms: u64,
     /// Idle keep-alive connections kept per upstream host.
     pub pool_max_idle_per_host: usize,
+    /// Consecutive upstream failures (timeouts, unreachable, 5xx) that open the
+    /// circuit breaker; 0 disables it. While open, stale answers are served at once
+    /// and uncached requests fail fast with 502.
+    pub breaker_failures: u32,
+    /// First open interval of the breaker; doubles on each failed probe.
+    pub breaker_open_ms: u64,
+    /// Longest open interval of the breaker.
+    pub breaker_max_open_ms: u64,
 }
 
 impl Default for UpstreamConfig {
@@ -176,6 +184,9 @@ impl Default for UpstreamConfig {
             connect_timeout_ms: 3_000,
             timeout_ms: 10_000,
             pool_max_idle_per_host: 64,
+            breaker_failures: 5,
+            breaker_open_ms: 1_000,
+            breaker_max_open_ms: 30_000,
         }
     }
 }
@@ -629,6 +640,14 @@ impl Config {
         }
         if self.upstream.timeout_ms == 0 {
             problems.push("upstream.timeout_ms must be at least 1".into());
+        }
+        if self.upstream.breaker_failures > 0
+            && (self.upstream.breaker_open_ms == 0
+                || self.upstream.breaker_max_open_ms < self.upstream.breaker_open_ms)
+        {
+            problems.push(
+                "upstream.breaker_open_ms must be at least 1 and at most upstream.breaker_max_open_ms".into(),
+            );
         }
         if self.cache.max_bytes < 1024 * 1024 {
             problems.push("cache.max_bytes must be at least 1048576 (1 MiB)".into());

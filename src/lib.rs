@@ -10,9 +10,11 @@
 //! - [`ops`]: admin listener, metrics, reload, scheduler, reports.
 //! - [`state`]: what the edge, the hub and the operations share.
 //! - [`cache`]: store and single flight, the read-through decision, freshness, market clock.
-//! - [`upstream`]: the pooled client and the budget with priorities.
+//! - [`upstream`]: the pooled client, the envelope scan, the circuit breaker and the
+//!   budget with priorities.
 //! - [`api`]: the catalogue of 72 endpoints, the router and validation.
-//! - [`config`], [`stats`], [`error`]: configuration, counters, the contract's errors.
+//! - [`config`], [`stats`], [`error`], [`logging`]: configuration, counters, the
+//!   contract's errors, rate-limited warnings.
 //! - [`sim`]: the simulated upstream (the other side of the wire), [`demo`] wires it
 //!   to a proxy; [`shutdown`] listens for signals.
 //!
@@ -30,6 +32,7 @@ pub mod demo;
 pub mod edge;
 pub mod error;
 pub mod hub;
+pub mod logging;
 pub mod ops;
 pub mod shutdown;
 pub mod sim;

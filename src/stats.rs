@@ -54,6 +54,8 @@ pub enum UpstreamOutcome {
     Reported,
     /// An answer relayed to the client as it is (a 4xx other than 404).
     Answer,
+    /// Not asked: the circuit breaker was open.
+    CircuitOpen,
     /// A client waited `limits.client_wait_ms` and the budget stayed short.
     Overloaded,
     /// Background work found no budget and was dropped.
@@ -62,7 +64,7 @@ pub enum UpstreamOutcome {
 
 impl UpstreamOutcome {
     /// Every outcome, in counter order.
-    pub const ALL: [UpstreamOutcome; 10] = [
+    pub const ALL: [UpstreamOutcome; 11] = [
         UpstreamOutcome::Ok,
         UpstreamOutcome::NotFound,
         UpstreamOutcome::Timeout,
@@ -71,6 +73,7 @@ impl UpstreamOutcome {
         UpstreamOutcome::InvalidBody,
         UpstreamOutcome::Reported,
         UpstreamOutcome::Answer,
+        UpstreamOutcome::CircuitOpen,
         UpstreamOutcome::Overloaded,
         UpstreamOutcome::Dropped,
     ];
@@ -86,6 +89,7 @@ impl UpstreamOutcome {
             UpstreamOutcome::InvalidBody => "invalid_body",
             UpstreamOutcome::Reported => "reported_failure",
             UpstreamOutcome::Answer => "answer",
+            UpstreamOutcome::CircuitOpen => "circuit_open",
             UpstreamOutcome::Overloaded => "overloaded",
             UpstreamOutcome::Dropped => "dropped",
         }

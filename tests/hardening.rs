@@ -172,3 +172,82 @@ async fn query_values_that_are_not_utf8_are_refused_not_replaced() {
     assert_ne!(header(&a, "etag"), header(&b, "etag"));
     assert_eq!(env.sim.hits("/news/headlines"), 2);
 }
+
+/// While the upstream hangs, the breaker opens after `breaker_failures` timeouts:
+/// from then on stale answers are served without asking the upstream (no request
+/// waits for a timeout) and uncached requests fail fast with 502 naming the
+/// breaker; when the interval is over one probe goes through, and its success
+/// closes the breaker. The breaker runs on an injected clock.
+#[tokio::test]
+async fn stale_answers_are_served_at_once_while_the_breaker_is_open() {
+    use governor::clock::FakeRelativeClock;
+    use mdproxy::stats::UpstreamOutcome;
+    use mdproxy::upstream::budget::RateClock;
+
+    let clock = support::clock_at("2026-11-21T20:00:00+08:00");
+    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
+        .await
+        .unwrap();
+    let mut config = support::proxy_config(&sim);
+    config.upstream.timeout_ms = 300;
+    config.upstream.breaker_failures = 2;
+    config.upstream.breaker_open_ms = 5_000;
+    let fake = FakeRelativeClock::default();
+    let proxy = mdproxy::app::start_with(&config, clock.clone(), RateClock::Fake(fake.clone()))
+        .await
+        .unwrap();
+    let env = support::Env {
+        sim,
+        proxy,
+        client: support::client(),
+        clock: Some(clock.clone()),
+    };
+    let good = env.get("/news/overview").await.bytes().await.unwrap();
+    // Past fresh and stale, inside stale-if-error.
+    clock.set(clock.now() + chrono::Duration::seconds(1_000));
+    env.sim.set_hang(true);
+    for _ in 0..2 {
+        let r = env.get("/news/overview").await;
+        assert_eq!(header(&r, "x-cache"), "STALE", "after a timeout");
+    }
+    let asked = env.sim.raw_count();
+    assert_eq!(
+        env.proxy
+            .state()
+            .stats()
+            .upstream_count(UpstreamOutcome::Timeout),
+        2
+    );
+
+    for _ in 0..20 {
+        let r = env.get("/news/overview").await;
+        assert_eq!(header(&r, "x-cache"), "STALE");
+        assert!(header(&r, "cache-status").ends_with("detail=stale-if-error"));
+        assert_eq!(r.bytes().await.unwrap(), good);
+    }
+    let r = env.get("/news/mainline").await;
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "upstream_error");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("circuit breaker open"),
+        "{body}"
+    );
+    assert_eq!(
+        env.sim.raw_count(),
+        asked,
+        "nothing reached the hanging upstream"
+    );
+    let stats = env.proxy.state().stats();
+    assert_eq!(stats.upstream_count(UpstreamOutcome::CircuitOpen), 21);
+
+    // The interval passes and the upstream is back: one probe closes the breaker.
+    env.sim.set_hang(false);
+    fake.advance(std::time::Duration::from_millis(5_000));
+    let r = env.get("/news/overview").await;
+    assert_eq!(header(&r, "x-cache"), "MISS", "the probe refetched it");
+    assert_eq!(env.get("/news/mainline").await.status(), 200);
+    assert_eq!(env.sim.raw_count(), asked + 2);
+}

@@ -14,10 +14,14 @@ use crate::api::params::Valid;
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
 use crate::cache::market::Clock;
 use crate::cache::store::{Cache, CachedBody, FillRole};
+use crate::logging::Throttle;
 use crate::stats::{CacheStatus, Stats};
 use crate::upstream::Upstream;
 use crate::upstream::budget::Priority;
 use crate::upstream::client::FetchError;
+
+/// At most one warning line per kind in this interval.
+const WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How an answer was served: decides `X-Cache` and `Cache-Status` (RFC 9211)
 /// together, so the two never disagree.
@@ -74,6 +78,8 @@ struct Inner {
     clock: Arc<dyn Clock>,
     /// Background refreshes run on the application's tracker.
     tracker: TaskTracker,
+    /// While the upstream is down every request for a stale key would warn.
+    warnings: Throttle,
 }
 
 impl ReadThrough {
@@ -92,6 +98,7 @@ impl ReadThrough {
                 stats,
                 clock,
                 tracker,
+                warnings: Throttle::new(WARN_EVERY),
             }),
         }
     }
@@ -157,11 +164,15 @@ impl ReadThrough {
                 {
                     let lifetimes = policy.lifetimes_of(&entry);
                     if lifetimes.decide(now).is_usable_on_error() {
-                        tracing::warn!(target = %valid.target, upstream_error = error.as_str(), "serving stale answer");
+                        if let Some(held) = s.warnings.admit(("stale", error.as_str())) {
+                            tracing::warn!(target = %valid.target, upstream_error = error.as_str(), held_back = held, "serving stale answer");
+                        }
                         return Ok(self.answer(valid, entry, Served::StaleIfError, lifetimes, now));
                     }
                 }
-                tracing::warn!(target = %valid.target, upstream_error = error.as_str(), "upstream fetch failed");
+                if let Some(held) = s.warnings.admit(("failed", error.as_str())) {
+                    tracing::warn!(target = %valid.target, upstream_error = error.as_str(), held_back = held, "upstream fetch failed");
+                }
                 Err(error)
             }
         }

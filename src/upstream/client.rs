@@ -14,6 +14,7 @@ use http::{HeaderValue, StatusCode};
 use crate::config::UpstreamConfig;
 use crate::error::Error;
 use crate::stats::UpstreamOutcome;
+use crate::upstream::breaker::Verdict;
 use crate::upstream::budget::Denied;
 use crate::upstream::envelope::{Flag, success_flag};
 
@@ -52,6 +53,10 @@ pub enum FetchError {
     /// The upstream budget had no room for a client within `limits.client_wait_ms`.
     #[error("the upstream budget is exhausted")]
     Overloaded,
+    /// The circuit breaker is open: the upstream failed repeatedly just now, so it
+    /// is not asked (a stale answer is served at once where there is one).
+    #[error("the upstream is failing; circuit breaker open")]
+    CircuitOpen { remaining_ms: u64 },
     /// Background work found no upstream budget and was dropped.
     #[error("background refresh dropped for want of upstream budget")]
     Dropped,
@@ -95,6 +100,11 @@ impl FetchError {
             FetchError::InvalidBody => Error::UpstreamError {
                 reason: "the upstream sent an invalid body".into(),
             },
+            FetchError::CircuitOpen { remaining_ms } => Error::UpstreamError {
+                reason: format!(
+                    "the upstream is failing: circuit breaker open, next attempt in {remaining_ms} ms"
+                ),
+            },
             FetchError::Overloaded | FetchError::Dropped => Error::Overloaded {
                 reason: "the upstream request budget is exhausted; retry shortly".into(),
             },
@@ -114,6 +124,7 @@ impl FetchError {
             FetchError::Failed(_) => UpstreamOutcome::Failed,
             FetchError::InvalidBody => UpstreamOutcome::InvalidBody,
             FetchError::Reported { .. } => UpstreamOutcome::Reported,
+            FetchError::CircuitOpen { .. } => UpstreamOutcome::CircuitOpen,
             FetchError::Overloaded => UpstreamOutcome::Overloaded,
             FetchError::Dropped => UpstreamOutcome::Dropped,
             FetchError::Answer { status: 404, .. } => UpstreamOutcome::NotFound,
@@ -124,6 +135,22 @@ impl FetchError {
     /// Stable label for logs.
     pub fn as_str(&self) -> &'static str {
         self.outcome().as_str()
+    }
+}
+
+impl FetchError {
+    /// What this outcome says about the upstream's health, for the breaker.
+    pub fn verdict(&self) -> Verdict {
+        match self {
+            FetchError::Timeout
+            | FetchError::Unreachable
+            | FetchError::Failed(_)
+            | FetchError::InvalidBody => Verdict::Down,
+            FetchError::Answer { .. } | FetchError::Reported { .. } => Verdict::Up,
+            FetchError::CircuitOpen { .. } | FetchError::Overloaded | FetchError::Dropped => {
+                Verdict::Unknown
+            }
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! Both outlive a configuration reload (a reload rebuilds one only when its own
 //! settings changed), so the connection pool and the rate buckets are kept.
 
+pub mod breaker;
 pub mod budget;
 pub mod client;
 pub mod envelope;
@@ -13,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::stats::{Stats, UpstreamOutcome};
+use breaker::{Breaker, BreakerSettings, Verdict};
 use budget::{BudgetSettings, Priority, RateClock, UpstreamBudget};
 use client::{FetchError, Fetched, UpstreamClient};
 
@@ -26,6 +28,7 @@ pub struct Upstream {
 struct Inner {
     client: ArcSwap<UpstreamClient>,
     budget: ArcSwap<UpstreamBudget>,
+    breaker: ArcSwap<Breaker>,
     clock: RateClock,
     stats: Arc<Stats>,
     /// Cancelled when shutdown's grace has run out: requests still waiting for
@@ -45,10 +48,12 @@ impl Upstream {
             clock.clone(),
             Arc::clone(&stats),
         );
+        let breaker = Breaker::new(breaker_settings(config), clock.clone());
         Ok(Upstream {
             inner: Arc::new(Inner {
                 client: ArcSwap::from_pointee(client),
                 budget: ArcSwap::from_pointee(budget),
+                breaker: ArcSwap::from_pointee(breaker),
                 clock,
                 stats,
                 halt: CancellationToken::new(),
@@ -80,6 +85,11 @@ impl Upstream {
             )));
             tracing::info!("upstream budget changed: new rate buckets");
         }
+        let settings = breaker_settings(config);
+        if self.inner.breaker.load().settings() != settings {
+            let breaker = Breaker::new(settings, self.inner.clock.clone());
+            self.inner.breaker.store(Arc::new(breaker));
+        }
         Ok(())
     }
 
@@ -89,21 +99,31 @@ impl Upstream {
         self.inner.halt.cancel();
     }
 
-    /// Takes budget at `priority`, then GETs `target`; every outcome, refusals
-    /// included, is counted once.
+    /// Passes the circuit breaker, takes budget at `priority`, then GETs `target`;
+    /// every outcome, refusals included, is counted once.
     ///
     /// # Errors
     /// A budget refusal or the fetch's [`FetchError`].
     pub async fn fetch(&self, target: &str, priority: Priority) -> Result<Fetched, FetchError> {
-        let budget = self.inner.budget.load_full();
-        let client = self.inner.client.load_full();
-        let attempt = async {
-            budget.acquire(priority).await?;
-            client.fetch(target).await
-        };
-        let result = tokio::select! {
-            result = attempt => result,
-            () = self.inner.halt.cancelled() => Err(FetchError::Unreachable),
+        let breaker = self.inner.breaker.load_full();
+        let result = match breaker.admit() {
+            Ok(admitted) => {
+                let result = self.attempt(target, priority).await;
+                let verdict = match &result {
+                    Ok(_) => Verdict::Up,
+                    Err(e) => e.verdict(),
+                };
+                if let Some(interval) = breaker.record(admitted, verdict) {
+                    tracing::warn!(
+                        open_ms = interval.as_millis() as u64,
+                        "upstream failing: circuit breaker opened"
+                    );
+                }
+                result
+            }
+            Err(open) => Err(FetchError::CircuitOpen {
+                remaining_ms: open.remaining.as_millis() as u64,
+            }),
         };
         match &result {
             Ok(fetched) => {
@@ -119,6 +139,34 @@ impl Upstream {
             Err(e) => self.inner.stats.upstream(e.outcome()),
         }
         result
+    }
+
+    /// Budget, then the request; ended early by [`halt`](Self::halt).
+    async fn attempt(&self, target: &str, priority: Priority) -> Result<Fetched, FetchError> {
+        let budget = self.inner.budget.load_full();
+        let client = self.inner.client.load_full();
+        let attempt = async {
+            budget.acquire(priority).await?;
+            client.fetch(target).await
+        };
+        tokio::select! {
+            result = attempt => result,
+            () = self.inner.halt.cancelled() => Err(FetchError::Unreachable),
+        }
+    }
+
+    /// Whether the circuit breaker is open now.
+    pub fn breaker_open(&self) -> bool {
+        self.inner.breaker.load().is_open()
+    }
+}
+
+/// The breaker settings of `[upstream]`.
+fn breaker_settings(config: &Config) -> BreakerSettings {
+    BreakerSettings {
+        failures: config.upstream.breaker_failures,
+        open: std::time::Duration::from_millis(config.upstream.breaker_open_ms),
+        max_open: std::time::Duration::from_millis(config.upstream.breaker_max_open_ms),
     }
 }
 

@@ -53,6 +53,9 @@ pub fn proxy_config(sim: &SimHandle) -> Config {
     // budget tests want a budget.
     config.scheduler.enabled = false;
     config.limits.upstream_rps = 0;
+    // Tests that count upstream failures must see every request reach the upstream;
+    // the breaker tests turn it on.
+    config.upstream.breaker_failures = 0;
     config
 }
 

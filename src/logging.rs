@@ -1,0 +1,65 @@
+//! Rate-limited warnings: a warning that repeats (every request for a stale key
+//! while the upstream is down) is written at most once per interval per kind, with
+//! the number of occurrences it stands for, instead of once per request.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A warning kind: what happened and why (both static labels).
+pub type Kind = (&'static str, &'static str);
+
+/// Remembers when each kind was last written and how many were held back since.
+#[derive(Debug)]
+pub struct Throttle {
+    interval: Duration,
+    kinds: Mutex<HashMap<Kind, (Instant, u64)>>,
+}
+
+impl Throttle {
+    /// At most one line per kind per `interval`.
+    pub fn new(interval: Duration) -> Throttle {
+        Throttle {
+            interval,
+            kinds: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `Some(n)` when a line for `kind` may be written now, `n` being how many were
+    /// held back since the last one; `None` when this one is held back.
+    pub fn admit(&self, kind: Kind) -> Option<u64> {
+        let now = Instant::now();
+        let mut kinds = self.kinds.lock().expect("throttle lock is never poisoned");
+        match kinds.get_mut(&kind) {
+            Some((last, held)) if now.duration_since(*last) < self.interval => {
+                *held += 1;
+                None
+            }
+            Some((last, held)) => {
+                *last = now;
+                Some(std::mem::take(held))
+            }
+            None => {
+                kinds.insert(kind, (now, 0));
+                Some(0)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_per_kind_per_interval_with_a_count() {
+        let t = Throttle::new(Duration::from_secs(3600));
+        assert_eq!(t.admit(("stale", "timeout")), Some(0));
+        assert_eq!(t.admit(("stale", "timeout")), None);
+        assert_eq!(t.admit(("stale", "timeout")), None);
+        assert_eq!(t.admit(("stale", "unreachable")), Some(0), "another kind");
+        let t = Throttle::new(Duration::ZERO);
+        assert_eq!(t.admit(("a", "b")), Some(0));
+        assert_eq!(t.admit(("a", "b")), Some(0));
+    }
+}
