@@ -173,6 +173,9 @@ pub struct UpstreamConfig {
     pub breaker_open_ms: u64,
     /// Longest open interval of the breaker.
     pub breaker_max_open_ms: u64,
+    /// Largest upstream body read; a larger answer is an upstream error ("answer
+    /// too large", 502) and is never buffered past this size.
+    pub max_body_bytes: u64,
 }
 
 impl Default for UpstreamConfig {
@@ -187,6 +190,7 @@ impl Default for UpstreamConfig {
             breaker_failures: 5,
             breaker_open_ms: 1_000,
             breaker_max_open_ms: 30_000,
+            max_body_bytes: 16 * 1024 * 1024,
         }
     }
 }
@@ -640,6 +644,9 @@ impl Config {
         }
         if self.upstream.timeout_ms == 0 {
             problems.push("upstream.timeout_ms must be at least 1".into());
+        }
+        if self.upstream.max_body_bytes < 1024 {
+            problems.push("upstream.max_body_bytes must be at least 1024".into());
         }
         if self.upstream.breaker_failures > 0
             && (self.upstream.breaker_open_ms == 0

@@ -49,6 +49,8 @@ pub enum UpstreamOutcome {
     Failed,
     /// A 2xx whose body is not the envelope.
     InvalidBody,
+    /// An answer larger than `upstream.max_body_bytes` (not read past the limit).
+    TooLarge,
     /// A 200 with `"success": false`: the upstream reports its own failure (its
     /// source timed out, "socket hang up"). Never cached; stale-if-error applies.
     Reported,
@@ -64,13 +66,14 @@ pub enum UpstreamOutcome {
 
 impl UpstreamOutcome {
     /// Every outcome, in counter order.
-    pub const ALL: [UpstreamOutcome; 11] = [
+    pub const ALL: [UpstreamOutcome; 12] = [
         UpstreamOutcome::Ok,
         UpstreamOutcome::NotFound,
         UpstreamOutcome::Timeout,
         UpstreamOutcome::Unreachable,
         UpstreamOutcome::Failed,
         UpstreamOutcome::InvalidBody,
+        UpstreamOutcome::TooLarge,
         UpstreamOutcome::Reported,
         UpstreamOutcome::Answer,
         UpstreamOutcome::CircuitOpen,
@@ -87,6 +90,7 @@ impl UpstreamOutcome {
             UpstreamOutcome::Unreachable => "unreachable",
             UpstreamOutcome::Failed => "failed",
             UpstreamOutcome::InvalidBody => "invalid_body",
+            UpstreamOutcome::TooLarge => "too_large",
             UpstreamOutcome::Reported => "reported_failure",
             UpstreamOutcome::Answer => "answer",
             UpstreamOutcome::CircuitOpen => "circuit_open",

@@ -86,6 +86,14 @@ fn response(status: &str, headers: &[(&str, &str)], body: &str) -> String {
 async fn proxy_for(
     upstream: SocketAddr,
 ) -> (mdproxy::app::App, Arc<mdproxy::cache::market::ManualClock>) {
+    proxy_with(upstream, |_| {}).await
+}
+
+/// [`proxy_for`] with `change` applied to the config.
+async fn proxy_with(
+    upstream: SocketAddr,
+    change: impl FnOnce(&mut mdproxy::config::Config),
+) -> (mdproxy::app::App, Arc<mdproxy::cache::market::ManualClock>) {
     let clock = support::clock_at("2026-11-21T20:00:00+08:00");
     let mut config = mdproxy::config::Config::default();
     config.server.listen = "127.0.0.1:0".into();
@@ -94,6 +102,7 @@ async fn proxy_for(
     config.upstream.timeout_ms = 2_000;
     config.scheduler.enabled = false;
     config.limits.upstream_rps = 0;
+    change(&mut config);
     let app = mdproxy::app::start(&config, clock.clone()).await.unwrap();
     (app, clock)
 }
@@ -250,4 +259,45 @@ async fn stale_answers_are_served_at_once_while_the_breaker_is_open() {
     assert_eq!(header(&r, "x-cache"), "MISS", "the probe refetched it");
     assert_eq!(env.get("/news/mainline").await.status(), 200);
     assert_eq!(env.sim.raw_count(), asked + 2);
+}
+
+/// A body past `upstream.max_body_bytes` (announced or chunked) is an upstream
+/// error, never buffered past the limit; one past an eighth of `cache.max_bytes` is
+/// served but not cached.
+#[tokio::test]
+async fn oversized_upstream_bodies_are_refused_or_served_uncached() {
+    let upstream = Scripted::start().await;
+    let (app, _) = proxy_with(upstream.addr, |c| {
+        c.upstream.max_body_bytes = 64 * 1024;
+        c.cache.max_bytes = 1024 * 1024;
+    })
+    .await;
+    let huge = format!(r#"{{"success":true,"data":"{}"}}"#, "x".repeat(100 * 1024));
+    upstream.then(response("200 OK", &[], &huge));
+    let chunk = format!("{:x}\r\n{huge}\r\n0\r\n\r\n", huge.len());
+    upstream.then(format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{chunk}"
+    ));
+    for target in ["/news/overview", "/news/mainline"] {
+        let body: serde_json::Value = get(&app, target).await.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "upstream_error", "{target}");
+        assert!(
+            body["message"].as_str().unwrap().contains("too large"),
+            "{body}"
+        );
+    }
+    app.shutdown().await;
+
+    // Under the body limit but over an eighth of the cache: served, never cached.
+    let upstream = Scripted::start().await;
+    let (app, _) = proxy_with(upstream.addr, |c| c.cache.max_bytes = 1024 * 1024).await;
+    let big = format!(r#"{{"success":true,"data":"{}"}}"#, "y".repeat(200 * 1024));
+    for _ in 0..2 {
+        upstream.then(response("200 OK", &[], &big));
+        let r = get(&app, "/news/overview").await;
+        assert_eq!(header(&r, "x-cache"), "MISS");
+        assert_eq!(r.text().await.unwrap(), big);
+    }
+    assert_eq!(upstream.received(), 2);
+    app.shutdown().await;
 }

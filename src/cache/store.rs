@@ -101,9 +101,30 @@ impl CachedBody {
     }
 }
 
-/// Bookkeeping bytes counted per entry beside body and key (Arc, header value,
-/// moka's node): an estimate that keeps many tiny entries from escaping the bound.
-const ENTRY_OVERHEAD: usize = 256;
+/// Bookkeeping bytes counted per entry beside body and key (the `CachedBody`, its
+/// two ETag header values, the `Arc`, moka's node and the key's copy in its index):
+/// an estimate that keeps many tiny entries from escaping the bound.
+const ENTRY_OVERHEAD: u64 = 512;
+
+/// The gzip copy is made on first demand, after the entry is weighed, so its room
+/// is reserved up front: JSON compresses to well under a third of its size.
+const GZIP_SHARE: u64 = 3;
+
+/// An entry larger than `max_bytes / MAX_ENTRY_SHARE` is served but not cached: one
+/// answer must not evict most of the cache (nginx's `proxy_max_temp_file_size`
+/// spirit, Varnish's transient storage).
+const MAX_ENTRY_SHARE: u64 = 8;
+
+/// What an entry holds in memory: key, body, the gzip copy it may get, bookkeeping.
+fn weight(key: &str, value: &CachedBody) -> u64 {
+    let body = value.body.len() as u64;
+    let gzip = if value.body.len() >= GZIP_MIN_BYTES {
+        body / GZIP_SHARE
+    } else {
+        0
+    };
+    key.len() as u64 + body + gzip + ENTRY_OVERHEAD
+}
 
 type Fill = Shared<BoxFuture<'static, Result<Arc<CachedBody>, FetchError>>>;
 
@@ -132,6 +153,8 @@ struct Inner {
     inflight: tokio::sync::Mutex<HashMap<String, Fill>>,
     /// Fills run as tasks of the application's tracker, awaited at shutdown.
     tracker: TaskTracker,
+    /// Largest weight cached (see [`MAX_ENTRY_SHARE`]).
+    max_entry: u64,
 }
 
 struct KeepFor;
@@ -164,13 +187,14 @@ impl Cache {
         let entries = moka::future::Cache::builder()
             .max_capacity(max_bytes)
             .weigher(|key: &String, value: &Arc<CachedBody>| {
-                u32::try_from(key.len() + value.body.len() + ENTRY_OVERHEAD).unwrap_or(u32::MAX)
+                u32::try_from(weight(key, value)).unwrap_or(u32::MAX)
             })
             .expire_after(KeepFor)
             .build();
         Cache {
             inner: Arc::new(Inner {
                 entries,
+                max_entry: max_bytes / MAX_ENTRY_SHARE,
                 inflight: tokio::sync::Mutex::new(HashMap::new()),
                 tracker,
             }),
@@ -243,11 +267,19 @@ impl Cache {
         let owned_key = key.to_owned();
         let task = self.inner.tracker.spawn(async move {
             let result = fut.await.map(Arc::new);
-            if let Ok(entry) = &result {
-                inner
-                    .entries
-                    .insert(owned_key.clone(), Arc::clone(entry))
-                    .await;
+            match &result {
+                Ok(entry) if weight(&owned_key, entry) <= inner.max_entry => {
+                    inner
+                        .entries
+                        .insert(owned_key.clone(), Arc::clone(entry))
+                        .await;
+                }
+                Ok(entry) => tracing::info!(
+                    bytes = entry.body.len(),
+                    max_entry_bytes = inner.max_entry,
+                    "answer served but too large to cache"
+                ),
+                Err(_) => {}
             }
             // Removed only after the insert: a caller that finds no fill in flight
             // is sure to find its answer in `entries`.

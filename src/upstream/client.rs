@@ -42,6 +42,10 @@ pub enum FetchError {
     /// proxy's own credentials or rate).
     #[error("the upstream failed with status {0}")]
     Failed(u16),
+    /// The answer's body is larger than `upstream.max_body_bytes`; reading stopped
+    /// at the limit.
+    #[error("the upstream's answer is too large")]
+    TooLarge { limit: u64 },
     /// A 2xx whose body is not the JSON envelope.
     #[error("the upstream sent a body that is not the JSON envelope")]
     InvalidBody,
@@ -100,6 +104,9 @@ impl FetchError {
             FetchError::InvalidBody => Error::UpstreamError {
                 reason: "the upstream sent an invalid body".into(),
             },
+            FetchError::TooLarge { limit } => Error::UpstreamError {
+                reason: format!("the upstream's answer is too large (over {limit} bytes)"),
+            },
             FetchError::CircuitOpen { remaining_ms } => Error::UpstreamError {
                 reason: format!(
                     "the upstream is failing: circuit breaker open, next attempt in {remaining_ms} ms"
@@ -123,6 +130,7 @@ impl FetchError {
             FetchError::Unreachable => UpstreamOutcome::Unreachable,
             FetchError::Failed(_) => UpstreamOutcome::Failed,
             FetchError::InvalidBody => UpstreamOutcome::InvalidBody,
+            FetchError::TooLarge { .. } => UpstreamOutcome::TooLarge,
             FetchError::Reported { .. } => UpstreamOutcome::Reported,
             FetchError::CircuitOpen { .. } => UpstreamOutcome::CircuitOpen,
             FetchError::Overloaded => UpstreamOutcome::Overloaded,
@@ -146,7 +154,10 @@ impl FetchError {
             | FetchError::Unreachable
             | FetchError::Failed(_)
             | FetchError::InvalidBody => Verdict::Down,
-            FetchError::Answer { .. } | FetchError::Reported { .. } => Verdict::Up,
+            // The upstream is up; this one answer is what is wrong.
+            FetchError::Answer { .. }
+            | FetchError::Reported { .. }
+            | FetchError::TooLarge { .. } => Verdict::Up,
             FetchError::CircuitOpen { .. } | FetchError::Overloaded | FetchError::Dropped => {
                 Verdict::Unknown
             }
@@ -239,12 +250,31 @@ impl UpstreamClient {
         if let Some(auth) = &self.authorization {
             request = request.header(http::header::AUTHORIZATION, auth.clone());
         }
-        let response = request.send().await.map_err(classify)?;
+        let mut response = request.send().await.map_err(classify)?;
         let status = response.status();
-        let body = response.bytes().await.map_err(classify)?;
+        let body = read_body(&mut response, self.config.max_body_bytes).await?;
         let elapsed = started.elapsed();
         classify_answer(status, body).map(|body| Fetched { body, elapsed })
     }
+}
+
+/// Reads a body chunk by chunk, refusing it as soon as it passes `limit` bytes (or
+/// announces more in `Content-Length`): nothing past the limit is ever buffered.
+async fn read_body(response: &mut reqwest::Response, limit: u64) -> Result<Bytes, FetchError> {
+    let too_large = FetchError::TooLarge { limit };
+    if response.content_length().is_some_and(|n| n > limit) {
+        return Err(too_large);
+    }
+    let mut body = bytes::BytesMut::with_capacity(
+        usize::try_from(response.content_length().unwrap_or(0)).unwrap_or(0),
+    );
+    while let Some(chunk) = response.chunk().await.map_err(classify)? {
+        if (body.len() + chunk.len()) as u64 > limit {
+            return Err(too_large);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
 }
 
 /// Maps a transport error; never includes the URL's query or any header.
