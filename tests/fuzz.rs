@@ -19,7 +19,7 @@ use serde_json::Value;
 
 /// The demo's client token (`mdproxy demo`'s default).
 const TOKEN: &str = "demo-token";
-/// Test cases per operation and phase: about a minute for all 72 on two cores.
+/// Test cases per operation and phase: about 40 s for all 72 on two cores.
 const MAX_EXAMPLES: &str = "20";
 /// Fixed, so a failure reproduces.
 const SEED: &str = "20260307";
@@ -31,55 +31,46 @@ fn python_tools() -> PathBuf {
     let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
         .expect("the tmp dir is inside the target dir");
-    let out =
-        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/python-tools"))
-            .arg(target.join("pyenv"))
-            .output()
-            .unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/python-tools failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    let mut install =
+        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/python-tools"));
+    let stdout = support::stdout_of(install.arg(target.join("pyenv")));
+    PathBuf::from(String::from_utf8(stdout).unwrap().trim())
 }
 
-/// A fresh directory for one test's files (the tools also keep their state in it).
-fn workdir(name: &str) -> PathBuf {
+/// What both tests start from: the tools, the demo (simulated upstream and proxy,
+/// default configuration, the simulator answering at once) on loopback ports, and a
+/// fresh directory holding the document as the proxy serves it without a token.
+struct Setup {
+    bin: PathBuf,
+    demo: Demo,
+    /// The tools' working directory (they keep their state in it).
+    dir: PathBuf,
+    /// `dir/openapi.json`.
+    document: PathBuf,
+    doc: Value,
+}
+
+async fn setup(name: &str) -> Setup {
+    let bin = python_tools();
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// The demo (simulated upstream and proxy, default configuration) on loopback
-/// ports, with the simulator answering at once.
-async fn demo() -> Demo {
-    mdproxy::demo::start(
-        "127.0.0.1:0",
-        "",
-        Secret::new(TOKEN),
-        0,
-        Arc::new(SystemClock),
-    )
-    .await
-    .unwrap()
-}
-
-/// Fetches the document from the proxy, without a token, into `dir`.
-async fn save_document(demo: &Demo, dir: &Path) -> (PathBuf, Value) {
-    let url = format!("{}{DOCUMENT_PATH}", demo.proxy.base_url());
-    let bytes = support::client()
-        .get(url)
-        .send()
-        .await
-        .unwrap()
-        .bytes()
+    let clock = Arc::new(SystemClock);
+    let demo = mdproxy::demo::start("127.0.0.1:0", "", Secret::new(TOKEN), 0, clock)
         .await
         .unwrap();
-    let path = dir.join("openapi.json");
-    std::fs::write(&path, &bytes).unwrap();
-    (path, serde_json::from_slice(&bytes).unwrap())
+    let url = format!("{}{DOCUMENT_PATH}", demo.proxy.base_url());
+    let response = support::client().get(url).send().await.unwrap();
+    let bytes = response.bytes().await.unwrap();
+    let document = dir.join("openapi.json");
+    std::fs::write(&document, &bytes).unwrap();
+    Setup {
+        bin,
+        demo,
+        dir,
+        document,
+        doc: serde_json::from_slice(&bytes).unwrap(),
+    }
 }
 
 /// Runs a tool to its end within [`RUN_LIMIT`] and fails the test, showing all it
@@ -138,57 +129,43 @@ fn per_operation_config(doc: &Value) -> String {
 /// The served document is valid OpenAPI 3.1 (openapi-spec-validator).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn served_document_is_valid_openapi_3_1() {
-    let bin = python_tools();
-    let demo = demo().await;
-    let dir = workdir("openapi-validate");
-    let (path, _) = save_document(&demo, &dir).await;
-    let document = path.to_str().unwrap();
-    run(
-        &bin.join("openapi-spec-validator"),
-        &["--schema", "3.1", "--validation-errors", "all", document],
-        &dir,
-    )
-    .await;
-    demo.shutdown().await;
+    let s = setup("openapi-validate").await;
+    let document = s.document.to_str().unwrap();
+    let args = ["--schema", "3.1", "--validation-errors", "all", document];
+    run(&s.bin.join("openapi-spec-validator"), &args, &s.dir).await;
+    s.demo.shutdown().await;
 }
 
 /// schemathesis, driven by the served document, finds no server error and no
 /// answer that breaks the document, with every check it has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_answers_as_its_document_says() {
-    let bin = python_tools();
-    let demo = demo().await;
-    let dir = workdir("openapi-fuzz");
-    let (path, doc) = save_document(&demo, &dir).await;
-    let config = dir.join("schemathesis.toml");
-    std::fs::write(&config, per_operation_config(&doc)).unwrap();
+    let s = setup("openapi-fuzz").await;
+    let config = s.dir.join("schemathesis.toml");
+    std::fs::write(&config, per_operation_config(&s.doc)).unwrap();
     let auth = format!("Authorization: Bearer {TOKEN}");
-    let base = demo.proxy.base_url();
-    run(
-        &bin.join("schemathesis"),
-        &[
-            "--config-file",
-            config.to_str().unwrap(),
-            "run",
-            path.to_str().unwrap(),
-            "--url",
-            &base,
-            "--header",
-            &auth,
-            "--max-examples",
-            MAX_EXAMPLES,
-            "--seed",
-            SEED,
-            "--workers",
-            "1",
-            "--request-timeout",
-            "10",
-            "--generation-database",
-            "none",
-            "--no-color",
-        ],
-        &dir,
-    )
-    .await;
-    demo.shutdown().await;
+    let base = s.demo.proxy.base_url();
+    let args = [
+        "--config-file",
+        config.to_str().unwrap(),
+        "run",
+        s.document.to_str().unwrap(),
+        "--url",
+        &base,
+        "--header",
+        &auth,
+        "--max-examples",
+        MAX_EXAMPLES,
+        "--seed",
+        SEED,
+        "--workers",
+        "1",
+        "--request-timeout",
+        "10",
+        "--generation-database",
+        "none",
+        "--no-color",
+    ];
+    run(&s.bin.join("schemathesis"), &args, &s.dir).await;
+    s.demo.shutdown().await;
 }

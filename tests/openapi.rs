@@ -229,15 +229,9 @@ async fn document_is_public_and_revalidated() {
 /// `mdproxy openapi` prints the document the proxy serves.
 #[tokio::test]
 async fn cli_prints_the_served_document() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
-        .arg("openapi")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = support::stdout_of(
+        std::process::Command::new(env!("CARGO_BIN_EXE_mdproxy")).arg("openapi"),
     );
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let printed: Value = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(printed, served().await);
 }
