@@ -11,7 +11,8 @@
 //! - [`state`]: what the edge, the hub and the operations share.
 //! - [`cache`]: store and single flight, the read-through decision, freshness, market clock.
 //! - [`upstream`]: the pooled client and the budget with priorities.
-//! - [`api`]: the catalogue of 72 endpoints, the router and validation.
+//! - [`api`]: the catalogue of 72 endpoints, the router, validation and the OpenAPI
+//!   document generated from the catalogue.
 //! - [`config`], [`stats`], [`error`]: configuration, counters, the contract's errors.
 //! - [`sim`]: the simulated upstream (the other side of the wire), [`demo`] wires it
 //!   to a proxy; [`shutdown`] listens for signals.

@@ -197,9 +197,6 @@ fn responses(endpoint: &Endpoint) -> Value {
         "Answer"
     };
     out.insert("200".into(), reference("responses", success));
-    if !endpoint.streaming {
-        out.insert("304".into(), reference("responses", "NotModified"));
-    }
     for status in error_statuses() {
         let status = status.as_u16().to_string();
         out.insert(
@@ -207,7 +204,11 @@ fn responses(endpoint: &Endpoint) -> Value {
             reference("responses", &format!("Error{status}")),
         );
     }
-    out.insert("4XX".into(), reference("responses", "Relayed"));
+    // The stream is the hub's: never revalidated, never an upstream answer relayed.
+    if !endpoint.streaming {
+        out.insert("304".into(), reference("responses", "NotModified"));
+        out.insert("4XX".into(), reference("responses", "Relayed"));
+    }
     out.into()
 }
 
