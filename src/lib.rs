@@ -12,7 +12,8 @@
 //! - [`cache`]: store and single flight, the read-through decision, freshness, market clock.
 //! - [`upstream`]: the pooled client, the envelope scan, the circuit breaker and the
 //!   budget with priorities.
-//! - [`api`]: the catalogue of 72 endpoints, the router and validation.
+//! - [`api`]: the catalogue of 72 endpoints, the router, validation, pass-through
+//!   and the OpenAPI document generated from the catalogue.
 //! - [`config`], [`stats`], [`error`], [`logging`]: configuration, counters, the
 //!   contract's errors, rate-limited warnings.
 //! - [`sim`]: the simulated upstream (the other side of the wire), [`demo`] wires it

@@ -66,6 +66,8 @@ enum Command {
     /// Prints README's generated tables (endpoints, configuration keys).
     #[command(hide = true)]
     Docs,
+    /// Prints the OpenAPI 3.1 document of the API (also served at /api/v1/openapi.json).
+    Openapi,
     /// Validates FILE and prints the effective TTL table per endpoint.
     CheckConfig {
         /// TOML configuration file.
@@ -90,6 +92,14 @@ fn main() -> ExitCode {
             mdproxy::api::catalog::catalog().markdown_table(),
             mdproxy::ops::report::config_reference(),
             mdproxy::ops::report::ttl_table(&Config::default())
+        );
+        return ExitCode::SUCCESS;
+    }
+    if let Command::Openapi = &cli.command {
+        let document = mdproxy::api::openapi::document();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&document).expect("a JSON value always serialises")
         );
         return ExitCode::SUCCESS;
     }
@@ -193,6 +203,6 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             sim.shutdown().await;
             Ok(())
         }
-        Command::CheckConfig { .. } | Command::Docs => Ok(()),
+        Command::CheckConfig { .. } | Command::Docs | Command::Openapi => Ok(()),
     }
 }

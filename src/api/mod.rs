@@ -1,8 +1,10 @@
-//! The contract mdproxy serves: the endpoint catalogue as data, the router, and the
+//! The contract mdproxy serves: the endpoint catalogue as data, the router, the
 //! validation that turns a request into one canonical target (cache key and upstream
-//! request at once). Knows nothing of HTTP beyond paths and query strings.
+//! request at once), and the OpenAPI document generated from them. Knows nothing of
+//! HTTP beyond paths, query strings and what that document states.
 
 pub mod catalog;
+pub mod openapi;
 pub mod params;
 pub mod passthrough;
 pub mod router;

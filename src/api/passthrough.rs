@@ -81,7 +81,7 @@ fn is_plain_path(path: &str) -> bool {
                     let escaped = segment
                         .get(i + 1..i + 3)
                         .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-                    if !escaped.is_some_and(|b| b >= 0x80) {
+                    if escaped.is_none_or(|b| b < 0x80) {
                         return false;
                     }
                     i += 3;

@@ -121,6 +121,10 @@ impl Edge {
         if Cors::is_preflight(request.method(), request.headers()) {
             return Ok(access.cors.preflight(request.headers()));
         }
+        // Public, like the upstream's own docs: before authentication.
+        if api_path == crate::api::openapi::DOCUMENT_PATH {
+            return response::document(request.method(), request.headers());
+        }
         let route = crate::api::router().route(api_path);
         let streaming = route.as_ref().is_some_and(|r| r.endpoint.streaming);
         let client = access

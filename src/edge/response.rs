@@ -1,11 +1,13 @@
 //! HTTP answers: a cached answer with the contract's headers (`X-Cache`,
 //! `Cache-Status`, `Age`, `ETag`, `Cache-Control`), gzip when accepted, 304 when
-//! `If-None-Match` names the representation; an upstream answer relayed as it is; and
-//! every [`Error`] as the JSON envelope, in exactly one place.
+//! `If-None-Match` names the representation; an upstream answer relayed as it is; the
+//! OpenAPI document; and every [`Error`] as the JSON envelope, in exactly one place.
+
+use std::sync::LazyLock;
 
 use bytes::Bytes;
 use headers::{ETag, HeaderMapExt, IfNoneMatch};
-use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
 
 use crate::cache::freshness::{self, Freshness};
 use crate::cache::readthrough::{Answer, Served};
@@ -92,9 +94,7 @@ pub fn answer(request: &HeaderMap, answer: &Answer) -> Response<Body> {
     };
     let not_modified = entry.status == 200 && not_modified(request, etag);
     let mut response = if not_modified {
-        let mut r = Response::new(body::empty());
-        *r.status_mut() = StatusCode::NOT_MODIFIED;
-        r
+        empty(StatusCode::NOT_MODIFIED)
     } else {
         let bytes = gzip.unwrap_or(&entry.body).clone();
         let mut r = Response::new(body::full(bytes));
@@ -128,6 +128,13 @@ pub fn answer(request: &HeaderMap, answer: &Answer) -> Response<Body> {
     response
 }
 
+/// A response with `status` and no body (a 304).
+fn empty(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(body::empty());
+    *response.status_mut() = status;
+    response
+}
+
 /// `max-age=N`, with the common small values prebuilt.
 fn max_age(secs: u64) -> HeaderValue {
     const SMALL: [&str; 4] = ["max-age=0", "max-age=1", "max-age=2", "max-age=3"];
@@ -153,6 +160,47 @@ pub fn relay(status: u16, body: Bytes) -> Response<Body> {
     headers.insert(CACHE_STATUS, HeaderValue::from_static("mdproxy; fwd=miss"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+/// The OpenAPI document as compact JSON, and its strong validator: built once.
+static DOCUMENT: LazyLock<(Bytes, HeaderValue)> = LazyLock::new(|| {
+    let body = serde_json::to_vec(&crate::api::openapi::document())
+        .expect("a JSON value always serialises");
+    let hash = xxhash_rust::xxh3::xxh3_64(&body);
+    let etag = HeaderValue::from_str(&format!("\"{hash:016x}\"")).expect("hex digits");
+    (Bytes::from(body), etag)
+});
+
+/// How long a client may use the document without asking again: it changes only
+/// with the binary, and the ETag makes asking cheap.
+const DOCUMENT_MAX_AGE: &str = "public, max-age=300";
+
+/// The OpenAPI document (GET and HEAD; no token needed), or 304 when
+/// `If-None-Match` names it.
+///
+/// # Errors
+/// `MethodNotAllowed` for any other method.
+pub fn document(method: &Method, request: &HeaderMap) -> Result<Response<Body>, Error> {
+    if !matches!(*method, Method::GET | Method::HEAD) {
+        return Err(Error::MethodNotAllowed);
+    }
+    let (body, etag) = &*DOCUMENT;
+    let mut response = if not_modified(request, etag) {
+        empty(StatusCode::NOT_MODIFIED)
+    } else {
+        Response::new(body::full(body.clone()))
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::ETAG, etag.clone());
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(DOCUMENT_MAX_AGE),
+    );
+    Ok(response)
 }
 
 /// Turns a value into a whole response (axum's `IntoResponse`, for our one body).

@@ -234,14 +234,14 @@ fn feed(cursor: Option<String>, now: DateTime<Utc>) -> Value {
     let newest = now.timestamp() / FEED_EVERY_SECS;
     let start = cursor
         .and_then(|c| c.parse::<i64>().ok())
-        .map_or(newest, |c| c.min(newest));
+        .map_or(newest, |c| c.clamp(0, newest));
     let stocks = &universe().stocks;
     let items: Vec<Value> = (0..FEED_PAGE)
         .map(|k| {
             let n = start - k;
             let s = &stocks[(n.unsigned_abs() as usize * 7) % stocks.len()];
             let at = DateTime::from_timestamp(n * FEED_EVERY_SECS, 0).unwrap_or(now);
-            json!({ "id": n.to_string(), "time": at.to_rfc3339(), "title": format!("{}：{}", s.name, ["发布业绩快报", "获机构调研", "签订重大合同", "股东增持", "回购进展公告"][(n % 5) as usize]), "stocks": [s.full_code()] })
+            json!({ "id": n.to_string(), "time": at.to_rfc3339(), "title": format!("{}：{}", s.name, ["发布业绩快报", "获机构调研", "签订重大合同", "股东增持", "回购进展公告"][n.rem_euclid(5) as usize]), "stocks": [s.full_code()] })
         })
         .collect();
     json!({ "list": items, "nextCursor": (start - FEED_PAGE).to_string() })

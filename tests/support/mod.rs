@@ -467,3 +467,16 @@ pub fn tick_clock(
         }
     })
 }
+
+/// Runs a command to its end and returns what it printed on stdout; fails the test,
+/// showing its stderr, when it does not exit 0.
+pub fn stdout_of(command: &mut std::process::Command) -> Vec<u8> {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{command:?} exited {}:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}

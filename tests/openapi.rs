@@ -1,0 +1,237 @@
+//! The OpenAPI document: served without a token at `/api/v1/openapi.json` (GET, HEAD,
+//! `If-None-Match`), printed the same by `mdproxy openapi`, a 3.1 document listing
+//! every catalogue path once with its parameters, the three auth forms and the
+//! stream's `text/event-stream`. Validation against the 3.1 schema and fuzzing are
+//! in `fuzz.rs`.
+
+mod support;
+
+use mdproxy::api::catalog::{Endpoint, KeyRole, Param, ParamKind, catalog};
+use mdproxy::api::openapi::DOCUMENT_PATH;
+use serde_json::Value;
+
+/// The document as the proxy serves it, fetched without a token.
+async fn served() -> Value {
+    let env = support::start().await;
+    let r = env.client.get(env.url(DOCUMENT_PATH)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(support::header(&r, "content-type"), "application/json");
+    r.json().await.unwrap()
+}
+
+/// The operation of a catalogue endpoint.
+fn operation<'d>(doc: &'d Value, endpoint: &Endpoint) -> &'d Value {
+    &doc["paths"][endpoint.path.as_str()]["get"]
+}
+
+/// The documented parameter `name` in `location` of an operation, exactly once.
+fn documented<'d>(op: &'d Value, name: &str, location: &str) -> &'d Value {
+    let found: Vec<&Value> = op["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["name"] == name && p["in"] == location)
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "{name} in {location} of {}",
+        op["operationId"]
+    );
+    found[0]
+}
+
+/// What a documented parameter must say, given the catalogue's row.
+fn check_parameter(doc: &Value, p: &Param, required: bool) {
+    let schema = &doc["schema"];
+    assert_eq!(doc["required"], required, "{}", p.name);
+    let kind_type = match p.kind {
+        ParamKind::Int { min, max } => {
+            assert_eq!(
+                (schema["minimum"].as_i64(), schema["maximum"].as_i64()),
+                (Some(min), Some(max))
+            );
+            "integer"
+        }
+        ParamKind::Choice(values) => {
+            assert_eq!(schema["enum"], serde_json::json!(values), "{}", p.name);
+            "string"
+        }
+        ParamKind::Text { max_chars } => {
+            assert_eq!(schema["maxLength"].as_u64(), Some(max_chars as u64));
+            "string"
+        }
+        ParamKind::Date => {
+            assert_eq!(schema["format"], "date");
+            "string"
+        }
+        _ => {
+            assert!(
+                schema["pattern"].as_str().unwrap().starts_with('^'),
+                "{}",
+                p.name
+            );
+            "string"
+        }
+    };
+    assert_eq!(schema["type"], kind_type, "{}", p.name);
+    match (p.default, p.kind) {
+        (None, _) => assert!(schema.get("default").is_none(), "{}", p.name),
+        (Some(d), ParamKind::Int { .. }) => assert_eq!(schema["default"].to_string(), d),
+        (Some(d), _) => assert_eq!(schema["default"], d),
+    }
+    if p.role == KeyRole::Dropped {
+        assert!(doc["description"].as_str().unwrap().contains("cache key"));
+    }
+}
+
+/// The served document is OpenAPI 3.1 and lists every catalogue path exactly once:
+/// 72 paths, one GET operation each, with unique operation ids.
+#[tokio::test]
+async fn document_is_openapi_3_1_listing_all_72_paths() {
+    let doc = served().await;
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(doc["servers"][0]["url"], "/api/v1");
+    let paths = doc["paths"].as_object().unwrap();
+    assert_eq!(catalog().len(), 72);
+    assert_eq!(paths.len(), 72);
+    let mut ids = Vec::new();
+    for endpoint in catalog().endpoints() {
+        let item = paths[&endpoint.path].as_object().unwrap();
+        assert_eq!(
+            item.keys().collect::<Vec<_>>(),
+            ["get"],
+            "{}",
+            endpoint.path
+        );
+        let op = &item["get"];
+        assert_eq!(op["summary"], endpoint.summary.as_str());
+        assert_eq!(op["tags"][0], endpoint.group.as_str());
+        ids.push(op["operationId"].as_str().unwrap().to_owned());
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 72, "operation ids are unique");
+}
+
+/// Every catalogue parameter is documented where it goes, with its type, bounds,
+/// choices, required flag and default; nothing else is.
+#[tokio::test]
+async fn every_catalogue_parameter_is_documented() {
+    let doc = served().await;
+    for endpoint in catalog().endpoints() {
+        let op = operation(&doc, endpoint);
+        let count = op["parameters"].as_array().unwrap().len();
+        assert_eq!(count, endpoint.path_params.len() + endpoint.query.len());
+        for p in &endpoint.path_params {
+            check_parameter(documented(op, p.name, "path"), p, true);
+        }
+        for p in endpoint.query {
+            check_parameter(documented(op, p.name, "query"), p, p.required);
+        }
+    }
+}
+
+/// The three auth forms are declared and required as alternatives; the stream's
+/// success is `text/event-stream`, every other one JSON in the envelope; errors are
+/// in the error envelope.
+#[tokio::test]
+async fn auth_stream_and_errors_are_documented() {
+    let doc = served().await;
+    let schemes = &doc["components"]["securitySchemes"];
+    assert_eq!(
+        (&schemes["bearer"]["type"], &schemes["bearer"]["scheme"]),
+        (&"http".into(), &"bearer".into())
+    );
+    for (name, location) in [("apiKeyHeader", "header"), ("apiKeyQuery", "query")] {
+        assert_eq!(schemes[name]["type"], "apiKey");
+        assert_eq!(schemes[name]["in"], location);
+        assert_eq!(schemes[name]["name"], "x-api-key");
+    }
+    assert_eq!(
+        doc["security"],
+        serde_json::json!([{ "bearer": [] }, { "apiKeyHeader": [] }, { "apiKeyQuery": [] }])
+    );
+    let responses = &doc["components"]["responses"];
+    for endpoint in catalog().endpoints() {
+        let op = operation(&doc, endpoint);
+        let name = op["responses"]["200"]["$ref"]
+            .as_str()
+            .unwrap()
+            .rsplit('/')
+            .next()
+            .unwrap();
+        let content = responses[name]["content"].as_object().unwrap();
+        let media = if endpoint.streaming {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        assert_eq!(
+            content.keys().collect::<Vec<_>>(),
+            [media],
+            "{}",
+            endpoint.path
+        );
+        for status in ["400", "401", "404", "429", "502", "503", "504"] {
+            assert!(
+                op["responses"].get(status).is_some(),
+                "{status} of {}",
+                endpoint.path
+            );
+        }
+    }
+    let error = &doc["components"]["schemas"]["Error"];
+    let codes = error["properties"]["error"]["properties"]["code"]["enum"]
+        .as_array()
+        .unwrap();
+    for code in [
+        "invalid_parameter",
+        "unauthorized",
+        "rate_limited",
+        "overloaded",
+    ] {
+        assert!(codes.contains(&code.into()), "{code}");
+    }
+    for field in ["success", "data", "message", "error"] {
+        assert!(
+            error["required"]
+                .as_array()
+                .unwrap()
+                .contains(&field.into()),
+            "{field}"
+        );
+    }
+}
+
+/// The document needs no token, answers HEAD without a body and `If-None-Match`
+/// with 304, and refuses other methods.
+#[tokio::test]
+async fn document_is_public_and_revalidated() {
+    let env = support::start().await;
+    let path = format!("{}{DOCUMENT_PATH}", mdproxy::api::router::API_PREFIX);
+    let get = support::raw_request(env.proxy.addr, "GET", &path, &[]).await;
+    assert_eq!(get.status, 200);
+    assert!(get.header("cache-control").unwrap().contains("max-age"));
+    let etag = get.header("etag").unwrap().to_owned();
+    let head = support::raw_request(env.proxy.addr, "HEAD", &path, &[]).await;
+    assert_eq!((head.status, head.body.len()), (200, 0));
+    assert_eq!(head.header("etag"), Some(etag.as_str()));
+    let again =
+        support::raw_request(env.proxy.addr, "GET", &path, &[("If-None-Match", &etag)]).await;
+    assert_eq!((again.status, again.body.len()), (304, 0));
+    let post = support::raw_request(env.proxy.addr, "POST", &path, &[]).await;
+    assert_eq!(post.status, 405);
+    assert_eq!(post.header("allow"), Some("GET, HEAD"));
+}
+
+/// `mdproxy openapi` prints the document the proxy serves.
+#[tokio::test]
+async fn cli_prints_the_served_document() {
+    let stdout = support::stdout_of(
+        std::process::Command::new(env!("CARGO_BIN_EXE_mdproxy")).arg("openapi"),
+    );
+    let printed: Value = serde_json::from_slice(&stdout).unwrap();
+    assert_eq!(printed, served().await);
+}
