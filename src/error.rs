@@ -8,6 +8,8 @@ use http::StatusCode;
 /// An error answered to a client, in the contract's terms.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    #[error("{reason}")]
+    BadRequest { reason: String },
     #[error("{param} is required")]
     MissingParameter { param: String },
     #[error("{reason}")]
@@ -50,6 +52,7 @@ impl Error {
     /// The contract's error code.
     pub fn code(&self) -> &'static str {
         match self {
+            Error::BadRequest { .. } => "bad_request",
             Error::MissingParameter { .. } => "missing_parameter",
             Error::InvalidParameter { .. } => "invalid_parameter",
             Error::UnknownParameter { .. } => "unknown_parameter",
@@ -69,7 +72,8 @@ impl Error {
     /// The HTTP status of this error.
     pub fn status(&self) -> StatusCode {
         match self {
-            Error::MissingParameter { .. }
+            Error::BadRequest { .. }
+            | Error::MissingParameter { .. }
             | Error::InvalidParameter { .. }
             | Error::UnknownParameter { .. } => StatusCode::BAD_REQUEST,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,

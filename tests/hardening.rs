@@ -301,3 +301,39 @@ async fn oversized_upstream_bodies_are_refused_or_served_uncached() {
     assert_eq!(upstream.received(), 2);
     app.shutdown().await;
 }
+
+/// An HTTP/1.1 request without `Host` is answered 400 in the envelope (RFC 9112
+/// §3.2), even with a valid token; HTTP/1.0 needs none.
+#[tokio::test]
+async fn an_http11_request_without_host_is_refused() {
+    let env = support::start().await;
+    let ask = |version: &'static str| {
+        let addr = env.proxy.addr;
+        async move {
+            let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let request = format!(
+                "GET /api/v1/market/indices {version}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+                support::TOKEN
+            );
+            socket.write_all(request.as_bytes()).await.unwrap();
+            let mut answer = Vec::new();
+            tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                socket.read_to_end(&mut answer),
+            )
+            .await
+            .expect("the connection is closed")
+            .unwrap();
+            String::from_utf8_lossy(&answer).into_owned()
+        }
+    };
+    let answer = ask("HTTP/1.1").await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains(r#""code":"bad_request""#), "{answer}");
+    assert_eq!(env.sim.raw_count(), 0);
+    let answer = ask("HTTP/1.0").await;
+    assert!(
+        answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"),
+        "{answer}"
+    );
+}

@@ -221,6 +221,7 @@ fn reference(kind: &str, name: &str) -> Value {
 fn every_error() -> Vec<Error> {
     let none = String::new;
     let all = vec![
+        Error::BadRequest { reason: none() },
         Error::MissingParameter { param: none() },
         Error::InvalidParameter {
             param: none(),
@@ -242,7 +243,8 @@ fn every_error() -> Vec<Error> {
     ];
     for error in &all {
         match error {
-            Error::MissingParameter { .. }
+            Error::BadRequest { .. }
+            | Error::MissingParameter { .. }
             | Error::InvalidParameter { .. }
             | Error::UnknownParameter { .. }
             | Error::Unauthorized

@@ -113,6 +113,14 @@ impl Edge {
         request: &Request<B>,
         connection: CancellationToken,
     ) -> Result<Response<Body>, Error> {
+        // RFC 9112 §3.2: a server must answer 400 to an HTTP/1.1 request without Host.
+        if request.version() == http::Version::HTTP_11
+            && !request.headers().contains_key(header::HOST)
+        {
+            return Err(Error::BadRequest {
+                reason: "an HTTP/1.1 request needs a Host header".into(),
+            });
+        }
         let api_path = request
             .uri()
             .path()
