@@ -144,7 +144,9 @@ pub struct ClientConfig {
 impl Default for AuthConfig {
     fn default() -> Self {
         AuthConfig {
-            tokens: vec![Secret::new("demo-token")],
+            // No built-in token: a file or the environment must name one (`demo`
+            // passes its own).
+            tokens: Vec::new(),
             clients: Vec::new(),
         }
     }
@@ -176,12 +178,51 @@ pub struct UpstreamConfig {
     /// Largest upstream body read; a larger answer is an upstream error ("answer
     /// too large", 502) and is never buffered past this size.
     pub max_body_bytes: u64,
+    /// Allow `http://` to a host that is not loopback: the upstream token would
+    /// cross the network in the clear. Off: such a `base_url` is refused.
+    pub allow_plain_http: bool,
+}
+
+impl UpstreamConfig {
+    /// Why `base_url` is unacceptable, if it is: missing, not an http(s) URL, or
+    /// plain HTTP to a remote host without `allow_plain_http`.
+    fn base_url_problem(&self) -> Option<String> {
+        if self.base_url.is_empty() {
+            return Some(
+                "upstream.base_url is required (the upstream's URL ending with /api/v1; MDPROXY_UPSTREAM_BASE_URL)".into(),
+            );
+        }
+        let url = match reqwest::Url::parse(&self.base_url) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") => url,
+            _ => {
+                return Some(format!(
+                    "upstream.base_url: {:?} is not an http(s) URL",
+                    self.base_url
+                ));
+            }
+        };
+        let host = url.host_str().unwrap_or_default();
+        let loopback = host == "localhost"
+            || host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        (url.scheme() == "http" && !loopback && !self.allow_plain_http).then(|| {
+            format!(
+                "upstream.base_url: {:?} is plain HTTP to a remote host, which would send the upstream token in the clear; use https:// or set upstream.allow_plain_http = true",
+                self.base_url
+            )
+        })
+    }
 }
 
 impl Default for UpstreamConfig {
     fn default() -> Self {
         UpstreamConfig {
-            base_url: "http://127.0.0.1:9090/api/v1".into(),
+            // Required: a config that forgot it must not send the upstream token to
+            // some default address.
+            base_url: String::new(),
             token: Secret::new(""),
             // DOMAIN.md §6.2/§6.4: connect ~3 s, total ~10–15 s.
             connect_timeout_ms: 3_000,
@@ -191,6 +232,7 @@ impl Default for UpstreamConfig {
             breaker_open_ms: 1_000,
             breaker_max_open_ms: 30_000,
             max_body_bytes: 16 * 1024 * 1024,
+            allow_plain_http: false,
         }
     }
 }
@@ -632,12 +674,8 @@ impl Config {
             );
         }
         // Scheduler jobs (cron, targets) are checked by their owner, `ops::scheduler`.
-        match reqwest::Url::parse(&self.upstream.base_url) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") => {}
-            _ => problems.push(format!(
-                "upstream.base_url: {:?} is not an http(s) URL",
-                self.upstream.base_url
-            )),
+        if let Some(problem) = self.upstream.base_url_problem() {
+            problems.push(problem);
         }
         if self.upstream.connect_timeout_ms == 0 {
             problems.push("upstream.connect_timeout_ms must be at least 1".into());
@@ -851,9 +889,43 @@ mod tests {
         None
     }
 
+    /// The least a file must say: where the upstream is and who may call.
+    const REQUIRED: &str =
+        "[upstream]\nbase_url = \"https://api.example.com/api/v1\"\n[auth]\ntokens = [\"t\"]\n";
+
     #[test]
-    fn defaults_validate() {
-        Config::default().validate().unwrap();
+    fn defaults_fail_closed_until_the_required_keys_are_given() {
+        let err = Config::default().validate().unwrap_err().to_string();
+        assert!(err.contains("upstream.base_url is required"), "{err}");
+        assert!(err.contains("at least one client token"), "{err}");
+        for empty in ["", "\n# nothing yet\n", "[server]\n"] {
+            assert!(
+                Config::from_toml(empty, "f.toml", no_env).is_err(),
+                "{empty:?}"
+            );
+        }
+        let c = Config::from_toml(REQUIRED, "f.toml", no_env).unwrap();
+        assert_eq!(c.auth.tokens, vec![Secret::new("t")]);
+    }
+
+    #[test]
+    fn plain_http_goes_only_to_loopback_unless_allowed() {
+        let with = |url: &str, allow: bool| {
+            let mut c = Config::from_toml(REQUIRED, "f.toml", no_env).unwrap();
+            c.upstream.base_url = url.to_owned();
+            c.upstream.allow_plain_http = allow;
+            c.validate()
+        };
+        assert!(with("http://127.0.0.1:9090/api/v1", false).is_ok());
+        assert!(with("http://localhost/api/v1", false).is_ok());
+        assert!(with("http://[::1]:80/api/v1", false).is_ok());
+        assert!(with("https://10.0.0.5/api/v1", false).is_ok());
+        let err = with("http://10.0.0.5/api/v1", false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("allow_plain_http"), "{err}");
+        assert!(with("http://10.0.0.5/api/v1", true).is_ok());
+        assert!(with("ftp://x/api/v1", true).is_err());
     }
 
     #[test]
@@ -908,13 +980,14 @@ mod tests {
         c.upstream.token = Secret::new("upstream-secret-123");
         let shown = format!("{c:?}");
         assert!(!shown.contains("upstream-secret-123"));
-        assert!(!shown.contains("demo-token"));
+        c.auth.tokens = vec![Secret::new("client-secret-456")];
+        assert!(!format!("{c:?}").contains("client-secret-456"));
     }
 
     #[test]
     fn partial_tables_keep_other_defaults() {
         let c = Config::from_toml(
-            "[freshness.classes.live]\nsession_fresh_secs = 9\n",
+            &format!("{REQUIRED}[freshness.classes.live]\nsession_fresh_secs = 9\n"),
             "f.toml",
             no_env,
         )
@@ -933,7 +1006,9 @@ mod tests {
     #[test]
     fn endpoint_override_wins_over_class() {
         let c = Config::from_toml(
-            "[freshness.endpoints.\"/market/indices\"]\nsession_fresh_secs = 1\n",
+            &format!(
+                "{REQUIRED}[freshness.endpoints.\"/market/indices\"]\nsession_fresh_secs = 1\n"
+            ),
             "f.toml",
             no_env,
         )

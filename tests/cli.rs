@@ -56,6 +56,26 @@ fn check_config_names_the_bad_key() {
             .unwrap()
             .contains("timeout_ms")
     );
+    // Fails closed: an empty file names the keys it must have; plain HTTP to a
+    // remote upstream is refused.
+    std::fs::write(&path, "").unwrap();
+    let out = mdproxy().arg("check-config").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("upstream.base_url is required"), "{err}");
+    assert!(err.contains("auth.tokens"), "{err}");
+    std::fs::write(
+        &path,
+        "[auth]\ntokens = [\"t\"]\n[upstream]\nbase_url = \"http://203.0.113.9/api/v1\"\n",
+    )
+    .unwrap();
+    let out = mdproxy().arg("check-config").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("allow_plain_http")
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

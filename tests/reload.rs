@@ -132,3 +132,119 @@ async fn a_reload_keeps_the_spent_upstream_budget_and_the_counters() {
     fake.advance(Duration::from_secs(1));
     assert_eq!(get(&proxy, "/stock/detail/000002").await.status(), 200);
 }
+
+/// A config file for `sim` that the proxy accepts: upstream, token, and polling
+/// every 20 ms.
+fn valid_file(sim: &SimHandle) -> String {
+    format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nreload_poll_ms = 20\n\n\
+         [auth]\ntokens = [\"{}\"]\n\n\
+         [upstream]\nbase_url = \"{}\"\ntoken = \"{}\"\nbreaker_failures = 0\n\n\
+         [limits]\nupstream_rps = 0\n\n[scheduler]\nenabled = false\n",
+        support::TOKEN,
+        sim.base_url(),
+        support::UPSTREAM_TOKEN
+    )
+}
+
+/// Defect: an empty or half-written file was applied on reload and every key fell
+/// back to its default, so the real tokens stopped working and a built-in
+/// `demo-token` started to. Both are refused now; the old config keeps serving.
+#[tokio::test]
+async fn an_empty_or_truncated_file_is_refused_and_the_old_config_serves() {
+    let fake = FakeRelativeClock::default();
+    let (sim, proxy) = start(&fake, |c| c.server.reload_poll_ms = 20).await;
+    let path = std::env::temp_dir().join(format!(
+        "mdproxy-reload-{}-{}.toml",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    let file = valid_file(&sim);
+    std::fs::write(&path, &file).unwrap();
+    proxy.watch_config(path.clone(), Arc::new(|_: &str| None));
+    let stats = Arc::clone(proxy.state().stats());
+    let refused = |n: u64| {
+        let stats = Arc::clone(&stats);
+        move || {
+            stats
+                .reloads_refused
+                .load(std::sync::atomic::Ordering::SeqCst)
+                >= n
+        }
+    };
+    let cut = file.find("[upstream]").unwrap() + "[upstream]\nbase_u".len();
+    for (n, text) in [(1, ""), (2, &file[..cut])] {
+        std::fs::write(&path, text).unwrap();
+        assert!(
+            support::eventually(Duration::from_secs(10), refused(n)).await,
+            "file {n} was not refused"
+        );
+        assert_eq!(get(&proxy, "/market/indices").await.status(), 200);
+        let demo = support::client()
+            .get(format!("{}/market/indices", proxy.base_url()))
+            .bearer_auth("demo-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(demo.status(), 401, "no built-in token");
+    }
+    assert_eq!(
+        proxy.state().snapshot().generation,
+        0,
+        "nothing was applied"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Defect: a token removed by a reload kept its open streams. The reload closes
+/// them; streams of the tokens that stay are untouched.
+#[tokio::test]
+async fn a_reload_closes_the_streams_of_revoked_tokens() {
+    let fake = FakeRelativeClock::default();
+    let (_sim, proxy) = start(&fake, |c| {
+        c.auth
+            .tokens
+            .push(mdproxy::config::Secret::new("soon-revoked"));
+    })
+    .await;
+    let open = |token: &'static str| {
+        let url = format!(
+            "{}/stock/indicator/realtime/sse?codes=600519",
+            proxy.base_url()
+        );
+        async move {
+            let r = support::client()
+                .get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            support::SseReader::new(r)
+        }
+    };
+    let mut kept = open(support::TOKEN).await;
+    let mut revoked = open("soon-revoked").await;
+    for reader in [&mut kept, &mut revoked] {
+        assert!(reader.next_quote(Duration::from_secs(10)).await.is_some());
+    }
+    let mut config = (*proxy.state().snapshot().config).clone();
+    config.auth.tokens.retain(|t| t.expose() != "soon-revoked");
+    proxy.reload(config).unwrap();
+    let mut ended = false;
+    for _ in 0..20 {
+        match revoked.next_or_end(Duration::from_secs(10)).await {
+            support::Next::End | support::Next::Broken(_) => {
+                ended = true;
+                break;
+            }
+            support::Next::Timeout => break,
+            support::Next::Event(_) => {}
+        }
+    }
+    assert!(ended, "the revoked token's stream is closed");
+    assert!(matches!(
+        kept.next_or_end(Duration::from_millis(200)).await,
+        support::Next::Event(_) | support::Next::Timeout
+    ));
+}

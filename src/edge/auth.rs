@@ -33,6 +33,17 @@ impl Tokens {
         self.check_value(&presented(headers, query, stream)?)
     }
 
+    /// The indices of tokens here that `next` no longer has (a reload revoked
+    /// them). Compared in constant time, like every token comparison.
+    pub fn revoked_by(&self, next: &Tokens) -> Vec<usize> {
+        self.tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, token)| next.check_value(token.expose()).is_none())
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     /// Checks a presented token value. Every configured token is compared, in
     /// constant time, whatever matched first, so timing tells nothing about which
     /// token (or how much of one) was right.
@@ -132,6 +143,9 @@ mod tests {
         assert_eq!(t.check(&wrong_bearer, Some("x-api-key=alpha"), false), None);
         let wrong_header = headers(&[("x-api-key", "nope")]);
         assert_eq!(t.check(&wrong_header, Some("x-api-key=alpha"), false), None);
+        // A reload that drops "alpha" revokes index 0 only.
+        let next = Tokens::new(vec![Secret::new("beta"), Secret::new("gamma")]);
+        assert_eq!(t.revoked_by(&next), [0]);
         // `access_token` only on the stream.
         assert_eq!(t.check(&none, Some("access_token=alpha"), false), None);
         assert_eq!(

@@ -64,11 +64,21 @@ impl Edge {
         }
     }
 
-    /// Applies a new configuration's tokens, client limits and CORS origins.
+    /// Applies a new configuration's tokens, client limits and CORS origins, and
+    /// closes the open streams of the tokens it revokes.
     pub fn reconfigure(&self, config: &Config) {
         let previous = self.access.load();
         let next = Access::new(config, &self.rate_clock, Some(&previous));
+        let revoked = previous.tokens.revoked_by(&next.tokens);
         self.access.store(Arc::new(next));
+        if !revoked.is_empty() {
+            let closed = self.hub.close_streams_of(&revoked);
+            tracing::info!(
+                tokens = revoked.len(),
+                streams = closed,
+                "tokens revoked by the reload: their streams are closed"
+            );
+        }
     }
 
     /// Serves one request; never fails (errors become envelope responses).

@@ -381,6 +381,23 @@ impl QuoteHub {
 
     /// Disconnects subscribers that took nothing for the stall timeout while
     /// updates were waiting for them.
+    /// Closes the connections of every stream opened with one of `tokens` (a
+    /// reload revoked them). Returns how many were closed.
+    pub fn close_streams_of(&self, tokens: &[usize]) -> usize {
+        let reg = self.registry();
+        let mut closed = 0;
+        for sub in reg.subscribers.values() {
+            if tokens.contains(&sub.token)
+                && let Some(connection) = &sub.connection
+                && !connection.is_cancelled()
+            {
+                connection.cancel();
+                closed += 1;
+            }
+        }
+        closed
+    }
+
     fn drop_stalled(&self, config: &HubConfig) {
         let now = self.now_ms();
         let tick = self.inner.board.borrow().tick;

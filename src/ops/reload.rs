@@ -89,8 +89,9 @@ pub fn spawn(
     // handler, not the default action (which ends the process).
     #[cfg(unix)]
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    // Read before the task starts, so a change made right after this call is seen.
+    let mut seen = fingerprint(&path);
     tracker.spawn(async move {
-        let mut seen = fingerprint(&path);
         let mut ticker = tokio::time::interval(if poll.is_zero() {
             Duration::from_secs(3600)
         } else {
