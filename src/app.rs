@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 use crate::cache::market::Clock;
 use crate::config::Config;
 use crate::edge::handler::Edge;
+use crate::edge::server::ConnectionLimits;
 use crate::hub::QuoteHub;
 use crate::ops::admin::Admin;
 use crate::ops::reload::{Applied, Apply, Lookup};
@@ -24,8 +25,13 @@ use crate::state::AppState;
 use crate::upstream::budget::RateClock;
 
 /// Connections the admin listener accepts at once: a scraper, a probe and an
-/// operator's curl, with room to spare.
+/// operator's curl, with room to spare; a quarter of them per client address, so
+/// a flood from one address leaves room for the probes.
 const ADMIN_MAX_CONNECTIONS: usize = 64;
+
+/// How long an admin client may take to send its headers (and stay idle): short,
+/// so idle connections cannot keep a probe out for long.
+const ADMIN_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long the admin listener waits for its connections at shutdown.
 const ADMIN_GRACE: Duration = Duration::from_secs(1);
@@ -123,7 +129,7 @@ pub async fn start_with(
             let edge = Arc::clone(&handler_edge);
             async move { edge.handle(req, connection).await }
         },
-        config.server.max_connections,
+        ConnectionLimits::from(&config.server),
         Duration::from_millis(config.server.shutdown_grace_ms),
         tracker.clone(),
         async move { stopped.cancelled().await },
@@ -137,7 +143,11 @@ pub async fn start_with(
                 let admin = Arc::clone(&admin);
                 async move { admin.handle(req).await }
             },
-            ADMIN_MAX_CONNECTIONS,
+            ConnectionLimits::internal(
+                ADMIN_MAX_CONNECTIONS,
+                ADMIN_MAX_CONNECTIONS / 4,
+                ADMIN_HEADER_READ_TIMEOUT,
+            ),
             ADMIN_GRACE,
             tracker.clone(),
             async move { stopped.cancelled().await },

@@ -96,8 +96,22 @@ pub struct Config {
 pub struct ServerConfig {
     /// Address of the client listener.
     pub listen: String,
-    /// Most client connections open at once; further ones wait in the kernel backlog.
+    /// Most client connections open at once; past it a new connection is answered
+    /// `503 overloaded` at once and closed.
     pub max_connections: usize,
+    /// Most connections from one client address, as a percentage of
+    /// `max_connections` (at least 1): one address cannot take every slot.
+    pub max_connections_per_client_percent: u32,
+    /// How long a client may take to send a request's headers. hyper starts this
+    /// timer as soon as it waits for a request, so it is also how long an idle
+    /// keep-alive connection stays open.
+    pub header_read_timeout_ms: u64,
+    /// Keep connections open between requests (HTTP/1.1 keep-alive).
+    pub keep_alive: bool,
+    /// Most header fields in a request.
+    pub max_headers: usize,
+    /// Largest request head (request line and headers) in bytes, at least 8192.
+    pub max_header_bytes: usize,
     /// How long shutdown waits for open connections before closing them.
     pub shutdown_grace_ms: u64,
     /// Browser origins allowed by CORS (`https://dash.example.com`, or `*`).
@@ -111,6 +125,11 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: "127.0.0.1:8080".into(),
             max_connections: 10_000,
+            max_connections_per_client_percent: 25,
+            header_read_timeout_ms: 10_000,
+            keep_alive: true,
+            max_headers: 64,
+            max_header_bytes: 16 * 1024,
             shutdown_grace_ms: 5_000,
             cors_origins: Vec::new(),
             reload_poll_ms: 2_000,
@@ -607,6 +626,18 @@ impl Config {
         }
         if self.server.max_connections == 0 {
             problems.push("server.max_connections must be at least 1".into());
+        }
+        if !(1..=100).contains(&self.server.max_connections_per_client_percent) {
+            problems.push("server.max_connections_per_client_percent must be 1 to 100".into());
+        }
+        if self.server.header_read_timeout_ms == 0 {
+            problems.push("server.header_read_timeout_ms must be at least 1".into());
+        }
+        if self.server.max_headers == 0 || self.server.max_header_bytes < 8192 {
+            problems.push(
+                "server.max_headers must be at least 1 and server.max_header_bytes at least 8192"
+                    .into(),
+            );
         }
         if self.auth.tokens.is_empty() && self.auth.clients.is_empty() {
             problems.push("auth.tokens: at least one client token is required".into());

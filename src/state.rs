@@ -104,8 +104,19 @@ impl AppState {
         if config.server.listen != old.config.server.listen {
             needs_restart.push("server.listen");
         }
-        if config.server.max_connections != old.config.server.max_connections {
-            needs_restart.push("server.max_connections");
+        let (new_server, old_server) = (&config.server, &old.config.server);
+        let connections = |s: &crate::config::ServerConfig| {
+            (
+                s.max_connections,
+                s.max_connections_per_client_percent,
+                s.header_read_timeout_ms,
+                s.keep_alive,
+                s.max_headers,
+                s.max_header_bytes,
+            )
+        };
+        if connections(new_server) != connections(old_server) {
+            needs_restart.push("server connection limits");
         }
         if config.admin.listen != old.config.admin.listen {
             needs_restart.push("admin.listen");

@@ -337,3 +337,141 @@ async fn an_http11_request_without_host_is_refused() {
         "{answer}"
     );
 }
+
+/// Connects from `ip` (any 127/8 address works on loopback) to `to`.
+async fn connect_from(ip: &str, to: SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{ip}:0").parse().unwrap()).unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+/// What the server sends before closing (bounded wait).
+async fn read_all(mut socket: tokio::net::TcpStream) -> String {
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        socket.read_to_end(&mut answer),
+    )
+    .await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A GET of `/market/indices` with the test token from `ip`, bounded.
+async fn answer_from(ip: &str, env: &support::Env) -> u16 {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .local_address(ip.parse::<std::net::IpAddr>().unwrap())
+        .timeout(std::time::Duration::from_secs(3))
+        .build()
+        .unwrap();
+    client
+        .get(env.url("/market/indices"))
+        .bearer_auth(support::TOKEN)
+        .send()
+        .await
+        .expect("an answer while the flood holds its connections")
+        .status()
+        .as_u16()
+}
+
+/// Slow-loris and idle connections from one address take at most its share of
+/// `max_connections`; the excess is answered `503 overloaded` at once, and a client
+/// from another address is served meanwhile.
+#[tokio::test]
+async fn a_flood_from_one_address_cannot_take_every_connection() {
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.server.max_connections = 40;
+            c.server.max_connections_per_client_percent = 25;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let addr = env.proxy.addr;
+    let mut held = Vec::new();
+    for i in 0..30 {
+        let mut socket = connect_from("127.0.0.1", addr).await;
+        if i % 2 == 0 {
+            // Slow loris: a request line and half a header, the rest never comes.
+            socket
+                .write_all(b"GET /api/v1/market/indices HTTP/1.1\r\nHost: x\r\nX-Slow: a")
+                .await
+                .unwrap();
+        }
+        held.push(socket);
+    }
+    // The first ten hold slots; the other twenty were answered and closed.
+    let mut refused = 0;
+    for socket in held.drain(10..) {
+        let answer = read_all(socket).await;
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(answer.contains(r#""code":"overloaded""#), "{answer}");
+        refused += 1;
+    }
+    assert_eq!(refused, 20);
+    assert_eq!(answer_from("127.0.0.2", &env).await, 200);
+    drop(held);
+}
+
+/// Past `max_connections` in all, new connections get an immediate 503 instead of
+/// waiting in the backlog; idle ones are closed after `header_read_timeout_ms`,
+/// which frees their slots.
+#[tokio::test]
+async fn past_the_limit_new_connections_get_503_and_idle_ones_time_out() {
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.server.max_connections = 8;
+            c.server.max_connections_per_client_percent = 50;
+            c.server.header_read_timeout_ms = 300;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let addr = env.proxy.addr;
+    let mut idle = Vec::new();
+    for ip in ["127.0.0.10", "127.0.0.11"] {
+        for _ in 0..4 {
+            idle.push(connect_from(ip, addr).await);
+        }
+    }
+    let extra = read_all(connect_from("127.0.0.12", addr).await).await;
+    assert!(extra.starts_with("HTTP/1.1 503"), "{extra}");
+    // The idle connections are closed by the header timeout (EOF, no answer) ...
+    for socket in idle {
+        assert_eq!(read_all(socket).await, "", "closed without an answer");
+    }
+    // ... and their slots serve new clients.
+    assert_eq!(answer_from("127.0.0.12", &env).await, 200);
+}
+
+/// Idle connections to the admin listener cannot keep a probe out: one address
+/// holds at most a quarter of its slots, and a probe from another gets `/healthz`.
+#[tokio::test]
+async fn the_admin_listener_stays_reachable_during_a_flood() {
+    let env = support::start_with(
+        |_| {},
+        |c| c.admin.listen = "127.0.0.1:0".into(),
+        Some(support::saturday()),
+    )
+    .await;
+    let admin = env.proxy.admin_addr.unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..70 {
+        idle.push(connect_from("127.0.0.1", admin).await);
+    }
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .local_address("127.0.0.3".parse::<std::net::IpAddr>().unwrap())
+        .timeout(std::time::Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let r = client
+        .get(format!("http://{admin}/healthz"))
+        .send()
+        .await
+        .expect("healthz answers during the flood");
+    assert_eq!(r.status(), 200);
+    drop(idle);
+}

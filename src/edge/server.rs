@@ -1,9 +1,13 @@
 //! Listeners and connections: the accept loop, hyper's HTTP/1 builder (keep-alive,
-//! `TCP_NODELAY`, header read timeout), a connection limit, and graceful shutdown.
-//! What a request means is the handler's business.
+//! `TCP_NODELAY`, header read timeout, header limits), the connection limits (in all
+//! and per client address, answered `503` at once rather than left in the backlog),
+//! and graceful shutdown. What a request means is the handler's business.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -12,16 +16,129 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::config::ServerConfig;
 use crate::edge::body::Body;
+use crate::error::Error;
 
-/// How long a client may take to send a request's headers; bounds slow-loris
-/// connections that would otherwise hold a connection slot forever.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// What one listener allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Connections served at once; past it new ones are refused with a 503.
+    pub max_connections: usize,
+    /// Connections from one client address.
+    pub max_per_client: usize,
+    /// How long a client may take to send a request's headers (hyper starts the
+    /// timer when it waits for a request, so it also ends idle keep-alives).
+    pub header_read_timeout: Duration,
+    pub keep_alive: bool,
+    pub max_headers: usize,
+    /// Largest request head; hyper's read buffer (at least 8192).
+    pub max_header_bytes: usize,
+}
+
+impl From<&ServerConfig> for ConnectionLimits {
+    fn from(server: &ServerConfig) -> ConnectionLimits {
+        let share =
+            server.max_connections * server.max_connections_per_client_percent as usize / 100;
+        ConnectionLimits {
+            max_connections: server.max_connections,
+            max_per_client: share.max(1),
+            header_read_timeout: Duration::from_millis(server.header_read_timeout_ms),
+            keep_alive: server.keep_alive,
+            max_headers: server.max_headers,
+            max_header_bytes: server.max_header_bytes,
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// Limits for an internal listener (admin, simulator): `max` connections,
+    /// `per_client` from one address, and its own header timeout.
+    pub fn internal(
+        max: usize,
+        per_client: usize,
+        header_read_timeout: Duration,
+    ) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: max,
+            max_per_client: per_client,
+            header_read_timeout,
+            keep_alive: true,
+            max_headers: 64,
+            max_header_bytes: 16 * 1024,
+        }
+    }
+}
+
+/// How long a refused connection is given to send its request and take the 503.
+const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Refusals answered at once; past this many in flight a new connection is dropped
+/// without an answer (a flood must not turn the answers into the next flood).
+const MAX_REFUSALS_IN_FLIGHT: usize = 1_024;
+
+/// Open connections, in all and per client address.
+#[derive(Default)]
+struct Occupancy {
+    total: AtomicUsize,
+    per_client: Mutex<HashMap<IpAddr, usize>>,
+    refusing: AtomicUsize,
+}
+
+/// One admitted connection; frees its slot when dropped.
+struct Slot {
+    occupancy: Arc<Occupancy>,
+    ip: IpAddr,
+}
+
+impl Occupancy {
+    /// A slot for a connection from `ip`, or why not.
+    fn admit(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        limits: &ConnectionLimits,
+    ) -> Result<Slot, &'static str> {
+        let mut per_client = self
+            .per_client
+            .lock()
+            .expect("occupancy lock is never poisoned");
+        if self.total.load(Ordering::Relaxed) >= limits.max_connections {
+            return Err("the proxy serves its maximum number of connections");
+        }
+        let mine = per_client.entry(ip).or_default();
+        if *mine >= limits.max_per_client {
+            return Err("this client address holds its maximum number of connections");
+        }
+        *mine += 1;
+        self.total.fetch_add(1, Ordering::Relaxed);
+        Ok(Slot {
+            occupancy: Arc::clone(self),
+            ip,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut per_client = self
+            .occupancy
+            .per_client
+            .lock()
+            .expect("occupancy lock is never poisoned");
+        if let Some(n) = per_client.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                per_client.remove(&self.ip);
+            }
+        }
+        self.occupancy.total.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// Serves HTTP/1 on `listener` with `handler` until `shutdown` resolves, then stops
 /// accepting and waits up to `grace` for open connections to finish. Connections run
@@ -30,7 +147,7 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub async fn serve<H, F>(
     listener: TcpListener,
     handler: H,
-    max_connections: usize,
+    limits: ConnectionLimits,
     grace: Duration,
     tracker: TaskTracker,
     shutdown: impl Future<Output = ()>,
@@ -42,14 +159,17 @@ pub async fn serve<H, F>(
     // Parent of every connection's close token: cancelled when the grace runs out,
     // so no connection task outlives the listener (the tracker waits for them).
     let all = CancellationToken::new();
-    let slots = Arc::new(Semaphore::new(max_connections));
+    let occupancy = Arc::new(Occupancy::default());
     let local = listener.local_addr().ok();
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(limits.keep_alive)
+        .max_headers(limits.max_headers)
+        .max_buf_size(limits.max_header_bytes.max(8192));
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            permit = Arc::clone(&slots).acquire_owned() => permit.expect("the semaphore is never closed"),
-            () = &mut shutdown => break,
-        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -62,6 +182,13 @@ pub async fn serve<H, F>(
             },
             () = &mut shutdown => break,
         };
+        let slot = match occupancy.admit(peer.ip(), &limits) {
+            Ok(slot) => slot,
+            Err(reason) => {
+                refuse(stream, peer, reason, &occupancy, &tracker);
+                continue;
+            }
+        };
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
@@ -69,11 +196,7 @@ pub async fn serve<H, F>(
         let close = all.child_token();
         let request_close = close.clone();
         let service = service_fn(move |req: Request<Incoming>| handler(req, request_close.clone()));
-        let conn = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
-            .keep_alive(true)
-            .serve_connection(TokioIo::new(stream), service);
+        let conn = builder.serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tracker.spawn(async move {
             tokio::select! {
@@ -82,7 +205,7 @@ pub async fn serve<H, F>(
                 },
                 () = close.cancelled() => tracing::debug!(%peer, "connection closed by the server"),
             }
-            drop(permit);
+            drop(slot);
         });
     }
     drop(listener);
@@ -93,4 +216,44 @@ pub async fn serve<H, F>(
             all.cancel();
         }
     }
+}
+
+/// Answers a connection past the limits with `503 overloaded` and closes it
+/// (Envoy's overload manager and nginx's `limit_conn` answer; leaving it in the
+/// kernel backlog would make every client wait, the legitimate ones too).
+fn refuse(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    reason: &'static str,
+    occupancy: &Arc<Occupancy>,
+    tracker: &TaskTracker,
+) {
+    if occupancy.refusing.fetch_add(1, Ordering::Relaxed) >= MAX_REFUSALS_IN_FLIGHT {
+        occupancy.refusing.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    tracing::debug!(%peer, reason, "connection refused");
+    let occupancy = Arc::clone(occupancy);
+    tracker.spawn(async move {
+        let answer = async {
+            let body = Error::Overloaded {
+                reason: reason.to_owned(),
+            }
+            .envelope();
+            let response = format!(
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\ncache-control: no-store\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(response.as_bytes()).await?;
+            stream.write_all(&body).await?;
+            stream.shutdown().await?;
+            // Drain what the client sent before closing: closing with unread bytes
+            // resets the connection, and the client might lose the answer.
+            let mut sink = [0u8; 4096];
+            while stream.read(&mut sink).await? > 0 {}
+            Ok::<(), std::io::Error>(())
+        };
+        let _ = tokio::time::timeout(REFUSAL_TIMEOUT, answer).await;
+        occupancy.refusing.fetch_sub(1, Ordering::Relaxed);
+    });
 }

@@ -301,7 +301,7 @@ pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> std::io::Result
     let task = tokio::spawn(crate::edge::server::serve(
         listener,
         handler,
-        10_000,
+        crate::edge::server::ConnectionLimits::internal(10_000, 10_000, Duration::from_secs(30)),
         Duration::from_secs(1),
         tracker,
         async move { stop.cancelled().await },
