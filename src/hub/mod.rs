@@ -4,13 +4,13 @@
 //! `pz` quotes per event. Validation, auth and limits checks happen before a stream
 //! starts; the HTTP plumbing is the edge's.
 //!
-//! Slow subscribers cost nothing: a stream computes its next events only when hyper
-//! asks for them, from the latest board (`tokio::sync::watch` keeps only the latest),
-//! so a subscriber that does not read collapses to the newest state per code and holds
-//! no queue. One that stops reading while updates wait is disconnected after
+//! Slow subscribers cost nothing: a stream builds its next event only when hyper
+//! asks for it, one at a time, from a shared board (`tokio::sync::watch` keeps only
+//! the latest), so a subscriber that does not read collapses to the newest state per
+//! code and holds no queue. One that stops reading while updates wait is disconnected after
 //! `hub.stall_timeout_secs`.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -128,8 +128,9 @@ impl QuoteHub {
         self.inner.state.stats().hub_stalled.load(Ordering::Relaxed)
     }
 
-    /// The most event bytes any subscriber has built but not handed to its
-    /// connection: bounded by one board's worth of its codes, however slow it is.
+    /// The most bytes any subscriber has built but not handed to its connection:
+    /// at most one `retry:` or keepalive, since quote events are built one at a time
+    /// when the connection takes them, however slow it is.
     pub fn max_pending_bytes(&self) -> u64 {
         self.registry()
             .subscribers
@@ -248,7 +249,8 @@ impl QuoteHub {
             sent: vec![0; codes.len()],
             codes,
             pz: pz.max(1),
-            pending: VecDeque::new(),
+            scan: None,
+            control: None,
             started: false,
             retry_ms: config.retry_ms,
             keepalive: Duration::from_secs(config.keepalive_secs),
@@ -464,8 +466,11 @@ struct SubStream {
     /// `sent[i]`: the `changed_at` of the last quote of `codes[i]` sent.
     sent: Vec<u64>,
     pz: usize,
-    /// Events of one board, waiting to be taken (at most ceil(codes / pz)).
-    pending: VecDeque<Bytes>,
+    /// A pass over the latest board under way: one event is built per call, only
+    /// when the connection takes it, so nothing is built ahead.
+    scan: Option<Scan>,
+    /// A `retry:` or keepalive waiting to be taken.
+    control: Option<Bytes>,
     started: bool,
     retry_ms: u64,
     keepalive: Duration,
@@ -477,26 +482,38 @@ struct SubStream {
     stop: CancellationToken,
 }
 
+/// A pass over one board: where it continues, and whether it sends every quote
+/// (the snapshot) or only those that changed since this subscriber last got them.
+/// It holds the board (shared, not copied) so the events of one pass carry one
+/// tick; the next pass reads the newest board, so updates collapse between passes.
+struct Scan {
+    board: Arc<Board>,
+    next: usize,
+    snapshot: bool,
+}
+
 impl SubStream {
     async fn next(&mut self) -> Option<Bytes> {
         loop {
-            if let Some(chunk) = self.pending.pop_front() {
-                self.progress
-                    .last_ms
-                    .store(self.guard.hub.now_ms(), Ordering::Relaxed);
+            if let Some(chunk) = self.control.take() {
                 self.progress
                     .pending_bytes
                     .fetch_sub(chunk.len() as u64, Ordering::Relaxed);
-                self.next_keepalive = tokio::time::Instant::now() + self.keepalive;
-                return Some(chunk);
+                return Some(self.sent_now(chunk));
+            }
+            if let Some(event) = self.next_event() {
+                return Some(self.sent_now(event));
             }
             if !self.started {
                 // `retry:` first, then a snapshot of every code that has a quote
                 // (also after a reconnect with Last-Event-ID).
                 self.started = true;
-                self.push(Bytes::from(format!("retry: {}\n\n", self.retry_ms)));
-                let board = self.rx.borrow_and_update().clone();
-                self.diff(&board, true);
+                self.hold(Bytes::from(format!("retry: {}\n\n", self.retry_ms)));
+                self.scan = Some(Scan {
+                    board: Arc::clone(&self.rx.borrow_and_update()),
+                    next: 0,
+                    snapshot: true,
+                });
                 continue;
             }
             tokio::select! {
@@ -506,40 +523,55 @@ impl SubStream {
                     if changed.is_err() {
                         return None;
                     }
-                    let board = self.rx.borrow_and_update().clone();
-                    self.diff(&board, false);
+                    let board = Arc::clone(&self.rx.borrow_and_update());
+                    self.scan = Some(Scan { board, next: 0, snapshot: false });
                 }
                 () = tokio::time::sleep_until(self.next_keepalive) => {
-                    self.push(Bytes::from_static(b": keepalive\n\n"));
+                    self.hold(Bytes::from_static(b": keepalive\n\n"));
                 }
             }
         }
     }
 
-    fn push(&mut self, chunk: Bytes) {
+    /// Notes that `chunk` goes to the connection now.
+    fn sent_now(&mut self, chunk: Bytes) -> Bytes {
+        self.progress
+            .last_ms
+            .store(self.guard.hub.now_ms(), Ordering::Relaxed);
+        self.next_keepalive = tokio::time::Instant::now() + self.keepalive;
+        chunk
+    }
+
+    fn hold(&mut self, chunk: Bytes) {
         self.progress
             .pending_bytes
             .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        self.pending.push_back(chunk);
+        self.control = Some(chunk);
     }
 
-    /// Queues the events for `board`: every quote (snapshot) or the changed ones.
-    fn diff(&mut self, board: &Board, snapshot: bool) {
-        let mut items: Vec<&Bytes> = Vec::new();
-        for (code, sent) in self.codes.iter().zip(self.sent.iter_mut()) {
-            if let Some(q) = board.quotes.get(code)
-                && (snapshot || q.changed_at > *sent)
+    /// The next event of the pass under way; `None` when the pass is over.
+    fn next_event(&mut self) -> Option<Bytes> {
+        let mut scan = self.scan.take()?;
+        let board = Arc::clone(&scan.board);
+        let mut items: Vec<&Bytes> = Vec::with_capacity(self.pz);
+        while scan.next < self.codes.len() && items.len() < self.pz {
+            let i = scan.next;
+            scan.next += 1;
+            if let Some(q) = board.quotes.get(&self.codes[i])
+                && (scan.snapshot || q.changed_at > self.sent[i])
             {
                 items.push(&q.json);
-                *sent = q.changed_at;
+                self.sent[i] = q.changed_at;
             }
         }
-        for chunk in items.chunks(self.pz) {
-            self.push(encode(board.tick, chunk));
+        if items.is_empty() {
+            self.progress
+                .delivered_tick
+                .store(board.tick, Ordering::Relaxed);
+            return None;
         }
-        self.progress
-            .delivered_tick
-            .store(board.tick, Ordering::Relaxed);
+        self.scan = Some(scan);
+        Some(encode(board.tick, &items))
     }
 }
 
