@@ -85,11 +85,11 @@ async def subscribers(args):
     held = rss_kib(args.pid)
     for w in writers:
         w.transport.abort()
-    await asyncio.sleep(10)
+    await asyncio.sleep(20)
     after = rss_kib(args.pid)
     each = (held - baseline) / max(1, args.subscribers)
     print(f"subscribers: {args.subscribers} non-reading streams of 200 codes, held {args.hold} s")
-    print(f"subscribers: RSS baseline {baseline / 1024:.0f} MiB, held {held / 1024:.0f} MiB ({each:.1f} KiB each), after they left {after / 1024:.0f} MiB ({100 * (after - baseline) / baseline:+.0f} % of baseline)")
+    print(f"subscribers: RSS baseline {baseline / 1024:.0f} MiB, held {held / 1024:.0f} MiB ({each:.1f} KiB each), 20 s after they left {after / 1024:.0f} MiB ({100 * (after - baseline) / baseline:+.0f} % of baseline)")
 
 
 async def slow_client(host, port, source, stop):

@@ -3,14 +3,23 @@
 # RSS under 200,000 distinct cold keys vs cache.max_bytes, 5,000 non-reading stream
 # subscribers, and a normal client's latency during slow-loris floods. Prints the
 # figures; not part of `cargo test`. Each phase gets a fresh proxy.
-#   MAX_BYTES=67108864 KEYS=200000 SUBSCRIBERS=5000 scripts/soak.sh [keys|subscribers|slowloris]...
+#   MAX_BYTES=67108864 KEYS=200000 SUBSCRIBERS=5000 ALLOCATOR=jemalloc scripts/soak.sh [keys|subscribers|slowloris]...
+# ALLOCATOR picks the build: jemalloc (the default), mimalloc or system.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 max_bytes=${MAX_BYTES:-67108864}
 phases=("$@"); [ ${#phases[@]} -eq 0 ] && phases=(keys subscribers slowloris)
 ulimit -n "$(ulimit -Hn)"
 
-cargo build --release --quiet --bin mdproxy
+allocator=${ALLOCATOR:-jemalloc}
+case $allocator in
+  jemalloc) flags=() ;;
+  mimalloc) flags=(--no-default-features --features mimalloc) ;;
+  system) flags=(--no-default-features) ;;
+  *) echo "ALLOCATOR must be jemalloc, mimalloc or system" >&2; exit 2 ;;
+esac
+cargo build --release --quiet --bin mdproxy "${flags[@]}"
+echo "allocator: $allocator"
 bin=target/release/mdproxy
 work=$(mktemp -d)
 pids=()

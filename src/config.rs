@@ -137,8 +137,9 @@ impl Default for ServerConfig {
     }
 }
 
-/// `[auth]`: who may call the proxy.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `[auth]`: who may call the proxy. Empty by default: there is no built-in token,
+/// a file or the environment must name one (`demo` passes its own).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     /// Client bearer tokens accepted by the proxy. Secrets: never logged.
@@ -158,17 +159,6 @@ pub struct ClientConfig {
     pub rps: Option<u32>,
     /// Burst (default `limits.client_burst`).
     pub burst: Option<u32>,
-}
-
-impl Default for AuthConfig {
-    fn default() -> Self {
-        AuthConfig {
-            // No built-in token: a file or the environment must name one (`demo`
-            // passes its own).
-            tokens: Vec::new(),
-            clients: Vec::new(),
-        }
-    }
 }
 
 /// `[upstream]`: the real API.

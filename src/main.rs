@@ -10,6 +10,17 @@ use mdproxy::cache::market::SystemClock;
 use mdproxy::config::{Config, Secret};
 use mdproxy::sim::SimConfig;
 
+#[cfg(all(feature = "jemalloc", feature = "mimalloc"))]
+compile_error!("choose one allocator feature: jemalloc or mimalloc");
+
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A caching read-through proxy for a Chinese market data API.
 #[derive(Parser)]
 #[command(version, about)]
@@ -77,6 +88,13 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A background thread returns freed pages to the system (after jemalloc's decay
+    // time), so RSS follows the cache and the streams down after a flood; without
+    // it pages are purged only while the process keeps allocating.
+    #[cfg(feature = "jemalloc")]
+    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+        eprintln!("jemalloc background thread not started: {e}");
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_new(&cli.log)
