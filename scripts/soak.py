@@ -73,8 +73,9 @@ async def silent_subscriber(host, port, token, source, codes):
 
 
 async def subscribers(args):
+    half = args.codes // 2
     codes = ",".join(
-        f"{c:06d}" for c in list(range(600000, 600100)) + list(range(1, 101))
+        f"{c:06d}" for c in list(range(600000, 600000 + half)) + list(range(1, 1 + args.codes - half))
     )
     baseline = rss_kib(args.pid)
     writers = []
@@ -88,7 +89,7 @@ async def subscribers(args):
     await asyncio.sleep(20)
     after = rss_kib(args.pid)
     each = (held - baseline) / max(1, args.subscribers)
-    print(f"subscribers: {args.subscribers} non-reading streams of 200 codes, held {args.hold} s")
+    print(f"subscribers: {args.subscribers} non-reading streams of {args.codes} codes, held {args.hold} s")
     print(f"subscribers: RSS baseline {baseline / 1024:.0f} MiB, held {held / 1024:.0f} MiB ({each:.1f} KiB each), 20 s after they left {after / 1024:.0f} MiB ({100 * (after - baseline) / baseline:+.0f} % of baseline)")
 
 
@@ -155,6 +156,7 @@ def main():
     p.add_argument("--max-bytes", type=int, default=64 * 2**20)
     p.add_argument("--subscribers", type=int, default=5_000)
     p.add_argument("--hold", type=int, default=20)
+    p.add_argument("--codes", type=int, default=200)
     p.add_argument("--slow", type=int, default=2_000)
     args = p.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

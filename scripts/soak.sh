@@ -3,7 +3,7 @@
 # RSS under 200,000 distinct cold keys vs cache.max_bytes, 5,000 non-reading stream
 # subscribers, and a normal client's latency during slow-loris floods. Prints the
 # figures; not part of `cargo test`. Each phase gets a fresh proxy.
-#   MAX_BYTES=67108864 KEYS=200000 SUBSCRIBERS=5000 ALLOCATOR=jemalloc scripts/soak.sh [keys|subscribers|slowloris]...
+#   MAX_BYTES=67108864 KEYS=200000 SUBSCRIBERS=5000 CODES=200 ALLOCATOR=jemalloc scripts/soak.sh [keys|subscribers|slowloris]...
 # ALLOCATOR picks the build: jemalloc (the default), mimalloc or system.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +36,7 @@ start_proxy() {
 [server]
 listen = "127.0.0.1:$proxy_port"
 max_connections = $1
+max_header_bytes = ${MAX_HEADER_BYTES:-16384}
 [auth]
 tokens = ["soak-token"]
 [upstream]
@@ -67,7 +68,7 @@ for phase in "${phases[@]}"; do
     subscribers)
       start_proxy 20000
       python3 scripts/soak.py subscribers --port "$proxy_port" --pid "$proxy_pid" --token soak-token \
-        --subscribers "${SUBSCRIBERS:-5000}"
+        --subscribers "${SUBSCRIBERS:-5000}" --codes "${CODES:-200}"
       stop_proxy ;;
     slowloris)
       start_proxy 100
