@@ -51,6 +51,18 @@ async fn simulator_takes_its_key_in_three_forms() {
     for form in forms {
         assert_eq!(form.send().await.unwrap().status(), 200);
     }
+    // An empty configured key accepts every request.
+    let open = mdproxy::sim::start(
+        &mdproxy::sim::SimConfig {
+            token: mdproxy::config::Secret::new(""),
+            ..support::sim_config()
+        },
+        support::saturday(),
+    )
+    .await
+    .unwrap();
+    let url = format!("{}/market/indices", open.base_url());
+    assert_eq!(client.get(url).send().await.unwrap().status(), 200);
 }
 
 /// Unknown paths, wrong methods, missing parameters and unknown codes answer in the
@@ -195,6 +207,12 @@ async fn kline_takes_adjustment_and_a_date_range() {
     assert_ne!(after, pre);
     let weeks = klines("/fund/kline?code=159915&period=week&from=2025-01-01&to=2025-12-31").await;
     assert!((50..=53).contains(&weeks.len()), "{}", weeks.len());
+    let open = weeks[0].as_str().unwrap().split(',').nth(1).unwrap();
+    assert_eq!(
+        open.split('.').nth(1).unwrap().len(),
+        3,
+        "funds price to 0.001"
+    );
 }
 
 /// `/stock/shareholder/list` pages the whole market without parameters and filters
@@ -230,6 +248,34 @@ async fn shareholder_list_pages_the_whole_market() {
                 && r["endDate"] == "2024-06-30 00:00:00")
     );
     assert_eq!(one["data"]["total"].as_u64(), Some(rows.len() as u64));
+}
+
+/// Ten-year performance filters by industry and sorts by `sortColumn`, descending,
+/// `PARENT_NI_3Q` by default.
+#[tokio::test]
+async fn ten_years_sorts_by_its_sort_column() {
+    let (sim, client) = sim().await;
+    for (query, column) in [("", "PARENT_NI_3Q"), ("&sortColumn=TOI_3Q", "TOI_3Q")] {
+        let target = format!(
+            "/stock/performance/ten-years?industryName=%E9%93%B6%E8%A1%8C&year=2023{query}"
+        );
+        let (status, v) = sim_json(&sim, &client, &target).await;
+        assert_eq!(status, 200, "{target}");
+        let rows = v["data"]["data"].as_array().unwrap();
+        assert!(!rows.is_empty());
+        assert!(
+            rows.iter()
+                .all(|r| r["INDUSTRY_NAME"] == "银行" && r["REPORT_YEAR"] == "2023")
+        );
+        let values: Vec<f64> = rows
+            .iter()
+            .map(|r| r[column].as_f64().unwrap_or(f64::NEG_INFINITY))
+            .collect();
+        assert!(
+            values.windows(2).all(|w| w[0] >= w[1]),
+            "{column} descending"
+        );
+    }
 }
 
 /// The newer routes outside the catalogue answer and are counted.

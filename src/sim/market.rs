@@ -197,14 +197,15 @@ fn merge(bars: &[Bar], same: impl Fn(NaiveDate, NaiveDate) -> bool) -> Vec<Bar> 
 }
 
 /// K-line rows in Eastmoney's order: date, open, close, high, low, volume (lots),
-/// amount, amplitude %, change %, change, turnover %; only bars dated inside `range`
-/// (a week or month is dated by its last trading day).
+/// amount, amplitude %, change %, change, turnover %, prices with `decimals` places;
+/// only bars dated inside `range` (a week or month is dated by its last trading day).
 pub fn kline_rows(
     sec: Security,
     today: NaiveDate,
     period: &str,
     adj: Adjust,
     range: RangeInclusive<NaiveDate>,
+    decimals: usize,
 ) -> Vec<String> {
     let daily = daily_bars(sec, today, adj);
     let bars = match period {
@@ -220,8 +221,9 @@ pub fn kline_rows(
             let lots = (b.volume / 100.0).round();
             let amount = b.volume * (b.open + b.close) / 2.0;
             let chg = b.close - b.pre_close;
+            let p = decimals;
             format!(
-                "{},{:.2},{:.2},{:.2},{:.2},{lots},{amount:.2},{:.2},{:.2},{chg:.2},{:.2}",
+                "{},{:.p$},{:.p$},{:.p$},{:.p$},{lots},{amount:.2},{:.2},{:.2},{chg:.p$},{:.2}",
                 b.day,
                 b.open,
                 b.close,
@@ -333,13 +335,13 @@ mod tests {
     fn old_stocks_have_thousands_of_daily_rows() {
         let today = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
         let all = NaiveDate::MIN..=today;
-        let rows = kline_rows(sec(), today, "day", Adjust::Pre, all.clone());
+        let rows = kline_rows(sec(), today, "day", Adjust::Pre, all.clone(), 2);
         assert!(rows.len() > 8_000, "{}", rows.len());
         assert!(rows[0].starts_with("1991-04-03,"));
         let bytes: usize = rows.iter().map(String::len).sum();
         assert!(bytes > 500_000, "{bytes}");
-        let weeks = kline_rows(sec(), today, "week", Adjust::Pre, all.clone());
-        let months = kline_rows(sec(), today, "month", Adjust::Pre, all);
+        let weeks = kline_rows(sec(), today, "week", Adjust::Pre, all.clone(), 2);
+        let months = kline_rows(sec(), today, "month", Adjust::Pre, all, 2);
         assert!(weeks.len() < rows.len() / 4 && months.len() < weeks.len() / 4);
     }
 
@@ -347,9 +349,9 @@ mod tests {
     fn forward_adjustment_matches_traded_price_at_the_end() {
         let today = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
         let all = || NaiveDate::MIN..=today;
-        let pre = kline_rows(sec(), today, "day", Adjust::Pre, all());
-        let none = kline_rows(sec(), today, "day", Adjust::None, all());
-        let after = kline_rows(sec(), today, "day", Adjust::After, all());
+        let pre = kline_rows(sec(), today, "day", Adjust::Pre, all(), 2);
+        let none = kline_rows(sec(), today, "day", Adjust::None, all(), 2);
+        let after = kline_rows(sec(), today, "day", Adjust::After, all(), 2);
         assert_eq!(pre.last(), none.last());
         assert_ne!(pre.first(), none.first());
         assert_ne!(after.last(), none.last());
@@ -362,7 +364,7 @@ mod tests {
         let today = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
         let from = NaiveDate::from_ymd_opt(2024, 1, 1).unwrap();
         let to = NaiveDate::from_ymd_opt(2024, 1, 31).unwrap();
-        let rows = kline_rows(sec(), today, "day", Adjust::Pre, from..=to);
+        let rows = kline_rows(sec(), today, "day", Adjust::Pre, from..=to, 2);
         assert!((18..=23).contains(&rows.len()), "{}", rows.len());
         assert!(rows.iter().all(|r| r.starts_with("2024-01-")));
     }

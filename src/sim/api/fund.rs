@@ -27,14 +27,14 @@ pub(super) fn answer(call: &Call, now: DateTime<Utc>) -> Answer {
         "/fund/detail/{code}" => one(detail),
         "/fund/kline" => {
             let e = etf(call.query.required("code")?)?;
-            super::stock::kline(
-                call,
-                &e.code,
-                e.exchange.market(),
-                &e.name,
-                security(e),
-                today,
-            )
+            let listing = super::stock::Listing {
+                code: &e.code,
+                market: e.exchange.market(),
+                name: &e.name,
+                decimals: ETF_DECIMALS as usize,
+                security: security(e),
+            };
+            super::stock::kline(call, &listing, today)
         }
         "/fund/holdings/{code}" => one(holdings),
         "/fund/asset-allocation/{code}" => one(asset_allocation),

@@ -185,14 +185,25 @@ fn list(items: impl Iterator<Item = (String, String)>) -> Value {
 
 fn stock_kline(call: &Call, today: NaiveDate) -> Answer {
     let s = stock(call.query.required("code")?)?;
-    kline(
-        call,
-        &s.code,
-        s.exchange.market(),
-        &s.name,
-        security(s),
-        today,
-    )
+    let listing = Listing {
+        code: &s.code,
+        market: s.exchange.market(),
+        name: &s.name,
+        decimals: 2,
+        security: security(s),
+    };
+    kline(call, &listing, today)
+}
+
+/// A priced security as a K-line answer names it.
+pub(super) struct Listing<'a> {
+    pub code: &'a str,
+    /// Eastmoney market id.
+    pub market: u8,
+    pub name: &'a str,
+    /// Decimal places of its prices (2 for stocks, 3 for funds).
+    pub decimals: usize,
+    pub security: Security,
 }
 
 /// A K-line answer. The upstream's only sample is a failure ("Failed to fetch
@@ -200,26 +211,26 @@ fn stock_kline(call: &Call, today: NaiveDate) -> Answer {
 /// name, decimal, dktotal, klines: ["date,open,close,high,low,volume,amount,
 /// amplitude,changeRate,change,turnover"]}`. Takes `period` (`day|week|month`),
 /// `fqt` (`pre|after|none`, `post` = `after`) and `from`/`to` (`YYYY-MM-DD`).
-pub(super) fn kline(
-    call: &Call,
-    code: &str,
-    market_id: u8,
-    name: &str,
-    sec: Security,
-    today: NaiveDate,
-) -> Answer {
+pub(super) fn kline(call: &Call, listing: &Listing<'_>, today: NaiveDate) -> Answer {
     let q = &call.query;
     let period = q.choice("period", &["day", "week", "month"], "day")?;
     let adjust =
         Adjust::from_fqt(q.choice("fqt", &Adjust::FQT, "pre")?).ok_or(Refusal::BadRequest)?;
     let range: RangeInclusive<NaiveDate> =
         q.date("from")?.unwrap_or(NaiveDate::MIN)..=q.date("to")?.unwrap_or(today);
-    let rows = market::kline_rows(sec, today, period, adjust, range);
+    let rows = market::kline_rows(
+        listing.security,
+        today,
+        period,
+        adjust,
+        range,
+        listing.decimals,
+    );
     Ok(json!({
-        "code": code,
-        "market": market_id,
-        "name": name,
-        "decimal": 2,
+        "code": listing.code,
+        "market": listing.market,
+        "name": listing.name,
+        "decimal": listing.decimals,
         "dktotal": rows.len(),
         "klines": rows,
     }))
