@@ -66,6 +66,11 @@ fn scaled(v: f64, decimals: u32) -> i64 {
     (v * 10f64.powi(decimals as i32)).round() as i64
 }
 
+/// A whole number (yuan, shares) as a JSON integer, as the upstream sends them.
+fn int(v: f64) -> i64 {
+    v.round() as i64
+}
+
 /// The `code` / `secucode` / `name` head of the mapped stock rows.
 fn head(s: &Stock) -> Map<String, Value> {
     let mut m = Map::new();

@@ -39,9 +39,10 @@ fn walk(seed: u64, x: f64, octaves: u32, step_sigma: f64) -> f64 {
         .sum()
 }
 
-/// A slowly varying value in [-1, 1] (macro series and the like).
+/// A slowly varying value in (-1, 1) (macro series and the like): squashed with
+/// `tanh` rather than clipped, so it never sticks at a bound for months.
 pub fn smooth(seed: u64, x: f64) -> f64 {
-    walk(seed, x, 4, 0.35).clamp(-1.0, 1.0)
+    walk(seed, x, 4, 0.35).tanh()
 }
 
 /// Whether the simulated exchange trades on `day` (weekdays; the simulator does not

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use serde_json::{Value, json};
 
-use super::{BoardKind, board_code, mapped_page, r2, row, stock, unix_at, unrouted};
+use super::{BoardKind, board_code, int, mapped_page, r2, row, stock, unix_at, unrouted};
 use crate::sim::company::{Period, latest_period, period_at, periods, report, stamp, total_shares};
 use crate::sim::market;
 use crate::sim::request::{Answer, Call, Refusal};
@@ -54,12 +54,12 @@ fn financial(s: &Stock, today: NaiveDate) -> Value {
                     "eps": r.eps,
                     "epsKc": r2(r.eps_deducted),
                     "bps": r.bps,
-                    "totalOperateIncome": r.revenue.round(),
-                    "parentNetProfit": r.net_profit.round(),
+                    "totalOperateIncome": int(r.revenue),
+                    "parentNetProfit": int(r.net_profit),
                     "roeJq": r2(r.roe),
                     "zcfzRatio": r.debt_ratio,
-                    "totalShare": total_shares(s),
-                    "freeShare": crate::sim::company::free_shares(s),
+                    "totalShare": int(total_shares(s)),
+                    "freeShare": int(crate::sim::company::free_shares(s)),
                 }),
             )
         })
@@ -145,7 +145,7 @@ fn holder_code(i: usize) -> String {
 struct Holding {
     rank: usize,
     holder: usize,
-    shares: f64,
+    shares: i64,
     ratio: f64,
     change: &'static str,
 }
@@ -169,7 +169,7 @@ fn top_ten(s: &Stock, p: Period, float: bool) -> Vec<Holding> {
             let h = Holding {
                 rank: i + 1,
                 holder,
-                shares: (base * ratio / 100.0).round(),
+                shares: int(base * ratio / 100.0),
                 ratio,
                 change: ["不变", "增加", "减少", "新进"][r.usize(..4)],
             };
@@ -271,8 +271,8 @@ fn forecasts(call: &Call, today: NaiveDate) -> Answer {
                     "predictFinance": "归属于上市公司股东的净利润",
                     "addAmpLower": r2(low),
                     "addAmpUpper": r2(low + 30.0 * r.f64()),
-                    "predictAmtLower": (profit * 0.9).round(),
-                    "predictAmtUpper": (profit * 1.1).round(),
+                    "predictAmtLower": int(profit * 0.9),
+                    "predictAmtUpper": int(profit * 1.1),
                     "changeReason": "主营业务收入增长，成本费用控制良好。",
                     "noticeDate": stamp(p.end + chrono::Duration::days(r.i64(5..25))),
                 }),
@@ -324,8 +324,8 @@ fn ten_year_row(s: &Stock, year: i32) -> Value {
         "SECURITY_NAME_ABBR": s.name,
         "INDUSTRY_NAME": INDUSTRIES[s.industry],
         "REPORT_YEAR": year.to_string(),
-        "TOTAL_OPERATE_INCOME": now.revenue.round(),
-        "PARENT_NETPROFIT": now.net_profit.round(),
+        "TOTAL_OPERATE_INCOME": int(now.revenue),
+        "PARENT_NETPROFIT": int(now.net_profit),
         "TOI_3Q": cagr(now.revenue, three.revenue, 3.0),
         "PARENT_NI_3Q": cagr(now.net_profit, three.net_profit, 3.0),
         "TOI_10Y": cagr(now.revenue, ten.revenue, 10.0),

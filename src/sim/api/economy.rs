@@ -319,7 +319,11 @@ fn table_row(indicator: &Indicator, date: NaiveDate, only: Option<&[&str]>) -> V
         } else {
             let v = c.level + c.spread * smooth(seed_of(c.name) ^ seed_of(indicator.slug), x);
             let scale = 10f64.powi(c.decimals);
-            json!((v * scale).round() / scale)
+            if c.decimals == 0 {
+                json!(v.round() as i64)
+            } else {
+                json!((v * scale).round() / scale)
+            }
         };
         row.insert(c.name.into(), value);
     }

@@ -119,21 +119,31 @@ fn detail(e: &Etf, now: DateTime<Utc>) -> Value {
     })
 }
 
-/// The top ten stock positions at the latest report.
+/// The top ten stock positions at the latest report (ChiNext and STAR indices hold
+/// their own board's stocks).
 fn holdings(e: &Etf, now: DateTime<Utc>) -> Value {
     let p = latest_period(market::trading_date(now));
     let mut r = rng(e.seed ^ 0x401D);
-    let stocks = &universe().stocks;
+    let board = match TRACKED_INDICES[e.index].0 {
+        "创业板指" | "创业板50" => "30",
+        "科创50" | "科创芯片" => "68",
+        _ => "",
+    };
+    let stocks: Vec<_> = universe()
+        .stocks
+        .iter()
+        .filter(|s| s.code.starts_with(board))
+        .collect();
     let rows: Vec<Value> = (0..10)
         .map(|i| {
-            let s = &stocks[r.usize(..stocks.len())];
-            let shares = (s.shares_wan * 10_000.0 * 0.002 * r.f64()).round();
+            let s = stocks[r.usize(..stocks.len())];
+            let shares = (s.shares_wan * 10_000.0 * 0.002 * r.f64()).round() as i64;
             let price = market::close_on(crate::sim::company::security(s), p.end);
             json!({
                 "stockCode": s.code,
                 "stockName": s.name,
                 "holdNum": shares,
-                "holdMarketCap": r2(shares * price),
+                "holdMarketCap": r2(shares as f64 * price),
                 "netAssetRatio": r2(15.0 / (1.0 + i as f64 * 0.4)),
                 "holdRank": i + 1,
                 "reportDate": p.stamp(),

@@ -111,7 +111,7 @@ struct Flow {
     price: f64,
     change: f64,
     /// Net inflow by order size: super large, large, medium, small.
-    amounts: [f64; 4],
+    amounts: [i64; 4],
     ratios: [f64; 4],
     leader: &'static Stock,
 }
@@ -141,17 +141,17 @@ fn flows(kind: BoardKind, now: DateTime<Utc>) -> Vec<Flow> {
                 name: (*name).to_owned(),
                 price: r2(q.price),
                 change: r2(q.pct()),
-                amounts: ratios.map(|ratio| (turnover * ratio / 100.0).round()),
+                amounts: ratios.map(|ratio| (turnover * ratio / 100.0).round() as i64),
                 ratios,
                 leader: &stocks[(seed % stocks.len() as u64) as usize],
             }
         })
         .collect();
-    out.sort_by(|a, b| main_amount(b).total_cmp(&main_amount(a)));
+    out.sort_by_key(|f| std::cmp::Reverse(main_amount(f)));
     out
 }
 
-fn main_amount(f: &Flow) -> f64 {
+fn main_amount(f: &Flow) -> i64 {
     f.amounts[0] + f.amounts[1]
 }
 

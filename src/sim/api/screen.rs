@@ -6,6 +6,7 @@ use chrono::{DateTime, Datelike, Utc};
 use serde_json::{Map, Value, json};
 
 use super::stock::figures;
+use super::{int, r2};
 use crate::sim::company::{self, free_shares, latest_period, total_shares};
 use crate::sim::market;
 use crate::sim::request::{Answer, Call};
@@ -240,18 +241,18 @@ fn screen_row(s: &Stock, now: DateTime<Utc>) -> Value {
         "PE9": v.pe_dynamic,
         "PE_TTM": v.pe_ttm,
         "PBNEWMRQ": v.pb,
-        "TOTAL_MARKET_CAP": v.market_cap.round(),
-        "FREE_CAP": (price * free_shares(s)).round(),
+        "TOTAL_MARKET_CAP": int(v.market_cap),
+        "FREE_CAP": int(price * free_shares(s)),
         "DTSYL": v.pe_dynamic,
         "BASIC_EPS": (r.eps * 100.0).round() / 100.0,
         "BVPS": r.bps,
-        "PARENT_NETPROFIT": r.net_profit,
-        "DEDUCT_NETPROFIT": r.eps_deducted * total_shares(s),
-        "TOTAL_OPERATE_INCOME": r.revenue,
+        "PARENT_NETPROFIT": r2(r.net_profit),
+        "DEDUCT_NETPROFIT": r2(r.eps_deducted * total_shares(s)),
+        "TOTAL_OPERATE_INCOME": r2(r.revenue),
         "ROE_WEIGHT": (r.roe * 100.0).round() / 100.0,
         "DEBT_ASSET_RATIO": r.debt_ratio,
-        "TOTAL_SHARES": total_shares(s),
-        "FREE_SHARES": free_shares(s),
+        "TOTAL_SHARES": int(total_shares(s)),
+        "FREE_SHARES": int(free_shares(s)),
     });
     let fields = row.as_object_mut().expect("a row is an object");
     drawn_columns(s, today.num_days_from_ce(), fields);
