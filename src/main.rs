@@ -59,7 +59,8 @@ enum Command {
     Sim {
         #[arg(long, default_value = "127.0.0.1:9090")]
         listen: String,
-        /// Bearer token the simulator requires (empty: none).
+        /// API key the simulator requires, as a bearer token, an `x-api-key` header or
+        /// query parameter (empty: none).
         #[arg(long, default_value = "sim-upstream-token")]
         token: String,
         #[arg(long, default_value_t = 0)]
@@ -73,6 +74,10 @@ enum Command {
         /// Push interval of the stream endpoint.
         #[arg(long, default_value_t = 3000)]
         stream_interval_ms: u64,
+        /// Answer the heat map, the ETF list and the fund screen with raw control
+        /// characters inside strings (invalid JSON), as the real upstream may.
+        #[arg(long)]
+        dirty_bodies: bool,
     },
     /// Prints README's generated tables (endpoints, configuration keys).
     #[command(hide = true)]
@@ -202,6 +207,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             jitter_ms,
             error_rate,
             stream_interval_ms,
+            dirty_bodies,
         } => {
             let config = SimConfig {
                 listen,
@@ -210,6 +216,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 jitter_ms,
                 error_rate,
                 stream_interval_ms,
+                dirty_bodies,
             };
             let sim = mdproxy::sim::start(&config, clock).await?;
             println!(

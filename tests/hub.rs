@@ -133,7 +133,7 @@ impl Seen {
         let tick: u64 = e.id.parse().unwrap();
         let codes = self.by_tick.entry(tick).or_default();
         for q in quotes {
-            let code = q["code"].as_str().unwrap().to_owned();
+            let code = mdproxy::hub::row_code(&q).unwrap();
             assert!(!codes.contains(&code), "{code} twice in tick {tick}");
             codes.push(code.clone());
             self.latest.insert(code, q);
@@ -198,14 +198,11 @@ async fn pz_bounds_every_event_and_nothing_is_lost() {
         .json()
         .await
         .unwrap();
-    let expected: BTreeMap<String, serde_json::Value> = expected["data"]["list"]
+    let expected: BTreeMap<String, serde_json::Value> = expected["data"]["diff"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|q| {
-            let code = mdproxy::api::params::stock_code(q["code"].as_str().unwrap()).unwrap();
-            (code, q.clone())
-        })
+        .map(|q| (mdproxy::hub::row_code(q).unwrap(), q.clone()))
         .collect();
     assert_eq!(expected.keys().cloned().collect::<BTreeSet<_>>(), all);
     let deadline = Instant::now() + WAIT;

@@ -1,11 +1,13 @@
-//! The simulated upstream's own contract: its token, determinism, realistic sizes,
-//! its counters over HTTP, fault switches, and its quote stream.
+//! The simulated upstream's own contract: its three key forms, its error envelopes,
+//! determinism, realistic sizes, the documented parameters, the newer routes, its
+//! counters over HTTP, fault switches (500s, failing paths, invalid JSON bodies), and
+//! its quote stream. The shapes themselves are `shapes.rs`'s.
 
 mod support;
 
 use std::time::Duration;
 
-use support::{SseReader, UPSTREAM_TOKEN};
+use support::{SseReader, UPSTREAM_TOKEN, sim_json};
 
 /// A simulator on a Saturday clock: its data never depends on the real date.
 async fn sim() -> (mdproxy::sim::SimHandle, reqwest::Client) {
@@ -27,32 +29,84 @@ fn get(
         .send()
 }
 
-/// The simulator checks its own bearer token like the real upstream.
+/// The simulator takes its key in the three documented forms; without it, 401 in the
+/// upstream's envelope.
 #[tokio::test]
-async fn simulator_requires_its_token() {
+async fn simulator_takes_its_key_in_three_forms() {
     let (sim, client) = sim().await;
     let url = format!("{}/market/indices", sim.base_url());
+    let refused = client.get(&url).bearer_auth("nope").send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({ "success": false, "data": null, "message": "Unauthorized" })
+    );
     assert_eq!(client.get(&url).send().await.unwrap().status(), 401);
-    assert_eq!(
-        client
-            .get(&url)
-            .bearer_auth("nope")
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
-    assert_eq!(
-        client
-            .get(&url)
-            .bearer_auth(UPSTREAM_TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    let forms = [
+        client.get(&url).bearer_auth(UPSTREAM_TOKEN),
+        client.get(&url).header("x-api-key", UPSTREAM_TOKEN),
+        client.get(format!("{url}?x-api-key={UPSTREAM_TOKEN}")),
+    ];
+    for form in forms {
+        assert_eq!(form.send().await.unwrap().status(), 200);
+    }
+    // An empty configured key accepts every request.
+    let open = mdproxy::sim::start(
+        &mdproxy::sim::SimConfig {
+            token: mdproxy::config::Secret::new(""),
+            ..support::sim_config()
+        },
+        support::saturday(),
+    )
+    .await
+    .unwrap();
+    let url = format!("{}/market/indices", open.base_url());
+    assert_eq!(client.get(url).send().await.unwrap().status(), 200);
+}
+
+/// Unknown paths, wrong methods, missing parameters and unknown codes answer in the
+/// envelope `{success: false, data: null, message}` with NestJS's texts.
+#[tokio::test]
+async fn simulator_refuses_in_its_envelope() {
+    let (sim, client) = sim().await;
+    let envelope =
+        |message: &str| serde_json::json!({ "success": false, "data": null, "message": message });
+    let cases = [
+        ("/nope?x=1", 404, "Cannot GET /api/v1/nope?x=1"),
+        ("/stock/kline?period=day", 400, "Bad Request Exception"),
+        (
+            "/stock/kline?code=000001&fqt=qfq",
+            400,
+            "Bad Request Exception",
+        ),
+        (
+            "/stock/shareholder/research/000001",
+            400,
+            "Bad Request Exception",
+        ),
+        ("/stock/detail/605999", 404, "Stock 605999 not found"),
+        ("/fund/kline?code=599999", 404, "Fund 599999 not found"),
+    ];
+    for (target, status, message) in cases {
+        assert_eq!(
+            sim_json(&sim, &client, target).await,
+            (status, envelope(message)),
+            "{target}"
+        );
+    }
+    let post = client
+        .post(format!("{}/news/overview", sim.base_url()))
+        .bearer_auth(UPSTREAM_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), 405);
+    assert_eq!(support::header(&post, "allow"), "GET, HEAD");
+    // Lenient: unknown parameters are ignored, codes come in any case.
+    let (status, v) = sim_json(&sim, &client, "/stock/detail/600519.sh?foo=bar").await;
+    assert_eq!((status, v["data"]["code"].as_str()), (200, Some("600519")));
+    assert_eq!(v["data"]["marketId"], 1);
 }
 
 /// Same request, same day, same answer; the big data sets have realistic sizes.
@@ -76,37 +130,44 @@ async fn simulator_is_deterministic_and_realistic() {
     let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
     let rows = v["data"]["klines"].as_array().unwrap();
     assert!(rows.len() > 8_000, "daily bars since 1991: {}", rows.len());
+    assert_eq!(v["data"]["dktotal"], rows.len());
     assert!(a.len() > 500_000, "{} bytes", a.len());
-    let hotmap: serde_json::Value = get("/market/hotmap").await.unwrap().json().await.unwrap();
-    assert!(hotmap["data"]["data"].as_array().unwrap().len() > 5_000);
-    let etfs: serde_json::Value = get("/fund/all-etf-list")
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let json = |t: &'static str| async move {
+        get(t)
+            .await
+            .unwrap()
+            .json::<serde_json::Value>()
+            .await
+            .unwrap()
+    };
+    assert!(
+        json("/market/hotmap").await["data"]["data"]
+            .as_array()
+            .unwrap()
+            .len()
+            > 5_000
+    );
+    let etfs = json("/fund/all-etf-list").await;
     assert!(etfs["data"]["total"].as_u64().unwrap() >= 1_000);
-    let page1: serde_json::Value = get("/macro/cpi?page=1&pageSize=20")
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let page2: serde_json::Value = get("/macro/cpi?page=2&pageSize=20")
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    assert_eq!(
+        etfs["data"]["diff"].as_array().unwrap().len(),
+        etfs["data"]["total"]
+    );
+    let market = json("/stock/list").await;
+    assert!(
+        market["data"]["diff"].as_array().unwrap().len() > 5_000,
+        "no codes: the whole market"
+    );
+    let page1 = json("/macro/cpi?page=1&pageSize=20").await;
+    let page2 = json("/macro/cpi?page=2&pageSize=20").await;
     assert_ne!(
-        page1["data"]["list"][0], page2["data"]["list"][0],
+        page1["data"]["data"][0], page2["data"]["data"][0],
         "paged tables page"
     );
-    assert!(
-        page1["data"]["total"].as_u64().unwrap() > 240,
-        "monthly since 2005"
-    );
-    let head: serde_json::Value = get("/news/feed").await.unwrap().json().await.unwrap();
+    let count = page1["data"]["count"].as_u64().unwrap();
+    assert!(count > 200, "monthly since 2008: {count}");
+    assert_eq!(page1["data"]["pages"], count.div_ceil(20));
+    let head = json("/news/feed").await;
     let cursor = head["data"]["nextCursor"].as_str().unwrap().to_owned();
     let older: serde_json::Value = get(&format!("/news/feed?cursor={cursor}"))
         .await
@@ -115,8 +176,159 @@ async fn simulator_is_deterministic_and_realistic() {
         .await
         .unwrap();
     assert_ne!(
-        head["data"]["list"][0]["id"], older["data"]["list"][0]["id"],
+        head["data"]["items"][0]["id"], older["data"]["items"][0]["id"],
         "the cursor moves"
+    );
+}
+
+/// K-lines take `fqt` (`after`, with `post` as its synonym) and a `from`/`to` range.
+#[tokio::test]
+async fn kline_takes_adjustment_and_a_date_range() {
+    let (sim, client) = sim().await;
+    let klines = |target: &'static str| {
+        let (sim, client) = (&sim, &client);
+        async move {
+            let (status, v) = sim_json(sim, client, target).await;
+            assert_eq!(status, 200, "{target}");
+            v["data"]["klines"].as_array().unwrap().clone()
+        }
+    };
+    let range = klines("/stock/kline?code=600519&from=2024-01-01&to=2024-01-31").await;
+    assert!((18..=23).contains(&range.len()), "{}", range.len());
+    assert!(
+        range
+            .iter()
+            .all(|r| r.as_str().unwrap().starts_with("2024-01-"))
+    );
+    let after = klines("/stock/kline?code=600519&fqt=after&to=2024-01-31").await;
+    let post = klines("/stock/kline?code=600519&fqt=post&to=2024-01-31").await;
+    let pre = klines("/stock/kline?code=600519&fqt=pre&to=2024-01-31").await;
+    assert_eq!(after, post);
+    assert_ne!(after, pre);
+    let weeks = klines("/fund/kline?code=159915&period=week&from=2025-01-01&to=2025-12-31").await;
+    assert!((50..=53).contains(&weeks.len()), "{}", weeks.len());
+    let open = weeks[0].as_str().unwrap().split(',').nth(1).unwrap();
+    assert_eq!(
+        open.split('.').nth(1).unwrap().len(),
+        3,
+        "funds price to 0.001"
+    );
+}
+
+/// `/stock/shareholder/list` pages the whole market without parameters and filters
+/// by holder code, change type and report date.
+#[tokio::test]
+async fn shareholder_list_pages_the_whole_market() {
+    let (sim, client) = sim().await;
+    let (_, all) = sim_json(&sim, &client, "/stock/shareholder/list").await;
+    let stocks = mdproxy::sim::universe::universe().stocks.len() as u64;
+    assert_eq!(all["data"]["total"].as_u64(), Some(stocks * 10));
+    assert_eq!(
+        (
+            all["data"]["page"].as_u64(),
+            all["data"]["pageSize"].as_u64()
+        ),
+        (Some(1), Some(50))
+    );
+    assert_eq!(all["data"]["data"].as_array().unwrap().len(), 50);
+    let (_, second) = sim_json(&sim, &client, "/stock/shareholder/list?page=2&pageSize=50").await;
+    assert_ne!(all["data"]["data"][0], second["data"]["data"][0]);
+    let (_, one) = sim_json(
+        &sim,
+        &client,
+        "/stock/shareholder/list?code=80010000&holdNumChange=%E5%A2%9E%E5%8A%A0&endDate=2024-06-30&pageSize=1000",
+    )
+    .await;
+    let rows = one["data"]["data"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter()
+            .all(|r| r["holderName"] == "香港中央结算有限公司"
+                && r["changeType"] == "增加"
+                && r["endDate"] == "2024-06-30 00:00:00")
+    );
+    assert_eq!(one["data"]["total"].as_u64(), Some(rows.len() as u64));
+}
+
+/// Ten-year performance filters by industry and sorts by `sortColumn`, descending,
+/// `PARENT_NI_3Q` by default.
+#[tokio::test]
+async fn ten_years_sorts_by_its_sort_column() {
+    let (sim, client) = sim().await;
+    for (query, column) in [("", "PARENT_NI_3Q"), ("&sortColumn=TOI_3Q", "TOI_3Q")] {
+        let target = format!(
+            "/stock/performance/ten-years?industryName=%E9%93%B6%E8%A1%8C&year=2023{query}"
+        );
+        let (status, v) = sim_json(&sim, &client, &target).await;
+        assert_eq!(status, 200, "{target}");
+        let rows = v["data"]["data"].as_array().unwrap();
+        assert!(!rows.is_empty());
+        assert!(
+            rows.iter()
+                .all(|r| r["INDUSTRY_NAME"] == "银行" && r["REPORT_YEAR"] == "2023")
+        );
+        let values: Vec<f64> = rows
+            .iter()
+            .map(|r| r[column].as_f64().unwrap_or(f64::NEG_INFINITY))
+            .collect();
+        assert!(
+            values.windows(2).all(|w| w[0] >= w[1]),
+            "{column} descending"
+        );
+    }
+}
+
+/// The newer routes outside the catalogue answer and are counted.
+#[tokio::test]
+async fn newer_routes_are_served_and_counted() {
+    let (sim, client) = sim().await;
+    let targets = [
+        "/market/sector-flow/summary?dimension=region",
+        "/market/sector-flow/list?dimension=concept&page=2&pageSize=10",
+        "/market/stocks/realtime-list?market=cyb&page=1&pageSize=5",
+        "/news/search?keyword=%E7%A7%91%E6%8A%80&page=0&pageSize=3",
+        "/market/trading-calendar?market=CN_A&from=2026-03-01&to=2026-03-31",
+    ];
+    for target in targets {
+        let (status, v) = sim_json(&sim, &client, target).await;
+        assert_eq!(
+            (status, &v["success"]),
+            (200, &serde_json::json!(true)),
+            "{target}: {v}"
+        );
+        assert_eq!(sim.hits_for(target), 1, "{target}");
+    }
+    assert_eq!(sim.hits("/market/sector-flow/list"), 1);
+    let (_, list) = sim_json(&sim, &client, targets[1]).await;
+    assert_eq!(list["data"]["diff"].as_array().unwrap().len(), 10);
+    let (_, cyb) = sim_json(&sim, &client, targets[2]).await;
+    assert!(
+        cyb["data"]["diff"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["code"].as_str().unwrap().starts_with("30"))
+    );
+    let (_, days) = sim_json(&sim, &client, targets[4]).await;
+    assert_eq!(days["data"].as_array().unwrap().len(), 31);
+    // The old flow paths answer in the new shapes: type 1 is the region dimension.
+    let (_, old) = sim_json(&sim, &client, "/market/flow?type=1").await;
+    let (_, new) = sim_json(
+        &sim,
+        &client,
+        "/market/sector-flow/summary?dimension=region",
+    )
+    .await;
+    assert_eq!(old["data"], new["data"]);
+    assert_eq!(
+        sim_json(
+            &sim,
+            &client,
+            "/market/trading-calendar?market=US&from=2026-03-01&to=2026-03-31"
+        )
+        .await
+        .0,
+        400
     );
 }
 
@@ -146,6 +358,88 @@ async fn simulator_counts_and_fails_on_demand() {
     let started = std::time::Instant::now();
     get("/news/mainline").await.unwrap();
     assert!(started.elapsed() >= Duration::from_millis(300));
+}
+
+/// A failing path answers the upstream's own way, HTTP 200 with `success: false`,
+/// counts as served, and heals.
+#[tokio::test]
+async fn failing_paths_answer_200_with_success_false() {
+    let (sim, client) = sim().await;
+    sim.fail_path("/stock/kline", "Failed to fetch kline");
+    sim.fail_path("/fund/detail/159915", "socket hang up");
+    let failed = |message: &str| {
+        (
+            200,
+            serde_json::json!({ "success": false, "data": null, "message": message }),
+        )
+    };
+    let kline = "/stock/kline?code=000001&period=day&fqt=pre";
+    assert_eq!(
+        sim_json(&sim, &client, kline).await,
+        failed("Failed to fetch kline")
+    );
+    assert_eq!(
+        sim_json(&sim, &client, "/fund/detail/159915").await,
+        failed("socket hang up")
+    );
+    let (status, v) = sim_json(&sim, &client, "/fund/detail/510300").await;
+    assert_eq!(
+        (status, &v["success"]),
+        (200, &serde_json::json!(true)),
+        "other paths answer"
+    );
+    assert_eq!(sim.hits("/stock/kline"), 1, "a failure still counts");
+    assert_eq!(sim.hits_for(kline), 1);
+    sim.heal_path("/stock/kline");
+    assert_eq!(sim_json(&sim, &client, kline).await.1["success"], true);
+    assert_eq!(
+        sim_json(&sim, &client, "/fund/detail/159915").await.1["success"],
+        false
+    );
+    sim.heal_all();
+    assert_eq!(
+        sim_json(&sim, &client, "/fund/detail/159915").await.1["success"],
+        true
+    );
+}
+
+/// With dirty bodies on, the three endpoints whose samples the docs could not parse
+/// answer raw control characters inside strings: not strict JSON, still the success
+/// envelope; every other endpoint stays clean.
+#[tokio::test]
+async fn dirty_bodies_are_not_strict_json() {
+    let (sim, client) = sim().await;
+    let body = |target: &'static str| {
+        let (sim, client) = (&sim, &client);
+        async move {
+            get(sim, client, target)
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap()
+        }
+    };
+    for path in mdproxy::sim::DIRTY_PATHS {
+        assert!(
+            serde_json::from_slice::<serde_json::Value>(&body(path).await).is_ok(),
+            "{path}"
+        );
+    }
+    sim.set_dirty_bodies(true);
+    for path in mdproxy::sim::DIRTY_PATHS {
+        let dirty = body(path).await;
+        assert!(
+            serde_json::from_slice::<serde_json::Value>(&dirty).is_err(),
+            "{path}"
+        );
+        assert!(dirty.contains(&b'\n') && dirty.contains(&1u8), "{path}");
+        assert!(dirty.starts_with(b"{\"data\":"), "{path}");
+        assert!(dirty.ends_with(b",\"success\":true}"), "{path}");
+    }
+    assert!(serde_json::from_slice::<serde_json::Value>(&body("/stock/list").await).is_ok());
+    sim.set_dirty_bodies(false);
+    assert!(serde_json::from_slice::<serde_json::Value>(&body("/market/hotmap").await).is_ok());
 }
 
 /// The raw recorder sees every request before any check (no token, unknown path,
@@ -227,6 +521,10 @@ async fn simulator_streams_quotes_pz_per_event() {
     assert_eq!(first.quotes().len(), 2);
     assert_eq!(second.quotes().len(), 1);
     assert_eq!(first.id, second.id, "one push, split by pz");
+    // Rows in the shape of `/stock/list`'s `diff`.
+    assert_eq!(first.quotes()[0]["code"], "600519");
+    assert_eq!(first.quotes()[0]["marketId"], 1);
+    assert!(first.quotes()[0]["newPrice"].is_i64());
 }
 
 /// Any feed cursor the contract accepts gets a page, also one older than the first

@@ -429,21 +429,42 @@ impl QuoteHub {
     }
 }
 
-/// Extracts `data.list[*]` (or `data[*]`) items with a `code`, keyed by canonical code.
+/// Extracts the quote rows of a poll answer, keyed by canonical code: `data.diff[*]`
+/// (the upstream's push2 lists), else `data.list[*]`, else a bare `data` array. Each
+/// row is kept as the upstream sent it, re-serialised as one line of JSON.
 fn parse_items(body: &[u8]) -> Vec<(String, Bytes)> {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
         return Vec::new();
     };
     let data = &value["data"];
-    let list = data["list"].as_array().or_else(|| data.as_array());
+    let list = data["diff"]
+        .as_array()
+        .or_else(|| data["list"].as_array())
+        .or_else(|| data.as_array());
     list.into_iter()
         .flatten()
         .filter_map(|item| {
-            let code = crate::api::params::stock_code(item["code"].as_str()?)?;
+            let code = row_code(item)?;
             let json = serde_json::to_vec(item).ok()?;
             Some((code, Bytes::from(json)))
         })
         .collect()
+}
+
+/// The canonical code (`600519.SH`) of an upstream quote row. A `code` with an
+/// exchange suffix is used as it is; a bare six-digit code takes its exchange from
+/// `marketId` (1 Shanghai; 0 Shenzhen, or Beijing when the prefix is a Beijing one:
+/// 92, 43, 83, 87, 88), and without `marketId` from its prefix alone.
+pub fn row_code(item: &serde_json::Value) -> Option<String> {
+    let code = item["code"].as_str()?;
+    let bare = code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit());
+    let exchange = match (bare, item["marketId"].as_u64()) {
+        (true, Some(1)) => "SH",
+        (true, Some(0)) if ["92", "43", "83", "87", "88"].contains(&&code[..2]) => "BJ",
+        (true, Some(0)) => "SZ",
+        _ => return crate::api::params::stock_code(code),
+    };
+    Some(format!("{code}.{exchange}"))
 }
 
 /// Unregisters its subscriber when the stream is dropped (client gone, or shutdown).
@@ -614,5 +635,37 @@ mod tests {
         let codes: Vec<&str> = items.iter().map(|(c, _)| c.as_str()).collect();
         assert_eq!(codes, ["600519.SH", "000001.SZ"]);
         assert!(parse_items(b"not json").is_empty());
+    }
+
+    /// Push2 rows (`data.diff`) carry a bare code and `marketId`; the row goes out
+    /// unchanged.
+    #[test]
+    fn diff_rows_are_keyed_by_code_and_market_id() {
+        let body = br#"{"success":true,"data":{"total":5,"diff":[
+            {"code":"600519","marketId":1,"newPrice":150000},
+            {"code":"000001","marketId":0},
+            {"code":"920001","marketId":0},
+            {"code":"000001","marketId":1},
+            {"code":"300750.sz","marketId":0},
+            "..."]}}"#;
+        let items = parse_items(body);
+        let codes: Vec<&str> = items.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(
+            codes,
+            [
+                "600519.SH",
+                "000001.SZ",
+                "920001.BJ",
+                "000001.SH",
+                "300750.SZ"
+            ]
+        );
+        assert_eq!(
+            &items[0].1[..],
+            br#"{"code":"600519","marketId":1,"newPrice":150000}"#
+        );
+        // A bare data array with neither diff nor list.
+        let bare = parse_items(br#"{"success":true,"data":[{"code":"430047"}]}"#);
+        assert_eq!(bare[0].0, "430047.BJ");
     }
 }

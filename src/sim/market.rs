@@ -2,9 +2,10 @@
 //! (fractal value noise seeded by code, evaluated at any instant without replaying
 //! history), K-lines with forward/backward adjustment, and quote snapshots.
 
-use chrono::{DateTime, Datelike, Duration as Days, NaiveDate, Utc, Weekday};
+use std::ops::RangeInclusive;
+
+use chrono::{DateTime, Datelike, Duration as Days, NaiveDate, Timelike, Utc, Weekday};
 use chrono_tz::Asia::Shanghai;
-use serde_json::{Value, json};
 
 /// Seconds between two exchange snapshots (Level-1, DOMAIN.md §3).
 pub const SNAPSHOT_SECS: i64 = 3;
@@ -38,9 +39,10 @@ fn walk(seed: u64, x: f64, octaves: u32, step_sigma: f64) -> f64 {
         .sum()
 }
 
-/// A slowly varying value in [-1, 1] (macro series and the like).
+/// A slowly varying value in (-1, 1) (macro series and the like): squashed with
+/// `tanh` rather than clipped, so it never sticks at a bound for months.
 pub fn smooth(seed: u64, x: f64) -> f64 {
-    walk(seed, x, 4, 0.35).clamp(-1.0, 1.0)
+    walk(seed, x, 4, 0.35).tanh()
 }
 
 /// Whether the simulated exchange trades on `day` (weekdays; the simulator does not
@@ -49,10 +51,24 @@ pub fn is_trading_day(day: NaiveDate) -> bool {
     !matches!(day.weekday(), Weekday::Sat | Weekday::Sun)
 }
 
+/// The latest trading day on or before `day`.
+pub fn last_trading_day(mut day: NaiveDate) -> NaiveDate {
+    while !is_trading_day(day) {
+        day -= Days::days(1);
+    }
+    day
+}
+
 /// The continuous (backward-adjusted) close of a security on `day`.
 fn adjusted_close(seed: u64, base: f64, day: NaiveDate) -> f64 {
     let x = f64::from(day.num_days_from_ce());
     base * walk(seed, x, 13, 0.012).exp()
+}
+
+/// The traded close of a security on `day` (any day: the path is defined on
+/// weekends too), for what the companies report at a date.
+pub fn close_on(sec: Security, day: NaiveDate) -> f64 {
+    adjusted_close(sec.seed, sec.base_price, day) * dividend_factor(sec.seed, sec.listed, day)
 }
 
 /// Cumulative dividend factor up to and including `day`: one ex-dividend date a year
@@ -71,21 +87,26 @@ fn dividend_factor(seed: u64, listed: NaiveDate, day: NaiveDate) -> f64 {
 /// Price adjustment of K-lines (`fqt`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Adjust {
-    /// Forward-adjusted: history rescaled so the latest bar equals the traded price.
+    /// Forward-adjusted (`pre`): history rescaled so the latest bar equals the traded price.
     Pre,
-    /// Backward-adjusted: a continuous series from listing.
-    Post,
-    /// Prices as traded.
+    /// Backward-adjusted (`after`, or the older spelling `post`): a continuous series
+    /// from listing.
+    After,
+    /// Prices as traded (`none`).
     None,
 }
 
 impl Adjust {
-    /// From the API's `fqt` value.
-    pub fn from_fqt(fqt: &str) -> Adjust {
-        match fqt {
-            "post" => Adjust::Post,
-            "none" => Adjust::None,
-            _ => Adjust::Pre,
+    /// The `fqt` values the upstream accepts, in the order of its docs.
+    pub const FQT: [&str; 4] = ["pre", "after", "post", "none"];
+
+    /// From the API's `fqt` value (one of [`Adjust::FQT`], any case).
+    pub fn from_fqt(fqt: &str) -> Option<Adjust> {
+        match fqt.to_ascii_lowercase().as_str() {
+            "pre" => Some(Adjust::Pre),
+            "after" | "post" => Some(Adjust::After),
+            "none" => Some(Adjust::None),
+            _ => None,
         }
     }
 }
@@ -128,7 +149,7 @@ fn daily_bars(sec: Security, today: NaiveDate, adj: Adjust) -> Vec<Bar> {
             // adjustment is the continuous path; forward adjustment scales the path so
             // that the latest bar equals the traded price.
             let factor = match adj {
-                Adjust::Post => 1.0,
+                Adjust::After => 1.0,
                 Adjust::None => dividend_factor(sec.seed, sec.listed, day),
                 Adjust::Pre => latest_factor,
             };
@@ -177,8 +198,16 @@ fn merge(bars: &[Bar], same: impl Fn(NaiveDate, NaiveDate) -> bool) -> Vec<Bar> 
 }
 
 /// K-line rows in Eastmoney's order: date, open, close, high, low, volume (lots),
-/// amount, amplitude %, change %, change, turnover %.
-pub fn kline_rows(sec: Security, today: NaiveDate, period: &str, adj: Adjust) -> Vec<String> {
+/// amount, amplitude %, change %, change, turnover %, prices with `decimals` places;
+/// only bars dated inside `range` (a week or month is dated by its last trading day).
+pub fn kline_rows(
+    sec: Security,
+    today: NaiveDate,
+    period: &str,
+    adj: Adjust,
+    range: RangeInclusive<NaiveDate>,
+    decimals: usize,
+) -> Vec<String> {
     let daily = daily_bars(sec, today, adj);
     let bars = match period {
         "week" => merge(&daily, |a, b| a.iso_week() == b.iso_week()),
@@ -188,12 +217,14 @@ pub fn kline_rows(sec: Security, today: NaiveDate, period: &str, adj: Adjust) ->
         _ => daily,
     };
     bars.iter()
+        .filter(|b| range.contains(&b.day))
         .map(|b| {
             let lots = (b.volume / 100.0).round();
             let amount = b.volume * (b.open + b.close) / 2.0;
             let chg = b.close - b.pre_close;
+            let p = decimals;
             format!(
-                "{},{:.2},{:.2},{:.2},{:.2},{lots},{amount:.2},{:.2},{:.2},{chg:.2},{:.2}",
+                "{},{:.p$},{:.p$},{:.p$},{:.p$},{lots},{amount:.2},{:.2},{:.2},{chg:.p$},{:.2}",
                 b.day,
                 b.open,
                 b.close,
@@ -219,15 +250,10 @@ fn session_position(now: DateTime<Utc>) -> (NaiveDate, i64, bool) {
     (day, secs.clamp(open, close), moving)
 }
 
-use chrono::Timelike;
-
 /// A real-time quote snapshot of one security at `now`.
 pub fn quote(sec: Security, limit: f64, now: DateTime<Utc>) -> Quote {
     let (day, secs, _) = session_position(now);
-    let mut prev_day = day - Days::days(1);
-    while !is_trading_day(prev_day) {
-        prev_day -= Days::days(1);
-    }
+    let prev_day = last_trading_day(day - Days::days(1));
     let pre_close = adjusted_close(sec.seed, sec.base_price, prev_day)
         * dividend_factor(sec.seed, sec.listed, prev_day);
     // Snapshot index within the day; the walk restarts each day from the previous close.
@@ -282,26 +308,6 @@ impl Quote {
     pub fn pct(&self) -> f64 {
         (self.price / self.pre_close - 1.0) * 100.0
     }
-
-    /// The quote as JSON with Eastmoney's field names beside readable ones.
-    pub fn to_json(&self, code: &str, name: &str) -> Value {
-        let r2 = |v: f64| (v * 100.0).round() / 100.0;
-        json!({
-            "code": code,
-            "name": name,
-            "price": r2(self.price),
-            "preClose": r2(self.pre_close),
-            "open": r2(self.open),
-            "high": r2(self.high),
-            "low": r2(self.low),
-            "change": r2(self.price - self.pre_close),
-            "changePercent": r2(self.pct()),
-            "volume": (self.volume / 100.0).round(),
-            "amount": r2(self.amount),
-            "turnoverRate": r2(self.turnover),
-            "amplitude": r2((self.high - self.low) / self.pre_close * 100.0),
-        })
-    }
 }
 
 /// The trading date at `now`, China time.
@@ -329,25 +335,39 @@ mod tests {
     #[test]
     fn old_stocks_have_thousands_of_daily_rows() {
         let today = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
-        let rows = kline_rows(sec(), today, "day", Adjust::Pre);
+        let all = NaiveDate::MIN..=today;
+        let rows = kline_rows(sec(), today, "day", Adjust::Pre, all.clone(), 2);
         assert!(rows.len() > 8_000, "{}", rows.len());
         assert!(rows[0].starts_with("1991-04-03,"));
         let bytes: usize = rows.iter().map(String::len).sum();
         assert!(bytes > 500_000, "{bytes}");
-        let weeks = kline_rows(sec(), today, "week", Adjust::Pre);
-        let months = kline_rows(sec(), today, "month", Adjust::Pre);
+        let weeks = kline_rows(sec(), today, "week", Adjust::Pre, all.clone(), 2);
+        let months = kline_rows(sec(), today, "month", Adjust::Pre, all, 2);
         assert!(weeks.len() < rows.len() / 4 && months.len() < weeks.len() / 4);
     }
 
     #[test]
     fn forward_adjustment_matches_traded_price_at_the_end() {
         let today = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
-        let pre = kline_rows(sec(), today, "day", Adjust::Pre);
-        let none = kline_rows(sec(), today, "day", Adjust::None);
-        let post = kline_rows(sec(), today, "day", Adjust::Post);
+        let all = || NaiveDate::MIN..=today;
+        let pre = kline_rows(sec(), today, "day", Adjust::Pre, all(), 2);
+        let none = kline_rows(sec(), today, "day", Adjust::None, all(), 2);
+        let after = kline_rows(sec(), today, "day", Adjust::After, all(), 2);
         assert_eq!(pre.last(), none.last());
         assert_ne!(pre.first(), none.first());
-        assert_ne!(post.last(), none.last());
+        assert_ne!(after.last(), none.last());
+        assert_eq!(Adjust::from_fqt("post"), Adjust::from_fqt("AFTER"));
+        assert_eq!(Adjust::from_fqt("qfq"), None);
+    }
+
+    #[test]
+    fn a_date_range_keeps_only_the_bars_inside_it() {
+        let today = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
+        let from = NaiveDate::from_ymd_opt(2024, 1, 1).unwrap();
+        let to = NaiveDate::from_ymd_opt(2024, 1, 31).unwrap();
+        let rows = kline_rows(sec(), today, "day", Adjust::Pre, from..=to, 2);
+        assert!((18..=23).contains(&rows.len()), "{}", rows.len());
+        assert!(rows.iter().all(|r| r.starts_with("2024-01-")));
     }
 
     #[test]

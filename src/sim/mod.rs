@@ -1,12 +1,14 @@
-//! The simulated upstream: the whole API from the catalogue, deterministic data,
-//! its own bearer token, fault switches (latency, jitter, error rate, `fail_next`,
-//! hanging requests) and request counters that tests read in-process or over HTTP at
-//! `/_sim/stats`, plus a raw-request recorder that sees every request before any of
-//! the simulator's own checks. Used by `mdproxy sim`, `mdproxy demo`, the tests and the benches.
+//! The simulated upstream, the other side of the wire, modelled on the real one's
+//! public docs (routes, shapes, key forms, failure envelopes), with fault switches and
+//! counters for tests. It reads requests itself; it shares paths with the proxy only.
 
-pub mod api;
+mod api;
+mod company;
 pub mod market;
+mod request;
+mod stream;
 pub mod universe;
+mod wire;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -14,29 +16,26 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures_util::StreamExt;
-use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use serde_json::json;
+use http::Request;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::catalog::catalog;
-use crate::api::params;
 use crate::api::router::{API_PREFIX, Router};
 use crate::cache::market::Clock;
 use crate::config::Secret;
-use crate::edge::body::{self, Body};
-use crate::edge::response::IntoResponse;
-use crate::error::Error;
+
+pub use request::EXTRA_ROUTES;
+pub use wire::DIRTY_PATHS;
 
 /// Settings of a simulator.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
     /// Address to listen on (`127.0.0.1:0` for an ephemeral port).
     pub listen: String,
-    /// Bearer token the simulator requires; empty accepts any request.
+    /// The API key the simulator requires (as a bearer token, an `x-api-key`
+    /// header or an `x-api-key` query parameter); empty accepts any request.
     pub token: Secret,
     /// Added to every answer.
     pub latency_ms: u64,
@@ -46,6 +45,9 @@ pub struct SimConfig {
     pub error_rate: f64,
     /// Push interval of the stream endpoint.
     pub stream_interval_ms: u64,
+    /// Whether [`DIRTY_PATHS`] answer bodies with raw control characters in strings
+    /// (not strict JSON), as the real upstream's may.
+    pub dirty_bodies: bool,
 }
 
 impl Default for SimConfig {
@@ -57,6 +59,7 @@ impl Default for SimConfig {
             jitter_ms: 0,
             error_rate: 0.0,
             stream_interval_ms: 3_000,
+            dirty_bodies: false,
         }
     }
 }
@@ -72,15 +75,20 @@ struct Faults {
     fail_next: AtomicU64,
     /// API requests hang until the simulator stops.
     hang: AtomicBool,
+    /// Paths (relative to `/api/v1`, no query) answering HTTP 200 with
+    /// `success: false` and this message.
+    failing_paths: Mutex<HashMap<String, String>>,
+    /// [`DIRTY_PATHS`] answer invalid JSON.
+    dirty: AtomicBool,
 }
 
 /// Request counters.
 #[derive(Debug)]
 struct Stats {
     total: AtomicU64,
-    /// By catalogue id.
-    by_endpoint: Vec<AtomicU64>,
-    /// By canonical target (path and query).
+    /// By route: catalogue ids, then [`EXTRA_ROUTES`].
+    by_route: Vec<AtomicU64>,
+    /// By target as received (path relative to `/api/v1`, and query).
     by_target: Mutex<HashMap<String, u64>>,
     /// When each API request arrived (bounded: the first [`MAX_LOGGED`]).
     arrivals: Mutex<Vec<std::time::Instant>>,
@@ -145,18 +153,26 @@ impl SimHandle {
         &self.shared.token
     }
 
-    /// Requests received for one endpoint (by path template, e.g. `/stock/kline`).
+    /// Requests served for one route: a catalogue template (e.g. `/stock/kline`) or
+    /// one of [`EXTRA_ROUTES`].
     ///
     /// # Panics
-    /// When `template` is not in the catalogue (a test bug).
+    /// When `template` is neither (a test bug).
     pub fn hits(&self, template: &str) -> u64 {
-        let endpoint = catalog()
+        let id = catalog()
             .by_path(template)
-            .unwrap_or_else(|| panic!("{template} is not a catalogue path"));
-        self.shared.stats.by_endpoint[endpoint.id].load(Ordering::SeqCst)
+            .map(|e| e.id)
+            .or_else(|| {
+                let extra = EXTRA_ROUTES.iter().position(|r| *r == template)?;
+                Some(catalog().len() + extra)
+            })
+            .unwrap_or_else(|| panic!("{template} is not a route of the simulator"));
+        self.shared.stats.by_route[id].load(Ordering::SeqCst)
     }
 
-    /// Requests received for one canonical target (e.g. `/stock/detail/600519.SH`).
+    /// Requests served for one target exactly as received: path relative to
+    /// `/api/v1` and raw query (e.g. `/stock/detail/600519.SH`,
+    /// `/market/sector-flow/list?dimension=region`).
     pub fn hits_for(&self, target: &str) -> u64 {
         let map = self
             .shared
@@ -235,6 +251,40 @@ impl SimHandle {
         self.shared.faults.fail_next.store(n, Ordering::SeqCst);
     }
 
+    /// From now on, requests for `path` (relative to `/api/v1`, without query, e.g.
+    /// `/stock/kline` or `/fund/detail/159915`) fail the way the real upstream reports
+    /// its own failures: HTTP 200 with `{"success":false,"data":null,"message":...}`.
+    /// They still count as served.
+    pub fn fail_path(&self, path: &str, message: &str) {
+        self.failing_paths()
+            .insert(path.to_owned(), message.to_owned());
+    }
+
+    /// Undoes [`fail_path`](Self::fail_path) for `path`.
+    pub fn heal_path(&self, path: &str) {
+        self.failing_paths().remove(path);
+    }
+
+    /// Undoes every [`fail_path`](Self::fail_path).
+    pub fn heal_all(&self) {
+        self.failing_paths().clear();
+    }
+
+    fn failing_paths(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.shared
+            .faults
+            .failing_paths
+            .lock()
+            .expect("fault lock is never poisoned")
+    }
+
+    /// Switches invalid JSON bodies for [`DIRTY_PATHS`] on or off: raw control
+    /// characters (a newline, U+0001) inside strings, still
+    /// `{"success":true,"data":...}`.
+    pub fn set_dirty_bodies(&self, on: bool) {
+        self.shared.faults.dirty.store(on, Ordering::SeqCst);
+    }
+
     /// Makes API requests hang while on: they answer once it is switched off (or
     /// fail when the simulator stops).
     pub fn set_hang(&self, hang: bool) {
@@ -270,15 +320,14 @@ pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> std::io::Result
         (config.error_rate.clamp(0.0, 1.0) * 1e6) as u32,
         Ordering::SeqCst,
     );
+    faults.dirty.store(config.dirty_bodies, Ordering::SeqCst);
     let shared = Arc::new(Shared {
         router: Router::new(catalog()),
         token: config.token.clone(),
         faults,
         stats: Stats {
             total: AtomicU64::new(0),
-            by_endpoint: catalog()
-                .endpoints()
-                .iter()
+            by_route: (0..catalog().len() + EXTRA_ROUTES.len())
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             by_target: Mutex::new(HashMap::new()),
@@ -294,7 +343,7 @@ pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> std::io::Result
     let handler_shared = Arc::clone(&shared);
     let handler = move |req: Request<hyper::body::Incoming>, _connection| {
         let shared = Arc::clone(&handler_shared);
-        async move { Ok::<_, std::convert::Infallible>(handle(&shared, req).await) }
+        async move { Ok::<_, std::convert::Infallible>(wire::handle(&shared, req).await) }
     };
     let stop = shared.stop.clone();
     let tracker = tokio_util::task::TaskTracker::new();
@@ -312,188 +361,4 @@ pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> std::io::Result
         shared,
         task: Some(task),
     })
-}
-
-fn json_response(status: StatusCode, body: Bytes) -> Response<Body> {
-    let mut r = Response::new(body::full(body));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
-async fn handle<B>(shared: &Shared, req: Request<B>) -> Response<Body> {
-    shared.raw.record(req.uri());
-    let path = req.uri().path();
-    if path == "/_sim/stats" {
-        return stats_response(shared);
-    }
-    let Some(api_path) = path.strip_prefix(API_PREFIX) else {
-        return Error::NotFound.to_response();
-    };
-    if !shared.token.is_empty() {
-        let ok =
-            crate::edge::auth::bearer(req.headers()).is_some_and(|t| t == shared.token.expose());
-        if !ok {
-            return Error::Unauthorized.to_response();
-        }
-    }
-    let Some(route) = shared.router.route(api_path) else {
-        return Error::NotFound.to_response();
-    };
-    if !matches!(*req.method(), Method::GET | Method::HEAD) {
-        return Error::MethodNotAllowed.to_response();
-    }
-    let valid = match params::validate(route.endpoint, route.params(), req.uri().query()) {
-        Ok(v) => v,
-        Err(e) => return e.to_response(),
-    };
-    shared.stats.total.fetch_add(1, Ordering::SeqCst);
-    {
-        let mut arrivals = shared
-            .stats
-            .arrivals
-            .lock()
-            .expect("stats lock is never poisoned");
-        if arrivals.len() < MAX_LOGGED {
-            arrivals.push(std::time::Instant::now());
-        }
-    }
-    shared.stats.by_endpoint[valid.endpoint.id].fetch_add(1, Ordering::SeqCst);
-    *shared
-        .stats
-        .by_target
-        .lock()
-        .expect("stats lock is never poisoned")
-        .entry(valid.target.clone())
-        .or_default() += 1;
-
-    let faults = &shared.faults;
-    // Hang while the switch is on (checked every 20 ms), or until the simulator stops.
-    while faults.hang.load(Ordering::SeqCst) {
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(20)) => {}
-            () = shared.stop.cancelled() => return Error::Internal.to_response(),
-        }
-    }
-    let latency = faults.latency_ms.load(Ordering::SeqCst)
-        + fastrand::u64(0..=faults.jitter_ms.load(Ordering::SeqCst));
-    if latency > 0 {
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(latency)) => {}
-            () = shared.stop.cancelled() => return Error::Internal.to_response(),
-        }
-    }
-    let failing = faults
-        .fail_next
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-        .is_ok()
-        || fastrand::u32(0..1_000_000) < faults.error_ppm.load(Ordering::SeqCst);
-    if failing {
-        return json_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Bytes::from_static(br#"{"success":false,"message":"simulated upstream failure"}"#),
-        );
-    }
-
-    if valid.endpoint.streaming {
-        return stream(shared, &valid);
-    }
-    match api::answer(&valid, shared.clock.now()) {
-        Ok(data) => {
-            let body = serde_json::to_vec(&json!({ "success": true, "data": data }))
-                .expect("generated JSON serialises");
-            json_response(StatusCode::OK, body.into())
-        }
-        Err(api::Miss::NotFound(message)) => {
-            let body = serde_json::to_vec(&json!({ "success": false, "message": message }))
-                .expect("generated JSON serialises");
-            json_response(StatusCode::NOT_FOUND, body.into())
-        }
-    }
-}
-
-fn stats_response(shared: &Shared) -> Response<Body> {
-    let endpoints: serde_json::Map<String, serde_json::Value> = catalog()
-        .endpoints()
-        .iter()
-        .zip(&shared.stats.by_endpoint)
-        .filter_map(|(e, n)| {
-            let n = n.load(Ordering::SeqCst);
-            (n > 0).then(|| (e.path.clone(), n.into()))
-        })
-        .collect();
-    let body =
-        json!({ "total": shared.stats.total.load(Ordering::SeqCst), "endpoints": endpoints });
-    json_response(
-        StatusCode::OK,
-        serde_json::to_vec(&body).expect("stats serialise").into(),
-    )
-}
-
-/// The simulator's own quote stream: every interval, quotes for the requested codes,
-/// `pz` per event.
-fn stream(shared: &Shared, valid: &params::Valid) -> Response<Body> {
-    let codes: Vec<&'static universe::Stock> = valid
-        .query_value("codes")
-        .map(|c| {
-            c.split(',')
-                .filter_map(|c| universe::universe().stock(c))
-                .collect()
-        })
-        .unwrap_or_default();
-    let pz: usize = valid
-        .query_value("pz")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(20);
-    let clock = Arc::clone(&shared.clock);
-    let stop = shared.stop.clone();
-    let mut interval = tokio::time::interval(shared.stream_interval);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let first = Bytes::from_static(b"retry: 3000\n\n");
-    let ticks = futures_util::stream::unfold(
-        (interval, codes, clock, stop),
-        move |(mut interval, codes, clock, stop)| async move {
-            tokio::select! {
-                _ = interval.tick() => {}
-                () = stop.cancelled() => return None,
-            }
-            let now = clock.now();
-            let mut out = String::new();
-            for chunk in codes.chunks(pz.max(1)) {
-                let items: Vec<serde_json::Value> =
-                    chunk.iter().map(|s| api_quote(s, now)).collect();
-                out.push_str(&format!(
-                    "event: quote\nid: {}\ndata: {}\n\n",
-                    now.timestamp() / market::SNAPSHOT_SECS,
-                    serde_json::Value::from(items)
-                ));
-            }
-            if out.is_empty() {
-                out.push_str(": keepalive\n\n");
-            }
-            Some((Bytes::from(out), (interval, codes, clock, stop)))
-        },
-    );
-    let chunks = futures_util::stream::once(async move { first }).chain(ticks);
-    let mut r = Response::new(body::stream(chunks.boxed()));
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    r
-}
-
-fn api_quote(s: &universe::Stock, now: chrono::DateTime<chrono::Utc>) -> serde_json::Value {
-    let sec = market::Security {
-        seed: s.seed,
-        base_price: s.base_price,
-        listed: s.listed,
-        shares_wan: s.shares_wan,
-    };
-    market::quote(sec, s.limit(), now).to_json(&s.full_code(), &s.name)
 }

@@ -87,7 +87,7 @@ pub struct Etf {
     pub code: String,
     pub exchange: Exchange,
     pub name: String,
-    /// Index it tracks (position in [`INDEX_NAMES`]).
+    /// Index it tracks (position in [`TRACKED_INDICES`]).
     pub index: usize,
     pub company: &'static str,
     pub listed: NaiveDate,
@@ -360,44 +360,61 @@ pub const STYLES: &[&str] = &[
     "专精特新",
 ];
 
-/// Indices that ETFs track.
-pub const INDEX_NAMES: &[&str] = &[
-    "沪深300",
-    "中证500",
-    "上证50",
-    "创业板指",
-    "科创50",
-    "中证1000",
-    "中证红利",
-    "证券公司",
-    "半导体",
-    "中证医疗",
-    "新能源车",
-    "光伏产业",
-    "中证军工",
-    "中证白酒",
-    "中证银行",
-    "恒生科技",
-    "纳斯达克100",
-    "标普500",
-    "黄金",
-    "中证消费",
-    "中证传媒",
-    "人工智能",
-    "机器人",
-    "云计算",
-    "中证煤炭",
-    "有色金属",
-    "中证电力",
-    "房地产",
-    "创业板50",
-    "科创芯片",
-    "恒生指数",
-    "日经225",
-    "德国DAX",
-    "中证2000",
-    "央企红利",
+/// Indices that ETFs track: name, code as the upstream writes it, constituents.
+pub const TRACKED_INDICES: &[(&str, &str, u32)] = &[
+    ("沪深300", "000300.SH", 300),
+    ("中证500", "000905.SH", 500),
+    ("上证50", "000016.SH", 50),
+    ("创业板指", "399006.SZ", 100),
+    ("科创50", "000688.SH", 50),
+    ("中证1000", "000852.SH", 1000),
+    ("中证红利", "000922.SH", 100),
+    ("证券公司", "399975.SZ", 50),
+    ("半导体", "931865.SH", 50),
+    ("中证医疗", "399989.SZ", 100),
+    ("新能源车", "399976.SZ", 50),
+    ("光伏产业", "931151.SH", 50),
+    ("中证军工", "399967.SZ", 80),
+    ("中证白酒", "399997.SZ", 20),
+    ("中证银行", "399986.SZ", 42),
+    ("恒生科技", "HSTECH.HI", 30),
+    ("纳斯达克100", "NDX.GI", 100),
+    ("标普500", "SPX.GI", 500),
+    ("黄金", "AU9999.SGE", 1),
+    ("中证消费", "000932.SH", 50),
+    ("中证传媒", "399971.SZ", 50),
+    ("人工智能", "931071.SH", 50),
+    ("机器人", "931590.SH", 50),
+    ("云计算", "930851.SH", 50),
+    ("中证煤炭", "399998.SZ", 30),
+    ("有色金属", "930708.SH", 50),
+    ("中证电力", "931994.SH", 50),
+    ("房地产", "931775.SH", 50),
+    ("创业板50", "399673.SZ", 50),
+    ("科创芯片", "000685.SH", 50),
+    ("恒生指数", "HSI.HI", 82),
+    ("日经225", "N225.GI", 225),
+    ("德国DAX", "GDAXI.GI", 40),
+    ("中证2000", "932000.SH", 2000),
+    ("央企红利", "000825.SH", 50),
 ];
+
+/// The province or municipality of a region board (`安徽板块` → `安徽省`), as the
+/// screening table's `AREA` and the area list write it.
+pub fn province(region: usize) -> String {
+    let base = REGIONS[region].trim_end_matches("板块");
+    let suffix = match base {
+        "北京" | "天津" | "上海" | "重庆" => "市",
+        "内蒙古" | "广西" | "西藏" | "宁夏" | "新疆" => "自治区",
+        _ => "省",
+    };
+    format!("{base}{suffix}")
+}
+
+/// The industry-classification code of an industry (`D017013001` style).
+pub fn industry_code(industry: usize) -> String {
+    format!("D017{:03}{:03}", 1 + industry / 10, 1 + industry % 10)
+}
 
 const FUND_COMPANIES: &[&str] = &[
     "华夏",
@@ -544,10 +561,10 @@ impl Universe {
                 let code_str = format!("{code:06}");
                 let seed = seed_of(&code_str) ^ 0xE7F;
                 let mut s = rng(seed);
-                let index = s.usize(..INDEX_NAMES.len());
+                let index = s.usize(..TRACKED_INDICES.len());
                 let company = FUND_COMPANIES[s.usize(..FUND_COMPANIES.len())];
                 etfs.push(Etf {
-                    name: format!("{}ETF{}", INDEX_NAMES[index], company),
+                    name: format!("{}ETF{}", TRACKED_INDICES[index].0, company),
                     code: code_str,
                     exchange,
                     index,
@@ -567,6 +584,11 @@ impl Universe {
         if let Some(hs300) = etfs.iter_mut().find(|e| e.code == "510300") {
             hs300.name = "沪深300ETF华泰柏瑞".into();
             hs300.index = 0;
+        }
+        if let Some(chinext) = etfs.iter_mut().find(|e| e.code == "159915") {
+            chinext.name = "创业板ETF易方达".into();
+            chinext.index = 3;
+            chinext.company = "易方达";
         }
 
         let by_code = stocks
@@ -624,6 +646,9 @@ mod tests {
             assert_eq!(&u.stock(code).unwrap().name, name);
         }
         assert!(u.stocks.iter().any(|s| s.exchange == Exchange::Bj));
+        assert_eq!(province(0), "北京市");
+        assert_eq!(province(7), "黑龙江省");
+        assert_eq!(industry_code(0), "D017001001");
         assert!(
             u.stocks
                 .iter()

@@ -44,6 +44,22 @@ pub fn sim_config() -> SimConfig {
     }
 }
 
+/// GET `target` (relative to `/api/v1`) from a simulator with its key: the status
+/// and the JSON body.
+pub async fn sim_json(
+    sim: &SimHandle,
+    client: &reqwest::Client,
+    target: &str,
+) -> (u16, serde_json::Value) {
+    let r = client
+        .get(format!("{}{target}", sim.base_url()))
+        .bearer_auth(UPSTREAM_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
 /// The proxy config for a simulator.
 pub fn proxy_config(sim: &SimHandle) -> Config {
     let mut config = mdproxy::demo::config_for(sim, "127.0.0.1:0", Secret::new(TOKEN));
@@ -312,11 +328,11 @@ impl Event {
         serde_json::from_str::<Vec<serde_json::Value>>(&self.data).unwrap()
     }
 
-    /// The codes of a `quote` event.
+    /// The canonical codes (`600519.SH`) of a `quote` event's upstream rows.
     pub fn codes(&self) -> Vec<String> {
         self.quotes()
             .iter()
-            .map(|q| q["code"].as_str().unwrap().to_owned())
+            .map(|q| mdproxy::hub::row_code(q).unwrap())
             .collect()
     }
 }
