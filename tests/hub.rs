@@ -61,23 +61,23 @@ async fn subscribers_get_a_snapshot_then_only_their_own_codes() {
     let e = a.next_quote(WAIT).await.unwrap();
     assert_eq!(
         e.codes().into_iter().collect::<BTreeSet<_>>(),
-        set(&["600519.SH", "000001.SZ"])
+        set(&["600519", "000001"])
     );
     assert_eq!(e.codes().len(), 2, "no code twice");
     let e = b.next_quote(WAIT).await.unwrap();
     assert_eq!(
         e.codes().into_iter().collect::<BTreeSet<_>>(),
-        set(&["300750.SZ", "601318.SH"])
+        set(&["300750", "601318"])
     );
     assert_eq!(e.codes().len(), 2, "no code twice");
     for _ in 0..15 {
         let e = a.next_quote(WAIT).await.unwrap();
         for code in e.codes() {
-            assert!(code == "600519.SH" || code == "000001.SZ", "{code}");
+            assert!(code == "600519" || code == "000001", "{code}");
         }
         let e = b.next_quote(WAIT).await.unwrap();
         for code in e.codes() {
-            assert!(code == "300750.SZ" || code == "601318.SH", "{code}");
+            assert!(code == "300750" || code == "601318", "{code}");
         }
         assert!(!e.id.is_empty());
     }
@@ -242,7 +242,7 @@ async fn reconnect_with_last_event_id_gets_a_fresh_snapshot() {
     codes.sort();
     assert_eq!(
         codes,
-        ["000001.SZ", "300750.SZ", "600519.SH"],
+        ["000001", "300750", "600519"],
         "all codes, each once, not only what changed"
     );
 }

@@ -451,20 +451,22 @@ fn parse_items(body: &[u8]) -> Vec<(String, Bytes)> {
         .collect()
 }
 
-/// The canonical code (`600519.SH`) of an upstream quote row. A `code` with an
-/// exchange suffix is used as it is; a bare six-digit code takes its exchange from
-/// `marketId` (1 Shanghai; 0 Shenzhen, or Beijing when the prefix is a Beijing one:
-/// 92, 43, 83, 87, 88), and without `marketId` from its prefix alone.
+/// The canonical code of an upstream quote row (as `params::stock_code` writes
+/// it: `600519`, or `000001.SH` for the Shanghai index). A `code` with an exchange
+/// suffix is read as it is; a bare six-digit code takes its exchange from
+/// `marketId` (1 Shanghai; 0 Shenzhen, or Beijing where the prefix says so), and
+/// without `marketId` from its prefix alone.
 pub fn row_code(item: &serde_json::Value) -> Option<String> {
+    use crate::api::params::{implied_exchange, stock_code};
     let code = item["code"].as_str()?;
     let bare = code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit());
     let exchange = match (bare, item["marketId"].as_u64()) {
         (true, Some(1)) => "SH",
-        (true, Some(0)) if ["92", "43", "83", "87", "88"].contains(&&code[..2]) => "BJ",
+        (true, Some(0)) if implied_exchange(code) == Some("BJ") => "BJ",
         (true, Some(0)) => "SZ",
-        _ => return crate::api::params::stock_code(code),
+        _ => return stock_code(code),
     };
-    Some(format!("{code}.{exchange}"))
+    stock_code(&format!("{code}.{exchange}"))
 }
 
 /// Unregisters its subscriber when the stream is dropped (client gone, or shutdown).
@@ -633,7 +635,7 @@ mod tests {
         let body = br#"{"success":true,"data":{"list":[{"code":"600519","p":1},{"code":"000001.SZ","p":2},{"p":3}]}}"#;
         let items = parse_items(body);
         let codes: Vec<&str> = items.iter().map(|(c, _)| c.as_str()).collect();
-        assert_eq!(codes, ["600519.SH", "000001.SZ"]);
+        assert_eq!(codes, ["600519", "000001"]);
         assert!(parse_items(b"not json").is_empty());
     }
 
@@ -652,13 +654,8 @@ mod tests {
         let codes: Vec<&str> = items.iter().map(|(c, _)| c.as_str()).collect();
         assert_eq!(
             codes,
-            [
-                "600519.SH",
-                "000001.SZ",
-                "920001.BJ",
-                "000001.SH",
-                "300750.SZ"
-            ]
+            // The Shanghai index keeps its suffix: its digits imply Shenzhen.
+            ["600519", "000001", "920001", "000001.SH", "300750"]
         );
         assert_eq!(
             &items[0].1[..],
@@ -666,6 +663,6 @@ mod tests {
         );
         // A bare data array with neither diff nor list.
         let bare = parse_items(br#"{"success":true,"data":[{"code":"430047"}]}"#);
-        assert_eq!(bare[0].0, "430047.BJ");
+        assert_eq!(bare[0].0, "430047");
     }
 }
