@@ -87,6 +87,7 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub hub: HubConfig,
     pub passthrough: PassthroughConfig,
+    pub cluster: ClusterConfig,
     pub admin: AdminConfig,
 }
 
@@ -542,6 +543,33 @@ impl Default for PassthroughConfig {
     }
 }
 
+/// `[cluster]`: several nodes as one cache toward the upstream, on Redis.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// `redis://[:password@]host:port/db`; empty: a single node, as without it. A
+    /// secret (its password is never shown).
+    pub redis_url: Secret,
+    /// This node's name in the cluster; empty: host name and process id.
+    pub node_id: String,
+    /// Largest answer shared through Redis; larger ones stay in the node's cache.
+    pub max_l2_body_bytes: usize,
+    /// Every Redis operation's time limit; past it the node works alone for the
+    /// moment.
+    pub timeout_ms: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            redis_url: Secret::new(""),
+            node_id: String::new(),
+            max_l2_body_bytes: 8 * 1024 * 1024,
+            timeout_ms: 250,
+        }
+    }
+}
+
 /// A configuration problem, naming the key.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -703,6 +731,13 @@ impl Config {
         }
         if self.upstream.timeout_ms == 0 {
             problems.push("upstream.timeout_ms must be at least 1".into());
+        }
+        let redis = self.cluster.redis_url.expose();
+        if !(redis.is_empty() || redis.starts_with("redis://") || redis.starts_with("rediss://")) {
+            problems.push("cluster.redis_url must start with redis:// or rediss://".into());
+        }
+        if self.cluster.timeout_ms == 0 {
+            problems.push("cluster.timeout_ms must be at least 1".into());
         }
         if self.upstream.max_body_bytes < 1024 {
             problems.push("upstream.max_body_bytes must be at least 1024".into());

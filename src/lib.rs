@@ -10,6 +10,8 @@
 //! - [`ops`]: admin listener, metrics, reload, scheduler, reports.
 //! - [`state`]: what the edge, the hub and the operations share.
 //! - [`cache`]: store and single flight, the read-through decision, freshness, market clock.
+//! - [`cluster`]: several nodes as one cache, on Redis (shared store, fill lock,
+//!   invalidations); below the cache, beside the upstream.
 //! - [`upstream`]: the pooled client, the envelope scan, the circuit breaker and the
 //!   budget with priorities.
 //! - [`api`]: the catalogue of 72 endpoints, the router, validation, pass-through
@@ -28,6 +30,7 @@
 pub mod api;
 pub mod app;
 pub mod cache;
+pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod edge;

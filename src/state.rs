@@ -4,6 +4,7 @@
 //! task tracker and the shutdown token). Built by `app`; knows nothing of HTTP.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio_util::sync::CancellationToken;
@@ -13,6 +14,7 @@ use crate::cache::freshness::Policy;
 use crate::cache::market::Clock;
 use crate::cache::readthrough::ReadThrough;
 use crate::cache::store::Cache;
+use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::stats::Stats;
 use crate::upstream::Upstream;
@@ -71,13 +73,42 @@ impl AppState {
     ) -> Result<AppState, String> {
         let stats = Arc::new(Stats::default());
         let upstream = Upstream::new(&config, rate_clock, Arc::clone(&stats))?;
+        let cluster = if config.cluster.redis_url.is_empty() {
+            None
+        } else {
+            let cluster = Cluster::start(&config.cluster, &tracker, stop.clone())?;
+            // Another node's fill outlives ours by at most the upstream's timeout
+            // and the budget wait.
+            let lease = Duration::from_millis(
+                config.upstream.timeout_ms + config.limits.client_wait_ms + 1_000,
+            );
+            Some((cluster, lease))
+        };
         let cache = ReadThrough::new(
             Cache::new(config.cache.max_bytes, tracker.clone()),
             upstream.clone(),
             Arc::clone(&stats),
             Arc::clone(&clock),
             tracker.clone(),
+            cluster,
         );
+        if let Some(cluster) = cache.cluster() {
+            // Purges made on any node drop the key here too.
+            let (mut purged, store, stop) =
+                (cluster.invalidations(), cache.store().clone(), stop.clone());
+            tracker.spawn(async move {
+                loop {
+                    tokio::select! {
+                        key = purged.recv() => match key {
+                            Ok(key) => store.invalidate(&key).await,
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                            Err(_) => return,
+                        },
+                        () = stop.cancelled() => return,
+                    }
+                }
+            });
+        }
         Ok(AppState {
             inner: Arc::new(Shared {
                 snapshot: ArcSwap::from_pointee(Snapshot::new(config, 0)),
@@ -123,6 +154,9 @@ impl AppState {
         }
         if config.cache.max_bytes != old.config.cache.max_bytes {
             needs_restart.push("cache.max_bytes");
+        }
+        if config.cluster != old.config.cluster {
+            needs_restart.push("cluster");
         }
         if config.scheduler != old.config.scheduler {
             needs_restart.push("scheduler");

@@ -6,6 +6,7 @@
 //! [`Answer`] into a response.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio_util::task::TaskTracker;
@@ -13,7 +14,9 @@ use tokio_util::task::TaskTracker;
 use crate::api::params::Valid;
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
 use crate::cache::market::Clock;
+use crate::cache::shared::{self, Share};
 use crate::cache::store::{Cache, CachedBody, FillRole};
+use crate::cluster::Cluster;
 use crate::logging::Throttle;
 use crate::stats::{CacheStatus, Stats};
 use crate::upstream::Upstream;
@@ -41,13 +44,16 @@ pub enum Served {
     RefetchedStale,
     /// Waited on another request's fetch of the same key.
     Collapsed,
+    /// From the cluster's shared store: another node's fill (or this node's
+    /// before a restart), no upstream request.
+    Shared,
 }
 
 impl Served {
     /// The `X-Cache` status.
     pub fn x_cache(self) -> CacheStatus {
         match self {
-            Served::Hit | Served::Negative => CacheStatus::Hit,
+            Served::Hit | Served::Negative | Served::Shared => CacheStatus::Hit,
             Served::Revalidating | Served::StaleIfError => CacheStatus::Stale,
             Served::Stored | Served::RefetchedStale | Served::Collapsed => CacheStatus::Miss,
         }
@@ -80,6 +86,11 @@ struct Inner {
     tracker: TaskTracker,
     /// While the upstream is down every request for a stale key would warn.
     warnings: Throttle,
+    /// The other nodes (`[cluster]`), when there are any.
+    cluster: Option<Cluster>,
+    /// How long a node holds the cluster's right to fill a key (the upstream
+    /// timeout plus the budget wait): past it another node takes over.
+    lease: Duration,
 }
 
 impl ReadThrough {
@@ -90,7 +101,12 @@ impl ReadThrough {
         stats: Arc<Stats>,
         clock: Arc<dyn Clock>,
         tracker: TaskTracker,
+        cluster: Option<(Cluster, Duration)>,
     ) -> ReadThrough {
+        let (cluster, lease) = match cluster {
+            Some((cluster, lease)) => (Some(cluster), lease),
+            None => (None, Duration::ZERO),
+        };
         ReadThrough {
             inner: Arc::new(Inner {
                 store,
@@ -99,6 +115,8 @@ impl ReadThrough {
                 clock,
                 tracker,
                 warnings: Throttle::new(WARN_EVERY),
+                cluster,
+                lease,
             }),
         }
     }
@@ -106,6 +124,19 @@ impl ReadThrough {
     /// The store (inspection, purge).
     pub fn store(&self) -> &Cache {
         &self.inner.store
+    }
+
+    /// The cluster this node belongs to, if any.
+    pub fn cluster(&self) -> Option<&Cluster> {
+        self.inner.cluster.as_ref()
+    }
+
+    /// Drops `key` here and, in a cluster, from the shared store and every node.
+    pub async fn purge(&self, key: &str) {
+        self.inner.store.invalidate(key).await;
+        if let Some(cluster) = &self.inner.cluster {
+            cluster.purge(key).await;
+        }
     }
 
     /// The answer for a valid request under `policy`.
@@ -149,6 +180,7 @@ impl ReadThrough {
             Ok(entry) => {
                 let served = match role {
                     FillRole::Found => Served::Hit,
+                    _ if entry.shared => Served::Shared,
                     FillRole::Leader if cached.is_some() => Served::RefetchedStale,
                     FillRole::Leader => Served::Stored,
                     FillRole::Joined => Served::Collapsed,
@@ -234,32 +266,25 @@ impl ReadThrough {
         };
         let (upstream, clock, policy) =
             (s.upstream.clone(), Arc::clone(&s.clock), Arc::clone(policy));
+        let (cluster, lease) = (s.cluster.clone().filter(Cluster::is_up), s.lease);
         let target = valid.target.clone();
         s.store
             .fill(&valid.target, usable, move || async move {
-                let (body, status, rule) = match upstream.fetch(&target, priority).await {
-                    Ok(fetched) => (fetched.body, 200, rule),
-                    // Negative caching: an unknown code stays unknown for a while.
-                    Err(FetchError::Answer { status: 404, body }) => (
-                        body,
-                        404,
-                        Rule {
-                            negative: true,
-                            ..rule
-                        },
-                    ),
-                    Err(e) => return Err(e),
+                let Some(cluster) = cluster else {
+                    return fetch(&upstream, &target, priority, rule, &clock, &policy).await;
                 };
-                let fetched_at = clock.now();
-                let lifetimes = policy.lifetimes(rule, fetched_at);
-                Ok(CachedBody::new(
-                    body,
-                    status,
-                    fetched_at,
-                    rule,
-                    lifetimes,
-                    policy.generation(),
-                ))
+                let held = if force {
+                    None
+                } else {
+                    let fresh = |e: &CachedBody| policy.is_fresh(e, clock.now());
+                    match shared::before_fill(&cluster, &target, &policy, lease, fresh).await {
+                        Share::Found(entry) => return Ok(entry),
+                        Share::Fetch(held) => held,
+                    }
+                };
+                let result = fetch(&upstream, &target, priority, rule, &clock, &policy).await;
+                shared::after_fill(&cluster, &target, result.as_ref().ok(), held).await;
+                result
             })
             .await
     }
@@ -280,4 +305,39 @@ impl ReadThrough {
             }
         });
     }
+}
+
+/// Fetches `target` from the upstream and wraps the answer with its lifetimes
+/// (a 404 becomes a short negative entry).
+async fn fetch(
+    upstream: &Upstream,
+    target: &str,
+    priority: Priority,
+    rule: Rule,
+    clock: &Arc<dyn Clock>,
+    policy: &Arc<Policy>,
+) -> Result<CachedBody, FetchError> {
+    let (body, status, rule) = match upstream.fetch(target, priority).await {
+        Ok(fetched) => (fetched.body, 200, rule),
+        // Negative caching: an unknown code stays unknown for a while.
+        Err(FetchError::Answer { status: 404, body }) => (
+            body,
+            404,
+            Rule {
+                negative: true,
+                ..rule
+            },
+        ),
+        Err(e) => return Err(e),
+    };
+    let fetched_at = clock.now();
+    let lifetimes = policy.lifetimes(rule, fetched_at);
+    Ok(CachedBody::new(
+        body,
+        status,
+        fetched_at,
+        rule,
+        lifetimes,
+        policy.generation(),
+    ))
 }

@@ -47,6 +47,9 @@ pub struct CachedBody {
     gzip: OnceLock<Option<Bytes>>,
     /// How long moka may keep it in memory (until its stale-if-error time).
     pub keep_for: Duration,
+    /// Read from the cluster's shared store (another node's fill, or this node's
+    /// before a restart), not fetched by this node.
+    pub shared: bool,
 }
 
 impl CachedBody {
@@ -78,6 +81,7 @@ impl CachedBody {
             etag_gzip: header(format!("\"{hash:016x}-gz\"")),
             gzip: OnceLock::new(),
             keep_for,
+            shared: false,
         }
     }
 

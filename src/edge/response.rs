@@ -31,6 +31,7 @@ fn cache_status(served: Served, ttl: i64) -> HeaderValue {
         Served::Hit => "",
         Served::Negative => "; detail=negative",
         Served::Revalidating => "; detail=stale-while-revalidate",
+        Served::Shared => "; detail=shared",
         Served::StaleIfError => "; detail=stale-if-error",
         Served::Stored => return HeaderValue::from_static("mdproxy; fwd=miss; stored"),
         Served::RefetchedStale => return HeaderValue::from_static("mdproxy; fwd=stale; stored"),

@@ -97,7 +97,7 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<String, Erro
         })?;
     // The parameter's own error (naming `period`, `code`...), or `not_found`.
     let valid = crate::api::parse_target(&raw)?;
-    state.cache().store().invalidate(&valid.target).await;
+    state.cache().purge(&valid.target).await;
     tracing::info!(target = %valid.target, "purged");
     Ok(valid.target)
 }
@@ -142,6 +142,14 @@ impl Admin {
                 "calendar_covers_this_year": calendar.covers(chrono::Datelike::year(&now.with_timezone(&chrono_tz::Asia::Shanghai))),
             },
             "cache": { "entries": store.entry_count(), "bytes": store.weighted_size() },
+            "cluster": state.cache().cluster().map_or_else(
+                || json!({ "state": "off" }),
+                |c| json!({
+                    "state": if c.is_up() { "up" } else { "alone" },
+                    "node_id": c.node_id(),
+                    "shared_hits": c.shared_hits(),
+                }),
+            ),
             "upstream": {
                 "base_url": snap.config.upstream.base_url,
                 "budget_dropped": Stats::get(&stats.budget_dropped),

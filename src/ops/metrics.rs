@@ -160,6 +160,20 @@ impl Collector for StatsCollector {
         ] {
             gauge(&mut encoder, name, help, value)?;
         }
+        if let Some(cluster) = self.state.cache().cluster() {
+            gauge(
+                &mut encoder,
+                "cluster_redis_up",
+                "1 while Redis answers (0: this node works alone)",
+                u64::from(cluster.is_up()),
+            )?;
+            counter(
+                &mut encoder,
+                "cluster_shared_hits",
+                "Answers found in the cluster's shared store",
+                cluster.shared_hits(),
+            )?;
+        }
         Ok(())
     }
 }

@@ -1,0 +1,138 @@
+//! The cluster's share of a fill: an answer in the shared store (another node's
+//! fill, or this node's before a restart) is used before the upstream is asked, and
+//! one node per key asks the upstream while the others wait for its publication.
+//! Also the entry's format in Redis: a fixed header (status, fetch time, rule) and
+//! the body as it came; lifetimes are recomputed by the reader's policy.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use chrono::{DateTime, Utc};
+
+use crate::api::catalog::{FreshnessClass, catalog};
+use crate::cache::freshness::{Policy, Rule};
+use crate::cache::store::CachedBody;
+use crate::cluster::{Cluster, Lease};
+
+/// Format tag of a stored entry (bumped with any change of the layout below).
+const MAGIC: &[u8; 4] = b"MDE1";
+/// MAGIC, status u16, fetched_at ms i64, endpoint id u16, class u8, flags u8.
+const HEADER: usize = 4 + 2 + 8 + 2 + 1 + 1;
+
+/// An entry as stored in Redis.
+pub fn encode(entry: &CachedBody) -> Bytes {
+    let mut out = BytesMut::with_capacity(HEADER + entry.body.len());
+    out.put_slice(MAGIC);
+    out.put_u16(entry.status);
+    out.put_i64(entry.fetched_at.timestamp_millis());
+    out.put_u16(entry.rule.endpoint_id as u16);
+    out.put_u8(entry.rule.class as u8);
+    out.put_u8(u8::from(entry.rule.until_open) | u8::from(entry.rule.negative) << 1);
+    out.put_slice(&entry.body);
+    out.freeze()
+}
+
+/// An entry read from Redis, its lifetimes computed under `policy`; `None` for
+/// bytes of another format (a node of another version wrote them).
+pub fn decode(stored: Bytes, policy: &Policy) -> Option<CachedBody> {
+    let header = stored.get(..HEADER)?;
+    if &header[..4] != MAGIC {
+        return None;
+    }
+    let status = u16::from_be_bytes([header[4], header[5]]);
+    let millis = i64::from_be_bytes(header[6..14].try_into().ok()?);
+    let endpoint_id = usize::from(u16::from_be_bytes([header[14], header[15]]));
+    if endpoint_id >= catalog().with_passthrough().count() {
+        return None;
+    }
+    let class = *FreshnessClass::ALL.get(usize::from(header[16]))?;
+    let rule = Rule {
+        endpoint_id,
+        class,
+        until_open: header[17] & 1 != 0,
+        negative: header[17] & 2 != 0,
+    };
+    let fetched_at = DateTime::<Utc>::from_timestamp_millis(millis)?;
+    let lifetimes = policy.lifetimes(rule, fetched_at);
+    let mut entry = CachedBody::new(
+        stored.slice(HEADER..),
+        status,
+        fetched_at,
+        rule,
+        lifetimes,
+        policy.generation(),
+    );
+    entry.shared = true;
+    Some(entry)
+}
+
+/// What the cluster says about a key this node is about to fill.
+pub enum Share {
+    /// A fresh answer from the shared store: no upstream request.
+    Found(CachedBody),
+    /// This node asks the upstream, holding the cluster's lease when it got one
+    /// (without one, Redis is away or another node's fill never came).
+    Fetch(Option<Lease>),
+}
+
+/// Looks in the shared store, then takes the fill lease or waits (up to `lease`)
+/// for the node that holds it. `fresh` tells whether a stored answer will do.
+pub async fn before_fill(
+    cluster: &Cluster,
+    key: &str,
+    policy: &Arc<Policy>,
+    lease: Duration,
+    fresh: impl Fn(&CachedBody) -> bool,
+) -> Share {
+    let found = |stored: Option<Bytes>| {
+        stored
+            .and_then(|bytes| decode(bytes, policy))
+            .filter(|entry| fresh(entry))
+    };
+    match cluster.get(key).await {
+        Ok(stored) => {
+            if let Some(entry) = found(stored) {
+                return Share::Found(entry);
+            }
+        }
+        Err(_) => return Share::Fetch(None),
+    }
+    let waiter = cluster.waiter(key);
+    match cluster.try_lock(key, lease).await {
+        Ok(Some(held)) => return Share::Fetch(Some(held)),
+        Ok(None) => {}
+        Err(_) => return Share::Fetch(None),
+    }
+    // Another node is asking the upstream: its publication wakes us within
+    // milliseconds of its fill; a node that died lets the lease run out.
+    waiter.wait(lease).await;
+    match cluster
+        .get(key)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|b| found(Some(b)))
+    {
+        Some(entry) => Share::Found(entry),
+        None => Share::Fetch(None),
+    }
+}
+
+/// After this node's fill: stores the answer for the cluster and announces it (a
+/// failed fill announces too, so the waiting nodes stop waiting), then gives the
+/// lease back.
+pub async fn after_fill(
+    cluster: &Cluster,
+    key: &str,
+    entry: Option<&CachedBody>,
+    lease: Option<Lease>,
+) {
+    match entry {
+        Some(entry) => cluster.put(key, &encode(entry), entry.keep_for).await,
+        None => cluster.announce_failure(key).await,
+    }
+    if let Some(lease) = lease {
+        cluster.release(lease).await;
+    }
+}

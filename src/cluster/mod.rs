@@ -1,0 +1,420 @@
+//! Several nodes as one cache toward the upstream, on Redis (`[cluster]`): the
+//! shared second-level store of answers, the cluster-wide fill lock and its
+//! publication, and invalidations. Every operation is bounded by a short timeout;
+//! when Redis is away the node works alone (its own cache, single flight and budget),
+//! says so once, and rejoins when Redis answers again. Knows bytes and keys only:
+//! what an entry holds is the cache's business.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use redis::aio::ConnectionManager;
+use tokio::sync::{Notify, broadcast};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::ClusterConfig;
+
+/// Prefix of every key and channel, versioned with the entry format.
+const PREFIX: &str = "mdproxy:v1";
+/// How often a node whose Redis is away checks whether it is back.
+const RETRY_EVERY: Duration = Duration::from_millis(500);
+
+/// Why a cluster operation did not happen; the caller carries on alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unavailable;
+
+/// One node's link to the cluster. Cheap to clone.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node_id: String,
+    client: redis::Client,
+    /// The data connection, made by the watcher (None until Redis first answers).
+    conn: Mutex<Option<ConnectionManager>>,
+    up: AtomicBool,
+    timeout: Duration,
+    max_body: usize,
+    /// Fills this node waits for, by key, woken by another node's publication.
+    waiters: Mutex<HashMap<String, Arc<Filled>>>,
+    /// Keys another node purged: the application drops them from its own cache.
+    invalidations: broadcast::Sender<String>,
+    /// Answers found in the shared store.
+    pub shared_hits: AtomicU64,
+}
+
+/// A fill another node announced.
+#[derive(Default)]
+struct Filled {
+    done: AtomicBool,
+    notify: Notify,
+}
+
+/// The right to fill one key for the whole cluster; released by [`Cluster::release`].
+#[derive(Debug)]
+pub struct Lease {
+    key: String,
+    token: String,
+}
+
+/// Waits for another node's fill of one key; deregisters when dropped.
+pub struct Waiter {
+    cluster: Cluster,
+    key: String,
+    filled: Arc<Filled>,
+}
+
+impl Cluster {
+    /// Connects in the background as a task of `tracker` (until `stop`): the node
+    /// starts at once and joins when Redis answers.
+    ///
+    /// # Errors
+    /// When `redis_url` is not a Redis URL.
+    pub fn start(
+        config: &ClusterConfig,
+        tracker: &TaskTracker,
+        stop: CancellationToken,
+    ) -> Result<Cluster, String> {
+        let client = redis::Client::open(config.redis_url.expose())
+            .map_err(|_| "cluster.redis_url is not a redis:// URL".to_owned())?;
+        let node_id = if config.node_id.is_empty() {
+            default_node_id()
+        } else {
+            config.node_id.clone()
+        };
+        let (invalidations, _) = broadcast::channel(1024);
+        let cluster = Cluster {
+            inner: Arc::new(Inner {
+                node_id,
+                client,
+                conn: Mutex::new(None),
+                up: AtomicBool::new(false),
+                timeout: Duration::from_millis(config.timeout_ms),
+                max_body: config.max_l2_body_bytes,
+                waiters: Mutex::new(HashMap::new()),
+                invalidations,
+                shared_hits: AtomicU64::new(0),
+            }),
+        };
+        let watcher = cluster.clone();
+        tracker.spawn(async move { watcher.watch(stop).await });
+        Ok(cluster)
+    }
+
+    /// This node's name in the cluster.
+    pub fn node_id(&self) -> &str {
+        &self.inner.node_id
+    }
+
+    /// Whether Redis answers (false: the node works alone).
+    pub fn is_up(&self) -> bool {
+        self.inner.up.load(Ordering::Relaxed)
+    }
+
+    /// Largest body shared through Redis; larger ones stay local.
+    pub fn max_body(&self) -> usize {
+        self.inner.max_body
+    }
+
+    /// Answers this node found in the shared store.
+    pub fn shared_hits(&self) -> u64 {
+        self.inner.shared_hits.load(Ordering::Relaxed)
+    }
+
+    /// Keys purged anywhere in the cluster, to drop from this node's cache.
+    pub fn invalidations(&self) -> broadcast::Receiver<String> {
+        self.inner.invalidations.subscribe()
+    }
+
+    fn entry_key(key: &str) -> String {
+        format!("{PREFIX}:entry:{key}")
+    }
+
+    fn channel() -> String {
+        format!("{PREFIX}:events")
+    }
+
+    /// Runs one command on the data connection within the timeout; a failure
+    /// marks Redis as away (the watcher brings it back).
+    async fn run<T, F, Fut>(&self, op: F) -> Result<T, Unavailable>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        if !self.is_up() {
+            return Err(Unavailable);
+        }
+        let conn = self
+            .inner
+            .conn
+            .lock()
+            .expect("cluster lock is never poisoned")
+            .clone()
+            .ok_or(Unavailable)?;
+        match tokio::time::timeout(self.inner.timeout, op(conn)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => {
+                self.went_away(&e.to_string());
+                Err(Unavailable)
+            }
+            Err(_) => {
+                self.went_away("no answer within cluster.timeout_ms");
+                Err(Unavailable)
+            }
+        }
+    }
+
+    fn went_away(&self, why: &str) {
+        if self.inner.up.swap(false, Ordering::Relaxed) {
+            // Once per outage, not once per request. The URL (and its password)
+            // is never part of the message.
+            tracing::warn!(node = %self.inner.node_id, reason = why, "Redis unreachable: this node works alone until it is back");
+        }
+    }
+
+    /// The shared answer stored under `key`, if any.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when Redis is away or slow.
+    pub async fn get(&self, key: &str) -> Result<Option<Bytes>, Unavailable> {
+        let redis_key = Self::entry_key(key);
+        let found: Option<Vec<u8>> = self
+            .run(|mut c| async move { redis::cmd("GET").arg(&redis_key).query_async(&mut c).await })
+            .await?;
+        if found.is_some() {
+            self.inner.shared_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(found.map(Bytes::from))
+    }
+
+    /// Stores `value` under `key` for `ttl` (unless larger than `max_l2_body_bytes`)
+    /// and tells the nodes waiting for it.
+    pub async fn put(&self, key: &str, value: &[u8], ttl: Duration) {
+        if value.len() <= self.inner.max_body {
+            let (redis_key, ms) = (Self::entry_key(key), ttl.as_millis().max(1) as u64);
+            let _ = self
+                .run(|mut c| async move {
+                    redis::cmd("SET")
+                        .arg(&redis_key)
+                        .arg(value)
+                        .arg("PX")
+                        .arg(ms)
+                        .query_async::<()>(&mut c)
+                        .await
+                })
+                .await;
+        }
+        self.publish("filled", key).await;
+    }
+
+    /// Tells every node (this one too) that `key` was filled or purged.
+    async fn publish(&self, event: &str, key: &str) {
+        let message = format!("{event} {key}");
+        let _ = self
+            .run(|mut c| async move {
+                redis::cmd("PUBLISH")
+                    .arg(Self::channel())
+                    .arg(&message)
+                    .query_async::<i64>(&mut c)
+                    .await
+            })
+            .await;
+    }
+
+    /// Tells the nodes waiting for `key` that this node's fill failed: they stop
+    /// waiting and ask the upstream themselves.
+    pub async fn announce_failure(&self, key: &str) {
+        self.publish("filled", key).await;
+    }
+
+    /// Drops `key` from the shared store and from every node's cache.
+    pub async fn purge(&self, key: &str) {
+        let redis_key = Self::entry_key(key);
+        let _ = self
+            .run(|mut c| async move {
+                redis::cmd("DEL")
+                    .arg(&redis_key)
+                    .query_async::<i64>(&mut c)
+                    .await
+            })
+            .await;
+        self.publish("purge", key).await;
+    }
+
+    /// Takes the cluster-wide right to fill `key` for `lease` (`SET NX PX`): `Some`
+    /// when this node is to ask the upstream, `None` when another node is asking.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when Redis is away or slow.
+    pub async fn try_lock(&self, key: &str, lease: Duration) -> Result<Option<Lease>, Unavailable> {
+        let lock = Lease {
+            key: format!("{PREFIX}:lock:{key}"),
+            token: format!("{}:{:016x}", self.inner.node_id, fastrand::u64(..)),
+        };
+        let (k, t, ms) = (
+            lock.key.clone(),
+            lock.token.clone(),
+            lease.as_millis() as u64,
+        );
+        let taken: Option<String> = self
+            .run(|mut c| async move {
+                redis::cmd("SET")
+                    .arg(&k)
+                    .arg(&t)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(taken.map(|_| lock))
+    }
+
+    /// Gives a lease back (compare-and-delete: a lease that expired and went to
+    /// another node is not touched).
+    pub async fn release(&self, lease: Lease) {
+        let script = redis::Script::new(
+            "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
+        );
+        let _ = self
+            .run(|mut c| async move {
+                script
+                    .key(&lease.key)
+                    .arg(&lease.token)
+                    .invoke_async::<i64>(&mut c)
+                    .await
+            })
+            .await;
+    }
+
+    /// Registers interest in another node's fill of `key` (before asking for the
+    /// lock, so a publication in between is not missed).
+    pub fn waiter(&self, key: &str) -> Waiter {
+        let filled = Arc::clone(
+            self.inner
+                .waiters
+                .lock()
+                .expect("cluster lock is never poisoned")
+                .entry(key.to_owned())
+                .or_default(),
+        );
+        Waiter {
+            cluster: self.clone(),
+            key: key.to_owned(),
+            filled,
+        }
+    }
+
+    /// Keeps the data connection and the event subscription up: connects, reads
+    /// publications until the connection drops, and tries again every
+    /// [`RETRY_EVERY`] while Redis is away.
+    async fn watch(&self, stop: CancellationToken) {
+        loop {
+            let session = async {
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(self.inner.timeout)
+                    .set_response_timeout(self.inner.timeout)
+                    .set_number_of_retries(1);
+                let conn =
+                    ConnectionManager::new_with_config(self.inner.client.clone(), config).await?;
+                let mut pubsub = self.inner.client.get_async_pubsub().await?;
+                pubsub.subscribe(Self::channel()).await?;
+                *self
+                    .inner
+                    .conn
+                    .lock()
+                    .expect("cluster lock is never poisoned") = Some(conn);
+                if !self.inner.up.swap(true, Ordering::Relaxed) {
+                    tracing::info!(node = %self.inner.node_id, "Redis reachable: this node shares its cache with the cluster");
+                }
+                let mut messages = pubsub.into_on_message();
+                while let Some(message) = messages.next().await {
+                    self.on_event(message.get_payload_bytes());
+                }
+                Ok::<(), redis::RedisError>(())
+            };
+            let ended = tokio::select! {
+                ended = session => ended,
+                () = stop.cancelled() => return,
+            };
+            let why = match ended {
+                Ok(()) => "the event subscription ended".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            self.went_away(&why);
+            tokio::select! {
+                () = tokio::time::sleep(RETRY_EVERY) => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+
+    fn on_event(&self, payload: &[u8]) {
+        let Ok(text) = std::str::from_utf8(payload) else {
+            return;
+        };
+        match text.split_once(' ') {
+            Some(("filled", key)) => {
+                let waiters = self
+                    .inner
+                    .waiters
+                    .lock()
+                    .expect("cluster lock is never poisoned");
+                if let Some(filled) = waiters.get(key) {
+                    filled.done.store(true, Ordering::SeqCst);
+                    filled.notify.notify_waiters();
+                }
+            }
+            Some(("purge", key)) => {
+                let _ = self.inner.invalidations.send(key.to_owned());
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Waiter {
+    /// Waits up to `limit` for the fill; true when it was announced.
+    pub async fn wait(&self, limit: Duration) -> bool {
+        let notified = self.filled.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.filled.done.load(Ordering::SeqCst) {
+            return true;
+        }
+        tokio::time::timeout(limit, notified).await.is_ok()
+            || self.filled.done.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let mut waiters = self
+            .cluster
+            .inner
+            .waiters
+            .lock()
+            .expect("cluster lock is never poisoned");
+        // The map's copy and this one: no other waiter on this node.
+        if Arc::strong_count(&self.filled) <= 2 {
+            waiters.remove(&self.key);
+        }
+    }
+}
+
+/// Host name and process id.
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "node".to_owned());
+    format!("{host}-{}", std::process::id())
+}

@@ -1,0 +1,245 @@
+//! Three proxy nodes on one Redis in front of one simulator behave as one cache
+//! toward the upstream (issue 10, first part): one upstream request per cold key for
+//! the whole cluster, fills shared between nodes, warm restarts, cluster-wide purge,
+//! and a Redis outage that costs no request. A real `redis-server` is started on an
+//! ephemeral loopback port; `scripts/test` installs it where it is missing.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mdproxy::app::App;
+use mdproxy::config::Secret;
+use support::{Env, header};
+
+/// A `redis-server` child on a loopback port, killed when dropped.
+struct Redis {
+    port: u16,
+    child: Child,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Redis::on(port)
+    }
+
+    fn on(port: u16) -> Redis {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect(
+                "redis-server is not installed: run scripts/test, or apt-get install redis-server",
+            );
+        // Owned at once, so it is killed and waited for whatever happens next.
+        let redis = Redis { port, child };
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(addr).is_ok() {
+                return redis;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not listen on {addr}");
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    fn stop(mut self) -> u16 {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.port
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A simulator answering after `latency`, and a Redis.
+async fn cluster_env(latency: Duration) -> (Env, Redis) {
+    let redis = Redis::start();
+    let url = redis.url();
+    let env = support::start_with(
+        |s| s.latency_ms = latency.as_millis() as u64,
+        |c| {
+            c.cluster.redis_url = Secret::new(url);
+            c.cluster.node_id = "node-0".into();
+            c.admin.listen = "127.0.0.1:0".into();
+            c.admin.token = Secret::new("admin-secret");
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    (env, redis)
+}
+
+/// Another node: same simulator, same Redis, same clock.
+async fn node(env: &Env, name: &str) -> App {
+    let mut config = (*env.proxy.state().snapshot().config).clone();
+    config.server.listen = "127.0.0.1:0".into();
+    config.cluster.node_id = name.into();
+    let clock = env.clock.clone().expect("a manual clock");
+    mdproxy::app::start(&config, clock).await.unwrap()
+}
+
+/// Waits until every node's Redis link is up.
+async fn joined(nodes: &[&App]) {
+    for n in nodes {
+        let cluster = n.state().cache().cluster().unwrap().clone();
+        assert!(
+            support::eventually(Duration::from_secs(10), || cluster.is_up()).await,
+            "node never joined"
+        );
+    }
+}
+
+async fn get(node: &App, target: &str) -> reqwest::Response {
+    support::client()
+        .get(format!("{}{target}", node.base_url()))
+        .bearer_auth(support::TOKEN)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// 150 simultaneous requests for one cold key over three nodes reach the upstream
+/// once; every client gets the same body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_cold_key_reaches_the_upstream_once_for_the_cluster() {
+    let (env, _redis) = cluster_env(Duration::from_millis(300)).await;
+    let (b, c) = (node(&env, "node-1").await, node(&env, "node-2").await);
+    joined(&[&env.proxy, &b, &c]).await;
+    let nodes = Arc::new([env.proxy.base_url(), b.base_url(), c.base_url()]);
+    let client = support::client();
+    let asks = (0..150).map(|i| {
+        let (nodes, client) = (Arc::clone(&nodes), client.clone());
+        async move {
+            let r = client
+                .get(format!("{}/stock/detail/600519", nodes[i % 3]))
+                .bearer_auth(support::TOKEN)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.bytes().await.unwrap())
+        }
+    });
+    let answers = futures_util::future::join_all(asks).await;
+    assert!(answers.iter().all(|(s, b)| *s == 200 && *b == answers[0].1));
+    assert_eq!(
+        env.sim.hits("/stock/detail/{code}"),
+        1,
+        "one upstream request"
+    );
+}
+
+/// A fill on one node is served by the others from the shared store (`HIT`,
+/// `detail=shared`), and a node started afterwards is warm.
+#[tokio::test]
+async fn a_fill_is_shared_and_a_new_node_starts_warm() {
+    let (env, _redis) = cluster_env(Duration::ZERO).await;
+    let b = node(&env, "node-1").await;
+    joined(&[&env.proxy, &b]).await;
+    let first = get(&env.proxy, "/market/indices").await;
+    assert_eq!(header(&first, "x-cache"), "MISS");
+    let body = first.bytes().await.unwrap();
+    let shared = get(&b, "/market/indices").await;
+    assert_eq!(header(&shared, "x-cache"), "HIT");
+    assert!(
+        header(&shared, "cache-status").ends_with("; detail=shared"),
+        "{}",
+        header(&shared, "cache-status")
+    );
+    assert_eq!(shared.bytes().await.unwrap(), body);
+
+    b.shutdown().await;
+    let restarted = node(&env, "node-1").await;
+    joined(&[&restarted]).await;
+    let warm = get(&restarted, "/market/indices").await;
+    assert_eq!(header(&warm, "x-cache"), "HIT");
+    assert_eq!(warm.bytes().await.unwrap(), body);
+    assert_eq!(env.sim.hits("/market/indices"), 1);
+}
+
+/// A purge on one node drops the key from the shared store and from every node's
+/// own cache: the next request anywhere asks the upstream again.
+#[tokio::test]
+async fn a_purge_on_one_node_is_seen_by_all() {
+    let (env, _redis) = cluster_env(Duration::ZERO).await;
+    let b = node(&env, "node-1").await;
+    joined(&[&env.proxy, &b]).await;
+    get(&env.proxy, "/market/indices").await;
+    assert_eq!(header(&get(&b, "/market/indices").await, "x-cache"), "HIT");
+    let admin = env.proxy.admin_addr.unwrap();
+    let purged = support::client()
+        .post(format!("http://{admin}/purge?target=/market/indices"))
+        .bearer_auth("admin-secret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(purged.status(), 200);
+    let store = b.state().cache().store().clone();
+    assert!(
+        support::eventually(Duration::from_secs(5), || {
+            futures_util::FutureExt::now_or_never(store.get("/market/indices"))
+                .flatten()
+                .is_none()
+        })
+        .await,
+        "node-1 still holds the purged key"
+    );
+    assert_eq!(header(&get(&b, "/market/indices").await, "x-cache"), "MISS");
+    assert_eq!(env.sim.hits("/market/indices"), 2);
+}
+
+/// Redis stopped mid-test costs no client request: the nodes work alone (shown in
+/// `/status`), and join again when it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outage_costs_no_request_and_the_nodes_rejoin() {
+    let (env, redis) = cluster_env(Duration::ZERO).await;
+    let b = node(&env, "node-1").await;
+    joined(&[&env.proxy, &b]).await;
+    let port = redis.stop();
+    for i in 0..20 {
+        for n in [&env.proxy, &b] {
+            let r = get(n, &format!("/stock/detail/{}", 600_000 + i)).await;
+            assert!(r.status() == 200 || r.status() == 404, "{}", r.status());
+        }
+    }
+    let cluster = env.proxy.state().cache().cluster().unwrap().clone();
+    assert!(!cluster.is_up());
+    let admin = env.proxy.admin_addr.unwrap();
+    let status: serde_json::Value = support::client()
+        .get(format!("http://{admin}/status"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["cluster"]["state"], "alone");
+    assert!(
+        !status.to_string().contains("redis://"),
+        "no URL in /status"
+    );
+
+    let _back = Redis::on(port);
+    joined(&[&env.proxy, &b]).await;
+    let r = get(&env.proxy, "/market/indices").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&get(&b, "/market/indices").await, "x-cache"), "HIT");
+}
