@@ -72,18 +72,18 @@ impl AppState {
         stop: CancellationToken,
     ) -> Result<AppState, String> {
         let stats = Arc::new(Stats::default());
-        let upstream = Upstream::new(&config, rate_clock, Arc::clone(&stats))?;
         let cluster = if config.cluster.redis_url.is_empty() {
             None
         } else {
-            let cluster = Cluster::start(&config.cluster, &tracker, stop.clone())?;
-            // Another node's fill outlives ours by at most the upstream's timeout
-            // and the budget wait.
-            let lease = Duration::from_millis(
-                config.upstream.timeout_ms + config.limits.client_wait_ms + 1_000,
-            );
-            Some((cluster, lease))
+            Some(Cluster::start(&config.cluster, &tracker, stop.clone())?)
         };
+        let upstream = Upstream::new(&config, rate_clock, Arc::clone(&stats), cluster.clone())?;
+        // Another node's fill outlives ours by at most the upstream's timeout and
+        // the budget wait.
+        let lease = Duration::from_millis(
+            config.upstream.timeout_ms + config.limits.client_wait_ms + 1_000,
+        );
+        let cluster = cluster.map(|c| (c, lease));
         let cache = ReadThrough::new(
             Cache::new(config.cache.max_bytes, tracker.clone()),
             upstream.clone(),

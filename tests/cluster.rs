@@ -243,3 +243,62 @@ async fn a_redis_outage_costs_no_request_and_the_nodes_rejoin() {
     assert_eq!(r.status(), 200);
     assert_eq!(header(&get(&b, "/market/indices").await, "x-cache"), "HIT");
 }
+
+/// `limits.upstream_rps` and `upstream_burst` hold for the cluster: a flood of
+/// distinct cold keys on three nodes reaches the upstream at the cluster's rate, not
+/// three times it (every window of one second holds at most burst + rate arrivals).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_holds_the_upstream_budget_under_a_flood() {
+    let redis = Redis::start();
+    let url = redis.url();
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.cluster.redis_url = Secret::new(url);
+            c.limits.upstream_rps = 4;
+            c.limits.upstream_burst = 4;
+            c.limits.client_wait_ms = 20_000;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let (b, c) = (node(&env, "node-1").await, node(&env, "node-2").await);
+    joined(&[&env.proxy, &b, &c]).await;
+    let nodes = Arc::new([env.proxy.base_url(), b.base_url(), c.base_url()]);
+    let client = support::client();
+    let asks = (0..24).map(|i| {
+        let (nodes, client) = (Arc::clone(&nodes), client.clone());
+        async move {
+            client
+                .get(format!("{}/stock/detail/{}", nodes[i % 3], 600_000 + i))
+                .bearer_auth(support::TOKEN)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    });
+    let statuses = futures_util::future::join_all(asks).await;
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 404),
+        "{statuses:?}"
+    );
+    let arrivals = env.sim.arrivals();
+    assert_eq!(arrivals.len(), 24);
+    let busiest = arrivals
+        .iter()
+        .map(|start| {
+            arrivals
+                .iter()
+                .filter(|t| **t >= *start && t.duration_since(*start) < Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap();
+    assert!(
+        busiest <= 4 + 4 + 1,
+        "{busiest} upstream requests within one second"
+    );
+    drop(redis);
+}

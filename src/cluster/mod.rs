@@ -24,6 +24,27 @@ use crate::config::ClusterConfig;
 const PREFIX: &str = "mdproxy:v1";
 /// How often a node whose Redis is away checks whether it is back.
 const RETRY_EVERY: Duration = Duration::from_millis(500);
+/// How often a node says it is alive (the node count divides the budget when
+/// Redis is away).
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+/// A node silent for this long no longer counts.
+const NODE_EXPIRES: Duration = Duration::from_secs(5);
+
+/// The cluster-wide budget: GCRA on Redis's clock, in microseconds. Returns 0 when
+/// a permit is granted, else how many microseconds until one may be.
+const GCRA: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local tolerance = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local allow_at = tat - tolerance
+if now < allow_at then return allow_at - now end
+local next_tat = tat + interval
+redis.call('SET', KEYS[1], next_tat, 'PX', math.ceil((next_tat - now) / 1000) + 1000)
+return 0
+";
 
 /// Why a cluster operation did not happen; the caller carries on alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +70,8 @@ struct Inner {
     invalidations: broadcast::Sender<String>,
     /// Answers found in the shared store.
     pub shared_hits: AtomicU64,
+    /// Nodes seen alive at the last heartbeat (at least 1).
+    nodes: AtomicU64,
 }
 
 /// A fill another node announced.
@@ -102,10 +125,14 @@ impl Cluster {
                 waiters: Mutex::new(HashMap::new()),
                 invalidations,
                 shared_hits: AtomicU64::new(0),
+                nodes: AtomicU64::new(1),
             }),
         };
         let watcher = cluster.clone();
-        tracker.spawn(async move { watcher.watch(stop).await });
+        let watch_stop = stop.clone();
+        tracker.spawn(async move { watcher.watch(watch_stop).await });
+        let beating = cluster.clone();
+        tracker.spawn(async move { beating.heartbeat(stop).await });
         Ok(cluster)
     }
 
@@ -127,6 +154,75 @@ impl Cluster {
     /// Answers this node found in the shared store.
     pub fn shared_hits(&self) -> u64 {
         self.inner.shared_hits.load(Ordering::Relaxed)
+    }
+
+    /// Nodes seen alive recently (this one included; 1 before Redis answered).
+    pub fn nodes(&self) -> u64 {
+        self.inner.nodes.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Asks the cluster-wide budget for one permit: `interval` between permits,
+    /// `tolerance` how far ahead of that schedule one may be taken (the burst).
+    /// Returns zero when granted, else how long until one may be.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when Redis is away or slow.
+    pub async fn take_permit(
+        &self,
+        interval: Duration,
+        tolerance: Duration,
+    ) -> Result<Duration, Unavailable> {
+        let key = format!("{PREFIX}:budget");
+        let (interval, tolerance) = (interval.as_micros() as u64, tolerance.as_micros() as u64);
+        let wait: u64 = self
+            .run(|mut c| async move {
+                redis::Script::new(GCRA)
+                    .key(&key)
+                    .arg(interval)
+                    .arg(tolerance)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(Duration::from_micros(wait))
+    }
+
+    /// Says this node is alive every [`HEARTBEAT_EVERY`] and counts the others.
+    async fn heartbeat(&self, stop: CancellationToken) {
+        let key = format!("{PREFIX}:nodes");
+        let mut ticker = tokio::time::interval(HEARTBEAT_EVERY);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                () = stop.cancelled() => return,
+            }
+            let (key, node) = (key.clone(), self.inner.node_id.clone());
+            let counted: Result<u64, Unavailable> = self
+                .run(|mut c| async move {
+                    let now_ms = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_millis() as u64;
+                    let (_, _, n): ((), (), u64) = redis::pipe()
+                        .cmd("ZADD")
+                        .arg(&key)
+                        .arg(now_ms)
+                        .arg(&node)
+                        .cmd("ZREMRANGEBYSCORE")
+                        .arg(&key)
+                        .arg(0)
+                        .arg(now_ms.saturating_sub(NODE_EXPIRES.as_millis() as u64))
+                        .cmd("ZCARD")
+                        .arg(&key)
+                        .query_async(&mut c)
+                        .await?;
+                    Ok(n)
+                })
+                .await;
+            if let Ok(n) = counted {
+                self.inner.nodes.store(n.max(1), Ordering::Relaxed);
+            }
+        }
     }
 
     /// Keys purged anywhere in the cluster, to drop from this node's cache.

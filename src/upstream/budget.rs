@@ -14,6 +14,7 @@ use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
+use crate::cluster::{Cluster, Unavailable};
 use crate::stats::Stats;
 
 /// Who wants an upstream request.
@@ -119,6 +120,23 @@ pub struct BudgetSettings {
     pub client_wait_ms: u64,
 }
 
+impl BudgetSettings {
+    /// One node's share of a cluster's budget while Redis is away: the rate and
+    /// burst divided by the nodes last seen (each at least 1).
+    pub fn divided(self, nodes: u64) -> BudgetSettings {
+        let n = u32::try_from(nodes.max(1)).unwrap_or(u32::MAX);
+        BudgetSettings {
+            upstream_rps: if self.upstream_rps == 0 {
+                0
+            } else {
+                (self.upstream_rps / n).max(1)
+            },
+            upstream_burst: (self.upstream_burst / n).max(1),
+            ..self
+        }
+    }
+}
+
 impl From<&crate::config::LimitsConfig> for BudgetSettings {
     fn from(l: &crate::config::LimitsConfig) -> Self {
         BudgetSettings {
@@ -176,6 +194,47 @@ impl UpstreamBudget {
     fn drop_one(&self) -> Denied {
         self.stats.budget_dropped.fetch_add(1, Ordering::Relaxed);
         Denied::Dropped
+    }
+
+    /// One permit from the cluster-wide budget (`[cluster]`), with this node's
+    /// priorities: clients wait up to `client_wait_ms`; background refreshes take
+    /// only from the `background_percent` share of the burst, at once or never;
+    /// prewarm waits for that share. `Err(Unavailable)`: Redis is away, so the
+    /// caller falls back to a local budget.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the cluster cannot be asked.
+    pub async fn acquire_shared(
+        &self,
+        cluster: &Cluster,
+        priority: Priority,
+    ) -> Result<Result<(), Denied>, Unavailable> {
+        let s = self.settings;
+        if s.upstream_rps == 0 {
+            return Ok(Ok(()));
+        }
+        let interval = Duration::from_secs(1) / s.upstream_rps;
+        let full = interval * s.upstream_burst.saturating_sub(1);
+        let share = full * s.background_percent / 100;
+        let (tolerance, limit) = match priority {
+            Priority::Client => (full, Duration::from_millis(s.client_wait_ms)),
+            Priority::Background => (share, Duration::ZERO),
+            Priority::Prewarm => (share, PREWARM_MAX_WAIT),
+        };
+        let started = tokio::time::Instant::now();
+        loop {
+            let wait = cluster.take_permit(interval, tolerance).await?;
+            if wait.is_zero() {
+                return Ok(Ok(()));
+            }
+            if started.elapsed() + wait > limit {
+                return Ok(Err(match priority {
+                    Priority::Client => Denied::Overloaded,
+                    Priority::Background | Priority::Prewarm => self.drop_one(),
+                }));
+            }
+            tokio::time::sleep(wait).await;
+        }
     }
 
     /// Waits for (clients) or checks (background) room for one upstream request.

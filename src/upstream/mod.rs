@@ -12,10 +12,11 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::stats::{Stats, UpstreamOutcome};
 use breaker::{Breaker, BreakerSettings, Verdict};
-use budget::{BudgetSettings, Priority, RateClock, UpstreamBudget};
+use budget::{BudgetSettings, Denied, Priority, RateClock, UpstreamBudget};
 use client::{FetchError, Fetched, UpstreamClient};
 
 /// The client and the budget, shared by the read-through cache, the hub and the
@@ -29,6 +30,10 @@ struct Inner {
     client: ArcSwap<UpstreamClient>,
     budget: ArcSwap<UpstreamBudget>,
     breaker: ArcSwap<Breaker>,
+    /// The cluster whose budget this node shares (`[cluster]`), if any.
+    cluster: Option<Cluster>,
+    /// This node's share of the cluster's budget while Redis is away.
+    alone: ArcSwap<UpstreamBudget>,
     clock: RateClock,
     stats: Arc<Stats>,
     /// Cancelled when shutdown's grace has run out: requests still waiting for
@@ -41,7 +46,12 @@ impl Upstream {
     ///
     /// # Errors
     /// When the client cannot be built (TLS backend, token not a header value).
-    pub fn new(config: &Config, clock: RateClock, stats: Arc<Stats>) -> Result<Upstream, String> {
+    pub fn new(
+        config: &Config,
+        clock: RateClock,
+        stats: Arc<Stats>,
+        cluster: Option<Cluster>,
+    ) -> Result<Upstream, String> {
         let client = UpstreamClient::new(&config.upstream)?;
         let budget = UpstreamBudget::new(
             BudgetSettings::from(&config.limits),
@@ -49,11 +59,18 @@ impl Upstream {
             Arc::clone(&stats),
         );
         let breaker = Breaker::new(breaker_settings(config), clock.clone());
+        let alone = UpstreamBudget::new(
+            BudgetSettings::from(&config.limits),
+            clock.clone(),
+            Arc::clone(&stats),
+        );
         Ok(Upstream {
             inner: Arc::new(Inner {
                 client: ArcSwap::from_pointee(client),
                 budget: ArcSwap::from_pointee(budget),
                 breaker: ArcSwap::from_pointee(breaker),
+                cluster,
+                alone: ArcSwap::from_pointee(alone),
                 clock,
                 stats,
                 halt: CancellationToken::new(),
@@ -143,16 +160,39 @@ impl Upstream {
 
     /// Budget, then the request; ended early by [`halt`](Self::halt).
     async fn attempt(&self, target: &str, priority: Priority) -> Result<Fetched, FetchError> {
-        let budget = self.inner.budget.load_full();
         let client = self.inner.client.load_full();
         let attempt = async {
-            budget.acquire(priority).await?;
+            self.permit(priority).await?;
             client.fetch(target).await
         };
         tokio::select! {
             result = attempt => result,
             () = self.inner.halt.cancelled() => Err(FetchError::Unreachable),
         }
+    }
+
+    /// One permit: from the cluster's budget when this node is in a cluster whose
+    /// Redis answers, else from this node's share of it, else from its own budget.
+    async fn permit(&self, priority: Priority) -> Result<(), Denied> {
+        let budget = self.inner.budget.load_full();
+        let Some(cluster) = &self.inner.cluster else {
+            return budget.acquire(priority).await;
+        };
+        if let Ok(granted) = budget.acquire_shared(cluster, priority).await {
+            return granted;
+        }
+        let share = budget.settings().divided(cluster.nodes());
+        let mut alone = self.inner.alone.load_full();
+        if alone.settings() != share {
+            let rebuilt = UpstreamBudget::new(
+                share,
+                self.inner.clock.clone(),
+                Arc::clone(&self.inner.stats),
+            );
+            self.inner.alone.store(Arc::new(rebuilt));
+            alone = self.inner.alone.load_full();
+        }
+        alone.acquire(priority).await
     }
 
     /// Whether the circuit breaker is open now.
@@ -179,7 +219,13 @@ mod tests {
     #[test]
     fn reconfigure_rebuilds_only_what_changed() {
         let mut config = Config::default();
-        let up = Upstream::new(&config, RateClock::tokio(), Arc::new(Stats::default())).unwrap();
+        let up = Upstream::new(
+            &config,
+            RateClock::tokio(),
+            Arc::new(Stats::default()),
+            None,
+        )
+        .unwrap();
         let (client, budget) = (up.inner.client.load_full(), up.inner.budget.load_full());
         config.freshness.negative_secs += 1;
         config.limits.client_rps += 1;
