@@ -302,3 +302,23 @@ async fn the_cluster_holds_the_upstream_budget_under_a_flood() {
     );
     drop(redis);
 }
+
+/// A scheduled job fires on every node, and runs on one: the first to claim the
+/// second it fired in.
+#[tokio::test]
+async fn a_scheduled_job_runs_once_per_cluster() {
+    let (env, _redis) = cluster_env(Duration::ZERO).await;
+    let b = node(&env, "node-1").await;
+    joined(&[&env.proxy, &b]).await;
+    let plans = mdproxy::ops::scheduler::configured(&[mdproxy::config::JobConfig {
+        name: "watchlist".into(),
+        cron: "0 0 * * * *".into(),
+        targets: vec!["/stock/kline?code=600519&period=day".into()],
+        session_only: false,
+    }]);
+    // The same instant on both nodes (one clock), so the same firing.
+    for n in [&env.proxy, &b] {
+        mdproxy::ops::scheduler::run(n.state(), &plans[0]).await;
+    }
+    assert_eq!(env.sim.hits("/stock/kline"), 1, "one run for the cluster");
+}

@@ -392,6 +392,30 @@ impl Cluster {
             .await;
     }
 
+    /// Claims one run of a scheduled job for the whole cluster: `true` for the
+    /// first node that asks for this `slot` (the second it fired in), `false` for
+    /// the others.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when Redis is away or slow (the node then runs it itself).
+    pub async fn claim(&self, job: &str, slot: i64) -> Result<bool, Unavailable> {
+        let key = format!("{PREFIX}:job:{job}:{slot}");
+        let node = self.inner.node_id.clone();
+        let taken: Option<String> = self
+            .run(|mut c| async move {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(&node)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(60_000)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(taken.is_some())
+    }
+
     /// Registers interest in another node's fill of `key` (before asking for the
     /// lock, so a publication in between is not missed).
     pub fn waiter(&self, key: &str) -> Waiter {

@@ -234,6 +234,14 @@ pub async fn run(state: &AppState, plan: &Plan) {
         tracing::debug!(job = %plan.name, "skipped: market closed");
         return;
     }
+    // In a cluster one node runs each firing (the first to claim its second); with
+    // Redis away every node runs it.
+    if let Some(cluster) = state.cache().cluster()
+        && cluster.claim(&plan.name, now.timestamp()).await == Ok(false)
+    {
+        tracing::debug!(job = %plan.name, "skipped: another node runs it");
+        return;
+    }
     let window = std::time::Duration::from_secs(snap.config.scheduler.demand_window_secs);
     let mut filled = 0;
     for valid in &plan.targets {
