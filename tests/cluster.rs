@@ -322,3 +322,46 @@ async fn a_scheduled_job_runs_once_per_cluster() {
     }
     assert_eq!(env.sim.hits("/stock/kline"), 1, "one run for the cluster");
 }
+
+/// Three subscribers on three nodes: one node leads the hub and polls the union of
+/// their codes, the others take its boards; each subscriber gets only its own codes,
+/// and the upstream sees one poll per interval for the cluster, not one per node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_hub_poll_per_interval_for_the_cluster() {
+    let redis = Redis::start();
+    let url = redis.url();
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.cluster.redis_url = Secret::new(url);
+            c.hub.closed_interval_ms = 200;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let (b, c) = (node(&env, "node-1").await, node(&env, "node-2").await);
+    joined(&[&env.proxy, &b, &c]).await;
+    // Let the heartbeats count all three nodes before the first poll.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let mut readers = Vec::new();
+    for (n, code) in [(&env.proxy, "600519"), (&b, "000001"), (&c, "300750")] {
+        let r = get(n, &format!("/stock/indicator/realtime/sse?codes={code}")).await;
+        assert_eq!(r.status(), 200);
+        readers.push((code, support::SseReader::new(r)));
+    }
+    for (code, reader) in &mut readers {
+        let event = reader
+            .next_quote(Duration::from_secs(10))
+            .await
+            .expect("a quote from the cluster's poll");
+        assert_eq!(event.codes(), [code.to_string()], "only its own code");
+    }
+    let before = env.sim.hits("/stock/list");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let polls = env.sim.hits("/stock/list") - before;
+    // Ten intervals of 200 ms: about ten polls for the cluster (three nodes polling
+    // on their own would make about thirty).
+    assert!(polls <= 14, "{polls} upstream polls in 2 s");
+    assert!(polls >= 5, "{polls} upstream polls in 2 s");
+    drop(redis);
+}

@@ -30,6 +30,21 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 /// A node silent for this long no longer counts.
 const NODE_EXPIRES: Duration = Duration::from_secs(5);
 
+/// The hub's leader lease: taken when free (a new term), renewed by its holder.
+/// Returns the holder's term, or 0 when another node holds it.
+const LEAD: &str = r"
+local holder = redis.call('GET', KEYS[1])
+if not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return redis.call('INCR', KEYS[2])
+end
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return tonumber(redis.call('GET', KEYS[2]) or 1)
+end
+return 0
+";
+
 /// The cluster-wide budget: GCRA on Redis's clock, in microseconds. Returns 0 when
 /// a permit is granted, else how many microseconds until one may be.
 const GCRA: &str = r"
@@ -72,6 +87,10 @@ struct Inner {
     pub shared_hits: AtomicU64,
     /// Nodes seen alive at the last heartbeat (at least 1).
     nodes: AtomicU64,
+    /// The latest quote board the hub's leader published, and its term.
+    board: Mutex<(u64, Arc<HashMap<String, Bytes>>)>,
+    /// Woken when a board arrives.
+    board_arrived: Notify,
 }
 
 /// A fill another node announced.
@@ -126,6 +145,8 @@ impl Cluster {
                 invalidations,
                 shared_hits: AtomicU64::new(0),
                 nodes: AtomicU64::new(1),
+                board: Mutex::new((0, Arc::new(HashMap::new()))),
+                board_arrived: Notify::new(),
             }),
         };
         let watcher = cluster.clone();
@@ -236,6 +257,10 @@ impl Cluster {
 
     fn channel() -> String {
         format!("{PREFIX}:events")
+    }
+
+    fn board_channel() -> String {
+        format!("{PREFIX}:board")
     }
 
     /// Runs one command on the data connection within the timeout; a failure
@@ -448,6 +473,7 @@ impl Cluster {
                     ConnectionManager::new_with_config(self.inner.client.clone(), config).await?;
                 let mut pubsub = self.inner.client.get_async_pubsub().await?;
                 pubsub.subscribe(Self::channel()).await?;
+                pubsub.subscribe(Self::board_channel()).await?;
                 *self
                     .inner
                     .conn
@@ -458,7 +484,11 @@ impl Cluster {
                 }
                 let mut messages = pubsub.into_on_message();
                 while let Some(message) = messages.next().await {
-                    self.on_event(message.get_payload_bytes());
+                    if message.get_channel_name() == Self::board_channel() {
+                        self.on_board(message.get_payload_bytes());
+                    } else {
+                        self.on_event(message.get_payload_bytes());
+                    }
                 }
                 Ok::<(), redis::RedisError>(())
             };
@@ -498,6 +528,157 @@ impl Cluster {
                 let _ = self.inner.invalidations.send(key.to_owned());
             }
             _ => {}
+        }
+    }
+}
+
+/// The hub's share of the cluster: every node registers the codes its subscribers
+/// want; one node (the leader, by a renewed lease with a term) polls the union and
+/// publishes each board; the others take the leader's boards.
+impl Cluster {
+    /// Registers this node's codes for `ttl` (a dead node's codes drop out).
+    pub async fn register_codes(&self, codes: &[String], ttl: Duration) {
+        let (key, value) = (
+            format!("{PREFIX}:hub:codes:{}", self.inner.node_id),
+            codes.join(","),
+        );
+        let ms = ttl.as_millis() as u64;
+        let _ = self
+            .run(|mut c| async move {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(&value)
+                    .arg("PX")
+                    .arg(ms)
+                    .query_async::<()>(&mut c)
+                    .await
+            })
+            .await;
+    }
+
+    /// Takes or renews the hub's leader lease for `lease`: `Some(term)` while this
+    /// node leads, `None` while another does.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when Redis is away or slow.
+    pub async fn lead_hub(&self, lease: Duration) -> Result<Option<u64>, Unavailable> {
+        let keys = (format!("{PREFIX}:hub:leader"), format!("{PREFIX}:hub:term"));
+        let (node, ms) = (self.inner.node_id.clone(), lease.as_millis() as u64);
+        let term: u64 = self
+            .run(|mut c| async move {
+                redis::Script::new(LEAD)
+                    .key(&keys.0)
+                    .key(&keys.1)
+                    .arg(&node)
+                    .arg(ms)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok((term > 0).then_some(term))
+    }
+
+    /// The union of the codes every live node registered.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when Redis is away or slow.
+    pub async fn all_codes(&self) -> Result<Vec<String>, Unavailable> {
+        let nodes_key = format!("{PREFIX}:nodes");
+        let nodes: Vec<String> = self
+            .run(|mut c| async move {
+                redis::cmd("ZRANGE")
+                    .arg(&nodes_key)
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        let mut keys: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("{PREFIX}:hub:codes:{n}"))
+            .collect();
+        keys.push(format!("{PREFIX}:hub:codes:{}", self.inner.node_id));
+        let lists: Vec<Option<String>> = self
+            .run(|mut c| async move { redis::cmd("MGET").arg(&keys).query_async(&mut c).await })
+            .await?;
+        let mut union: Vec<String> = lists
+            .iter()
+            .flatten()
+            .flat_map(|list| list.split(','))
+            .filter(|code| !code.is_empty())
+            .map(str::to_owned)
+            .collect();
+        union.sort_unstable();
+        union.dedup();
+        Ok(union)
+    }
+
+    /// Publishes the leader's board of `term`: one line per code, `code\trow`.
+    pub async fn publish_board(&self, term: u64, rows: &HashMap<String, Bytes>) {
+        let mut message =
+            Vec::with_capacity(16 + rows.values().map(|r| r.len() + 16).sum::<usize>());
+        message.extend_from_slice(term.to_string().as_bytes());
+        for (code, row) in rows {
+            message.push(b'\n');
+            message.extend_from_slice(code.as_bytes());
+            message.push(b'\t');
+            message.extend_from_slice(row);
+        }
+        let _ = self
+            .run(|mut c| async move {
+                redis::cmd("PUBLISH")
+                    .arg(Self::board_channel())
+                    .arg(message)
+                    .query_async::<i64>(&mut c)
+                    .await
+            })
+            .await;
+    }
+
+    /// The latest board a leader published (rows by code).
+    pub fn latest_board(&self) -> Arc<HashMap<String, Bytes>> {
+        Arc::clone(
+            &self
+                .inner
+                .board
+                .lock()
+                .expect("cluster lock is never poisoned")
+                .1,
+        )
+    }
+
+    /// Resolves when the next board arrives.
+    pub async fn board_arrived(&self) {
+        self.inner.board_arrived.notified().await;
+    }
+
+    /// Takes a published board, unless an older term's (a deposed leader's).
+    fn on_board(&self, payload: &[u8]) {
+        let mut lines = payload.split(|b| *b == b'\n');
+        let Some(term) = lines
+            .next()
+            .and_then(|t| std::str::from_utf8(t).ok())
+            .and_then(|t| t.parse::<u64>().ok())
+        else {
+            return;
+        };
+        let rows: HashMap<String, Bytes> = lines
+            .filter_map(|line| {
+                let tab = line.iter().position(|b| *b == b'\t')?;
+                let code = std::str::from_utf8(&line[..tab]).ok()?.to_owned();
+                Some((code, Bytes::copy_from_slice(&line[tab + 1..])))
+            })
+            .collect();
+        let mut board = self
+            .inner
+            .board
+            .lock()
+            .expect("cluster lock is never poisoned");
+        if term >= board.0 {
+            *board = (term, Arc::new(rows));
+            drop(board);
+            self.inner.board_arrived.notify_waiters();
         }
     }
 }

@@ -305,19 +305,59 @@ impl QuoteHub {
             };
             let snap = state.snapshot();
             let config = &snap.config.hub;
-            let fetched = self.fetch(config, &codes).await;
+            let interval =
+                Duration::from_millis(if snap.policy.calendar().is_open(state.clock().now()) {
+                    config.session_interval_ms
+                } else {
+                    config.closed_interval_ms
+                });
+            let (fetched, following) = self.poll(config, &codes, interval).await;
             self.publish(&codes, fetched);
             self.drop_stalled(config);
-            let interval = if snap.policy.calendar().is_open(state.clock().now()) {
-                config.session_interval_ms
-            } else {
-                config.closed_interval_ms
-            };
+            let cluster = state.cache().cluster().filter(|_| following);
             tokio::select! {
-                () = tokio::time::sleep(Duration::from_millis(interval)) => {}
+                () = tokio::time::sleep(interval) => {}
                 () = self.inner.wake.notified() => {}
                 () = state.stop().cancelled() => {}
+                // A follower publishes each board the leader sends, as it arrives.
+                () = async { cluster.expect("checked").board_arrived().await }, if cluster.is_some() => {}
             }
+        }
+    }
+
+    /// This node's quotes for `codes`, and whether it follows another node: alone
+    /// (no cluster, or Redis away) it polls the upstream; in a cluster it registers
+    /// its codes, and the leader polls the union of every node's codes and
+    /// publishes the rows, which the others take from it.
+    async fn poll(
+        &self,
+        config: &HubConfig,
+        codes: &[String],
+        interval: Duration,
+    ) -> (HashMap<String, Bytes>, bool) {
+        let state = &self.inner.state;
+        let Some(cluster) = state.cache().cluster().filter(|c| c.is_up()) else {
+            return (self.fetch(config, codes).await, false);
+        };
+        // Two intervals of silence hand the lead to another node.
+        let lease = interval * 2 + Duration::from_millis(500);
+        cluster.register_codes(codes, lease * 2).await;
+        match cluster.lead_hub(lease).await {
+            Ok(Some(term)) => {
+                let union = cluster.all_codes().await.unwrap_or_else(|_| codes.to_vec());
+                let fetched = self.fetch(config, &union).await;
+                cluster.publish_board(term, &fetched).await;
+                (fetched, false)
+            }
+            Ok(None) => {
+                let board = cluster.latest_board();
+                let mine = codes
+                    .iter()
+                    .filter_map(|c| Some((c.clone(), board.get(c)?.clone())))
+                    .collect();
+                (mine, true)
+            }
+            Err(_) => (self.fetch(config, codes).await, false),
         }
     }
 
@@ -381,8 +421,6 @@ impl QuoteHub {
             .send_replace(Arc::new(Board { tick, quotes }));
     }
 
-    /// Disconnects subscribers that took nothing for the stall timeout while
-    /// updates were waiting for them.
     /// Closes the connections of every stream opened with one of `tokens` (a
     /// reload revoked them). Returns how many were closed.
     pub fn close_streams_of(&self, tokens: &[usize]) -> usize {
@@ -400,6 +438,8 @@ impl QuoteHub {
         closed
     }
 
+    /// Disconnects subscribers that took nothing for the stall timeout while
+    /// updates were waiting for them.
     fn drop_stalled(&self, config: &HubConfig) {
         let now = self.now_ms();
         let tick = self.inner.board.borrow().tick;
