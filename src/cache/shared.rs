@@ -90,6 +90,9 @@ pub async fn before_fill(
             .and_then(|bytes| decode(bytes, policy))
             .filter(|entry| fresh(entry))
     };
+    // Registered before the first look: a fill announced after it wakes this
+    // waiter, and one announced before it is already in the store.
+    let waiter = cluster.waiter(key);
     match cluster.get(key).await {
         Ok(stored) => {
             if let Some(entry) = found(stored) {
@@ -98,7 +101,6 @@ pub async fn before_fill(
         }
         Err(_) => return Share::Fetch(None),
     }
-    let waiter = cluster.waiter(key);
     match cluster.try_lock(key, lease).await {
         Ok(Some(held)) => return Share::Fetch(Some(held)),
         Ok(None) => {}
