@@ -32,8 +32,14 @@ impl Redis {
     }
 
     fn on(port: u16) -> Redis {
+        Redis::with(port, &[])
+    }
+
+    /// On `port` with extra arguments (`--requirepass`).
+    fn with(port: u16, extra: &[&str]) -> Redis {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(extra)
             .args(["--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .spawn()
@@ -364,4 +370,79 @@ async fn one_hub_poll_per_interval_for_the_cluster() {
     assert!(polls <= 14, "{polls} upstream polls in 2 s");
     assert!(polls >= 5, "{polls} upstream polls in 2 s");
     drop(redis);
+}
+
+/// The leader of the hub can die: the node that followed it takes the lease when it
+/// runs out and polls for its subscribers itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_node_takes_over_the_hub_when_the_leader_dies() {
+    let redis = Redis::start();
+    let url = redis.url();
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.cluster.redis_url = Secret::new(url);
+            c.hub.closed_interval_ms = 200;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let (leader, follower) = (node(&env, "node-1").await, node(&env, "node-2").await);
+    joined(&[&leader, &follower]).await;
+    // The first subscriber's node polls first, so it leads.
+    let r = get(&leader, "/stock/indicator/realtime/sse?codes=600519").await;
+    let mut led = support::SseReader::new(r);
+    assert!(led.next_quote(Duration::from_secs(10)).await.is_some());
+    let r = get(&follower, "/stock/indicator/realtime/sse?codes=000001").await;
+    let mut followed = support::SseReader::new(r);
+    assert!(followed.next_quote(Duration::from_secs(10)).await.is_some());
+
+    drop(led);
+    leader.shutdown().await;
+    // The lease (two intervals and 500 ms) runs out; then the follower polls.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let before = env.sim.hits("/stock/list");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        env.sim.hits("/stock/list") > before,
+        "nobody polls after the leader died"
+    );
+    drop(redis);
+}
+
+/// The Redis URL's password never shows: not in `/status`, not in `/metrics`, not
+/// in the config's `Debug`.
+#[tokio::test]
+async fn the_redis_password_never_shows() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _redis = Redis::with(port, &["--requirepass", "s3cret-pw"]);
+    let url = format!("redis://:s3cret-pw@127.0.0.1:{port}/0");
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.cluster.redis_url = Secret::new(url);
+            c.admin.listen = "127.0.0.1:0".into();
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    joined(&[&env.proxy]).await;
+    let admin = env.proxy.admin_addr.unwrap();
+    for page in ["status", "metrics"] {
+        let text = support::client()
+            .get(format!("http://{admin}/{page}"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!text.contains("s3cret-pw"), "{page}: {text}");
+    }
+    let config = format!("{:?}", env.proxy.state().snapshot().config);
+    assert!(!config.contains("s3cret-pw"));
 }
