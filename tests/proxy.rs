@@ -466,5 +466,14 @@ async fn hanging_and_failing_upstreams_map_to_504_and_502() {
     let (status, code, _) = error_of(env.get("/news/mainline").await).await;
     assert_eq!((status, code.as_str()), (502, "upstream_error"));
     env.sim.set_error_rate(0.0);
-    assert_eq!(env.get("/news/mainline").await.status(), 200);
+    // Recovered: a 200 within a few tries (one fresh fetch may outlast 300 ms on a
+    // loaded machine).
+    let mut recovered = false;
+    for _ in 0..5 {
+        if env.get("/news/mainline").await.status() == 200 {
+            recovered = true;
+            break;
+        }
+    }
+    assert!(recovered, "no 200 after the faults were switched off");
 }
