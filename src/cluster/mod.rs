@@ -483,11 +483,20 @@ impl Cluster {
                     tracing::info!(node = %self.inner.node_id, "Redis reachable: this node shares its cache with the cluster");
                 }
                 let mut messages = pubsub.into_on_message();
-                while let Some(message) = messages.next().await {
-                    if message.get_channel_name() == Self::board_channel() {
-                        self.on_board(message.get_payload_bytes());
-                    } else {
-                        self.on_event(message.get_payload_bytes());
+                let mut check = tokio::time::interval(RETRY_EVERY);
+                loop {
+                    tokio::select! {
+                        message = messages.next() => {
+                            let Some(message) = message else { break };
+                            if message.get_channel_name() == Self::board_channel() {
+                                self.on_board(message.get_payload_bytes());
+                            } else {
+                                self.on_event(message.get_payload_bytes());
+                            }
+                        }
+                        // A slow answer marked Redis away while the subscription
+                        // stayed up: back as soon as it answers a PING in time.
+                        _ = check.tick(), if !self.is_up() => self.rejoin_if_answering().await,
                     }
                 }
                 Ok::<(), redis::RedisError>(())
@@ -505,6 +514,25 @@ impl Cluster {
                 () = tokio::time::sleep(RETRY_EVERY) => {}
                 () = stop.cancelled() => return,
             }
+        }
+    }
+
+    async fn rejoin_if_answering(&self) {
+        let Some(mut conn) = self
+            .inner
+            .conn
+            .lock()
+            .expect("cluster lock is never poisoned")
+            .clone()
+        else {
+            return;
+        };
+        let ping = redis::cmd("PING");
+        let answer = ping.query_async::<String>(&mut conn);
+        if let Ok(Ok(_)) = tokio::time::timeout(self.inner.timeout, answer).await
+            && !self.inner.up.swap(true, Ordering::Relaxed)
+        {
+            tracing::info!(node = %self.inner.node_id, "Redis answers again: this node shares its cache with the cluster");
         }
     }
 
