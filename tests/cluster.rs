@@ -383,6 +383,10 @@ async fn another_node_takes_over_the_hub_when_the_leader_dies() {
         |c| {
             c.cluster.redis_url = Secret::new(url);
             c.hub.closed_interval_ms = 200;
+            // The lease covers a poll's longest wait: keep it short here
+            // (2 × 200 ms + 1,000 + 200 + 500 ms).
+            c.upstream.timeout_ms = 1_000;
+            c.limits.client_wait_ms = 200;
         },
         Some(support::saturday()),
     )
@@ -399,8 +403,8 @@ async fn another_node_takes_over_the_hub_when_the_leader_dies() {
 
     drop(led);
     leader.shutdown().await;
-    // The lease (two intervals and 500 ms) runs out; then the follower polls.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // The lease (2.1 s) runs out; then the follower polls.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
     let before = env.sim.hits("/stock/list");
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(

@@ -90,7 +90,11 @@ fn is_plain_path(path: &str) -> bool {
                 _ => return false,
             }
         }
+        // Escapes must spell UTF-8 (overlong forms such as `%C0%AE` are refused).
         !matches!(segment, "" | "." | "..")
+            && percent_encoding::percent_decode_str(segment)
+                .decode_utf8()
+                .is_ok()
     })
 }
 
@@ -123,6 +127,8 @@ mod tests {
             "/a b",
             "/a;b",
             "/a\\b",
+            "/a/%C0%AE%C0%AE/b",
+            "/%FF",
         ] {
             assert!(!is_plain_path(bad), "{bad}");
         }

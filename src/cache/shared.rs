@@ -101,40 +101,44 @@ pub async fn before_fill(
         }
         Err(_) => return Share::Fetch(None),
     }
-    match cluster.try_lock(key, lease).await {
-        Ok(Some(held)) => return Share::Fetch(Some(held)),
-        Ok(None) => {}
-        Err(_) => return Share::Fetch(None),
-    }
     // Another node is asking the upstream: its publication wakes us within
-    // milliseconds of its fill; a node that died lets the lease run out.
-    waiter.wait(lease).await;
-    match cluster
-        .get(key)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|b| found(Some(b)))
-    {
-        Some(entry) => Share::Found(entry),
-        None => Share::Fetch(None),
+    // milliseconds of its fill; a node that died lets the lease run out. After a
+    // failed fill the waiters take the lease in turn (one upstream request at a
+    // time, not one per node), a few rounds at most.
+    for _ in 0..ROUNDS {
+        match cluster.try_lock(key, lease).await {
+            Ok(Some(held)) => return Share::Fetch(Some(held)),
+            Ok(None) => {}
+            Err(_) => return Share::Fetch(None),
+        }
+        waiter.wait(lease).await;
+        waiter.rearm();
+        let stored = cluster.get(key).await.ok().flatten();
+        if let Some(entry) = found(stored) {
+            return Share::Found(entry);
+        }
     }
+    Share::Fetch(None)
 }
 
-/// After this node's fill: stores the answer for the cluster and announces it (a
-/// failed fill announces too, so the waiting nodes stop waiting), then gives the
-/// lease back.
+/// Rounds of "take the lease or wait for its holder" before a node asks the
+/// upstream on its own.
+const ROUNDS: usize = 3;
+
+/// After this node's fill: stores the answer for the cluster, gives the lease back
+/// and announces the fill (a failed one too, so the waiting nodes stop waiting).
 pub async fn after_fill(
     cluster: &Cluster,
     key: &str,
     entry: Option<&CachedBody>,
     lease: Option<Lease>,
 ) {
-    match entry {
-        Some(entry) => cluster.put(key, &encode(entry), entry.keep_for).await,
-        None => cluster.announce_failure(key).await,
+    if let Some(entry) = entry {
+        cluster.put(key, &encode(entry), entry.keep_for).await;
     }
+    // Released before the announcement, so a woken waiter can take it at once.
     if let Some(lease) = lease {
         cluster.release(lease).await;
     }
+    cluster.announce(key).await;
 }

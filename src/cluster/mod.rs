@@ -31,18 +31,39 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 const NODE_EXPIRES: Duration = Duration::from_secs(5);
 
 /// The hub's leader lease: taken when free (a new term), renewed by its holder.
-/// Returns the holder's term, or 0 when another node holds it.
+/// Returns the holder's term, or 0 when another node holds it. Terms never go
+/// back, even when Redis lost its data (a restart without persistence, an
+/// eviction): a new term is at least Redis's clock in milliseconds.
 const LEAD: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local holder = redis.call('GET', KEYS[1])
+local term = tonumber(redis.call('GET', KEYS[2]) or 0)
 if not holder then
+  term = math.max(term + 1, now)
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[2], term)
+  return term
 end
 if holder == ARGV[1] then
+  if term == 0 then
+    term = now
+    redis.call('SET', KEYS[2], term)
+  end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return tonumber(redis.call('GET', KEYS[2]) or 1)
+  return term
 end
 return 0
+";
+
+/// A node's heartbeat on Redis's clock (one clock for every node): marks the node
+/// alive, forgets nodes silent for ARGV[2] ms, and returns how many are left.
+const HEARTBEAT: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, now - tonumber(ARGV[2]))
+return redis.call('ZCARD', KEYS[1])
 ";
 
 /// The cluster-wide budget: GCRA on Redis's clock, in microseconds. Returns 0 when
@@ -220,24 +241,12 @@ impl Cluster {
             let (key, node) = (key.clone(), self.inner.node_id.clone());
             let counted: Result<u64, Unavailable> = self
                 .run(|mut c| async move {
-                    let now_ms = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap_or_default()
-                        .as_millis() as u64;
-                    let (_, _, n): ((), (), u64) = redis::pipe()
-                        .cmd("ZADD")
-                        .arg(&key)
-                        .arg(now_ms)
+                    redis::Script::new(HEARTBEAT)
+                        .key(&key)
                         .arg(&node)
-                        .cmd("ZREMRANGEBYSCORE")
-                        .arg(&key)
-                        .arg(0)
-                        .arg(now_ms.saturating_sub(NODE_EXPIRES.as_millis() as u64))
-                        .cmd("ZCARD")
-                        .arg(&key)
-                        .query_async(&mut c)
-                        .await?;
-                    Ok(n)
+                        .arg(NODE_EXPIRES.as_millis() as u64)
+                        .invoke_async(&mut c)
+                        .await
                 })
                 .await;
             if let Ok(n) = counted {
@@ -316,8 +325,7 @@ impl Cluster {
         Ok(found.map(Bytes::from))
     }
 
-    /// Stores `value` under `key` for `ttl` (unless larger than `max_l2_body_bytes`)
-    /// and tells the nodes waiting for it.
+    /// Stores `value` under `key` for `ttl` (unless larger than `max_l2_body_bytes`).
     pub async fn put(&self, key: &str, value: &[u8], ttl: Duration) {
         if value.len() <= self.inner.max_body {
             let (redis_key, ms) = (Self::entry_key(key), ttl.as_millis().max(1) as u64);
@@ -333,7 +341,6 @@ impl Cluster {
                 })
                 .await;
         }
-        self.publish("filled", key).await;
     }
 
     /// Tells every node (this one too) that `key` was filled or purged.
@@ -350,9 +357,9 @@ impl Cluster {
             .await;
     }
 
-    /// Tells the nodes waiting for `key` that this node's fill failed: they stop
-    /// waiting and ask the upstream themselves.
-    pub async fn announce_failure(&self, key: &str) {
+    /// Tells the nodes waiting for `key` that this node's fill is over: they find
+    /// the answer in the store, or (after a failure) one of them takes the lease.
+    pub async fn announce(&self, key: &str) {
         self.publish("filled", key).await;
     }
 
@@ -479,6 +486,13 @@ impl Cluster {
                     .conn
                     .lock()
                     .expect("cluster lock is never poisoned") = Some(conn);
+                // A new subscription may follow a Redis that lost its data: take the
+                // next leader's board whatever its term.
+                self.inner
+                    .board
+                    .lock()
+                    .expect("cluster lock is never poisoned")
+                    .0 = 0;
                 if !self.inner.up.swap(true, Ordering::Relaxed) {
                     tracing::info!(node = %self.inner.node_id, "Redis reachable: this node shares its cache with the cluster");
                 }
@@ -712,6 +726,11 @@ impl Cluster {
 }
 
 impl Waiter {
+    /// Forgets an announcement already seen, to wait for the next one.
+    pub fn rearm(&self) {
+        self.filled.done.store(false, Ordering::SeqCst);
+    }
+
     /// Waits up to `limit` for the fill; true when it was announced.
     pub async fn wait(&self, limit: Duration) -> bool {
         let notified = self.filled.notify.notified();

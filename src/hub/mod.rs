@@ -339,8 +339,14 @@ impl QuoteHub {
         let Some(cluster) = state.cache().cluster().filter(|c| c.is_up()) else {
             return (self.fetch(config, codes).await, false);
         };
-        // Two intervals of silence hand the lead to another node.
-        let lease = interval * 2 + Duration::from_millis(500);
+        // Two intervals of silence hand the lead to another node; the lease also
+        // covers one poll's longest wait (budget and upstream timeout), so a slow
+        // poll does not lose it.
+        let snap = state.snapshot();
+        let longest_poll = Duration::from_millis(
+            snap.config.upstream.timeout_ms + snap.config.limits.client_wait_ms,
+        );
+        let lease = interval * 2 + longest_poll + Duration::from_millis(500);
         cluster.register_codes(codes, lease * 2).await;
         match cluster.lead_hub(lease).await {
             Ok(Some(term)) => {
