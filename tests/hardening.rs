@@ -215,7 +215,7 @@ async fn stale_answers_are_served_at_once_while_the_breaker_is_open() {
     let good = first.bytes().await.unwrap();
     // A short upstream timeout only now (a first fill may outlast it under load).
     config.upstream.timeout_ms = 300;
-    env.proxy.reload(config).unwrap();
+    env.proxy.reload(config.clone()).unwrap();
     // Past fresh and stale, inside stale-if-error.
     clock.set(clock.now() + chrono::Duration::seconds(1_000));
     env.sim.set_hang(true);
@@ -258,6 +258,10 @@ async fn stale_answers_are_served_at_once_while_the_breaker_is_open() {
 
     // The interval passes and the upstream is back: one probe closes the breaker.
     env.sim.set_hang(false);
+    // The probe gets the usual timeout (a loaded machine may take more than 300 ms);
+    // the breaker, whose settings did not change, stays open across the reload.
+    config.upstream.timeout_ms = 2_000;
+    env.proxy.reload(config).unwrap();
     fake.advance(std::time::Duration::from_millis(5_000));
     let r = env.get("/news/overview").await;
     assert_eq!(header(&r, "x-cache"), "MISS", "the probe refetched it");
