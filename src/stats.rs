@@ -8,30 +8,8 @@ use std::time::{Duration, Instant};
 
 use crate::api::catalog::catalog;
 
-/// How a response was answered, as the `X-Cache` header says it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CacheStatus {
-    /// Fresh from the cache.
-    Hit,
-    /// Fetched from the upstream for this request (or a coalesced one).
-    Miss,
-    /// Served past its fresh TTL (the upstream failed, or a refresh is under way).
-    Stale,
-}
-
-impl CacheStatus {
-    /// Every status, in counter order.
-    pub const ALL: [CacheStatus; 3] = [CacheStatus::Hit, CacheStatus::Miss, CacheStatus::Stale];
-
-    /// The contract's label: `HIT`, `MISS`, `STALE`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheStatus::Hit => "HIT",
-            CacheStatus::Miss => "MISS",
-            CacheStatus::Stale => "STALE",
-        }
-    }
-}
+/// The `X-Cache` values belong to the contract (`api`); counted here.
+pub use crate::api::CacheStatus;
 
 /// What became of one upstream request (or of the wish to make one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

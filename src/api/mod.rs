@@ -52,6 +52,31 @@ pub fn parse_target(target: &str) -> Result<Valid, Error> {
     validate(&route, query)
 }
 
+/// How a response was answered, as the `X-Cache` header says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheStatus {
+    /// Fresh from the cache.
+    Hit,
+    /// Fetched from the upstream for this request (or a coalesced one).
+    Miss,
+    /// Served past its fresh TTL (the upstream failed, or a refresh is under way).
+    Stale,
+}
+
+impl CacheStatus {
+    /// Every status, in counter order.
+    pub const ALL: [CacheStatus; 3] = [CacheStatus::Hit, CacheStatus::Miss, CacheStatus::Stale];
+
+    /// The contract's label: `HIT`, `MISS`, `STALE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "HIT",
+            CacheStatus::Miss => "MISS",
+            CacheStatus::Stale => "STALE",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,10 +14,10 @@
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
+use crate::api::CacheStatus;
 use crate::api::catalog::{Endpoint, KeyRole, MAX_CODES, Param, ParamKind, catalog};
 use crate::api::router::API_PREFIX;
 use crate::error::Error;
-use crate::stats::CacheStatus;
 
 /// Where the proxy serves the document, relative to [`API_PREFIX`]. Not an endpoint
 /// of the API: it is public and never reaches the upstream.
