@@ -33,23 +33,33 @@ pub fn config_for(sim: &SimHandle, listen: &str, token: Secret) -> Config {
     config
 }
 
-/// Starts a simulator (with `latency_ms` per answer) and a proxy on `listen`, with
-/// its admin listener on `admin_listen` (empty: none).
+/// What `mdproxy demo` is asked for.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    /// Client listener address.
+    pub listen: String,
+    /// Admin listener address (empty: none).
+    pub admin_listen: String,
+    /// The client token the proxy accepts.
+    pub token: Secret,
+    /// The admin token `POST /purge` takes.
+    pub admin_token: Secret,
+    /// Browser origins allowed by CORS (`server.cors_origins`).
+    pub cors_origins: Vec<String>,
+    /// Latency the simulator adds to each answer.
+    pub latency_ms: u64,
+}
+
+/// Starts a simulator and a proxy in front of it as `options` say.
 ///
 /// # Errors
 /// When an address cannot be bound.
-pub async fn start(
-    listen: &str,
-    admin_listen: &str,
-    token: Secret,
-    latency_ms: u64,
-    clock: Arc<dyn Clock>,
-) -> Result<Demo, StartError> {
+pub async fn start(options: &DemoOptions, clock: Arc<dyn Clock>) -> Result<Demo, StartError> {
     let sim_config = SimConfig {
         listen: "127.0.0.1:0".into(),
         // A fresh upstream secret per run: it never needs to be typed.
         token: Secret::new(format!("sim-{:016x}", fastrand::u64(..))),
-        latency_ms,
+        latency_ms: options.latency_ms,
         ..SimConfig::default()
     };
     let sim = crate::sim::start(&sim_config, Arc::clone(&clock))
@@ -59,8 +69,11 @@ pub async fn start(
             addr: sim_config.listen.clone(),
             source,
         })?;
-    let mut config = config_for(&sim, listen, token);
-    config.admin.listen = admin_listen.to_owned();
+    let mut config = config_for(&sim, &options.listen, options.token.clone());
+    config.admin.listen.clone_from(&options.admin_listen);
+    config.admin.token = options.admin_token.clone();
+    config.server.cors_origins.clone_from(&options.cors_origins);
+    config.validate()?;
     let proxy = crate::app::start(&config, clock).await?;
     Ok(Demo { sim, proxy })
 }

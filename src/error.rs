@@ -22,8 +22,8 @@ pub enum Error {
     Unauthorized,
     #[error("no endpoint at this path")]
     NotFound,
-    #[error("method not allowed; use GET or HEAD")]
-    MethodNotAllowed,
+    #[error("method not allowed; use {allow}")]
+    MethodNotAllowed { allow: &'static str },
     #[error("the request target is longer than {max_bytes} bytes")]
     UriTooLong { max_bytes: usize },
     #[error("rate limit exceeded; retry after {retry_after_secs} s")]
@@ -41,6 +41,9 @@ pub enum Error {
 }
 
 impl Error {
+    /// The API's methods (`Allow: GET, HEAD`).
+    pub const GET_OR_HEAD: Error = Error::MethodNotAllowed { allow: "GET, HEAD" };
+
     /// Shorthand for an invalid parameter.
     pub fn invalid(param: &str, reason: impl Into<String>) -> Error {
         Error::InvalidParameter {
@@ -48,6 +51,24 @@ impl Error {
             reason: reason.into(),
         }
     }
+
+    /// Every error code of the contract, in declaration order.
+    pub const CODES: [&'static str; 14] = [
+        "bad_request",
+        "missing_parameter",
+        "invalid_parameter",
+        "unknown_parameter",
+        "unauthorized",
+        "not_found",
+        "method_not_allowed",
+        "uri_too_long",
+        "rate_limited",
+        "upstream_error",
+        "upstream_timeout",
+        "stream_unavailable",
+        "overloaded",
+        "internal_error",
+    ];
 
     /// The contract's error code.
     pub fn code(&self) -> &'static str {
@@ -58,7 +79,7 @@ impl Error {
             Error::UnknownParameter { .. } => "unknown_parameter",
             Error::Unauthorized => "unauthorized",
             Error::NotFound => "not_found",
-            Error::MethodNotAllowed => "method_not_allowed",
+            Error::MethodNotAllowed { .. } => "method_not_allowed",
             Error::UriTooLong { .. } => "uri_too_long",
             Error::RateLimited { .. } => "rate_limited",
             Error::UpstreamError { .. } => "upstream_error",
@@ -78,7 +99,7 @@ impl Error {
             | Error::UnknownParameter { .. } => StatusCode::BAD_REQUEST,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
             Error::NotFound => StatusCode::NOT_FOUND,
-            Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Error::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Error::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::UpstreamError { .. } => StatusCode::BAD_GATEWAY,
@@ -142,7 +163,7 @@ mod tests {
     fn statuses_follow_the_contract() {
         assert_eq!(Error::Unauthorized.status(), 401);
         assert_eq!(Error::NotFound.status(), 404);
-        assert_eq!(Error::MethodNotAllowed.status(), 405);
+        assert_eq!(Error::MethodNotAllowed { allow: "GET" }.status(), 405);
         assert_eq!(
             Error::RateLimited {
                 retry_after_secs: 1

@@ -27,6 +27,11 @@
 //! single-flight upstream fetch per key through the budget → `MISS` (or a stale
 //! answer when the upstream fails).
 
+/// The version the binary was built as.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The git commit it was built from (`unknown` outside a checkout).
+pub const GIT_COMMIT: &str = env!("BUILD_GIT_COMMIT");
+
 pub mod api;
 pub mod app;
 pub mod cache;

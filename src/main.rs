@@ -48,6 +48,13 @@ enum Command {
         /// Admin listener (/metrics, /status, ...); empty to turn it off.
         #[arg(long, default_value = "127.0.0.1:9091")]
         admin_listen: String,
+        /// Admin token for `POST /purge` (default: a random one, printed at start).
+        #[arg(long)]
+        admin_token: Option<String>,
+        /// A browser origin allowed to call the proxy (CORS), such as
+        /// `http://localhost:5173`; repeat for several.
+        #[arg(long = "cors-origin")]
+        cors_origins: Vec<String>,
     },
     /// The proxy in front of the real upstream configured in FILE.
     Serve {
@@ -160,15 +167,20 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             token,
             upstream_latency_ms,
             admin_listen,
+            admin_token,
+            cors_origins,
         } => {
-            let demo = mdproxy::demo::start(
-                &listen,
-                &admin_listen,
-                Secret::new(token.clone()),
-                upstream_latency_ms,
-                clock,
-            )
-            .await?;
+            let admin_token =
+                admin_token.unwrap_or_else(|| format!("admin-{:012x}", fastrand::u64(..) >> 16));
+            let options = mdproxy::demo::DemoOptions {
+                listen,
+                admin_listen,
+                token: Secret::new(token.clone()),
+                admin_token: Secret::new(admin_token.clone()),
+                cors_origins: cors_origins.clone(),
+                latency_ms: upstream_latency_ms,
+            };
+            let demo = mdproxy::demo::start(&options, clock).await?;
             let base = demo.proxy.base_url();
             println!(
                 "mdproxy demo: proxy {base} in front of a simulated upstream at {}",
@@ -176,6 +188,12 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             );
             if let Some(admin) = demo.proxy.admin_addr {
                 println!("admin: http://{admin}/status and http://{admin}/metrics");
+                println!(
+                    "purge: curl -s -X POST -H 'Authorization: Bearer {admin_token}' 'http://{admin}/purge?endpoint=/stock/detail/{{code}}'"
+                );
+            }
+            for origin in &cors_origins {
+                println!("CORS: browsers at {origin} may call the proxy");
             }
             println!(
                 "try:\n  curl -s -H 'Authorization: Bearer {token}' {base}/stock/detail/600519 -D - -o /dev/null"

@@ -100,7 +100,9 @@ impl AppState {
                 loop {
                     tokio::select! {
                         key = purged.recv() => match key {
-                            Ok(key) => store.invalidate(&key).await,
+                            Ok(key) => {
+                                store.invalidate(&key).await;
+                            }
                             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                             Err(_) => return,
                         },

@@ -1,12 +1,17 @@
 //! Every counter mdproxy keeps, in one structure that lives as long as the process:
 //! a reload never touches it, so no Prometheus counter goes backwards. Plain atomics
 //! indexed by endpoint and by enum (no labels to hash, no lock on a hit); `ops::metrics`
-//! exposes them.
+//! exposes them, `ops::admin` reads them for `/status` and `/readyz`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
+
 use crate::api::catalog::catalog;
+use crate::error::Error;
 
 /// The `X-Cache` values belong to the contract (`api`); counted here.
 pub use crate::api::CacheStatus;
@@ -22,9 +27,10 @@ pub enum UpstreamOutcome {
     Timeout,
     /// Connection refused, reset, DNS failure.
     Unreachable,
-    /// 5xx, a 3xx (never followed), or 401/403/429 aimed at the proxy's own
-    /// credentials or rate.
+    /// 5xx, a 3xx (never followed), or 429 aimed at the proxy's own rate.
     Failed,
+    /// 401 or 403: the upstream refused the proxy's own token.
+    TokenRefused,
     /// A 2xx whose body is not the envelope.
     InvalidBody,
     /// An answer larger than `upstream.max_body_bytes` (not read past the limit).
@@ -44,12 +50,13 @@ pub enum UpstreamOutcome {
 
 impl UpstreamOutcome {
     /// Every outcome, in counter order.
-    pub const ALL: [UpstreamOutcome; 12] = [
+    pub const ALL: [UpstreamOutcome; 13] = [
         UpstreamOutcome::Ok,
         UpstreamOutcome::NotFound,
         UpstreamOutcome::Timeout,
         UpstreamOutcome::Unreachable,
         UpstreamOutcome::Failed,
+        UpstreamOutcome::TokenRefused,
         UpstreamOutcome::InvalidBody,
         UpstreamOutcome::TooLarge,
         UpstreamOutcome::Reported,
@@ -67,6 +74,7 @@ impl UpstreamOutcome {
             UpstreamOutcome::Timeout => "timeout",
             UpstreamOutcome::Unreachable => "unreachable",
             UpstreamOutcome::Failed => "failed",
+            UpstreamOutcome::TokenRefused => "token_refused",
             UpstreamOutcome::InvalidBody => "invalid_body",
             UpstreamOutcome::TooLarge => "too_large",
             UpstreamOutcome::Reported => "reported_failure",
@@ -78,17 +86,188 @@ impl UpstreamOutcome {
     }
 }
 
+/// Upper bounds of the latency histograms' buckets, in seconds (Prometheus `le`);
+/// from a cache hit (tens of µs) to an upstream at its timeout (seconds).
+pub const LATENCY_BUCKETS: [f64; 16] = [
+    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+/// Bucket bounds in microseconds, for [`Histogram::observe`].
+const BUCKET_MICROS: [u64; 16] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+
+/// A latency histogram of plain atomics (one add per observation and two for the
+/// sum and count; no lock on the hit path). Buckets are kept per bucket, not
+/// cumulative, as prometheus-client's encoder takes them.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// `buckets[i]`: observations in `(bound[i-1], bound[i]]`; the last one is +Inf.
+    buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+    sum_micros: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    /// Counts one observation of `elapsed`.
+    pub fn observe(&self, elapsed: Duration) {
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let i = BUCKET_MICROS.partition_point(|&bound| bound < micros);
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Sum of the observations, in seconds.
+    pub fn sum_secs(&self) -> f64 {
+        self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
+    }
+
+    /// `(upper bound, observations in this bucket)`, the last bound +Inf.
+    pub fn buckets(&self) -> Vec<(f64, u64)> {
+        LATENCY_BUCKETS
+            .iter()
+            .copied()
+            .chain([f64::INFINITY])
+            .zip(&self.buckets)
+            .map(|(bound, n)| (bound, n.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Adds `other`'s observations to this snapshot (for totals over endpoints).
+    pub fn merge_into(&self, totals: &mut [u64; LATENCY_BUCKETS.len() + 1]) {
+        for (t, n) in totals.iter_mut().zip(&self.buckets) {
+            *t += n.load(Ordering::Relaxed);
+        }
+    }
+}
+
+/// The `q` quantile (0..1) of per-bucket counts, in seconds: the upper bound of the
+/// bucket it falls in, or `None` without observations (Prometheus's
+/// `histogram_quantile` without the interpolation).
+pub fn quantile(buckets: &[u64; LATENCY_BUCKETS.len() + 1], q: f64) -> Option<f64> {
+    let total: u64 = buckets.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = (q * total as f64).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for (i, n) in buckets.iter().enumerate() {
+        seen += n;
+        if seen >= rank {
+            return Some(LATENCY_BUCKETS.get(i).copied().unwrap_or(f64::INFINITY));
+        }
+    }
+    None
+}
+
+/// How a request's answer came about, for the latency histograms: an `X-Cache`
+/// value, or none (an error made by the proxy, the stream, a relayed upstream answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Cache(CacheStatus),
+    None,
+}
+
+impl Outcome {
+    /// Every outcome, in histogram order.
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Cache(CacheStatus::Hit),
+        Outcome::Cache(CacheStatus::Miss),
+        Outcome::Cache(CacheStatus::Stale),
+        Outcome::None,
+    ];
+
+    fn index(self) -> usize {
+        match self {
+            Outcome::Cache(status) => status as usize,
+            Outcome::None => 3,
+        }
+    }
+
+    /// The label: `HIT`, `MISS`, `STALE` or `NONE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Cache(status) => status.as_str(),
+            Outcome::None => "NONE",
+        }
+    }
+}
+
+/// Labels of the `code` dimension of responses: no error, an upstream answer
+/// relayed as it came, then every error code of the contract.
+pub fn response_codes() -> impl Iterator<Item = &'static str> {
+    ["none", "upstream"].into_iter().chain(Error::CODES)
+}
+
+/// Index of a response's code in [`response_codes`].
+fn code_index(code: Option<&str>) -> usize {
+    match code {
+        None => 0,
+        Some("upstream") => 1,
+        Some(code) => Error::CODES
+            .iter()
+            .position(|c| *c == code)
+            .map_or(1, |i| i + 2),
+    }
+}
+
+const CODES: usize = Error::CODES.len() + 2;
+
+/// What the proxy last heard from the upstream (any request: client fills,
+/// refreshes, prewarm, the hub's polls, the start-up probe).
+#[derive(Clone, Debug, Default)]
+pub struct UpstreamHealth {
+    /// When an upstream request last succeeded (the upstream answered and took our token).
+    pub last_ok: Option<DateTime<Utc>>,
+    /// The last failure: when, and what (an outcome label and a sentence).
+    pub last_error: Option<(DateTime<Utc>, &'static str, String)>,
+}
+
+/// One configuration reload attempt, for `/status`.
+#[derive(Clone, Debug)]
+pub struct ReloadRecord {
+    pub at: DateTime<Utc>,
+    pub applied: bool,
+    /// The generation applied, or why the file was refused.
+    pub detail: String,
+}
+
+/// Reload attempts `/status` remembers.
+const RELOADS_KEPT: usize = 10;
+
 /// Request, upstream and hub counters.
 #[derive(Debug)]
 pub struct Stats {
     /// `served[endpoint id][CacheStatus as usize]`.
     served: Vec<[AtomicU64; 3]>,
+    /// `latency[endpoint id][Outcome index]`: time from the request's head to its
+    /// response's head.
+    latency: Vec<[Histogram; 4]>,
+    /// `upstream_latency[endpoint id]`: time of upstream requests that got an answer.
+    upstream_latency: Vec<Histogram>,
+    /// `responses[status class 1..=5 - 1][code index]`.
+    responses: [[AtomicU64; CODES]; 5],
     /// `last_asked[endpoint id]`: when a client last asked, in seconds since `epoch`
     /// (0: never). Demand-driven prewarm jobs read it.
     last_asked: Vec<AtomicU64>,
     epoch: Instant,
+    /// When the process started, for `/status`'s uptime.
+    pub started: DateTime<Utc>,
     /// Upstream requests by outcome, indexed by `UpstreamOutcome as usize`.
     upstream: [AtomicU64; UpstreamOutcome::ALL.len()],
+    health: Mutex<UpstreamHealth>,
+    /// Whether an upstream request ever succeeded: `/readyz` waits for it (or for
+    /// warm entries).
+    upstream_seen: AtomicBool,
+    reloads: Mutex<VecDeque<ReloadRecord>>,
     /// Responses with a 5xx status made by mdproxy.
     pub errors: AtomicU64,
     /// Stale-while-revalidate refreshes started.
@@ -99,6 +278,8 @@ pub struct Stats {
     pub hub_polls: AtomicU64,
     /// Stream subscribers disconnected for stalling.
     pub hub_stalled: AtomicU64,
+    /// Configuration reloads applied.
+    pub reloads_applied: AtomicU64,
     /// Configuration reloads refused (invalid file).
     pub reloads_refused: AtomicU64,
 }
@@ -108,14 +289,22 @@ impl Default for Stats {
         let endpoints = catalog().with_passthrough().count();
         Stats {
             served: (0..endpoints).map(|_| Default::default()).collect(),
+            latency: (0..endpoints).map(|_| Default::default()).collect(),
+            upstream_latency: (0..endpoints).map(|_| Histogram::default()).collect(),
+            responses: Default::default(),
             last_asked: (0..endpoints).map(|_| AtomicU64::new(0)).collect(),
             epoch: Instant::now(),
+            started: Utc::now(),
             upstream: Default::default(),
+            health: Mutex::default(),
+            upstream_seen: AtomicBool::new(false),
+            reloads: Mutex::default(),
             errors: AtomicU64::new(0),
             refreshes: AtomicU64::new(0),
             budget_dropped: AtomicU64::new(0),
             hub_polls: AtomicU64::new(0),
             hub_stalled: AtomicU64::new(0),
+            reloads_applied: AtomicU64::new(0),
             reloads_refused: AtomicU64::new(0),
         }
     }
@@ -143,14 +332,111 @@ impl Stats {
         self.served[endpoint_id][status as usize].load(Ordering::Relaxed)
     }
 
+    /// Counts one response: its status, its error code (`None`: not an error;
+    /// `"upstream"`: the upstream's answer relayed) and, for a request routed to an
+    /// endpoint, its latency by outcome.
+    pub fn responded(
+        &self,
+        status: u16,
+        code: Option<&str>,
+        endpoint_id: Option<usize>,
+        outcome: Outcome,
+        elapsed: Duration,
+    ) {
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        self.responses[class][code_index(code)].fetch_add(1, Ordering::Relaxed);
+        if let Some(id) = endpoint_id {
+            self.latency[id][outcome.index()].observe(elapsed);
+        }
+    }
+
+    /// Responses of status class `class` (1..=5) with `code` (a [`response_codes`] label).
+    pub fn responses_count(&self, class: u16, code: &str) -> u64 {
+        let c = if code == "none" { None } else { Some(code) };
+        self.responses[usize::from(class.clamp(1, 5)) - 1][code_index(c)].load(Ordering::Relaxed)
+    }
+
+    /// The latency histogram of `endpoint_id` for `outcome`.
+    pub fn latency(&self, endpoint_id: usize, outcome: Outcome) -> &Histogram {
+        &self.latency[endpoint_id][outcome.index()]
+    }
+
+    /// The upstream latency histogram of `endpoint_id`.
+    pub fn upstream_latency(&self, endpoint_id: usize) -> &Histogram {
+        &self.upstream_latency[endpoint_id]
+    }
+
     /// Counts one upstream outcome.
     pub fn upstream(&self, outcome: UpstreamOutcome) {
         self.upstream[outcome as usize].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Records an upstream request that reached the upstream: its latency, and
+    /// whether it succeeded (`error`: the outcome's label and what happened).
+    pub fn upstream_answered(
+        &self,
+        endpoint_id: usize,
+        elapsed: Duration,
+        error: Option<(&'static str, String)>,
+    ) {
+        self.upstream_latency[endpoint_id].observe(elapsed);
+        let mut health = self.health.lock().expect("health lock is never poisoned");
+        match error {
+            None => {
+                health.last_ok = Some(Utc::now());
+                self.upstream_seen.store(true, Ordering::Relaxed);
+            }
+            Some((label, detail)) => health.last_error = Some((Utc::now(), label, detail)),
+        }
+    }
+
+    /// Records an upstream request that got no answer (timeout, unreachable).
+    pub fn upstream_unanswered(&self, label: &'static str, detail: String) {
+        let mut health = self.health.lock().expect("health lock is never poisoned");
+        health.last_error = Some((Utc::now(), label, detail));
+    }
+
+    /// What the proxy last heard from the upstream.
+    pub fn upstream_health(&self) -> UpstreamHealth {
+        self.health
+            .lock()
+            .expect("health lock is never poisoned")
+            .clone()
+    }
+
+    /// Whether an upstream request ever succeeded.
+    pub fn upstream_seen(&self) -> bool {
+        self.upstream_seen.load(Ordering::Relaxed)
+    }
+
     /// Upstream requests with `outcome` so far.
     pub fn upstream_count(&self, outcome: UpstreamOutcome) -> u64 {
         self.upstream[outcome as usize].load(Ordering::Relaxed)
+    }
+
+    /// Records a reload attempt (counted, and remembered for `/status`).
+    pub fn reloaded(&self, applied: bool, detail: String) {
+        let counter = if applied {
+            &self.reloads_applied
+        } else {
+            &self.reloads_refused
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let mut reloads = self.reloads.lock().expect("reloads lock is never poisoned");
+        if reloads.len() == RELOADS_KEPT {
+            reloads.pop_front();
+        }
+        reloads.push_back(ReloadRecord {
+            at: Utc::now(),
+            applied,
+            detail,
+        });
+    }
+
+    /// The last reload attempts, newest last.
+    pub fn reloads(&self) -> Vec<ReloadRecord> {
+        let reloads = self.reloads.lock().expect("reloads lock is never poisoned");
+        reloads.iter().cloned().collect()
     }
 
     /// Reads one of the plain counters.
@@ -185,5 +471,54 @@ mod tests {
         for outcome in UpstreamOutcome::ALL {
             assert_eq!(stats.upstream_count(outcome), 1, "{}", outcome.as_str());
         }
+    }
+
+    #[test]
+    fn histograms_bucket_and_estimate_quantiles() {
+        let h = Histogram::default();
+        for micros in [50, 100, 101, 3_000, 20_000_000] {
+            h.observe(Duration::from_micros(micros));
+        }
+        assert_eq!(h.count(), 5);
+        let buckets = h.buckets();
+        assert_eq!(buckets[0], (0.000_1, 2), "100 µs is ≤ the first bound");
+        assert_eq!(buckets[1], (0.000_25, 1));
+        assert_eq!(*buckets.last().unwrap(), (f64::INFINITY, 1), "20 s");
+        let mut totals = [0; LATENCY_BUCKETS.len() + 1];
+        h.merge_into(&mut totals);
+        assert_eq!(quantile(&totals, 0.5), Some(0.000_25));
+        assert_eq!(quantile(&totals, 1.0), Some(f64::INFINITY));
+        assert_eq!(quantile(&[0; LATENCY_BUCKETS.len() + 1], 0.5), None);
+    }
+
+    #[test]
+    fn responses_count_by_class_and_code() {
+        let stats = Stats::default();
+        let d = Duration::from_millis(1);
+        stats.responded(200, None, Some(0), Outcome::Cache(CacheStatus::Hit), d);
+        stats.responded(401, Some("unauthorized"), None, Outcome::None, d);
+        stats.responded(404, Some("upstream"), Some(0), Outcome::None, d);
+        assert_eq!(stats.responses_count(2, "none"), 1);
+        assert_eq!(stats.responses_count(4, "unauthorized"), 1);
+        assert_eq!(stats.responses_count(4, "upstream"), 1);
+        assert_eq!(
+            stats.latency(0, Outcome::Cache(CacheStatus::Hit)).count(),
+            1
+        );
+        assert_eq!(stats.latency(0, Outcome::None).count(), 1);
+        assert!(response_codes().any(|c| c == "rate_limited"));
+    }
+
+    #[test]
+    fn reloads_are_remembered_newest_last_and_bounded() {
+        let stats = Stats::default();
+        for i in 0..15 {
+            stats.reloaded(i % 2 == 0, format!("attempt {i}"));
+        }
+        let kept = stats.reloads();
+        assert_eq!(kept.len(), RELOADS_KEPT);
+        assert_eq!(kept.last().unwrap().detail, "attempt 14");
+        assert_eq!(Stats::get(&stats.reloads_applied), 8);
+        assert_eq!(Stats::get(&stats.reloads_refused), 7);
     }
 }

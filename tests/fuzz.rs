@@ -56,9 +56,15 @@ async fn setup(name: &str) -> Setup {
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(&dir).unwrap();
     let clock = Arc::new(SystemClock);
-    let demo = mdproxy::demo::start("127.0.0.1:0", "", Secret::new(TOKEN), 0, clock)
-        .await
-        .unwrap();
+    let options = mdproxy::demo::DemoOptions {
+        listen: "127.0.0.1:0".into(),
+        admin_listen: String::new(),
+        token: Secret::new(TOKEN),
+        admin_token: Secret::new("fuzz-admin"),
+        cors_origins: Vec::new(),
+        latency_ms: 0,
+    };
+    let demo = mdproxy::demo::start(&options, clock).await.unwrap();
     let url = format!("{}{DOCUMENT_PATH}", demo.proxy.base_url());
     let response = support::client().get(url).send().await.unwrap();
     let bytes = response.bytes().await.unwrap();

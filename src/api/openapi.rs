@@ -230,7 +230,7 @@ fn every_error() -> Vec<Error> {
         Error::UnknownParameter { param: none() },
         Error::Unauthorized,
         Error::NotFound,
-        Error::MethodNotAllowed,
+        Error::GET_OR_HEAD,
         Error::UriTooLong { max_bytes: 0 },
         Error::RateLimited {
             retry_after_secs: 1,
@@ -249,7 +249,7 @@ fn every_error() -> Vec<Error> {
             | Error::UnknownParameter { .. }
             | Error::Unauthorized
             | Error::NotFound
-            | Error::MethodNotAllowed
+            | Error::MethodNotAllowed { .. }
             | Error::UriTooLong { .. }
             | Error::RateLimited { .. }
             | Error::UpstreamError { .. }
@@ -471,6 +471,12 @@ fn stream_event_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_code_list_is_every_error_in_order() {
+        let codes: Vec<&str> = every_error().iter().map(Error::code).collect();
+        assert_eq!(codes, Error::CODES);
+    }
 
     #[test]
     fn operation_ids_are_camel_case_and_unique() {

@@ -131,12 +131,26 @@ impl ReadThrough {
         self.inner.cluster.as_ref()
     }
 
-    /// Drops `key` here and, in a cluster, from the shared store and every node.
-    pub async fn purge(&self, key: &str) {
-        self.inner.store.invalidate(key).await;
+    /// Drops `key` here and, in a cluster, from the shared store and every node;
+    /// whether this node held it.
+    pub async fn purge(&self, key: &str) -> bool {
+        let held = self.inner.store.invalidate(key).await;
         if let Some(cluster) = &self.inner.cluster {
             cluster.purge(key).await;
         }
+        held
+    }
+
+    /// Drops every key `matches` accepts here and, in a cluster, each of them from
+    /// the shared store and every node; returns how many this node held.
+    pub async fn purge_matching(&self, matches: impl Fn(&str) -> bool) -> usize {
+        let dropped = self.inner.store.invalidate_matching(matches).await;
+        if let Some(cluster) = &self.inner.cluster {
+            for key in &dropped {
+                cluster.purge(key).await;
+            }
+        }
+        dropped.len()
     }
 
     /// The answer for a valid request under `policy`.

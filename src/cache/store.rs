@@ -4,6 +4,7 @@
 //! long memory is held.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -159,6 +160,9 @@ struct Inner {
     tracker: TaskTracker,
     /// Largest weight cached (see [`MAX_ENTRY_SHARE`]).
     max_entry: u64,
+    max_bytes: u64,
+    /// Entries evicted for room, counted by moka's eviction listener.
+    evictions: Arc<AtomicU64>,
 }
 
 struct KeepFor;
@@ -188,8 +192,15 @@ impl Cache {
     /// A cache holding at most about `max_bytes` of bodies and keys, running its
     /// fills on `tracker`.
     pub fn new(max_bytes: u64, tracker: TaskTracker) -> Cache {
+        let evictions = Arc::new(AtomicU64::new(0));
+        let evicted = Arc::clone(&evictions);
         let entries = moka::future::Cache::builder()
             .max_capacity(max_bytes)
+            .eviction_listener(move |_key, _value, cause| {
+                if cause == moka::notification::RemovalCause::Size {
+                    evicted.fetch_add(1, Ordering::Relaxed);
+                }
+            })
             .weigher(|key: &String, value: &Arc<CachedBody>| {
                 u32::try_from(weight(key, value)).unwrap_or(u32::MAX)
             })
@@ -199,6 +210,8 @@ impl Cache {
             inner: Arc::new(Inner {
                 entries,
                 max_entry: max_bytes / MAX_ENTRY_SHARE,
+                max_bytes,
+                evictions,
                 inflight: tokio::sync::Mutex::new(HashMap::new()),
                 tracker,
             }),
@@ -210,9 +223,28 @@ impl Cache {
         self.inner.entries.get(key).await
     }
 
-    /// Drops one key.
-    pub async fn invalidate(&self, key: &str) {
-        self.inner.entries.invalidate(key).await;
+    /// Drops one key; whether it was cached.
+    pub async fn invalidate(&self, key: &str) -> bool {
+        self.inner.entries.remove(key).await.is_some()
+    }
+
+    /// Drops every key `matches` accepts; returns those dropped. A walk over the
+    /// keys (an operator's purge, not a request path).
+    pub async fn invalidate_matching(&self, matches: impl Fn(&str) -> bool) -> Vec<String> {
+        let keys: Vec<String> = self
+            .inner
+            .entries
+            .iter()
+            .filter(|(key, _)| matches(key))
+            .map(|(key, _)| String::clone(&key))
+            .collect();
+        let mut dropped = Vec::with_capacity(keys.len());
+        for key in keys {
+            if self.inner.entries.remove(&key).await.is_some() {
+                dropped.push(key);
+            }
+        }
+        dropped
     }
 
     /// Whether a fill for `key` is under way (best effort: `false` when unsure).
@@ -226,6 +258,16 @@ impl Cache {
     /// Number of entries (approximate until moka's pending tasks run).
     pub fn entry_count(&self) -> u64 {
         self.inner.entries.entry_count()
+    }
+
+    /// Entries evicted to make room (not those that expired or were purged).
+    pub fn evictions(&self) -> u64 {
+        self.inner.evictions.load(Ordering::Relaxed)
+    }
+
+    /// The capacity, `cache.max_bytes`.
+    pub fn max_bytes(&self) -> u64 {
+        self.inner.max_bytes
     }
 
     /// Weighted size in bytes (approximate, as `entry_count`).

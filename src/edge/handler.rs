@@ -158,7 +158,7 @@ impl Edge {
             return Err(Error::NotFound);
         }
         if !matches!(*request.method(), Method::GET | Method::HEAD) {
-            return Err(Error::MethodNotAllowed);
+            return Err(Error::GET_OR_HEAD);
         }
         let query = request.uri().query();
         let valid = match route.map(|route| crate::api::validate(&route, query)) {

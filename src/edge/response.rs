@@ -183,7 +183,7 @@ const DOCUMENT_MAX_AGE: &str = "public, max-age=300";
 /// `MethodNotAllowed` for any other method.
 pub fn document(method: &Method, request: &HeaderMap) -> Result<Response<Body>, Error> {
     if !matches!(*method, Method::GET | Method::HEAD) {
-        return Err(Error::MethodNotAllowed);
+        return Err(Error::GET_OR_HEAD);
     }
     let (body, etag) = &*DOCUMENT;
     let mut response = if not_modified(request, etag) {
@@ -229,8 +229,8 @@ impl IntoResponse for Error {
                     HeaderValue::from_static("Bearer realm=\"mdproxy\""),
                 );
             }
-            Error::MethodNotAllowed => {
-                headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            Error::MethodNotAllowed { allow } => {
+                headers.insert(header::ALLOW, HeaderValue::from_static(allow));
             }
             Error::RateLimited { retry_after_secs } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
@@ -308,7 +308,7 @@ mod tests {
                 .unwrap()
                 .starts_with("Bearer")
         );
-        let r = Error::MethodNotAllowed.to_response();
+        let r = Error::GET_OR_HEAD.to_response();
         assert_eq!(r.headers()[header::ALLOW], "GET, HEAD");
         let r = Error::RateLimited {
             retry_after_secs: 3,

@@ -1,7 +1,8 @@
 //! The admin listener (a separate address, for operators and scrapers): `/metrics`
-//! (Prometheus text), `/healthz`, `/readyz`, `/status` (hit ratio per endpoint,
-//! upstream outcomes, market, streams) and `POST /purge?target=...` behind the admin
-//! token. Nothing here is reachable from the client listener.
+//! (OpenMetrics text), `/healthz`, `/readyz` (503 until the upstream answered or the
+//! cache is warm), `/status` and `/status.json` (hit ratio per endpoint, upstream
+//! health, market, streams, reloads) and `POST /purge` (by key, endpoint or prefix)
+//! behind the admin token. Nothing here is reachable from the client listener.
 
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::json;
@@ -13,7 +14,7 @@ use crate::error::Error;
 use crate::hub::QuoteHub;
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
-use crate::stats::{CacheStatus, Stats, UpstreamOutcome};
+use crate::stats::{self, CacheStatus, LATENCY_BUCKETS, Outcome, Stats, UpstreamOutcome};
 
 /// What the admin listener reads: the shared state, the hub and the metrics
 /// registry (built once).
@@ -59,21 +60,27 @@ impl Admin {
                 let mut r = Response::new(body::full(self.metrics.render()));
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                    HeaderValue::from_static(crate::ops::metrics::CONTENT_TYPE),
                 );
                 r
             }
             (&Method::GET, "/healthz") => json_response(StatusCode::OK, &json!({ "status": "ok" })),
-            // The proxy can answer from its cache whatever the upstream does, so it is
-            // ready as soon as it listens; the upstream's health is in /status.
-            (&Method::GET, "/readyz") => json_response(StatusCode::OK, &json!({ "ready": true })),
-            (&Method::GET, "/status") => json_response(StatusCode::OK, &self.status()),
+            (&Method::GET, "/readyz") => match readiness(state) {
+                Ok(why) => json_response(StatusCode::OK, &json!({ "ready": true, "reason": why })),
+                Err(why) => json_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &json!({ "ready": false, "reason": why }),
+                ),
+            },
+            (&Method::GET, "/status.json") => json_response(StatusCode::OK, &self.status()),
             (&Method::POST, "/purge") => match purge(state, &request).await {
-                Ok(target) => json_response(StatusCode::OK, &json!({ "purged": target })),
+                Ok(report) => json_response(StatusCode::OK, &report),
                 Err(e) => e.to_response(),
             },
-            (_, "/metrics" | "/healthz" | "/readyz" | "/status" | "/purge") => {
-                Error::MethodNotAllowed.to_response()
+            (&Method::GET, "/status") => json_response(StatusCode::OK, &self.status()),
+            (_, "/purge") => Error::MethodNotAllowed { allow: "POST" }.to_response(),
+            (_, "/metrics" | "/healthz" | "/readyz" | "/status" | "/status.json") => {
+                Error::MethodNotAllowed { allow: "GET" }.to_response()
             }
             _ => Error::NotFound.to_response(),
         };
@@ -81,35 +88,150 @@ impl Admin {
     }
 }
 
-/// Drops one cached answer: `POST /purge?target=/stock/detail/600519` with
-/// `Authorization: Bearer <admin.token>`. The target is canonicalised like a request.
-async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<String, Error> {
+/// Whether the proxy is ready for traffic, and why: once an upstream request has
+/// succeeded (the upstream is there and takes our token) or the cache holds
+/// entries (it can answer from them whatever the upstream does). Until then
+/// `/readyz` answers 503 with the reason, so a rollout does not send traffic to a
+/// node that can only answer errors.
+///
+/// # Errors
+/// Why it is not ready, with the upstream's last failure when there is one.
+pub fn readiness(state: &AppState) -> Result<String, String> {
+    let stats = state.stats();
+    if stats.upstream_seen() {
+        return Ok("the upstream answered".into());
+    }
+    let entries = state.cache().store().entry_count();
+    if entries > 0 {
+        return Ok(format!(
+            "the cache holds {entries} entries (the upstream has not answered yet)"
+        ));
+    }
+    Err(match stats.upstream_health().last_error {
+        Some((_, label, detail)) => {
+            format!(
+                "no upstream request has succeeded yet; the last one failed ({label}): {detail}"
+            )
+        }
+        None => "no upstream request has succeeded yet and the cache is empty".into(),
+    })
+}
+
+/// Drops cached answers: `POST /purge` with `Authorization: Bearer <admin.token>`
+/// and one of
+/// - `target=/stock/detail/600519`: that one answer (canonicalised like a request,
+///   so parameter order and defaults do not matter);
+/// - `endpoint=/stock/detail/{code}`: every answer of that endpoint (the template as
+///   in the catalogue);
+/// - `prefix=/stock/`: every key starting so (like a Varnish ban on the URL).
+///
+/// Reports how many entries this node held and dropped (in a cluster the same keys
+/// are dropped from the shared store and the other nodes too).
+async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::Value, Error> {
     let snap = state.snapshot();
     let presented = crate::edge::auth::bearer(request.headers()).unwrap_or_default();
-    if !snap.config.admin.token.matches(presented) {
+    if snap.config.admin.token.is_empty() || !snap.config.admin.token.matches(presented) {
         return Err(Error::Unauthorized);
     }
-    let raw = form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
-        .find(|(k, _)| k == "target")
-        .map(|(_, v)| v.into_owned())
-        .ok_or(Error::MissingParameter {
-            param: "target".into(),
-        })?;
-    // The parameter's own error (naming `period`, `code`...), or `not_found`.
-    let valid = crate::api::parse_target(&raw)?;
-    state.cache().purge(&valid.target).await;
-    tracing::info!(target = %valid.target, "purged");
-    Ok(valid.target)
+    let query = request.uri().query().unwrap_or_default();
+    let given: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .filter(|(k, _)| matches!(k.as_ref(), "target" | "endpoint" | "prefix"))
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let [(mode, raw)] = given.as_slice() else {
+        return Err(Error::BadRequest {
+            reason: "give exactly one of target (a request path and query), endpoint (a path template such as /stock/detail/{code}) or prefix (a key prefix such as /stock/)".into(),
+        });
+    };
+    let cache = state.cache();
+    let (what, purged) = match mode.as_str() {
+        "target" => {
+            // The parameter's own error (naming `period`, `code`...), or `not_found`.
+            let valid = crate::api::parse_target(raw)?;
+            let held = cache.purge(&valid.target).await;
+            (valid.target, usize::from(held))
+        }
+        "endpoint" => {
+            let template = raw
+                .strip_prefix(crate::api::router::API_PREFIX)
+                .unwrap_or(raw);
+            let endpoint = catalog()
+                .endpoints()
+                .iter()
+                .find(|e| e.path == template)
+                .ok_or_else(|| {
+                    Error::invalid(
+                        "endpoint",
+                        format!(
+                            "no endpoint template {template}; see /api/v1/openapi.json for the list"
+                        ),
+                    )
+                })?;
+            let id = endpoint.id;
+            let n = cache
+                .purge_matching(|key| {
+                    let path = key.split_once('?').map_or(key, |(p, _)| p);
+                    crate::api::router()
+                        .route(path)
+                        .is_some_and(|r| r.endpoint.id == id)
+                })
+                .await;
+            (endpoint.path.clone(), n)
+        }
+        _ => {
+            let prefix = raw
+                .strip_prefix(crate::api::router::API_PREFIX)
+                .unwrap_or(raw);
+            if !prefix.starts_with('/') {
+                return Err(Error::invalid(
+                    "prefix",
+                    "a key prefix starts with /, such as /stock/",
+                ));
+            }
+            let n = cache.purge_matching(|key| key.starts_with(prefix)).await;
+            (prefix.to_owned(), n)
+        }
+    };
+    tracing::info!(mode = %mode, what = %what, purged, "purged");
+    Ok(json!({ "mode": mode, "purged": purged, mode.as_str(): what }))
+}
+
+/// A time as an operator in China reads it: `2026-11-23 09:30:00 CST`.
+fn china_time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.with_timezone(&chrono_tz::Asia::Shanghai)
+        .format("%Y-%m-%d %H:%M:%S %Z")
+        .to_string()
+}
+
+/// Rounded to `digits` decimals, for people.
+fn round(x: f64, digits: i32) -> f64 {
+    let k = 10f64.powi(digits);
+    (x * k).round() / k
+}
+
+/// p50/p90/p99 in milliseconds of a set of per-bucket counts.
+fn percentiles(buckets: &[u64; LATENCY_BUCKETS.len() + 1]) -> serde_json::Value {
+    let ms = |q| {
+        stats::quantile(buckets, q).map(|s| {
+            if s.is_finite() {
+                round(s * 1000.0, 2)
+            } else {
+                f64::MAX
+            }
+        })
+    };
+    json!({ "p50_ms": ms(0.5), "p90_ms": ms(0.9), "p99_ms": ms(0.99) })
 }
 
 impl Admin {
-    /// What an operator reads.
+    /// What an operator reads (`/status.json`; `/status` renders it).
     fn status(&self) -> serde_json::Value {
         let state = &self.state;
         let snap = state.snapshot();
         let stats = state.stats();
         let now = state.clock().now();
         let calendar = snap.policy.calendar();
+        let mut all = [0u64; LATENCY_BUCKETS.len() + 1];
         let endpoints: Vec<serde_json::Value> = catalog()
             .with_passthrough()
             .filter_map(|e| {
@@ -121,27 +243,52 @@ impl Admin {
                 } else {
                     e.class
                 };
-                (total > 0).then(|| {
+                let mut buckets = [0u64; LATENCY_BUCKETS.len() + 1];
+                for outcome in Outcome::ALL {
+                    stats.latency(e.id, outcome).merge_into(&mut buckets);
+                }
+                for (a, b) in all.iter_mut().zip(buckets) {
+                    *a += b;
+                }
+                let requests: u64 = buckets.iter().sum();
+                (requests > 0).then(|| {
                     json!({
                         "endpoint": e.path, "class": class.as_str(),
+                        "requests": requests,
                         "hit": hit, "miss": miss, "stale": stale,
-                        "hit_ratio": (hit + stale) as f64 / total as f64,
+                        "hit_ratio": (total > 0).then(|| round((hit + stale) as f64 / total as f64, 3)),
+                        "latency": percentiles(&buckets),
                     })
                 })
             })
             .collect();
         let hub = &self.hub;
         let store = state.cache().store();
+        let health = stats.upstream_health();
+        let uptime = chrono::Utc::now() - stats.started;
         json!({
+            "version": crate::VERSION,
+            "commit": crate::GIT_COMMIT,
+            "started": china_time(stats.started),
+            "uptime_secs": uptime.num_seconds(),
+            "ready": match readiness(state) {
+                Ok(why) => json!({ "ready": true, "reason": why }),
+                Err(why) => json!({ "ready": false, "reason": why }),
+            },
             "config_generation": snap.generation,
-            "time": now.to_rfc3339(),
+            "time": china_time(now),
             "market": {
                 "phase": calendar.phase(now).as_str(),
-                "next_open": calendar.next_open(now).to_rfc3339(),
-                "last_close": calendar.last_close(now).to_rfc3339(),
+                "next_open": china_time(calendar.next_open(now)),
+                "last_close": china_time(calendar.last_close(now)),
                 "calendar_covers_this_year": calendar.covers(chrono::Datelike::year(&now.with_timezone(&chrono_tz::Asia::Shanghai))),
             },
-            "cache": { "entries": store.entry_count(), "bytes": store.weighted_size() },
+            "cache": {
+                "entries": store.entry_count(),
+                "bytes": store.weighted_size(),
+                "max_bytes": store.max_bytes(),
+                "evictions": store.evictions(),
+            },
             "cluster": state.cache().cluster().map_or_else(
                 || json!({ "state": "off" }),
                 |c| json!({
@@ -152,18 +299,30 @@ impl Admin {
             ),
             "upstream": {
                 "base_url": snap.config.upstream.base_url,
+                "breaker_open": state.upstream().breaker_open(),
+                "last_ok": health.last_ok.map(china_time),
+                "last_error": health.last_error.map(|(at, outcome, detail)| json!({
+                    "at": china_time(at), "outcome": outcome, "detail": detail,
+                })),
                 "budget_dropped": Stats::get(&stats.budget_dropped),
-            "outcomes": UpstreamOutcome::ALL
-                .iter()
-                .map(|o| (o.as_str().to_owned(), json!(stats.upstream_count(*o))))
-                .collect::<serde_json::Map<_, _>>(),
+                "outcomes": UpstreamOutcome::ALL
+                    .iter()
+                    .map(|o| (o.as_str().to_owned(), json!(stats.upstream_count(*o))))
+                    .collect::<serde_json::Map<_, _>>(),
                 "errors_served": Stats::get(&stats.errors),
+            },
+            "requests": {
+                "total": all.iter().sum::<u64>(),
+                "latency": percentiles(&all),
             },
             "endpoints": endpoints,
             "hub": {
                 "polling": hub.is_polling(), "subscribers": hub.subscribers(), "codes": hub.codes(),
                 "polls": hub.polls(), "stalled": hub.stalled(),
             },
+            "reloads": stats.reloads().into_iter().rev().map(|r| json!({
+                "at": china_time(r.at), "applied": r.applied, "detail": r.detail,
+            })).collect::<Vec<_>>(),
         })
     }
 }

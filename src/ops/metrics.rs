@@ -1,20 +1,27 @@
 //! The Prometheus exposition of everything mdproxy counts: one prometheus-client
 //! registry built once, with one collector that reads the process-wide [`Stats`]
-//! atomics (and the cache and hub gauges) at scrape time. Nothing is rebuilt per
-//! scrape, and no counter can go backwards: `Stats` outlives every reload.
+//! atomics (and the cache, hub and process gauges) at scrape time. Nothing is rebuilt
+//! per scrape, and no counter can go backwards: `Stats` outlives every reload.
+//! Served as OpenMetrics text ([`CONTENT_TYPE`]), which is what the encoder writes.
 
 use std::fmt;
 
+#[cfg(target_os = "linux")]
+use procfs::WithCurrentSystemInfo;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Registry, Unit};
 
 use crate::api::catalog::catalog;
 use crate::hub::QuoteHub;
 use crate::state::AppState;
-use crate::stats::{CacheStatus, Stats, UpstreamOutcome};
+use crate::stats::{CacheStatus, Histogram, Outcome, Stats, UpstreamOutcome, response_codes};
+
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The registry served at `/metrics`.
 pub struct Metrics {
@@ -24,12 +31,16 @@ pub struct Metrics {
 impl Metrics {
     /// Registers the collector over `state` and `hub`, once.
     pub fn new(state: AppState, hub: QuoteHub) -> Metrics {
-        let mut registry = Registry::with_prefix("mdproxy");
-        registry.register_collector(Box::new(StatsCollector { state, hub }));
+        let mut registry = Registry::default();
+        // Everything of ours is `mdproxy_*`; `process_*` keeps its standard names.
+        registry
+            .sub_registry_with_prefix("mdproxy")
+            .register_collector(Box::new(StatsCollector { state, hub }));
+        registry.register_collector(Box::new(ProcessCollector));
         Metrics { registry }
     }
 
-    /// The text exposition.
+    /// The text exposition (ends with `# EOF`).
     pub fn render(&self) -> String {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
@@ -60,18 +71,66 @@ fn gauge(encoder: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: u64
     g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)
 }
 
+/// One labelled histogram series.
+fn histogram(
+    family: &mut prometheus_client::encoding::MetricEncoder<'_>,
+    labels: &[(&str, &str)],
+    h: &Histogram,
+) -> fmt::Result {
+    family
+        .encode_family(&labels)?
+        .encode_histogram::<NoLabelSet>(h.sum_secs(), h.count(), &h.buckets(), None)
+}
+
 impl Collector for StatsCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
         let stats = self.state.stats();
         let snap = self.state.snapshot();
+        let endpoints: Vec<_> = catalog().with_passthrough().collect();
+
+        let mut family = encoder.encode_descriptor(
+            "request_duration",
+            "Time from a request's head to its response's head, by endpoint and cache outcome (NONE: an error, the stream or a relayed upstream answer)",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for e in &endpoints {
+            for outcome in Outcome::ALL {
+                let h = stats.latency(e.id, outcome);
+                if h.count() > 0 {
+                    histogram(
+                        &mut family,
+                        &[("endpoint", e.path.as_str()), ("cache", outcome.as_str())],
+                        h,
+                    )?;
+                }
+            }
+        }
+
+        let mut family = encoder.encode_descriptor(
+            "http_responses",
+            "Responses by status class and error code (none: not an error; upstream: the upstream's own answer relayed)",
+            None,
+            MetricType::Counter,
+        )?;
+        for class in 1..=5u16 {
+            for code in response_codes() {
+                let n = stats.responses_count(class, code);
+                if n > 0 || (class == 2 && code == "none") {
+                    let class = format!("{class}xx");
+                    let labels = [("status_class", class.as_str()), ("code", code)];
+                    ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
+                }
+            }
+        }
 
         let mut family = encoder.encode_descriptor(
             "responses",
             "Answers served from the cache path, by endpoint and X-Cache",
             None,
-            prometheus_client::metrics::MetricType::Counter,
+            MetricType::Counter,
         )?;
-        for e in catalog().with_passthrough() {
+        for e in &endpoints {
             for status in CacheStatus::ALL {
                 let n = stats.served_count(e.id, status);
                 if n > 0 {
@@ -86,9 +145,9 @@ impl Collector for StatsCollector {
 
         let mut family = encoder.encode_descriptor(
             "upstream_requests",
-            "Upstream requests by outcome (budget refusals included)",
+            "Upstream requests by outcome (token_refused: a 401/403 to our token; reported_failure: 200 with success false; budget and breaker refusals included)",
             None,
-            prometheus_client::metrics::MetricType::Counter,
+            MetricType::Counter,
         )?;
         for outcome in UpstreamOutcome::ALL {
             let labels = [("outcome", outcome.as_str())];
@@ -96,39 +155,78 @@ impl Collector for StatsCollector {
                 .encode(family.encode_family(&labels)?)?;
         }
 
-        let hub = &self.hub;
+        let mut family = encoder.encode_descriptor(
+            "upstream_duration",
+            "Time the upstream took to answer, by endpoint",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for e in &endpoints {
+            let h = stats.upstream_latency(e.id);
+            if h.count() > 0 {
+                histogram(&mut family, &[("endpoint", e.path.as_str())], h)?;
+            }
+        }
+
+        let mut family = encoder.encode_descriptor(
+            "config_reloads",
+            "Configuration reload attempts by result",
+            None,
+            MetricType::Counter,
+        )?;
+        for (result, n) in [
+            ("applied", &stats.reloads_applied),
+            ("refused", &stats.reloads_refused),
+        ] {
+            ConstCounter::new(Stats::get(n))
+                .encode(family.encode_family(&[("result", result)])?)?;
+        }
+
+        let mut family = encoder.encode_descriptor(
+            "build",
+            "The running binary: version and git commit",
+            None,
+            MetricType::Info,
+        )?;
+        family.encode_info(&[("version", crate::VERSION), ("commit", crate::GIT_COMMIT)])?;
+
+        let store = self.state.cache().store();
         for (name, help, value) in [
-            ("errors", "Responses with a 5xx status", &stats.errors),
+            (
+                "errors",
+                "Responses with a 5xx status made by mdproxy",
+                Stats::get(&stats.errors),
+            ),
             (
                 "background_refreshes",
                 "Stale-while-revalidate refreshes started",
-                &stats.refreshes,
+                Stats::get(&stats.refreshes),
             ),
             (
                 "upstream_budget_dropped",
                 "Background refreshes and prewarms dropped for want of upstream budget",
-                &stats.budget_dropped,
+                Stats::get(&stats.budget_dropped),
             ),
             (
                 "hub_polls",
                 "Upstream quote poll requests",
-                &stats.hub_polls,
+                Stats::get(&stats.hub_polls),
             ),
             (
                 "hub_stalled",
-                "Subscribers disconnected for stalling",
-                &stats.hub_stalled,
+                "Subscribers disconnected for stalling (not reading)",
+                Stats::get(&stats.hub_stalled),
             ),
             (
-                "config_reloads_refused",
-                "Configuration files refused on reload",
-                &stats.reloads_refused,
+                "cache_evictions",
+                "Entries evicted to make room",
+                store.evictions(),
             ),
         ] {
-            counter(&mut encoder, name, help, Stats::get(value))?;
+            counter(&mut encoder, name, help, value)?;
         }
 
-        let store = self.state.cache().store();
+        let hub = &self.hub;
         let open = snap.policy.calendar().is_open(self.state.clock().now());
         for (name, help, value) in [
             ("cache_entries", "Entries in the cache", store.entry_count()),
@@ -136,6 +234,11 @@ impl Collector for StatsCollector {
                 "cache_bytes",
                 "Weighted size of the cache in bytes",
                 store.weighted_size(),
+            ),
+            (
+                "cache_max_bytes",
+                "The cache's capacity, cache.max_bytes",
+                store.max_bytes(),
             ),
             (
                 "hub_subscribers",
@@ -148,6 +251,11 @@ impl Collector for StatsCollector {
                 hub.codes() as u64,
             ),
             (
+                "upstream_budget_rps",
+                "Upstream requests per second allowed to this node (limits.upstream_rps)",
+                u64::from(snap.config.limits.upstream_rps),
+            ),
+            (
                 "config_generation",
                 "Configuration reloads applied",
                 snap.generation,
@@ -156,6 +264,11 @@ impl Collector for StatsCollector {
                 "market_open",
                 "1 while the A-share market is in session",
                 u64::from(open),
+            ),
+            (
+                "ready",
+                "1 once /readyz answers 200 (the upstream answered, or the cache is warm)",
+                u64::from(crate::ops::admin::readiness(&self.state).is_ok()),
             ),
         ] {
             gauge(&mut encoder, name, help, value)?;
@@ -176,4 +289,78 @@ impl Collector for StatsCollector {
         }
         Ok(())
     }
+}
+
+/// The standard `process_*` metrics, read from `/proc/self` at scrape time.
+#[derive(Debug)]
+struct ProcessCollector;
+
+impl Collector for ProcessCollector {
+    fn encode(&self, encoder: DescriptorEncoder<'_>) -> fmt::Result {
+        process_metrics(encoder)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn process_metrics(mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+    let Ok(me) = procfs::process::Process::myself() else {
+        return Ok(());
+    };
+    if let Ok(stat) = me.stat() {
+        let ticks = procfs::ticks_per_second() as f64;
+        let cpu = (stat.utime + stat.stime) as f64 / ticks;
+        let c = ConstCounter::new(cpu);
+        c.encode(encoder.encode_descriptor(
+            "process_cpu_seconds",
+            "User and system CPU time spent",
+            None,
+            c.metric_type(),
+        )?)?;
+        gauge(
+            &mut encoder,
+            "process_resident_memory_bytes",
+            "Resident memory size",
+            stat.rss_bytes().get(),
+        )?;
+        gauge(
+            &mut encoder,
+            "process_virtual_memory_bytes",
+            "Virtual memory size",
+            stat.vsize,
+        )?;
+        if let Ok(boot) = procfs::boot_time_secs() {
+            let start = boot as f64 + stat.starttime as f64 / ticks;
+            let g = ConstGauge::new(start);
+            g.encode(encoder.encode_descriptor(
+                "process_start_time_seconds",
+                "Start time of the process since the Unix epoch",
+                None,
+                g.metric_type(),
+            )?)?;
+        }
+    }
+    if let Ok(fds) = me.fd_count() {
+        gauge(
+            &mut encoder,
+            "process_open_fds",
+            "Open file descriptors",
+            fds as u64,
+        )?;
+    }
+    if let Ok(limits) = me.limits() {
+        if let procfs::process::LimitValue::Value(max) = limits.max_open_files.soft_limit {
+            gauge(
+                &mut encoder,
+                "process_max_fds",
+                "Maximum open file descriptors",
+                max,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn process_metrics(_encoder: DescriptorEncoder<'_>) -> fmt::Result {
+    Ok(())
 }

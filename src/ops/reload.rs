@@ -8,7 +8,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -45,11 +44,11 @@ pub fn load(path: &Path, lookup: impl Fn(&str) -> Option<String>) -> Result<Conf
     }
 }
 
-/// Loads `path` and applies it.
+/// Loads `path` and applies it; returns the generation applied.
 ///
 /// # Errors
 /// The reason the file was refused; the running configuration is unchanged.
-pub fn reload(path: &Path, lookup: &Lookup, apply: &Apply) -> Result<(), String> {
+pub fn reload(path: &Path, lookup: &Lookup, apply: &Apply) -> Result<u64, String> {
     let config = load(path, |k| lookup(k)).map_err(|e| e.to_string())?;
     let Applied {
         generation,
@@ -65,7 +64,7 @@ pub fn reload(path: &Path, lookup: &Lookup, apply: &Apply) -> Result<(), String>
             "configuration reloaded; these keys apply only after a restart"
         );
     }
-    Ok(())
+    Ok(generation)
 }
 
 fn fingerprint(path: &Path) -> Option<u64> {
@@ -118,9 +117,12 @@ pub fn spawn(
                 continue;
             }
             seen = now;
-            if let Err(e) = reload(&path, &lookup, &apply) {
-                stats.reloads_refused.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(path = %path.display(), error = %e, "configuration refused; keeping the running one");
+            match reload(&path, &lookup, &apply) {
+                Ok(generation) => stats.reloaded(true, format!("generation {generation} applied")),
+                Err(e) => {
+                    tracing::error!(path = %path.display(), error = %e, "configuration refused; keeping the running one");
+                    stats.reloaded(false, e);
+                }
             }
         }
     });

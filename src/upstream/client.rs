@@ -37,11 +37,14 @@ pub enum FetchError {
     /// Connection refused, reset, DNS failure: the upstream is not there.
     #[error("the upstream is unreachable")]
     Unreachable,
-    /// The upstream answered with a status that says it failed or refused us
-    /// (5xx, a 3xx redirect, which is never followed, or 401/403/429 aimed at the
-    /// proxy's own credentials or rate).
+    /// The upstream answered with a status that says it failed (5xx, a 3xx
+    /// redirect, which is never followed, or a 429 aimed at the proxy's own rate).
     #[error("the upstream failed with status {0}")]
     Failed(u16),
+    /// 401 or 403: the upstream refused the proxy's own token (`upstream.token`
+    /// missing, wrong or revoked). An operator's problem, not the client's.
+    #[error("the upstream refused our token (status {0})")]
+    TokenRefused(u16),
     /// The answer's body is larger than `upstream.max_body_bytes`; reading stopped
     /// at the limit.
     #[error("the upstream's answer is too large")]
@@ -101,6 +104,9 @@ impl FetchError {
             FetchError::Failed(status) => Error::UpstreamError {
                 reason: format!("the upstream failed with status {status}"),
             },
+            FetchError::TokenRefused(status) => Error::UpstreamError {
+                reason: format!("the upstream refused the proxy's credentials (status {status})"),
+            },
             FetchError::InvalidBody => Error::UpstreamError {
                 reason: "the upstream sent an invalid body".into(),
             },
@@ -129,6 +135,7 @@ impl FetchError {
             FetchError::Timeout => UpstreamOutcome::Timeout,
             FetchError::Unreachable => UpstreamOutcome::Unreachable,
             FetchError::Failed(_) => UpstreamOutcome::Failed,
+            FetchError::TokenRefused(_) => UpstreamOutcome::TokenRefused,
             FetchError::InvalidBody => UpstreamOutcome::InvalidBody,
             FetchError::TooLarge { .. } => UpstreamOutcome::TooLarge,
             FetchError::Reported { .. } => UpstreamOutcome::Reported,
@@ -153,6 +160,7 @@ impl FetchError {
             FetchError::Timeout
             | FetchError::Unreachable
             | FetchError::Failed(_)
+            | FetchError::TokenRefused(_)
             | FetchError::InvalidBody => Verdict::Down,
             // The upstream is up; this one answer is what is wrong.
             FetchError::Answer { .. }
@@ -288,12 +296,12 @@ fn classify(e: reqwest::Error) -> FetchError {
 
 /// Decides what an upstream answer is: a cacheable body or a [`FetchError`].
 fn classify_answer(status: StatusCode, body: Bytes) -> Result<Bytes, FetchError> {
+    if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+        return Err(FetchError::TokenRefused(status.as_u16()));
+    }
     if status.is_server_error()
         || status.is_redirection()
-        || matches!(
-            status,
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
-        )
+        || status == StatusCode::TOO_MANY_REQUESTS
     {
         return Err(FetchError::Failed(status.as_u16()));
     }
@@ -338,7 +346,7 @@ mod tests {
         ));
         assert!(matches!(
             classify_answer(StatusCode::UNAUTHORIZED, Bytes::new()),
-            Err(FetchError::Failed(401))
+            Err(FetchError::TokenRefused(401))
         ));
         assert!(matches!(
             classify_answer(StatusCode::BAD_GATEWAY, Bytes::new()),

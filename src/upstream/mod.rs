@@ -8,12 +8,14 @@ pub mod client;
 pub mod envelope;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Cluster;
 use crate::config::Config;
+use crate::logging::Throttle;
 use crate::stats::{Stats, UpstreamOutcome};
 use breaker::{Breaker, BreakerSettings, Verdict};
 use budget::{BudgetSettings, Denied, Priority, RateClock, UpstreamBudget};
@@ -36,6 +38,8 @@ struct Inner {
     alone: ArcSwap<UpstreamBudget>,
     clock: RateClock,
     stats: Arc<Stats>,
+    /// Repeated warnings (the upstream refusing our token) at most once a minute.
+    warnings: Throttle,
     /// Cancelled when shutdown's grace has run out: requests still waiting for
     /// budget or for the upstream give up, so no task outlives the process's exit.
     halt: CancellationToken,
@@ -73,6 +77,7 @@ impl Upstream {
                 alone: ArcSwap::from_pointee(alone),
                 clock,
                 stats,
+                warnings: Throttle::new(Duration::from_secs(60)),
                 halt: CancellationToken::new(),
             }),
         })
@@ -117,15 +122,16 @@ impl Upstream {
     }
 
     /// Passes the circuit breaker, takes budget at `priority`, then GETs `target`;
-    /// every outcome, refusals included, is counted once.
+    /// every outcome, refusals included, is counted once, and every answer's latency
+    /// is observed under the endpoint `target` routes to.
     ///
     /// # Errors
     /// A budget refusal or the fetch's [`FetchError`].
     pub async fn fetch(&self, target: &str, priority: Priority) -> Result<Fetched, FetchError> {
         let breaker = self.inner.breaker.load_full();
-        let result = match breaker.admit() {
+        let (result, asked) = match breaker.admit() {
             Ok(admitted) => {
-                let result = self.attempt(target, priority).await;
+                let (result, asked) = self.attempt(target, priority).await;
                 let verdict = match &result {
                     Ok(_) => Verdict::Up,
                     Err(e) => e.verdict(),
@@ -136,15 +142,20 @@ impl Upstream {
                         "upstream failing: circuit breaker opened"
                     );
                 }
-                result
+                (result, asked)
             }
-            Err(open) => Err(FetchError::CircuitOpen {
-                remaining_ms: open.remaining.as_millis() as u64,
-            }),
+            Err(open) => (
+                Err(FetchError::CircuitOpen {
+                    remaining_ms: open.remaining.as_millis() as u64,
+                }),
+                None,
+            ),
         };
+        let stats = &self.inner.stats;
         match &result {
             Ok(fetched) => {
-                self.inner.stats.upstream(UpstreamOutcome::Ok);
+                stats.upstream(UpstreamOutcome::Ok);
+                stats.upstream_answered(endpoint_of(target), fetched.elapsed, None);
                 tracing::info!(
                     target = %target,
                     priority = priority.as_str(),
@@ -153,22 +164,61 @@ impl Upstream {
                     "upstream fetch"
                 );
             }
-            Err(e) => self.inner.stats.upstream(e.outcome()),
+            Err(e) => {
+                let outcome = e.outcome();
+                stats.upstream(outcome);
+                match (asked, e) {
+                    // Not asked: the budget or the breaker said no.
+                    (None, _) => {}
+                    // An answer: the upstream is there (a 404 or a 4xx is its
+                    // business, not a failure of the upstream).
+                    (Some(elapsed), FetchError::Answer { .. }) => {
+                        stats.upstream_answered(endpoint_of(target), elapsed, None);
+                    }
+                    (Some(_), FetchError::Timeout | FetchError::Unreachable) => {
+                        stats.upstream_unanswered(outcome.as_str(), e.to_string());
+                    }
+                    (Some(elapsed), e) => stats.upstream_answered(
+                        endpoint_of(target),
+                        elapsed,
+                        Some((outcome.as_str(), e.to_string())),
+                    ),
+                }
+                if let FetchError::TokenRefused(status) = e {
+                    if let Some(held) = self.inner.warnings.admit(("upstream", "token")) {
+                        tracing::error!(
+                            status,
+                            held_back = held,
+                            "the upstream refused our token: check upstream.token (MDPROXY_UPSTREAM_TOKEN)"
+                        );
+                    }
+                }
+            }
         }
         result
     }
 
-    /// Budget, then the request; ended early by [`halt`](Self::halt).
-    async fn attempt(&self, target: &str, priority: Priority) -> Result<Fetched, FetchError> {
+    /// Budget, then the request; ended early by [`halt`](Self::halt). Also returns
+    /// how long the upstream itself took, when it was asked.
+    async fn attempt(
+        &self,
+        target: &str,
+        priority: Priority,
+    ) -> (Result<Fetched, FetchError>, Option<Duration>) {
         let client = self.inner.client.load_full();
+        let mut asked = None;
         let attempt = async {
             self.permit(priority).await?;
-            client.fetch(target).await
+            let started = Instant::now();
+            let result = client.fetch(target).await;
+            asked = Some(started.elapsed());
+            result
         };
-        tokio::select! {
+        let result = tokio::select! {
             result = attempt => result,
             () = self.inner.halt.cancelled() => Err(FetchError::Unreachable),
-        }
+        };
+        (result, asked)
     }
 
     /// One permit: from the cluster's budget when this node is in a cluster whose
@@ -199,6 +249,17 @@ impl Upstream {
     pub fn breaker_open(&self) -> bool {
         self.inner.breaker.load().is_open()
     }
+}
+
+/// The catalogue's endpoint for an upstream target (the pass-through pseudo-endpoint
+/// for a path it does not know), to label upstream latency.
+fn endpoint_of(target: &str) -> usize {
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    crate::api::router()
+        .route(path)
+        .map_or(crate::api::catalog::catalog().passthrough().id, |r| {
+            r.endpoint.id
+        })
 }
 
 /// The breaker settings of `[upstream]`.
