@@ -170,6 +170,7 @@ pub async fn start_with(
         None
     };
     tracing::info!(%addr, "proxy listening");
+    crate::ops::probe::spawn(&state);
     Ok(App {
         addr,
         admin_addr,
@@ -290,9 +291,13 @@ impl App {
 
 /// One reload, applied to every part that holds configuration.
 fn apply(state: &AppState, edge: &Edge, config: Config) -> Result<Applied, String> {
+    let upstream_changed = state.snapshot().config.upstream != config.upstream;
     // The state first: it is the part that can refuse (a new upstream client).
     let needs_restart = state.reload(config.clone())?;
     edge.reconfigure(&config);
+    if upstream_changed {
+        crate::ops::probe::spawn(state);
+    }
     Ok(Applied {
         generation: state.snapshot().generation,
         needs_restart,

@@ -89,6 +89,37 @@ pub struct Config {
     pub passthrough: PassthroughConfig,
     pub cluster: ClusterConfig,
     pub admin: AdminConfig,
+    pub log: LogConfig,
+}
+
+/// `[log]`: what mdproxy writes to stderr (the filter is `--log` / `MDPROXY_LOG`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `text` (human, coloured on a terminal) or `json` (one object per line, for
+    /// log shippers); `--log-format` overrides it. Applies at start.
+    pub format: LogFormat,
+    /// One line per request (target `access`, at `info`): method, path, endpoint
+    /// template, cache key, status, cache outcome, bytes, duration, client name,
+    /// peer, request ID. Applies on reload.
+    pub access: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            format: LogFormat::Text,
+            access: true,
+        }
+    }
+}
+
+/// The log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// `[server]`: the client listener.
@@ -191,6 +222,10 @@ pub struct UpstreamConfig {
     /// Allow `http://` to a host that is not loopback: the upstream token would
     /// cross the network in the clear. Off: such a `base_url` is refused.
     pub allow_plain_http: bool,
+    /// What the start-up (and reload) probe asks for, a request target such as
+    /// `/market/indices`: an unreachable upstream or a refused token is logged at
+    /// once. Empty: no probe.
+    pub probe_target: String,
 }
 
 impl UpstreamConfig {
@@ -234,7 +269,7 @@ impl Default for UpstreamConfig {
             // some default address.
             base_url: String::new(),
             token: Secret::new(""),
-            // DOMAIN.md §6.2/§6.4: connect ~3 s, total ~10–15 s.
+            // The upstream's sources answer within seconds: connect ~3 s, total ~10 s.
             connect_timeout_ms: 3_000,
             timeout_ms: 10_000,
             pool_max_idle_per_host: 64,
@@ -243,6 +278,7 @@ impl Default for UpstreamConfig {
             breaker_max_open_ms: 30_000,
             max_body_bytes: 16 * 1024 * 1024,
             allow_plain_http: false,
+            probe_target: "/market/indices".into(),
         }
     }
 }
@@ -725,6 +761,18 @@ impl Config {
         // Scheduler jobs (cron, targets) are checked by their owner, `ops::scheduler`.
         if let Some(problem) = self.upstream.base_url_problem() {
             problems.push(problem);
+        }
+        if !self.upstream.probe_target.is_empty() {
+            match crate::api::parse_target(&self.upstream.probe_target) {
+                Ok(valid) if !valid.endpoint.streaming => {}
+                Ok(_) => {
+                    problems.push("upstream.probe_target: the stream cannot be a probe".into())
+                }
+                Err(e) => problems.push(format!(
+                    "upstream.probe_target: {:?} is not a valid request ({e})",
+                    self.upstream.probe_target
+                )),
+            }
         }
         if self.upstream.connect_timeout_ms == 0 {
             problems.push("upstream.connect_timeout_ms must be at least 1".into());

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use mdproxy::cache::market::SystemClock;
-use mdproxy::config::{Config, Secret};
+use mdproxy::config::{Config, LogFormat, Secret};
 use mdproxy::sim::SimConfig;
 
 #[cfg(all(feature = "jemalloc", feature = "mimalloc"))]
@@ -25,9 +25,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
-    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `mdproxy=debug`.
+    /// Log filter (tracing EnvFilter syntax), e.g. `info`, `mdproxy=debug` or
+    /// `info,access=off` (no access log).
     #[arg(long, global = true, env = "MDPROXY_LOG", default_value = "info")]
     log: String,
+    /// Log line format: `text` or `json` (default: `log.format` of the config, else text).
+    #[arg(long, global = true, value_enum)]
+    log_format: Option<LogFormat>,
     #[command(subcommand)]
     command: Command,
 }
@@ -107,15 +111,25 @@ fn main() -> ExitCode {
     if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
         eprintln!("jemalloc background thread not started: {e}");
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&cli.log)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: journald and log files get plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // `serve` reads its file first: the log format may be in it, and a file that
+    // does not load is reported on stderr before anything else happens.
+    let served = match &cli.command {
+        Command::Serve { config } => {
+            match mdproxy::ops::reload::load(config, |k| std::env::var(k).ok()) {
+                Ok(loaded) => Some(loaded),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => None,
+    };
+    let format = cli
+        .log_format
+        .or(served.as_ref().map(|c| c.log.format))
+        .unwrap_or(LogFormat::Text);
+    init_logging(&cli.log, format);
     if let Command::Docs = &cli.command {
         print!(
             "{}\n{}\n{}",
@@ -150,7 +164,7 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("the tokio runtime starts");
-    match runtime.block_on(run(cli.command)) {
+    match runtime.block_on(run(cli.command, served)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -159,7 +173,34 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
+/// Logs to stderr, filtered by `filter` (tokio-cron-scheduler's own chatter is
+/// kept at `warn` unless the filter names it), as text or JSON lines.
+fn init_logging(filter: &str, format: LogFormat) {
+    let mut directives = filter.to_owned();
+    if !directives.contains("tokio_cron_scheduler") {
+        directives.push_str(",tokio_cron_scheduler=warn");
+    }
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(|e| {
+        eprintln!("warning: log filter {filter:?} is invalid ({e}); using info");
+        tracing_subscriber::EnvFilter::new("info,tokio_cron_scheduler=warn")
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        // Colours only on a terminal: journald and log files get plain text.
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+    }
+}
+
+async fn run(command: Command, served: Option<Config>) -> Result<(), Box<dyn std::error::Error>> {
     let clock = Arc::new(SystemClock);
     match command {
         Command::Demo {
@@ -206,7 +247,7 @@ async fn run(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
         Command::Serve { config: path } => {
-            let config = mdproxy::ops::reload::load(&path, |k| std::env::var(k).ok())?;
+            let config = served.expect("serve's config is loaded before logging starts");
             let proxy = mdproxy::app::start(&config, clock).await?;
             proxy.watch_config(path, Arc::new(|k: &str| std::env::var(k).ok()));
             println!(

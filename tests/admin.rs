@@ -5,11 +5,18 @@ mod support;
 use support::header;
 
 async fn admin_env() -> (support::Env, String) {
+    admin_env_with(|_| {}).await
+}
+
+async fn admin_env_with(
+    change: impl FnOnce(&mut mdproxy::config::Config),
+) -> (support::Env, String) {
     let env = support::start_with(
         |_| {},
         |c| {
             c.admin.listen = "127.0.0.1:0".into();
             c.admin.token = mdproxy::config::Secret::new("admin-secret");
+            change(c);
         },
         // The HIT counts below need answers that stay fresh: a Saturday, not the
         // real date (a live answer is fresh for only 3 s in session).
@@ -33,7 +40,10 @@ async fn metrics_count_hits_misses_and_upstream_outcomes() {
         .send()
         .await
         .unwrap();
-    assert!(header(&r, "content-type").starts_with("text/plain"));
+    assert_eq!(
+        header(&r, "content-type"),
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
     let text = r.text().await.unwrap();
     assert!(
         text.contains(
@@ -60,6 +70,146 @@ async fn metrics_count_hits_misses_and_upstream_outcomes() {
         "{text}"
     );
     assert!(text.contains("mdproxy_market_open"), "{text}");
+    for line in [
+        r#"mdproxy_request_duration_seconds_count{endpoint="/market/indices",cache="HIT"} 1"#,
+        r#"mdproxy_http_responses_total{status_class="2xx",code="none"} 2"#,
+        r#"mdproxy_http_responses_total{status_class="4xx",code="upstream"} 1"#,
+        "mdproxy_ready 1",
+        r#"mdproxy_build_info{version=""#,
+        "process_resident_memory_bytes ",
+        "process_open_fds ",
+        "mdproxy_cache_evictions_total 0",
+        r#"mdproxy_config_reloads_total{result="refused"} 0"#,
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+}
+
+/// A standard parser reads the exposition: the reference Python client's strict
+/// OpenMetrics parser (installed pinned by scripts/python-tools) takes the whole
+/// text and finds each family with its type, and the histograms' buckets add up.
+#[tokio::test]
+async fn metrics_parse_with_the_reference_openmetrics_parser() {
+    let (env, admin) = admin_env().await;
+    env.get("/market/indices").await;
+    env.get("/market/indices").await;
+    env.get("/stock/detail/60051").await; // 400
+    env.client
+        .get(format!("{}/market/indices", env.proxy.base_url()))
+        .send()
+        .await
+        .unwrap(); // 401: no token
+    let text = env
+        .client
+        .get(format!("{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("metrics-parse");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("metrics-{}.txt", std::process::id()));
+    std::fs::write(&file, &text).unwrap();
+    let script = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = {}
+for family in text_string_to_metric_families(open(sys.argv[1]).read()):
+    samples = [[s.name, s.labels, s.value] for s in family.samples]
+    out[family.name] = {"type": family.type, "samples": samples}
+print(json.dumps(out))
+"#;
+    let bin = support::python_tools();
+    let stdout = support::stdout_of(
+        std::process::Command::new(bin.join("python3"))
+            .args(["-c", script])
+            .arg(&file),
+    );
+    let families: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
+    for (name, kind) in [
+        ("mdproxy_request_duration_seconds", "histogram"),
+        ("mdproxy_upstream_duration_seconds", "histogram"),
+        ("mdproxy_http_responses", "counter"),
+        ("mdproxy_responses", "counter"),
+        ("mdproxy_upstream_requests", "counter"),
+        ("mdproxy_config_reloads", "counter"),
+        ("mdproxy_build", "info"),
+        ("mdproxy_cache_bytes", "gauge"),
+        ("mdproxy_hub_subscribers", "gauge"),
+        ("process_cpu_seconds", "counter"),
+        ("process_resident_memory_bytes", "gauge"),
+    ] {
+        assert_eq!(families[name]["type"], kind, "{name} in {families}");
+    }
+    let samples = |name: &str| families[name]["samples"].as_array().unwrap().clone();
+    let count = |labels: serde_json::Value| {
+        samples("mdproxy_http_responses")
+            .iter()
+            .find(|s| s[1] == labels)
+            .map(|s| s[2].as_f64().unwrap())
+    };
+    assert_eq!(
+        count(serde_json::json!({"status_class": "2xx", "code": "none"})),
+        Some(2.0)
+    );
+    assert_eq!(
+        count(serde_json::json!({"status_class": "4xx", "code": "invalid_parameter"})),
+        Some(1.0)
+    );
+    assert_eq!(
+        count(serde_json::json!({"status_class": "4xx", "code": "unauthorized"})),
+        Some(1.0)
+    );
+    // The +Inf bucket of the indices' HIT series holds its one observation.
+    let inf = samples("mdproxy_request_duration_seconds")
+        .into_iter()
+        .find(|s| {
+            s[0] == "mdproxy_request_duration_seconds_bucket"
+                && s[1]["endpoint"] == "/market/indices"
+                && s[1]["cache"] == "HIT"
+                && s[1]["le"] == "+Inf"
+        })
+        .expect("a +Inf bucket");
+    assert_eq!(inf[2], 1.0);
+    let info = &samples("mdproxy_build")[0];
+    assert_eq!(info[1]["version"], env!("CARGO_PKG_VERSION"));
+    std::fs::remove_file(&file).ok();
+}
+
+/// Readiness waits for the upstream: 503 with the reason while it has never
+/// answered and the cache is empty, 200 once it has.
+#[tokio::test]
+async fn readiness_waits_for_the_upstream() {
+    let (env, admin) =
+        admin_env_with(|c| c.upstream.base_url = "http://127.0.0.1:9/api/v1".into()).await;
+    let r = env
+        .client
+        .get(format!("{admin}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["ready"], false);
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no upstream request has succeeded"),
+        "{v}"
+    );
+    drop(env);
+    let (env, admin) = admin_env().await;
+    env.get("/market/indices").await;
+    let r = env
+        .client
+        .get(format!("{admin}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
 }
 
 /// Health, readiness and the status page answer; the client listener has none of it.
@@ -81,7 +231,7 @@ async fn health_and_status_pages() {
     }
     let status: serde_json::Value = env
         .client
-        .get(format!("{admin}/status"))
+        .get(format!("{admin}/status.json"))
         .send()
         .await
         .unwrap()
@@ -140,9 +290,135 @@ async fn purge_drops_one_key_with_the_admin_token() {
     let ok = purge("/stock/detail/600519", "admin-secret").await.unwrap();
     assert_eq!(ok.status(), 200);
     let v: serde_json::Value = ok.json().await.unwrap();
-    assert_eq!(v["purged"], "/stock/detail/600519");
+    assert_eq!(v["target"], "/stock/detail/600519");
+    assert_eq!(v["purged"], 1);
     assert_eq!(
         header(&env.get("/stock/detail/600519").await, "x-cache"),
         "MISS"
     );
+    // Purging what is not cached says so.
+    let again: serde_json::Value = purge("/stock/detail/000001", "admin-secret")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["purged"], 0);
+}
+
+/// Purge by endpoint template and by key prefix, like Varnish bans, reporting
+/// how many entries went; `GET /purge` names the method to use.
+#[tokio::test]
+async fn purge_by_endpoint_and_prefix_counts_what_it_drops() {
+    let (env, admin) = admin_env().await;
+    for path in [
+        "/stock/detail/600519",
+        "/stock/detail/000001",
+        "/market/indices",
+    ] {
+        env.get(path).await;
+    }
+    let post = |query: &str| {
+        env.client
+            .post(format!("{admin}/purge?{query}"))
+            .bearer_auth("admin-secret")
+            .send()
+    };
+    let v: serde_json::Value = post("endpoint=/stock/detail/{code}")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["purged"], 2, "{v}");
+    assert_eq!(v["endpoint"], "/stock/detail/{code}");
+    assert_eq!(header(&env.get("/market/indices").await, "x-cache"), "HIT");
+    assert_eq!(
+        header(&env.get("/stock/detail/000001").await, "x-cache"),
+        "MISS"
+    );
+    let v: serde_json::Value = post("prefix=/market/").await.unwrap().json().await.unwrap();
+    assert_eq!(v["purged"], 1, "{v}");
+    assert_eq!(header(&env.get("/market/indices").await, "x-cache"), "MISS");
+    let (status, code, param) = support::error_of(post("endpoint=/nope/{x}").await.unwrap()).await;
+    assert_eq!(
+        (status, code.as_str(), param.as_deref()),
+        (400, "invalid_parameter", Some("endpoint"))
+    );
+    let (status, code, _) =
+        support::error_of(post("target=/market/indices&prefix=/").await.unwrap()).await;
+    assert_eq!((status, code.as_str()), (400, "bad_request"));
+    let get = env
+        .client
+        .get(format!("{admin}/purge"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 405);
+    assert_eq!(header(&get, "allow"), "POST");
+    let (_, _, _) = support::error_of(get).await;
+}
+
+/// The start-up probe: against an upstream that takes our token, the proxy is
+/// ready before any client asked; against one that refuses it, `/readyz` says so
+/// and the refusal is its own outcome, not a generic failure.
+#[tokio::test]
+async fn the_start_up_probe_decides_readiness_and_names_a_refused_token() {
+    let (env, admin) = admin_env_with(|c| c.upstream.probe_target = "/market/indices".into()).await;
+    let ready = support::eventually(std::time::Duration::from_secs(10), || {
+        env.proxy.state().stats().upstream_seen()
+    })
+    .await;
+    assert!(ready, "the probe reached the upstream");
+    let r = env
+        .client
+        .get(format!("{admin}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    drop(env);
+
+    let (env, admin) = admin_env_with(|c| {
+        c.upstream.probe_target = "/market/indices".into();
+        c.upstream.token = mdproxy::config::Secret::new("not-the-upstream-token");
+    })
+    .await;
+    let stats = std::sync::Arc::clone(env.proxy.state().stats());
+    let refused = support::eventually(std::time::Duration::from_secs(10), || {
+        stats.upstream_count(mdproxy::stats::UpstreamOutcome::TokenRefused) > 0
+    })
+    .await;
+    assert!(refused, "the probe's 401 is counted as token_refused");
+    let r = env
+        .client
+        .get(format!("{admin}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    let v: serde_json::Value = r.json().await.unwrap();
+    let reason = v["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("token_refused") && reason.contains("refused our token"),
+        "{reason}"
+    );
+    assert!(!reason.contains("not-the-upstream-token"));
+    let metrics = env
+        .client
+        .get(format!("{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(r#"mdproxy_upstream_requests_total{outcome="token_refused"} 1"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains(r#"mdproxy_upstream_requests_total{outcome="failed"} 0"#));
+    // A client's miss meanwhile is a 502 naming the cause, not the client's fault.
+    let (status, code, _) = support::error_of(env.get("/stock/detail/600519").await).await;
+    assert_eq!((status, code.as_str()), (502, "upstream_error"));
 }

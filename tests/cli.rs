@@ -196,3 +196,72 @@ async fn serve_reloads_on_sighup() {
     child.kill().await.unwrap();
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `mdproxy demo --admin-token T --cors-origin O`: the purge answers to T (and the
+/// start-up text says how), and a browser at O gets its CORS headers.
+#[tokio::test]
+async fn demo_takes_an_admin_token_and_cors_origins() {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+        .args([
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--admin-token",
+            "demo-admin-t",
+            "--cors-origin",
+            "http://dash.example:5173",
+            "--log",
+            "warn",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut base, mut admin, mut purge_hint) = (None, None, None);
+    let read = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.strip_prefix("mdproxy demo: proxy ") {
+                base = rest.split_whitespace().next().map(str::to_owned);
+            } else if let Some(rest) = line.strip_prefix("admin: ") {
+                admin = rest.split("/status").next().map(str::to_owned);
+            } else if line.starts_with("purge: ") {
+                purge_hint = Some(line.clone());
+            }
+            if base.is_some() && admin.is_some() && purge_hint.is_some() {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "demo printed its addresses");
+    let (base, admin) = (base.unwrap(), admin.unwrap());
+    assert!(purge_hint.unwrap().contains("demo-admin-t"));
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let r = client
+        .get(format!("{base}/market/indices"))
+        .bearer_auth("demo-token")
+        .header("origin", "http://dash.example:5173")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "http://dash.example:5173"
+    );
+    let purge = |token: &'static str| {
+        client
+            .post(format!("{admin}/purge?target=/market/indices"))
+            .bearer_auth(token)
+            .send()
+    };
+    assert_eq!(purge("wrong").await.unwrap().status(), 401);
+    let ok: serde_json::Value = purge("demo-admin-t").await.unwrap().json().await.unwrap();
+    assert_eq!(ok["purged"], 1, "{ok}");
+    child.kill().await.unwrap();
+}

@@ -26,17 +26,6 @@ const SEED: &str = "20260307";
 /// Bounds the whole fuzz run (the tools install on first use, then the run itself).
 const RUN_LIMIT: Duration = Duration::from_secs(600);
 
-/// The `bin/` of the virtual environment, installing the tools when missing.
-fn python_tools() -> PathBuf {
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("the tmp dir is inside the target dir");
-    let mut install =
-        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/python-tools"));
-    let stdout = support::stdout_of(install.arg(target.join("pyenv")));
-    PathBuf::from(String::from_utf8(stdout).unwrap().trim())
-}
-
 /// What both tests start from: the tools, the demo (simulated upstream and proxy,
 /// default configuration, the simulator answering at once) on loopback ports, and a
 /// fresh directory holding the document as the proxy serves it without a token.
@@ -51,7 +40,7 @@ struct Setup {
 }
 
 async fn setup(name: &str) -> Setup {
-    let bin = python_tools();
+    let bin = support::python_tools();
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(&dir).unwrap();

@@ -102,6 +102,8 @@ async fn proxy_with(
     config.upstream.timeout_ms = 2_000;
     config.scheduler.enabled = false;
     config.limits.upstream_rps = 0;
+    // The scripted upstreams answer only what each test scripts.
+    config.upstream.probe_target = String::new();
     change(&mut config);
     let app = mdproxy::app::start(&config, clock.clone()).await.unwrap();
     (app, clock)

@@ -282,23 +282,27 @@ impl ReadThrough {
             (s.upstream.clone(), Arc::clone(&s.clock), Arc::clone(policy));
         let (cluster, lease) = (s.cluster.clone().filter(Cluster::is_up), s.lease);
         let target = valid.target.clone();
+        // The client request's ID and trace go with the fill into its own task.
+        let context = crate::upstream::trace::current();
         s.store
-            .fill(&valid.target, usable, move || async move {
-                let Some(cluster) = cluster else {
-                    return fetch(&upstream, &target, priority, rule, &clock, &policy).await;
-                };
-                let held = if force {
-                    None
-                } else {
-                    let fresh = |e: &CachedBody| policy.is_fresh(e, clock.now());
-                    match shared::before_fill(&cluster, &target, &policy, lease, fresh).await {
-                        Share::Found(entry) => return Ok(entry),
-                        Share::Fetch(held) => held,
-                    }
-                };
-                let result = fetch(&upstream, &target, priority, rule, &clock, &policy).await;
-                shared::after_fill(&cluster, &target, result.as_ref().ok(), held).await;
-                result
+            .fill(&valid.target, usable, move || {
+                crate::upstream::trace::within(context, async move {
+                    let Some(cluster) = cluster else {
+                        return fetch(&upstream, &target, priority, rule, &clock, &policy).await;
+                    };
+                    let held = if force {
+                        None
+                    } else {
+                        let fresh = |e: &CachedBody| policy.is_fresh(e, clock.now());
+                        match shared::before_fill(&cluster, &target, &policy, lease, fresh).await {
+                            Share::Found(entry) => return Ok(entry),
+                            Share::Fetch(held) => held,
+                        }
+                    };
+                    let result = fetch(&upstream, &target, priority, rule, &clock, &policy).await;
+                    shared::after_fill(&cluster, &target, result.as_ref().ok(), held).await;
+                    result
+                })
             })
             .await
     }

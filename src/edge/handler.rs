@@ -1,16 +1,18 @@
-//! One client request, from headers to response: CORS preflight, auth, the client's
-//! rate limit, route and validation (or pass-through), then the quote stream or the
-//! read-through cache.
+//! One client request, from headers to response: request ID, CORS preflight, auth,
+//! the client's rate limit, route and validation (or pass-through), then the quote
+//! stream or the read-through cache; then its counts and its access-log line.
 //! Errors become the JSON envelope in exactly one place, [`Edge::handle`].
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use http::{HeaderValue, Method, Request, Response, header};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::catalog::Endpoint;
 use crate::api::params::Valid;
 use crate::api::router::API_PREFIX;
 use crate::config::Config;
@@ -19,18 +21,25 @@ use crate::edge::body::{self, Body};
 use crate::edge::cors::Cors;
 use crate::edge::limit::ClientLimits;
 use crate::edge::response::{self, IntoResponse};
+use crate::edge::server::Connection;
 use crate::error::Error;
 use crate::hub::QuoteHub;
 use crate::state::{AppState, Snapshot};
+use crate::stats::{CacheStatus, Outcome};
 use crate::upstream::budget::RateClock;
+use crate::upstream::trace::Traceparent;
 
 /// What the edge builds from a configuration: who may call, how often, and from
 /// which browser origins. Swapped whole on reload; the rate buckets of unchanged
 /// clients are carried over.
 struct Access {
     tokens: Tokens,
+    /// Each token's client name (`token0`... or `auth.clients` names), for logs.
+    names: Vec<String>,
     limits: ClientLimits,
     cors: Cors,
+    /// `log.access`.
+    access_log: bool,
 }
 
 impl Access {
@@ -38,9 +47,95 @@ impl Access {
         let clients = config.clients();
         Access {
             tokens: Tokens::new(clients.iter().map(|c| c.token.clone()).collect()),
+            names: clients.iter().map(|c| c.name.clone()).collect(),
+            access_log: config.log.access,
             limits: ClientLimits::new(&clients, &config.limits, clock, previous.map(|p| &p.limits)),
             cors: Cors::new(&config.server.cors_origins),
         }
+    }
+}
+
+/// What [`Edge::serve`] learnt about a request, for its counts and its log line.
+#[derive(Default)]
+struct Trail {
+    endpoint: Option<&'static Endpoint>,
+    /// The canonical cache key.
+    key: Option<String>,
+    /// Index of the client's token (its name is in [`Access::names`]).
+    client: Option<usize>,
+    /// The response is the upstream's own answer, relayed.
+    relayed: bool,
+}
+
+/// The longest `X-Request-Id` taken from a client; a longer or odd one is replaced.
+const MAX_REQUEST_ID: usize = 128;
+
+/// The client's `X-Request-Id` when it is a sane token (visible ASCII, at most
+/// [`MAX_REQUEST_ID`] bytes), else a new random one (16 hex digits).
+fn request_id(headers: &http::HeaderMap) -> HeaderValue {
+    if let Some(id) = headers.get("x-request-id") {
+        let bytes = id.as_bytes();
+        if !bytes.is_empty()
+            && bytes.len() <= MAX_REQUEST_ID
+            && bytes.iter().all(u8::is_ascii_graphic)
+        {
+            return id.clone();
+        }
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let n = fastrand::u64(..);
+    let mut id = [0u8; 16];
+    for (i, b) in id.iter_mut().enumerate() {
+        *b = HEX[((n >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&id).expect("hex digits are a valid header value")
+}
+
+/// One request as the access log tells it.
+struct AccessLine<'a> {
+    method: &'a str,
+    path: &'a str,
+    endpoint: &'a str,
+    key: &'a str,
+    status: u16,
+    code: &'a str,
+    cache: &'a str,
+    bytes: Option<u64>,
+    micros: u64,
+    client: &'a str,
+    peer: std::net::SocketAddr,
+    request_id: &'a str,
+    trace_id: &'a str,
+}
+
+/// Writes the access-log line (target `access`, level `info`, `warn` for a 5xx);
+/// never the token, never the query as sent (the key is the canonical one, without
+/// credentials).
+fn access_line(line: &AccessLine<'_>) {
+    macro_rules! line {
+        ($level:ident) => {
+            tracing::$level!(
+        target: "access",
+        method = line.method,
+        path = line.path,
+        endpoint = line.endpoint,
+        key = line.key,
+        status = line.status,
+        code = line.code,
+        cache = line.cache,
+        bytes = line.bytes,
+        duration_ms = line.micros as f64 / 1000.0,
+        client = line.client,
+        peer = %line.peer,
+        request_id = line.request_id,
+        trace_id = line.trace_id,
+            )
+        };
+    }
+    if line.status >= 500 {
+        line!(warn);
+    } else {
+        line!(info);
     }
 }
 
@@ -81,38 +176,84 @@ impl Edge {
         }
     }
 
-    /// Serves one request; never fails (errors become envelope responses).
-    /// `connection` closes the connection that carried it (the hub uses it to
-    /// disconnect a subscriber that stopped reading).
+    /// Serves one request; never fails (errors become envelope responses). Counts
+    /// it (status class, error code, latency by endpoint and cache outcome) and
+    /// writes its access-log line.
     pub async fn handle<B>(
         &self,
         request: Request<B>,
-        connection: CancellationToken,
+        connection: Connection,
     ) -> Result<Response<Body>, Infallible> {
+        let started = Instant::now();
         // Borrowed snapshots: no reference count bounced between cores per request.
         let snap = self.state.load();
         let access = self.access.load();
-        let mut response = match self.serve(&snap, &access, &request, connection).await {
-            Ok(response) => response,
+        let request_id = request_id(request.headers());
+        let context = crate::upstream::trace::Context {
+            request_id: Some(request_id.clone()),
+            trace: request
+                .headers()
+                .get("traceparent")
+                .and_then(|v| Traceparent::parse(v.as_bytes())),
+        };
+        let trace = context.trace;
+        let mut trail = Trail::default();
+        let served = crate::upstream::trace::within(
+            Some(context),
+            self.serve(&snap, &access, &request, &connection.close, &mut trail),
+        )
+        .await;
+        let (mut response, code) = match served {
+            // An error status that mdproxy did not make is the upstream's answer
+            // (relayed, or a cached "not found").
+            Ok(response) => {
+                let upstream = trail.relayed || response.status().as_u16() >= 400;
+                (response, upstream.then_some("upstream"))
+            }
             Err(error) => {
                 if error.status().is_server_error() {
                     self.state.stats().errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
-                        path = request.uri().path(),
-                        code = error.code(),
-                        "request failed"
-                    );
-                } else {
-                    tracing::debug!(
-                        path = request.uri().path(),
-                        code = error.code(),
-                        "request refused"
-                    );
                 }
-                error.to_response()
+                let code = error.code();
+                (error.to_response(), Some(code))
             }
         };
         access.cors.apply(request.headers(), response.headers_mut());
+        response
+            .headers_mut()
+            .insert("x-request-id", request_id.clone());
+        let elapsed = started.elapsed();
+        let cache = response
+            .headers()
+            .get("x-cache")
+            .and_then(|v| CacheStatus::parse(v.as_bytes()));
+        self.state.stats().responded(
+            response.status().as_u16(),
+            code,
+            trail.endpoint.map(|e| e.id),
+            cache.map_or(Outcome::None, Outcome::Cache),
+            elapsed,
+        );
+        if access.access_log {
+            let status = response.status().as_u16();
+            let bytes = hyper::body::Body::size_hint(response.body()).exact();
+            let client = trail.client.and_then(|i| access.names.get(i));
+            access_line(&AccessLine {
+                method: request.method().as_str(),
+                path: request.uri().path(),
+                endpoint: trail.endpoint.map_or("-", |e| e.path.as_str()),
+                key: trail.key.as_deref().unwrap_or("-"),
+                status,
+                code: code.unwrap_or("-"),
+                cache: cache.map_or("-", CacheStatus::as_str),
+                bytes,
+                micros: u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+                client: client.map_or("-", String::as_str),
+                peer: connection.peer,
+                request_id: request_id.to_str().unwrap_or("-"),
+                trace_id: trace.as_ref().map_or("-", Traceparent::trace_id),
+            });
+        }
         Ok(response)
     }
 
@@ -121,7 +262,8 @@ impl Edge {
         snap: &Snapshot,
         access: &Access,
         request: &Request<B>,
-        connection: CancellationToken,
+        connection: &CancellationToken,
+        trail: &mut Trail,
     ) -> Result<Response<Body>, Error> {
         // RFC 9112 §3.2: a server must answer 400 to an HTTP/1.1 request without Host.
         if request.version() == http::Version::HTTP_11
@@ -144,11 +286,13 @@ impl Edge {
             return response::document(request.method(), request.headers());
         }
         let route = crate::api::router().route(api_path);
+        trail.endpoint = route.as_ref().map(|r| r.endpoint);
         let streaming = route.as_ref().is_some_and(|r| r.endpoint.streaming);
         let client = access
             .tokens
             .check(request.headers(), request.uri().query(), streaming)
             .ok_or(Error::Unauthorized)?;
+        trail.client = Some(client.0);
         access
             .limits
             .check(client.0)
@@ -178,15 +322,21 @@ impl Edge {
             Some(Err(error)) => return Err(error),
             None => return Err(Error::NotFound),
         };
+        trail.endpoint = Some(valid.endpoint);
         if valid.endpoint.streaming {
-            return self.stream(snap, client.0, &valid, request, connection);
+            return self.stream(snap, client.0, &valid, request, connection.clone());
         }
-        match self.state.cache().lookup(&snap.policy, &valid).await {
+        let answer = self.state.cache().lookup(&snap.policy, &valid).await;
+        trail.key = Some(valid.target);
+        match answer {
             Ok(answer) => Ok(response::answer(request.headers(), &answer)),
             // The upstream's own answer (a 4xx, or its reported failure when no
             // stale answer could stand in) goes to the client exactly as it came.
             Err(error) => match error.relayed() {
-                Ok((status, body)) => Ok(response::relay(status, body)),
+                Ok((status, body)) => {
+                    trail.relayed = true;
+                    Ok(response::relay(status, body))
+                }
                 Err(other) => Err(other.to_client_error()),
             },
         }

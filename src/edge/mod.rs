@@ -9,3 +9,5 @@ pub mod handler;
 pub(crate) mod limit;
 pub(crate) mod response;
 pub(crate) mod server;
+
+pub use server::Connection;

@@ -75,6 +75,15 @@ impl ConnectionLimits {
     }
 }
 
+/// The connection a request came on: the client's address (for the access log)
+/// and the token that closes it (the hub uses it to disconnect a subscriber that
+/// stopped reading).
+#[derive(Clone, Debug)]
+pub struct Connection {
+    pub peer: SocketAddr,
+    pub close: CancellationToken,
+}
+
 /// How long a refused connection is given to send its request and take the 503.
 const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -142,8 +151,7 @@ impl Drop for Slot {
 
 /// Serves HTTP/1 on `listener` with `handler` until `shutdown` resolves, then stops
 /// accepting and waits up to `grace` for open connections to finish. Connections run
-/// as tasks of `tracker`. The handler gets each request with its connection's close
-/// token (cancelling it closes that connection).
+/// as tasks of `tracker`. The handler gets each request with its [`Connection`].
 pub async fn serve<H, F>(
     listener: TcpListener,
     handler: H,
@@ -152,7 +160,7 @@ pub async fn serve<H, F>(
     tracker: TaskTracker,
     shutdown: impl Future<Output = ()>,
 ) where
-    H: Fn(Request<Incoming>, CancellationToken) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<Incoming>, Connection) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send + 'static,
 {
     let graceful = GracefulShutdown::new();
@@ -194,8 +202,11 @@ pub async fn serve<H, F>(
         }
         let handler = handler.clone();
         let close = all.child_token();
-        let request_close = close.clone();
-        let service = service_fn(move |req: Request<Incoming>| handler(req, request_close.clone()));
+        let connection = Connection {
+            peer,
+            close: close.clone(),
+        };
+        let service = service_fn(move |req: Request<Incoming>| handler(req, connection.clone()));
         let conn = builder.serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tracker.spawn(async move {

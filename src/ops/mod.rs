@@ -1,9 +1,10 @@
 //! Operations around the data path: the admin listener (metrics, health, status,
-//! purge), the Prometheus exposition, configuration reload, the prewarm scheduler and
-//! the operator-facing reports.
+//! purge), the Prometheus exposition, configuration reload, the upstream probe, the
+//! prewarm scheduler and the operator-facing reports.
 
 pub(crate) mod admin;
 pub(crate) mod metrics;
+pub mod probe;
 pub mod reload;
 pub mod report;
 pub mod scheduler;

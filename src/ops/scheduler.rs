@@ -243,21 +243,27 @@ pub async fn run(state: &AppState, plan: &Plan) {
         return;
     }
     let window = std::time::Duration::from_secs(snap.config.scheduler.demand_window_secs);
-    let mut filled = 0;
+    let (mut filled, mut fresh, mut failed, mut first_error) = (0, 0, 0, None);
     for valid in &plan.targets {
         if plan.on_demand && !state.stats().asked_within(valid.endpoint.id, window) {
             continue;
         }
         match state.cache().prewarm(&snap.policy, valid, plan.force).await {
             Ok(true) => filled += 1,
-            Ok(false) => {}
+            Ok(false) => fresh += 1,
             Err(e) => {
-                tracing::debug!(job = %plan.name, target = %valid.target, error = e.as_str(), "prewarm failed")
+                tracing::debug!(job = %plan.name, target = %valid.target, error = e.as_str(), "prewarm failed");
+                failed += 1;
+                first_error.get_or_insert_with(|| format!("{}: {e}", valid.target));
             }
         }
     }
-    if filled > 0 {
-        tracing::info!(job = %plan.name, filled, of = plan.targets.len(), "prewarm");
+    // One summary line per run, whatever the result: `warn` when something failed.
+    let of = plan.targets.len();
+    if let Some(error) = first_error {
+        tracing::warn!(job = %plan.name, filled, fresh, failed, of, first_error = %error, "prewarm");
+    } else if filled + fresh > 0 {
+        tracing::info!(job = %plan.name, filled, fresh, of, "prewarm");
     }
 }
 

@@ -258,6 +258,14 @@ impl UpstreamClient {
         if let Some(auth) = &self.authorization {
             request = request.header(http::header::AUTHORIZATION, auth.clone());
         }
+        if let Some(context) = super::trace::current() {
+            if let Some(id) = context.request_id {
+                request = request.header("x-request-id", id);
+            }
+            if let Some(trace) = context.trace {
+                request = request.header("traceparent", trace.child());
+            }
+        }
         let mut response = request.send().await.map_err(classify)?;
         let status = response.status();
         let body = read_body(&mut response, self.config.max_body_bytes).await?;

@@ -6,6 +6,7 @@ pub mod breaker;
 pub mod budget;
 pub mod client;
 pub mod envelope;
+pub mod trace;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -72,6 +72,8 @@ pub fn proxy_config(sim: &SimHandle) -> Config {
     // Tests that count upstream failures must see every request reach the upstream;
     // the breaker tests turn it on.
     config.upstream.breaker_failures = 0;
+    // Nor the start-up probe; tests/admin.rs turns it on.
+    config.upstream.probe_target = String::new();
     config
 }
 
@@ -495,4 +497,17 @@ pub fn stdout_of(command: &mut std::process::Command) -> Vec<u8> {
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout
+}
+
+/// The pinned Python tools (schemathesis, the OpenAPI validator, the Prometheus
+/// parser), installed by `scripts/python-tools` into the target directory when
+/// missing; returns the virtual environment's `bin/`.
+pub fn python_tools() -> std::path::PathBuf {
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the tmp dir is inside the target dir");
+    let mut install =
+        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/python-tools"));
+    let stdout = stdout_of(install.arg(target.join("pyenv")));
+    std::path::PathBuf::from(String::from_utf8(stdout).unwrap().trim())
 }

@@ -1,0 +1,245 @@
+//! What an operator reads in the log: one access line per request (JSON here), the
+//! request ID echoed and carried to the upstream with the trace context, the
+//! start-up probe's verdict, no cron-library chatter, and never a secret.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+
+const CLIENT_SECRET: &str = "log-client-secret-77";
+const UPSTREAM_SECRET: &str = "log-upstream-secret-88";
+
+/// A hand-written upstream: answers every request with one small envelope and
+/// sends each request head it received to `heads`.
+async fn recording_upstream() -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Ok(n) = stream.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head: Vec<u8> = buf.drain(..end + 4).collect();
+                        let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
+                        let body = br#"{"success":true,"data":{"ok":1}}"#;
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            body.len()
+                        );
+                        if stream.write_all(answer.as_bytes()).await.is_err()
+                            || stream.write_all(body).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (format!("http://{addr}/api/v1"), rx)
+}
+
+/// The request ID is echoed (the client's, or a new one), and the upstream request
+/// a miss causes carries it and the client's trace with a new parent span.
+#[tokio::test]
+async fn request_ids_and_trace_context_reach_the_upstream() {
+    let (base_url, mut heads) = recording_upstream().await;
+    let env = support::start_with(|_| {}, |c| c.upstream.base_url = base_url, None).await;
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let r = env
+        .client
+        .get(env.url("/market/indices"))
+        .bearer_auth(support::TOKEN)
+        .header("x-request-id", "req-abc-123")
+        .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(support::header(&r, "x-request-id"), "req-abc-123");
+    let head = tokio::time::timeout(Duration::from_secs(10), heads.recv())
+        .await
+        .unwrap()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(head.contains("x-request-id: req-abc-123\r\n"), "{head}");
+    let parent = head
+        .lines()
+        .find_map(|l| l.strip_prefix("traceparent: "))
+        .unwrap_or_else(|| panic!("no traceparent in {head}"));
+    assert!(parent.starts_with(&format!("00-{trace}-")), "{parent}");
+    assert!(parent.ends_with("-01"));
+    assert!(!parent.contains("00f067aa0ba902b7"), "a new parent span");
+    // A hit has an ID too, a generated one when the client sent none (or a bad one).
+    for sent in [None, Some("has space"), Some(&*"x".repeat(200))] {
+        let mut req = env
+            .client
+            .get(env.url("/market/indices"))
+            .bearer_auth(support::TOKEN);
+        if let Some(id) = sent {
+            req = req.header("x-request-id", id);
+        }
+        let r = req.send().await.unwrap();
+        let id = support::header(&r, "x-request-id");
+        assert_eq!(id.len(), 16, "{id}");
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    }
+    // Errors carry it as well.
+    let r = env
+        .client
+        .get(env.url("/market/indices"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(support::header(&r, "x-request-id").len(), 16);
+}
+
+/// `mdproxy serve --log-format json`: the probe's verdict at start, one JSON access
+/// line per request with every field, no cron-library lines, no secret anywhere.
+#[tokio::test]
+async fn serve_writes_json_access_lines_and_the_probe_verdict() {
+    let sim = mdproxy::sim::start(
+        &mdproxy::sim::SimConfig {
+            listen: "127.0.0.1:0".into(),
+            token: mdproxy::config::Secret::new(UPSTREAM_SECRET),
+            ..Default::default()
+        },
+        Arc::new(mdproxy::cache::market::SystemClock),
+    )
+    .await
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = std::env::temp_dir().join(format!("mdproxy-logs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("serve.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\n[auth]\ntokens = [\"{CLIENT_SECRET}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{UPSTREAM_SECRET}\"\n[log]\nformat = \"json\"\n",
+            sim.base_url()
+        ),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let client = support::client();
+    let url = format!("http://127.0.0.1:{port}/api/v1/stock/detail/600519");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut up = false;
+    while Instant::now() < deadline && !up {
+        up = client
+            .get(&url)
+            .bearer_auth(CLIENT_SECRET)
+            .header("x-request-id", "log-test-1")
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200);
+        if !up {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert!(up, "serve came up");
+    let unauthorized = client
+        .get(&url)
+        .header("x-api-key", "wrong-key-99")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorized.status(), 401);
+    let mut seen = Vec::new();
+    let (mut access, mut refused, mut probe) = (None, None, None);
+    let collected = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.recv().await {
+            let v: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+            if v["target"] == "access" && v["request_id"] == "log-test-1" {
+                access = Some(v.clone());
+            } else if v["target"] == "access" && v["status"] == 401 {
+                refused = Some(v.clone());
+            } else if v["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("upstream probe"))
+                || v["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("upstream probe"))
+            {
+                probe = Some(v.clone());
+            }
+            seen.push(line);
+            if access.is_some() && refused.is_some() && probe.is_some() {
+                return;
+            }
+        }
+    })
+    .await;
+    child.kill().await.unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(collected.is_ok(), "lines seen:\n{}", seen.join("\n"));
+    let access = access.unwrap();
+    assert_eq!(access["level"], "INFO");
+    assert_eq!(access["method"], "GET");
+    assert_eq!(access["path"], "/api/v1/stock/detail/600519");
+    assert_eq!(access["endpoint"], "/stock/detail/{code}");
+    assert_eq!(access["key"], "/stock/detail/600519");
+    assert_eq!(access["status"], 200);
+    assert_eq!(access["client"], "token0");
+    assert!(
+        access["cache"] == "MISS" || access["cache"] == "HIT",
+        "{access}"
+    );
+    assert!(access["bytes"].as_u64().unwrap() > 0, "{access}");
+    assert!(access["duration_ms"].as_f64().is_some(), "{access}");
+    assert!(
+        access["peer"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{access}"
+    );
+    let refused = refused.unwrap();
+    assert_eq!(refused["code"], "unauthorized");
+    assert_eq!(refused["client"], "-");
+    let probe = probe.unwrap();
+    assert_eq!(probe["level"], "INFO", "{probe}");
+    for line in &seen {
+        for secret in [CLIENT_SECRET, UPSTREAM_SECRET, "wrong-key-99"] {
+            assert!(!line.contains(secret), "a secret in the log: {line}");
+        }
+        assert!(
+            !line.contains("tokio_cron_scheduler"),
+            "cron chatter: {line}"
+        );
+    }
+}
