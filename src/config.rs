@@ -15,8 +15,71 @@ use subtle::ConstantTimeEq;
 
 use crate::api::catalog::{FreshnessClass, catalog};
 
+mod check;
+
+pub use check::{At, Problem, Problems};
+
 /// Prefix of every environment override.
 pub const ENV_PREFIX: &str = "MDPROXY";
+
+/// Where overrides come from: normally the process environment ([`ProcessEnv`]);
+/// injected, so that tests never touch the real one.
+pub trait Env {
+    /// The value of variable `name`, if set.
+    fn var(&self, name: &str) -> Option<String>;
+
+    /// The names of the variables set, so that a misspelt `MDPROXY_*` one is refused
+    /// rather than ignored. A bare lookup function lists none, and so checks none.
+    fn names(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl<F: Fn(&str) -> Option<String>> Env for F {
+    fn var(&self, name: &str) -> Option<String> {
+        self(name)
+    }
+}
+
+/// Variables given by name and value (tests, embedding).
+impl Env for BTreeMap<String, String> {
+    fn var(&self, name: &str) -> Option<String> {
+        self.get(name).cloned()
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.keys().cloned().collect()
+    }
+}
+
+/// The process environment, less the `MDPROXY_*` variables the command line reads
+/// itself (`MDPROXY_LOG`), which are not configuration keys but not mistakes either.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessEnv {
+    command_line: Vec<String>,
+}
+
+impl ProcessEnv {
+    /// The environment; `command_line` names the variables read elsewhere.
+    pub fn new(command_line: impl IntoIterator<Item = String>) -> ProcessEnv {
+        ProcessEnv {
+            command_line: command_line.into_iter().collect(),
+        }
+    }
+}
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+
+    fn names(&self) -> Vec<String> {
+        std::env::vars_os()
+            .map(|(name, _)| name.to_string_lossy().into_owned())
+            .filter(|name| !self.command_line.contains(name))
+            .collect()
+    }
+}
 
 /// A secret string (a token or password), held in `secrecy`'s zeroizing box. Its
 /// `Debug` never shows the value; it is compared in constant time.
@@ -614,17 +677,18 @@ pub enum ConfigError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path}: {message}")]
-    Parse { path: String, message: String },
-    #[error("environment variable {var}: {message}")]
-    Env { var: String, message: String },
+    /// Everything wrong with a file and the environment, each with its line or
+    /// variable; its `Display` is one problem a line, then their number.
+    #[error("{0}")]
+    Problems(Problems),
+    /// What [`Config::validate`] finds in a config built in code.
     #[error("invalid configuration:\n  {}", .0.join("\n  "))]
     Invalid(Vec<String>),
 }
 
 impl Config {
     /// Reads `path`, applies overrides from `lookup` (normally the environment) and
-    /// validates the result.
+    /// checks the result (see [`Config::load_checked`]).
     ///
     /// # Errors
     /// A [`ConfigError`] naming the file, the key or the variable.
@@ -632,14 +696,29 @@ impl Config {
         path: &Path,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
+        Config::load_checked(path, &lookup, &|_| Vec::new())
+    }
+
+    /// Reads `path`, applies overrides from `env` and checks it all, reporting every
+    /// problem at once: syntax errors; else unknown keys, values of the wrong type and
+    /// misspelt `MDPROXY_*` variables, then what [`Config::validate`] and `more` (the
+    /// checks other modules own) find.
+    ///
+    /// # Errors
+    /// [`ConfigError::Problems`], each with its line or variable, or `Read`.
+    pub fn load_checked(
+        path: &Path,
+        env: &dyn Env,
+        more: &dyn Fn(&Config) -> Vec<String>,
+    ) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.display().to_string(),
             source,
         })?;
-        Config::from_toml(&text, &path.display().to_string(), lookup)
+        Config::from_toml_checked(&text, &path.display().to_string(), env, more)
     }
 
-    /// Parses TOML text (named `origin` in errors), applies overrides and validates.
+    /// Parses TOML text (named `origin` in errors), applies overrides and checks it.
     ///
     /// # Errors
     /// A [`ConfigError`] naming the key or the variable.
@@ -648,22 +727,22 @@ impl Config {
         origin: &str,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let file: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: origin.to_owned(),
-            message: e.to_string(),
-        })?;
+        Config::from_toml_checked(text, origin, &lookup, &|_| Vec::new())
+    }
+
+    /// [`Config::load_checked`] on text named `origin`.
+    ///
+    /// # Errors
+    /// [`ConfigError::Problems`].
+    pub fn from_toml_checked(
+        text: &str,
+        origin: &str,
+        env: &dyn Env,
+        more: &dyn Fn(&Config) -> Vec<String>,
+    ) -> Result<Config, ConfigError> {
         // The file is laid over the defaults table by table, so a file that sets
         // one class's `fresh_secs` keeps every other default.
-        let mut value = toml::Table::try_from(Config::default()).expect("defaults serialise");
-        merge(&mut value, file);
-        apply_env(&mut value, lookup)?;
-        let config: Config =
-            Config::deserialize(toml::Value::Table(value)).map_err(|e| ConfigError::Parse {
-                path: origin.to_owned(),
-                message: e.to_string(),
-            })?;
-        config.validate()?;
-        Ok(config)
+        check::load(text, origin, env, more)
     }
 
     /// Checks every value; reports all problems at once.
@@ -671,6 +750,16 @@ impl Config {
     /// # Errors
     /// `ConfigError::Invalid` listing each bad key.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let problems = self.problems();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems))
+        }
+    }
+
+    /// What is wrong with the values, each message starting with its key.
+    fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if self.server.listen.parse::<SocketAddr>().is_err() {
             problems.push(format!(
@@ -808,16 +897,18 @@ impl Config {
         }
         for path in self.freshness.endpoints.keys() {
             if catalog().by_path(path).is_none() {
+                let near =
+                    check::suggest(path, catalog().endpoints().iter().map(|e| e.path.as_str()));
+                let hint = match near.first() {
+                    Some(near) => format!("did you mean {near}?"),
+                    None => "use a path template such as /stock/detail/{code}".to_owned(),
+                };
                 problems.push(format!(
-                    "freshness.endpoints.\"{path}\": no such endpoint (use a path template such as /stock/detail/{{code}})"
+                    "freshness.endpoints.\"{path}\": no such endpoint ({hint})"
                 ));
             }
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError::Invalid(problems))
-        }
+        problems
     }
 
     /// The TTLs of an endpoint for an answer of `class`: the class's, with the
@@ -858,9 +949,8 @@ pub struct EnvKey {
 
 /// Every overridable key with its `MDPROXY_...` name, derived from the defaults.
 pub fn env_keys() -> Vec<EnvKey> {
-    let defaults = toml::Table::try_from(Config::default()).expect("defaults serialise");
     let mut out = Vec::new();
-    collect(&defaults, &mut Vec::new(), &mut out);
+    collect(&check::defaults(), &mut Vec::new(), &mut out);
     out
 }
 
@@ -912,42 +1002,6 @@ fn env_var(path: &[String]) -> String {
         }));
     }
     var
-}
-
-fn apply_env(
-    table: &mut toml::Table,
-    lookup: impl Fn(&str) -> Option<String>,
-) -> Result<(), ConfigError> {
-    let defaults = toml::Table::try_from(Config::default()).expect("defaults serialise");
-    for key in env_keys() {
-        let Some(raw) = lookup(&key.var) else {
-            continue;
-        };
-        let mut default = &defaults;
-        for segment in &key.path[..key.path.len() - 1] {
-            default = default[segment]
-                .as_table()
-                .expect("collect() walked tables");
-        }
-        let leaf = &default[key.path.last().expect("keys are non-empty")];
-        let value = parse_like(leaf, &raw).map_err(|message| ConfigError::Env {
-            var: key.var.clone(),
-            message,
-        })?;
-        let mut node = &mut *table;
-        for segment in &key.path[..key.path.len() - 1] {
-            node = node
-                .entry(segment.clone())
-                .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-                .as_table_mut()
-                .ok_or_else(|| ConfigError::Env {
-                    var: key.var.clone(),
-                    message: format!("{segment} in the file is not a table"),
-                })?;
-        }
-        node.insert(key.path.last().expect("keys are non-empty").clone(), value);
-    }
-    Ok(())
 }
 
 /// Parses an environment string as a value of the same type as `like`.
@@ -1131,6 +1185,266 @@ mod tests {
         assert!(
             !c.ttl("/market/global-index", FreshnessClass::Live)
                 .until_open
+        );
+    }
+
+    /// Every problem of `text` (with `env`), as (where, message).
+    fn problems(text: &str, env: &dyn Env) -> Vec<(At, String)> {
+        match Config::from_toml_checked(text, "f.toml", env, &|_| Vec::new()) {
+            Err(ConfigError::Problems(p)) => {
+                assert_eq!(p.origin, "f.toml");
+                p.list.into_iter().map(|p| (p.at, p.message)).collect()
+            }
+            other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    /// Defect: a file with three mistakes took three runs of `check-config`, one
+    /// serde error each. One run reports them all, each with its key and line, and
+    /// the value checks of the sections without such mistakes.
+    #[test]
+    fn one_run_reports_every_problem_with_its_line() {
+        let text = format!(
+            "{REQUIRED}\
+             [server]\n\
+             listn = \"127.0.0.1:8080\"\n\
+             max_connections = \"lots\"\n\
+             [freshness.classes.live]\n\
+             session_fresh_secs = \"3\"\n\
+             [freshness.classes.lvie]\n\
+             error_secs = 1\n\
+             [limits]\n\
+             background_percent = 101\n\
+             client_rps = 5000000000\n\
+             [hub]\n\
+             batch_size = 0\n"
+        );
+        let found = problems(&text, &no_env);
+        let line = |n| At::Line(n);
+        assert_eq!(
+            found,
+            [
+                (
+                    line(6),
+                    "server.listn: unknown key (did you mean server.listen?)".to_owned()
+                ),
+                (
+                    line(7),
+                    "server.max_connections: expected an integer, found a string \"lots\"".into()
+                ),
+                (
+                    line(9),
+                    "freshness.classes.live.session_fresh_secs: expected an integer, found a string \"3\"".into()
+                ),
+                (
+                    line(10),
+                    "freshness.classes.lvie: unknown key (did you mean freshness.classes.live?)"
+                        .into()
+                ),
+                (
+                    line(14),
+                    "limits.client_rps: invalid value: integer `5000000000`, expected u32".into()
+                ),
+                (line(16), "hub.batch_size must be at least 1".into()),
+            ],
+            "limits.background_percent is not judged while its section has a bad key"
+        );
+        // Fixed, the value checks of [limits] speak too.
+        let text = text.replace("client_rps = 5000000000", "client_rps = 5");
+        let found = problems(&text, &no_env);
+        assert!(
+            found.contains(&(
+                line(13),
+                "limits.background_percent must be 0 to 100".into()
+            )),
+            "{found:?}"
+        );
+        assert_eq!(found.len(), 6, "{found:?}");
+    }
+
+    #[test]
+    fn the_report_reads_one_problem_a_line() {
+        let err = Config::from_toml("[server]\nlistn = 1\n", "deploy/x.toml", no_env).unwrap_err();
+        let shown = err.to_string();
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(
+            lines[0],
+            "deploy/x.toml:2: server.listn: unknown key (did you mean server.listen?)"
+        );
+        assert!(
+            lines.contains(&"deploy/x.toml: auth.tokens: at least one client token is required"),
+            "{shown}"
+        );
+        assert_eq!(
+            *lines.last().unwrap(),
+            format!("{} problems", lines.len() - 1)
+        );
+    }
+
+    #[test]
+    fn lists_and_tables_of_the_operators_own_naming_are_checked() {
+        let text = format!(
+            "{REQUIRED}\
+             [[auth.clients]]\n\
+             name = \"dash\"\n\
+             rps = \"10\"\n\
+             [[scheduler.jobs]]\n\
+             name = \"j\"\n\
+             cron = \"0 0 9 * * Mon-Fri\"\n\
+             target = [\"/market/indices\"]\n\
+             [freshness.endpoints.\"/market/indices\"]\n\
+             session_fresh = 1\n"
+        );
+        let found = problems(&text, &no_env);
+        assert_eq!(
+            found,
+            [
+                (At::Line(5), "auth.clients[0].token: required key missing".into()),
+                (
+                    At::Line(7),
+                    "auth.clients[0].rps: expected an integer, found a string \"10\"".into()
+                ),
+                (At::Line(8), "scheduler.jobs[0].targets: required key missing".into()),
+                (
+                    At::Line(11),
+                    "scheduler.jobs[0].target: unknown key (did you mean scheduler.jobs[0].targets?)"
+                        .into()
+                ),
+                (
+                    At::Line(13),
+                    "freshness.endpoints.\"/market/indices\".session_fresh: unknown key (did you mean freshness.endpoints.\"/market/indices\".session_fresh_secs?)".into()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn value_checks_point_to_the_line_or_the_variable() {
+        let text = format!(
+            "{REQUIRED}[server]\nlisten = \"nowhere\"\n[freshness.endpoints.\"/market/indics\"]\nerror_secs = 1\n"
+        );
+        let env = vars(&[("MDPROXY_HUB_BATCH_SIZE", "0")]);
+        let found = problems(&text, &env);
+        assert_eq!(
+            found,
+            [
+                (
+                    At::Line(6),
+                    "server.listen: \"nowhere\" is not an address such as 127.0.0.1:8080".into()
+                ),
+                (
+                    At::Line(7),
+                    "freshness.endpoints.\"/market/indics\": no such endpoint (did you mean /market/indices?)".into()
+                ),
+                (
+                    At::Var("MDPROXY_HUB_BATCH_SIZE".into()),
+                    "hub.batch_size must be at least 1".into()
+                ),
+            ]
+        );
+        // A key the file lacks points to its table, or to the file.
+        let found = problems(
+            "[upstream]\ntimeout_ms = 5\n[auth]\ntokens = [\"t\"]\n",
+            &no_env,
+        );
+        assert_eq!(found[0].0, At::Line(1), "{found:?}");
+        assert!(
+            found[0].1.starts_with("upstream.base_url is required"),
+            "{found:?}"
+        );
+        let found = problems("[auth]\ntokens = [\"t\"]\n", &no_env);
+        assert_eq!(found[0].0, At::File, "{found:?}");
+    }
+
+    /// Defect: a misspelt `MDPROXY_*` variable was ignored, so the setting silently
+    /// did not apply. It is refused, with the names it was probably meant to be.
+    #[test]
+    fn unknown_variables_are_refused_with_a_suggestion() {
+        let env = vars(&[
+            ("MDPROXY_SERVR_LISTEN", "127.0.0.1:1"),
+            ("MDPROXY_FRESHNESS_CLASSES_LIVE_FRESH_SECS", "3"),
+            ("MDPROXY_SCHEDULER_JOBS", "x"),
+            ("MDPROXY_UPSTREAM_TIMEOUT_MS", "soon"),
+            ("MDPROXY_UPSTREAM_CONNECT_TIMEOUT_MS", "100"),
+            ("PATH", "/bin"),
+        ]);
+        let found = problems(REQUIRED, &env);
+        let var = |v: &str| At::Var(v.into());
+        assert_eq!(
+            found,
+            [
+                (
+                    var("MDPROXY_FRESHNESS_CLASSES_LIVE_FRESH_SECS"),
+                    "unknown variable (did you mean MDPROXY_FRESHNESS_CLASSES_LIVE_CLOSED_FRESH_SECS or MDPROXY_FRESHNESS_CLASSES_LIVE_SESSION_FRESH_SECS?)".into()
+                ),
+                (
+                    var("MDPROXY_SCHEDULER_JOBS"),
+                    "not a variable: scheduler.jobs can be set in the file only".into()
+                ),
+                (
+                    var("MDPROXY_SERVR_LISTEN"),
+                    "unknown variable (did you mean MDPROXY_SERVER_LISTEN?)".into()
+                ),
+                (
+                    var("MDPROXY_UPSTREAM_TIMEOUT_MS"),
+                    "upstream.timeout_ms: \"soon\" is not an integer".into()
+                ),
+            ]
+        );
+        // Known variables alone load; a bare lookup lists no names to check.
+        let env = vars(&[("MDPROXY_UPSTREAM_CONNECT_TIMEOUT_MS", "100")]);
+        let c = Config::from_toml_checked(REQUIRED, "f.toml", &env, &|_| Vec::new()).unwrap();
+        assert_eq!(c.upstream.connect_timeout_ms, 100);
+        assert!(Config::from_toml(REQUIRED, "f.toml", |_: &str| None).is_ok());
+    }
+
+    #[test]
+    fn syntax_errors_are_reported_alone_with_their_lines() {
+        let found = problems("[server\nlisten = 1\n", &vars(&[("MDPROXY_X", "1")]));
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[0].0, At::Line(1));
+        assert!(found[0].1.starts_with("invalid TOML: "), "{found:?}");
+        assert_eq!(found[1].0, At::Var("MDPROXY_X".into()));
+    }
+
+    #[test]
+    fn problems_never_show_a_secret() {
+        let text = "[auth]\ntokens = \"s3cret-one\"\n[upstream]\nbase_url = \"https://x/api/v1\"\n[[auth.clients]]\nname = \"n\"\ntoken = 5\n[admin]\ntokens = \"s3cret-two\"\n";
+        let shown = Config::from_toml(text, "f.toml", no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            shown.contains("auth.tokens: expected an array of strings, found a string\n"),
+            "{shown}"
+        );
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    #[test]
+    fn more_checks_join_the_report() {
+        let err = Config::from_toml_checked(
+            &format!("{REQUIRED}[[scheduler.jobs]]\nname = \"j\"\ncron = \"x\"\ntargets = []\n"),
+            "f.toml",
+            &no_env,
+            &|c| {
+                vec![format!(
+                    "scheduler.jobs[0].cron: {:?} is not cron",
+                    c.scheduler.jobs[0].cron
+                )]
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("f.toml:7: scheduler.jobs[0].cron: \"x\" is not cron\n"),
+            "{err}"
         );
     }
 }

@@ -114,15 +114,13 @@ fn main() -> ExitCode {
     // `serve` reads its file first: the log format may be in it, and a file that
     // does not load is reported on stderr before anything else happens.
     let served = match &cli.command {
-        Command::Serve { config } => {
-            match mdproxy::ops::reload::load(config, |k| std::env::var(k).ok()) {
-                Ok(loaded) => Some(loaded),
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::FAILURE;
-                }
+        Command::Serve { config } => match mdproxy::ops::reload::load(config, &process_env()) {
+            Ok(loaded) => Some(loaded),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
             }
-        }
+        },
         _ => None,
     };
     let format = cli
@@ -148,14 +146,15 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Command::CheckConfig { file } = &cli.command {
-        return match mdproxy::ops::reload::load(file, |k| std::env::var(k).ok()) {
+        return match mdproxy::ops::reload::load(file, &process_env()) {
             Ok(config) => {
                 print!("{}", mdproxy::ops::report::ttl_table(&config));
                 println!("{}: OK", file.display());
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                // One problem a line (`FILE:LINE: key: what`), then their number.
+                eprintln!("{e}");
                 ExitCode::FAILURE
             }
         };
@@ -247,9 +246,10 @@ async fn run(command: Command, served: Option<Config>) -> Result<(), Box<dyn std
             Ok(())
         }
         Command::Serve { config: path } => {
+            let env = process_env();
             let config = served.expect("serve's config is loaded before logging starts");
             let proxy = mdproxy::app::start(&config, clock).await?;
-            proxy.watch_config(path, Arc::new(|k: &str| std::env::var(k).ok()));
+            proxy.watch_config(path, Arc::new(env));
             println!(
                 "mdproxy serving {} in front of {}",
                 proxy.base_url(),
@@ -289,4 +289,24 @@ async fn run(command: Command, served: Option<Config>) -> Result<(), Box<dyn std
         }
         Command::CheckConfig { .. } | Command::Docs | Command::Openapi => Ok(()),
     }
+}
+
+/// The environment configuration reads, less the `MDPROXY_*` variables the command
+/// line itself reads (clap's `env = ...`, such as `MDPROXY_LOG`): those are not
+/// configuration keys, and not misspellings either.
+fn process_env() -> mdproxy::config::ProcessEnv {
+    fn walk(command: &clap::Command, out: &mut Vec<String>) {
+        out.extend(
+            command
+                .get_arguments()
+                .filter_map(|arg| arg.get_env())
+                .map(|name| name.to_string_lossy().into_owned()),
+        );
+        for sub in command.get_subcommands() {
+            walk(sub, out);
+        }
+    }
+    let mut names = Vec::new();
+    walk(&<Cli as clap::CommandFactory>::command(), &mut names);
+    mdproxy::config::ProcessEnv::new(names)
 }

@@ -1,10 +1,24 @@
 //! The command line: `check-config` accepts the example file, prints the TTL table,
-//! and refuses a bad file with exit 1 and a message naming the key.
+//! and refuses a bad file with exit 1 and every problem named with its key and line;
+//! a misspelt `MDPROXY_*` variable refuses `check-config` and `serve`.
 
 use std::process::Command;
 
+/// The `MDPROXY_*` variables of the test's own environment, kept from the children:
+/// every test sets the ones it means.
+fn inherited() -> Vec<std::ffi::OsString> {
+    std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| name.to_string_lossy().starts_with("MDPROXY_"))
+        .collect()
+}
+
 fn mdproxy() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mdproxy"));
+    for name in inherited() {
+        command.env_remove(name);
+    }
+    command
 }
 
 /// The example configuration passes and the effective TTLs are printed.
@@ -79,6 +93,87 @@ fn check_config_names_the_bad_key() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Defect: a file with three mistakes took three runs, one error each. One run
+/// names them all, one a line with file, line and key, then their number; exit 1.
+#[test]
+fn check_config_reports_every_problem_in_one_run() {
+    let dir = std::env::temp_dir().join(format!("mdproxy-cli-all-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("three.toml");
+    std::fs::write(
+        &path,
+        "[server]\nlistn = \"127.0.0.1:8080\"\n\n[auth]\ntokens = [\"t\"]\n\n\
+         [upstream]\nbase_url = \"https://api.example.com/api/v1\"\n\n\
+         [freshness.classes.live]\nsession_fresh_secs = \"3\"\n\n\
+         [limits]\nbackground_percent = 101\n",
+    )
+    .unwrap();
+    let out = mdproxy().arg("check-config").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "no TTL table for a refused file");
+    let err = String::from_utf8(out.stderr).unwrap();
+    let file = path.display();
+    assert_eq!(
+        err,
+        format!(
+            "{file}:2: server.listn: unknown key (did you mean server.listen?)\n\
+             {file}:11: freshness.classes.live.session_fresh_secs: expected an integer, found a string \"3\"\n\
+             {file}:14: limits.background_percent must be 0 to 100\n\
+             3 problems\n"
+        )
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Defect: a misspelt variable was silently ignored. `check-config` and `serve`
+/// refuse it, naming it and the variable meant; the command line's own variables
+/// (`MDPROXY_LOG`) and Kubernetes' service links are not mistakes.
+#[test]
+fn an_unknown_variable_is_refused_with_a_suggestion() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/mdproxy.toml");
+    let out = mdproxy()
+        .args(["check-config", example])
+        .env("MDPROXY_FRESHNESS_CLASSES_LIVE_FRESH_SECS", "5")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err,
+        "MDPROXY_FRESHNESS_CLASSES_LIVE_FRESH_SECS: unknown variable (did you mean \
+         MDPROXY_FRESHNESS_CLASSES_LIVE_CLOSED_FRESH_SECS or \
+         MDPROXY_FRESHNESS_CLASSES_LIVE_SESSION_FRESH_SECS?)\n1 problem\n"
+    );
+    // Fails closed: `serve` refuses to start (before it binds anything).
+    let out = mdproxy()
+        .args(["serve", "--config", example])
+        .env("MDPROXY_UPSTREAM_TOKN", "secret")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(
+            "MDPROXY_UPSTREAM_TOKN: unknown variable (did you mean MDPROXY_UPSTREAM_TOKEN?)"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("secret"), "{err}");
+    let out = mdproxy()
+        .args(["check-config", example])
+        .env("MDPROXY_LOG", "warn")
+        .env("MDPROXY_SERVICE_HOST", "10.0.0.1")
+        .env("MDPROXY_PORT_8080_TCP_ADDR", "10.0.0.1")
+        .env("MDPROXY_FRESHNESS_CLASSES_LIVE_SESSION_FRESH_SECS", "5")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `mdproxy serve` reloads its file on SIGHUP: a new token starts working without a
 /// restart, and an invalid file is refused while the old one keeps serving.
 #[cfg(unix)]
@@ -115,7 +210,11 @@ async fn serve_reloads_on_sighup() {
         .unwrap();
     };
     write("first");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"));
+    for name in inherited() {
+        child.env_remove(name);
+    }
+    let mut child = child
         .args(["serve", "--log", "warn", "--config"])
         .arg(&path)
         .stdout(std::process::Stdio::null())

@@ -248,3 +248,79 @@ async fn a_reload_closes_the_streams_of_revoked_tokens() {
         support::Next::Event(_) | support::Next::Timeout
     ));
 }
+
+/// A refused reload names every problem of the file and the environment at once (the
+/// "configuration refused" log line carries this text), and a misspelt `MDPROXY_*`
+/// variable refuses a file that is otherwise valid.
+#[test]
+fn a_refused_reload_names_every_problem() {
+    use mdproxy::ops::reload::{Applied, Apply, Lookup};
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let path = std::env::temp_dir().join(format!(
+        "mdproxy-reload-report-{}-{}.toml",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    let applied = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&applied);
+    let apply: Apply = Arc::new(move |_| {
+        seen.store(true, Ordering::SeqCst);
+        Ok(Applied {
+            generation: 1,
+            needs_restart: Vec::new(),
+        })
+    });
+    let env = |pairs: &[(&str, &str)]| -> Lookup {
+        Arc::new(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<BTreeMap<String, String>>(),
+        )
+    };
+    let misspelt = env(&[("MDPROXY_UPSTREAM_TIMEOUTMS", "5")]);
+    let valid =
+        "[auth]\ntokens = [\"t\"]\n[upstream]\nbase_url = \"https://api.example.com/api/v1\"\n";
+    std::fs::write(
+        &path,
+        format!("{valid}timeout_ms = \"soon\"\n[server]\nlistn = \"127.0.0.1:1\"\n[[scheduler.jobs]]\nname = \"j\"\ncron = \"often\"\ntargets = []\n"),
+    )
+    .unwrap();
+    let err = mdproxy::ops::reload::reload(&path, &misspelt, &apply).unwrap_err();
+    let file = path.display().to_string();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 5, "{err}");
+    assert_eq!(
+        lines[0],
+        format!("{file}:5: upstream.timeout_ms: expected an integer, found a string \"soon\"")
+    );
+    assert_eq!(
+        lines[1],
+        format!("{file}:7: server.listn: unknown key (did you mean server.listen?)")
+    );
+    assert!(
+        lines[2].starts_with(&format!("{file}:10: scheduler.jobs[0].cron: ")),
+        "{err}"
+    );
+    assert_eq!(
+        lines[3],
+        "MDPROXY_UPSTREAM_TIMEOUTMS: unknown variable (did you mean MDPROXY_UPSTREAM_TIMEOUT_MS?)"
+    );
+    assert_eq!(lines[4], "4 problems");
+
+    std::fs::write(&path, valid).unwrap();
+    let err = mdproxy::ops::reload::reload(&path, &misspelt, &apply).unwrap_err();
+    assert!(
+        err.starts_with("MDPROXY_UPSTREAM_TIMEOUTMS: unknown variable"),
+        "{err}"
+    );
+    assert!(
+        !applied.load(Ordering::SeqCst),
+        "nothing refused was applied"
+    );
+    mdproxy::ops::reload::reload(&path, &env(&[("MDPROXY_UPSTREAM_TIMEOUT_MS", "5")]), &apply)
+        .unwrap();
+    assert!(applied.load(Ordering::SeqCst));
+    let _ = std::fs::remove_file(&path);
+}

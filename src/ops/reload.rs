@@ -13,11 +13,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Env};
 use crate::stats::Stats;
 
-/// Reads environment overrides (injected so tests never touch the environment).
-pub type Lookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+/// Where environment overrides come from (injected so tests never touch the
+/// environment): a lookup function, or a [`crate::config::ProcessEnv`] that also
+/// lists the variables set, so a misspelt one refuses the file.
+pub type Lookup = Arc<dyn Env + Send + Sync>;
 
 /// What an applied configuration reports: its generation and the keys that only a
 /// restart can change.
@@ -29,19 +31,16 @@ pub struct Applied {
 /// Applies a validated configuration to the running application.
 pub type Apply = Arc<dyn Fn(Config) -> Result<Applied, String> + Send + Sync>;
 
-/// Loads and validates `path` with overrides from `lookup`: the config's own keys,
-/// then the checks their owners make (the scheduler's cron expressions and targets).
+/// Loads and checks `path` with overrides from `env`: the config's own keys, then
+/// the checks their owners make (the scheduler's cron expressions and targets), all
+/// reported together.
 ///
 /// # Errors
-/// A [`ConfigError`] naming the file, the key or the variable.
-pub fn load(path: &Path, lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-    let config = Config::load(path, lookup)?;
-    let problems = crate::ops::scheduler::problems(&config.scheduler.jobs);
-    if problems.is_empty() {
-        Ok(config)
-    } else {
-        Err(ConfigError::Invalid(problems))
-    }
+/// A [`ConfigError`] listing every problem with its line or variable.
+pub fn load(path: &Path, env: &dyn Env) -> Result<Config, ConfigError> {
+    Config::load_checked(path, env, &|config| {
+        crate::ops::scheduler::problems(&config.scheduler.jobs)
+    })
 }
 
 /// Loads `path` and applies it; returns the generation applied.
@@ -49,7 +48,7 @@ pub fn load(path: &Path, lookup: impl Fn(&str) -> Option<String>) -> Result<Conf
 /// # Errors
 /// The reason the file was refused; the running configuration is unchanged.
 pub fn reload(path: &Path, lookup: &Lookup, apply: &Apply) -> Result<u64, String> {
-    let config = load(path, |k| lookup(k)).map_err(|e| e.to_string())?;
+    let config = load(path, lookup.as_ref()).map_err(|e| e.to_string())?;
     let Applied {
         generation,
         needs_restart: restart,
