@@ -434,7 +434,7 @@ const DAY: u64 = 86_400;
 
 impl Default for FreshnessConfig {
     fn default() -> Self {
-        // DOMAIN.md §8.1: in-session TTLs; out of session until the next open for market
+        // docs/DOMAIN.md §8.1: in-session TTLs; out of session until the next open for market
         // data (30 days only bounds it: the longest closure, Spring Festival, is ~9 days), shorter for news and overseas quotes; stale-if-error ≥ 1 h, 24 h or more
         // for reference data.
         let t = |sf, ss, cf, cs, until_open, error_secs| ClassTtl {
@@ -461,7 +461,7 @@ impl Default for FreshnessConfig {
                 (class, ttl)
             })
             .collect();
-        // Overseas markets trade while China is closed (DOMAIN.md §3): 30 s / 60 s.
+        // Overseas markets trade while China is closed (docs/DOMAIN.md §3): 30 s / 60 s.
         let global = TtlOverride {
             session_fresh_secs: Some(30),
             closed_fresh_secs: Some(60),
@@ -509,7 +509,7 @@ pub struct LimitsConfig {
 impl Default for LimitsConfig {
     fn default() -> Self {
         LimitsConfig {
-            // DOMAIN.md §6.4: start conservatively, a few requests per second.
+            // docs/DOMAIN.md §6.4: start conservatively, a few requests per second.
             upstream_rps: 20,
             upstream_burst: 40,
             background_percent: 50,
@@ -579,7 +579,7 @@ pub struct HubConfig {
     /// (or `data.list`, or a bare array) carry a `code`. Empty: no quote source, and
     /// the stream answers 503.
     pub source: String,
-    /// Poll interval while the market is in session (DOMAIN.md: ~3 s snapshots).
+    /// Poll interval while the market is in session (docs/DOMAIN.md: ~3 s snapshots).
     pub session_interval_ms: u64,
     /// Poll interval out of session (quotes stand still after the close).
     pub closed_interval_ms: u64,

@@ -63,3 +63,37 @@ fn readme_ttl_table_matches_the_defaults() {
         "README's TTL table is out of date: regenerate it with `cargo run -- docs`"
     );
 }
+
+/// Every Markdown file README or a source comment names is in the repository
+/// (README once pointed to a DOMAIN.md that was not).
+#[test]
+fn every_document_named_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut texts = vec![std::fs::read_to_string(root.join("README.md")).unwrap()];
+    let mut dirs = vec![root.join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                texts.push(std::fs::read_to_string(path).unwrap());
+            }
+        }
+    }
+    let mut named = std::collections::BTreeSet::new();
+    for text in &texts {
+        for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || "/._-".contains(c))) {
+            if word.ends_with(".md") && word.len() > 3 {
+                named.insert(word.trim_start_matches("./").to_owned());
+            }
+        }
+    }
+    assert!(named.contains("docs/DOMAIN.md"), "{named:?}");
+    for name in &named {
+        assert!(
+            root.join(name).is_file(),
+            "{name} is named but not in the repository"
+        );
+    }
+}

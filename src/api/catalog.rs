@@ -1,4 +1,4 @@
-//! The endpoint catalogue: the 72 endpoints of API-SPEC.md as data.
+//! The endpoint catalogue: the 72 endpoints of docs/API-SPEC.md as data.
 //! Router, validation, cache keys, the simulator, README and tests all read this table;
 //! nothing about an endpoint is written anywhere else.
 
@@ -115,7 +115,7 @@ pub enum KeyRole {
     /// Part of the key and forwarded upstream.
     Key,
     /// Validated, then left out of the key and not forwarded (the heat map's
-    /// `quotedata_hash`: one shared snapshot answers every client, DOMAIN.md §4.4).
+    /// `quotedata_hash`: one shared snapshot answers every client, docs/DOMAIN.md §4.4).
     Dropped,
 }
 
@@ -203,7 +203,7 @@ impl Param {
 }
 
 /// Largest page size accepted. The spec gives none; this bounds what one client can
-/// make the upstream compute and the cache hold (DOMAIN.md: real upstreams cap at 100).
+/// make the upstream compute and the cache hold (docs/DOMAIN.md: real upstreams cap at 100).
 pub const MAX_PAGE_SIZE: i64 = 1000;
 /// Most codes in one `codes` list (the spec states no limit; 500 covers a large
 /// watchlist and keeps a key under a few KB).
@@ -211,7 +211,7 @@ pub const MAX_CODES: usize = 500;
 
 const PERIOD: Param = Param::new("period", ParamKind::Choice(&["day", "week", "month"]));
 /// The adjustment of a K-line: forward (`pre`, the upstream's default), backward or
-/// none. The real upstream documents backward adjustment as `after`; API-SPEC.md
+/// none. The real upstream documents backward adjustment as `after`; docs/API-SPEC.md
 /// calls it `post`. Both are accepted, and `post` is keyed and forwarded as `after`.
 const FQT: Param = Param::new("fqt", ParamKind::Choice(&["pre", "after", "post", "none"]))
     .synonyms(&[("post", "after")]);
@@ -268,7 +268,7 @@ pub struct Endpoint {
     pub class_when_present: Option<(&'static str, FreshnessClass)>,
     /// When this query parameter has this value (or is absent) the answer expires at
     /// the next open whatever its class says: forward-adjusted K-lines are rewritten
-    /// on every ex-rights date (DOMAIN.md §7).
+    /// on every ex-rights date (docs/DOMAIN.md §7).
     pub until_open_when: Option<(&'static str, &'static str)>,
     /// The one text/event-stream endpoint.
     pub streaming: bool,

@@ -376,7 +376,7 @@ fn split_code<'a>(s: &'a str, suffixes: &[&str]) -> Option<(&'a str, Option<Stri
     (digits.len() == 6 && digits.bytes().all(|b| b.is_ascii_digit())).then_some((digits, suffix))
 }
 
-/// The exchange a stock code's prefix implies (DOMAIN.md §5.1): 60/68/90 SH;
+/// The exchange a stock code's prefix implies (docs/DOMAIN.md §5.1): 60/68/90 SH;
 /// 00/30/20 SZ; 92 and the retired 43/83/87/88 BJ. `None` where the prefix does not
 /// tell (an index range such as 399xxx).
 pub fn implied_exchange(digits: &str) -> Option<&'static str> {
@@ -416,7 +416,7 @@ pub fn stock_code(s: &str) -> Option<String> {
 }
 
 /// Canonical ETF code, by the same rule: 5xxxxx implies `.SH`, 1xxxxx `.SZ`
-/// (DOMAIN.md §5.2).
+/// (docs/DOMAIN.md §5.2).
 pub fn fund_code(s: &str) -> Option<String> {
     let (digits, suffix) = split_code(s, &["SH", "SZ"])?;
     let implied = match digits.as_bytes()[0] {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, TimeZone, Utc, Weekday};
 use chrono_tz::Asia::Shanghai;
 
-/// Weekday closures of 2026, from the exchanges' notice of 2025-12-22 (DOMAIN.md §1.2).
+/// Weekday closures of 2026, from the exchanges' notice of 2025-12-22 (docs/DOMAIN.md §1.2).
 const HOLIDAYS_2026: &[&str] = &[
     "2026-01-01",
     "2026-01-02",

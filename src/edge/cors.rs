@@ -6,7 +6,7 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use crate::edge::body::{self, Body};
 
 /// Headers a browser script may read on a CORS response.
-const EXPOSED: &str = "X-Cache, Cache-Status, Age, ETag, Retry-After";
+const EXPOSED: &str = "X-Cache, Cache-Status, Age, ETag, Retry-After, X-Request-Id";
 
 /// The CORS policy of `server.cors_origins`.
 #[derive(Debug, Default)]

@@ -1,5 +1,5 @@
 //! Scheduled prewarm with tokio-cron-scheduler, in China time: the built-in jobs of
-//! DOMAIN.md §8.2 (macro releases, classification and ETF lists before the open,
+//! docs/DOMAIN.md §8.2 (macro releases, classification and ETF lists before the open,
 //! indices during sessions) and the operator's `[[scheduler.jobs]]`. Every job goes
 //! through the proxy's own fill path and upstream budget, at background priority.
 
@@ -35,7 +35,7 @@ pub struct Plan {
     /// changed data that the cache considers fresh for hours).
     pub force: bool,
     /// Fetch a target only if a client asked for its endpoint within
-    /// `scheduler.demand_window_secs` (DOMAIN.md §8.2: the in-session loops are
+    /// `scheduler.demand_window_secs` (docs/DOMAIN.md §8.2: the in-session loops are
     /// demand-driven, so an idle proxy does not poll the upstream every few seconds).
     pub on_demand: bool,
 }
@@ -102,7 +102,7 @@ fn on_demand(plan: Plan) -> Plan {
     }
 }
 
-/// The built-in jobs (DOMAIN.md §8.2), China time.
+/// The built-in jobs (docs/DOMAIN.md §8.2), China time.
 pub fn builtin() -> Vec<Plan> {
     let all_macro: Vec<&str> = crate::api::catalog::MACRO_INDICATORS
         .iter()

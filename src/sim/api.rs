@@ -1,5 +1,5 @@
 //! The simulated answers: per route, the `data` payload in the real upstream's
-//! documented shape (UPSTREAM-SHAPES.md §5), deterministic and of realistic size. This
+//! documented shape (docs/UPSTREAM-SHAPES.md §5), deterministic and of realistic size. This
 //! file dispatches by group and holds what the groups share; the children build.
 
 mod company;

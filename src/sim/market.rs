@@ -7,7 +7,7 @@ use std::ops::RangeInclusive;
 use chrono::{DateTime, Datelike, Duration as Days, NaiveDate, Timelike, Utc, Weekday};
 use chrono_tz::Asia::Shanghai;
 
-/// Seconds between two exchange snapshots (Level-1, DOMAIN.md §3).
+/// Seconds between two exchange snapshots (Level-1, docs/DOMAIN.md §3).
 pub const SNAPSHOT_SECS: i64 = 3;
 
 fn hash(seed: u64, i: i64) -> f64 {

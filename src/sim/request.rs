@@ -8,8 +8,8 @@ use percent_encoding::percent_decode_str;
 use crate::api::catalog::catalog;
 use crate::api::router::Router;
 
-/// Routes the upstream serves that the catalogue (API-SPEC.md) does not list: newer
-/// pages of the upstream's docs (UPSTREAM-SHAPES.md §4). Each is an exact path.
+/// Routes the upstream serves that the catalogue (docs/API-SPEC.md) does not list: newer
+/// pages of the upstream's docs (docs/UPSTREAM-SHAPES.md §4). Each is an exact path.
 pub const EXTRA_ROUTES: [&str; 5] = [
     "/market/sector-flow/summary",
     "/market/sector-flow/list",
