@@ -5,7 +5,7 @@
 //! spawned on.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ use crate::cache::market::Clock;
 use crate::config::Config;
 use crate::edge::handler::Edge;
 use crate::edge::server::ConnectionLimits;
+use crate::edge::tls::Tls;
 use crate::hub::QuoteHub;
 use crate::ops::admin::Admin;
 use crate::ops::reload::{Applied, Apply, Lookup};
@@ -52,6 +53,9 @@ pub enum StartError {
     /// The scheduler could not start.
     #[error("scheduler: {0}")]
     Scheduler(String),
+    /// The TLS certificate or key did not load.
+    #[error("{0}")]
+    Tls(String),
     /// The configuration was refused.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
@@ -69,6 +73,8 @@ pub struct App {
     stop: CancellationToken,
     tracker: TaskTracker,
     scheduler: Option<Scheduler>,
+    /// The client listener's TLS, when `server.tls_cert` is set.
+    tls: Option<Arc<Tls>>,
 }
 
 async fn bind(key: &'static str, addr: &str) -> Result<(TcpListener, SocketAddr), StartError> {
@@ -121,6 +127,19 @@ pub async fn start_with(
     let hub = QuoteHub::new(state.clone());
     let edge = Arc::new(Edge::new(state.clone(), hub.clone(), rate_clock));
 
+    let tls = if config.server.tls_cert.is_empty() {
+        None
+    } else {
+        let tls = Tls::load(
+            Path::new(&config.server.tls_cert),
+            Path::new(&config.server.tls_key),
+        )
+        .map_err(StartError::Tls)?;
+        let tls = Arc::new(tls);
+        let every = Duration::from_millis(config.server.reload_poll_ms.max(1_000));
+        tls.watch(every, stop.child_token(), &tracker);
+        Some(tls)
+    };
     let handler_edge = Arc::clone(&edge);
     let stopped = stop.clone();
     tracker.spawn(crate::edge::server::serve(
@@ -130,6 +149,7 @@ pub async fn start_with(
             async move { edge.handle(req, connection).await }
         },
         ConnectionLimits::from(&config.server),
+        tls.clone(),
         Duration::from_millis(config.server.shutdown_grace_ms),
         tracker.clone(),
         async move { stopped.cancelled().await },
@@ -148,6 +168,7 @@ pub async fn start_with(
                 ADMIN_MAX_CONNECTIONS / 4,
                 ADMIN_HEADER_READ_TIMEOUT,
             ),
+            None,
             ADMIN_GRACE,
             tracker.clone(),
             async move { stopped.cancelled().await },
@@ -180,6 +201,7 @@ pub async fn start_with(
         stop,
         tracker,
         scheduler,
+        tls,
     })
 }
 
@@ -244,15 +266,15 @@ impl App {
     /// # Errors
     /// When the new upstream client cannot be built; the old config stays.
     pub fn reload(&self, config: Config) -> Result<Vec<&'static str>, String> {
-        apply(&self.state, &self.edge, config).map(|a| a.needs_restart)
+        apply(&self.state, &self.edge, self.tls.as_deref(), config).map(|a| a.needs_restart)
     }
 
     /// Reloads `path` on SIGHUP and whenever its content changes (polled every
     /// `server.reload_poll_ms`), until the proxy stops.
     pub fn watch_config(&self, path: PathBuf, lookup: Lookup) {
         let poll = Duration::from_millis(self.state.snapshot().config.server.reload_poll_ms);
-        let (state, edge) = (self.state.clone(), Arc::clone(&self.edge));
-        let apply: Apply = Arc::new(move |config| apply(&state, &edge, config));
+        let (state, edge, tls) = (self.state.clone(), Arc::clone(&self.edge), self.tls.clone());
+        let apply: Apply = Arc::new(move |config| apply(&state, &edge, tls.as_deref(), config));
         crate::ops::reload::spawn(
             path,
             lookup,
@@ -290,7 +312,22 @@ impl App {
 }
 
 /// One reload, applied to every part that holds configuration.
-fn apply(state: &AppState, edge: &Edge, config: Config) -> Result<Applied, String> {
+fn apply(
+    state: &AppState,
+    edge: &Edge,
+    tls: Option<&Tls>,
+    config: Config,
+) -> Result<Applied, String> {
+    // TLS files first: a pair that does not load refuses the whole reload.
+    if let Some(tls) = tls
+        && !config.server.tls_cert.is_empty()
+        && tls.refresh(
+            Path::new(&config.server.tls_cert),
+            Path::new(&config.server.tls_key),
+        )?
+    {
+        tracing::info!(cert = %config.server.tls_cert, "TLS certificate reloaded");
+    }
     let upstream_changed = state.snapshot().config.upstream != config.upstream;
     // The state first: it is the part that can refuse (a new upstream client).
     let needs_restart = state.reload(config.clone())?;

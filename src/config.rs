@@ -213,6 +213,14 @@ pub struct ServerConfig {
     pub cors_origins: Vec<String>,
     /// How often the config file is checked for changes (0: only on SIGHUP).
     pub reload_poll_ms: u64,
+    /// PEM certificate chain (leaf first); with `tls_key`, the client listener
+    /// speaks TLS (HTTP/2 and HTTP/1.1 by ALPN). Empty: plain HTTP (HTTP/1.1, and
+    /// HTTP/2 by prior knowledge). The files are reloaded when they change.
+    pub tls_cert: String,
+    /// PEM private key of `tls_cert`. A secret's path, not the secret.
+    pub tls_key: String,
+    /// Streams one HTTP/2 connection may have open at once.
+    pub h2_max_streams: u32,
 }
 
 impl Default for ServerConfig {
@@ -228,6 +236,9 @@ impl Default for ServerConfig {
             shutdown_grace_ms: 5_000,
             cors_origins: Vec::new(),
             reload_poll_ms: 2_000,
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            h2_max_streams: 128,
         }
     }
 }
@@ -794,6 +805,50 @@ impl Config {
                     "auth.clients[{i}]: name and token must not be empty"
                 ));
             }
+        }
+        match (
+            self.server.tls_cert.is_empty(),
+            self.server.tls_key.is_empty(),
+        ) {
+            (true, true) => {}
+            (false, false) => {
+                let pem = |path: &str| {
+                    std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))
+                };
+                match (pem(&self.server.tls_cert), pem(&self.server.tls_key)) {
+                    (Ok(cert), Ok(key)) => {
+                        use rustls_pki_types::pem::PemObject;
+                        let certs = rustls_pki_types::CertificateDer::pem_slice_iter(&cert)
+                            .collect::<Result<Vec<_>, _>>();
+                        if !certs.is_ok_and(|c| !c.is_empty()) {
+                            problems.push(format!(
+                                "server.tls_cert: {} holds no PEM certificate",
+                                self.server.tls_cert
+                            ));
+                        }
+                        if rustls_pki_types::PrivateKeyDer::from_pem_slice(&key).is_err() {
+                            problems.push(format!(
+                                "server.tls_key: {} holds no PEM private key",
+                                self.server.tls_key
+                            ));
+                        }
+                    }
+                    (cert, key) => {
+                        for (name, result) in [("tls_cert", cert), ("tls_key", key)] {
+                            if let Err(e) = result {
+                                problems.push(format!("server.{name}: {e}"));
+                            }
+                        }
+                    }
+                }
+            }
+            _ => problems.push(
+                "server.tls_cert and server.tls_key go together: set both for TLS, or neither"
+                    .into(),
+            ),
+        }
+        if self.server.h2_max_streams == 0 {
+            problems.push("server.h2_max_streams must be at least 1".into());
         }
         for origin in &self.server.cors_origins {
             if origin != "*" && !(origin.starts_with("http://") || origin.starts_with("https://")) {

@@ -146,10 +146,14 @@ impl AppState {
                 s.keep_alive,
                 s.max_headers,
                 s.max_header_bytes,
+                s.h2_max_streams,
             )
         };
         if connections(new_server) != connections(old_server) {
             needs_restart.push("server connection limits");
+        }
+        if config.server.tls_cert.is_empty() != old.config.server.tls_cert.is_empty() {
+            needs_restart.push("server.tls_cert (TLS on or off)");
         }
         if config.admin.listen != old.config.admin.listen {
             needs_restart.push("admin.listen");

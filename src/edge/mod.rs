@@ -9,5 +9,6 @@ pub mod handler;
 pub(crate) mod limit;
 pub(crate) mod response;
 pub(crate) mod server;
+pub mod tls;
 
 pub use server::Connection;

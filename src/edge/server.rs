@@ -1,7 +1,9 @@
-//! Listeners and connections: the accept loop, hyper's HTTP/1 builder (keep-alive,
-//! `TCP_NODELAY`, header read timeout, header limits), the connection limits (in all
-//! and per client address, answered `503` at once rather than left in the backlog),
-//! and graceful shutdown. What a request means is the handler's business.
+//! Listeners and connections: the accept loop, TLS (when configured), hyper-util's
+//! auto builder (HTTP/1.1 with keep-alive, header read timeout and header limits,
+//! and HTTP/2 over TLS by ALPN or in clear text by prior knowledge), the connection
+//! limits (in all and per client address, answered `503` at once rather than left in
+//! the backlog), and graceful shutdown. What a request means is the handler's
+//! business.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -12,9 +14,9 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -23,6 +25,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
 use crate::edge::body::Body;
+use crate::edge::tls::Tls;
 use crate::error::Error;
 
 /// What one listener allows.
@@ -39,6 +42,8 @@ pub struct ConnectionLimits {
     pub max_headers: usize,
     /// Largest request head; hyper's read buffer (at least 8192).
     pub max_header_bytes: usize,
+    /// Streams one HTTP/2 connection may have open at once.
+    pub h2_max_streams: u32,
 }
 
 impl From<&ServerConfig> for ConnectionLimits {
@@ -52,6 +57,7 @@ impl From<&ServerConfig> for ConnectionLimits {
             keep_alive: server.keep_alive,
             max_headers: server.max_headers,
             max_header_bytes: server.max_header_bytes,
+            h2_max_streams: server.h2_max_streams,
         }
     }
 }
@@ -71,6 +77,7 @@ impl ConnectionLimits {
             keep_alive: true,
             max_headers: 64,
             max_header_bytes: 16 * 1024,
+            h2_max_streams: 32,
         }
     }
 }
@@ -149,13 +156,36 @@ impl Drop for Slot {
     }
 }
 
-/// Serves HTTP/1 on `listener` with `handler` until `shutdown` resolves, then stops
-/// accepting and waits up to `grace` for open connections to finish. Connections run
-/// as tasks of `tracker`. The handler gets each request with its [`Connection`].
+/// The connection builder for `limits`: HTTP/1.1 and HTTP/2 on one listener.
+fn builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(limits.keep_alive)
+        .max_headers(limits.max_headers)
+        .max_buf_size(limits.max_header_bytes.max(8192));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.h2_max_streams)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+        // Pings find peers that went away without closing (a laptop lid).
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(20));
+    builder
+}
+
+/// Serves HTTP/1.1 and HTTP/2 (over TLS when `tls` is given) on `listener` with
+/// `handler` until `shutdown` resolves, then stops accepting and waits up to `grace`
+/// for open connections to finish. Connections run as tasks of `tracker`. The
+/// handler gets each request with its [`Connection`].
 pub async fn serve<H, F>(
     listener: TcpListener,
     handler: H,
     limits: ConnectionLimits,
+    tls: Option<Arc<Tls>>,
     grace: Duration,
     tracker: TaskTracker,
     shutdown: impl Future<Output = ()>,
@@ -169,13 +199,7 @@ pub async fn serve<H, F>(
     let all = CancellationToken::new();
     let occupancy = Arc::new(Occupancy::default());
     let local = listener.local_addr().ok();
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .keep_alive(limits.keep_alive)
-        .max_headers(limits.max_headers)
-        .max_buf_size(limits.max_header_bytes.max(8192));
+    let builder = Arc::new(builder(&limits));
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -207,11 +231,38 @@ pub async fn serve<H, F>(
             close: close.clone(),
         };
         let service = service_fn(move |req: Request<Incoming>| handler(req, connection.clone()));
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
+        let (builder, watcher, tls) = (Arc::clone(&builder), graceful.watcher(), tls.clone());
+        let handshake_timeout = limits.header_read_timeout;
         tracker.spawn(async move {
+            let served = async {
+                match tls {
+                    None => {
+                        let conn = builder.serve_connection(TokioIo::new(stream), service);
+                        watcher.watch(conn).await
+                    }
+                    Some(tls) => {
+                        // The handshake gets the header read timeout: a client that
+                        // opens and says nothing frees its slot as one that sends no
+                        // headers does.
+                        let accept = tls.acceptor().accept(stream);
+                        let stream = match tokio::time::timeout(handshake_timeout, accept).await {
+                            Ok(Ok(stream)) => stream,
+                            Ok(Err(e)) => {
+                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                return Ok(());
+                            }
+                            Err(_) => {
+                                tracing::debug!(%peer, "TLS handshake timed out");
+                                return Ok(());
+                            }
+                        };
+                        let conn = builder.serve_connection(TokioIo::new(stream), service);
+                        watcher.watch(conn).await
+                    }
+                }
+            };
             tokio::select! {
-                result = conn => if let Err(e) = result {
+                result = served => if let Err(e) = result {
                     tracing::debug!(%peer, error = %e, "connection ended with an error");
                 },
                 () = close.cancelled() => tracing::debug!(%peer, "connection closed by the server"),

@@ -351,6 +351,7 @@ pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> std::io::Result
         listener,
         handler,
         crate::edge::server::ConnectionLimits::internal(10_000, 10_000, Duration::from_secs(30)),
+        None,
         Duration::from_secs(1),
         tracker,
         async move { stop.cancelled().await },
