@@ -344,7 +344,8 @@ impl Admin {
                     "targets": j.plan.targets.iter().map(|t| t.target.as_str()).collect::<Vec<_>>(),
                     "runs": j.runs,
                     "last_run": j.last_run.as_ref().map(|(at, ran)| json!({
-                        "at": china_time(*at), "result": ran.to_string(), "ok": ran.is_ok(),
+                        "at": china_time(*at), "result": ran.to_string(),
+                        "ok": ran.is_ok(), "skipped": ran.is_skipped(),
                     })),
                     "next_run": j.next_run.map(china_time),
                 })).collect::<Vec<_>>(),

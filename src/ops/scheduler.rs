@@ -261,6 +261,15 @@ impl Ran {
     pub fn is_ok(&self) -> bool {
         !matches!(self, Ran::Done { failed, .. } if *failed > 0)
     }
+
+    /// Whether nothing was due: the market was closed, another node ran it, or no
+    /// client asked for an on-demand job's endpoints lately.
+    pub fn is_skipped(&self) -> bool {
+        matches!(
+            self,
+            Ran::MarketClosed | Ran::OtherNode | Ran::Done { asked: 0, .. }
+        )
+    }
 }
 
 impl fmt::Display for Ran {
