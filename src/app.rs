@@ -154,8 +154,15 @@ pub async fn start_with(
         tracker.clone(),
         async move { stopped.cancelled().await },
     ));
+    let jobs = scheduler::Jobs::default();
     let admin_addr = admin.map(|(listener, admin_addr)| {
-        let admin = Arc::new(Admin::new(state.clone(), hub.clone()));
+        let history = crate::ops::history::History::start(&state);
+        let admin = Arc::new(Admin::new(
+            state.clone(),
+            hub.clone(),
+            jobs.clone(),
+            history,
+        ));
         let stopped = stop.clone();
         tracker.spawn(crate::edge::server::serve(
             listener,
@@ -183,7 +190,7 @@ pub async fn start_with(
             prewarm_on_start(&state, plans.clone());
         }
         Some(
-            Scheduler::start(state.clone(), plans)
+            Scheduler::start(state.clone(), plans, &jobs)
                 .await
                 .map_err(StartError::Scheduler)?,
         )
@@ -231,7 +238,7 @@ fn prewarm_on_start(state: &AppState, plans: Vec<scheduler::Plan>) {
                 ..plan
             };
             tokio::select! {
-                () = scheduler::run(&task_state, &unforced) => {}
+                _ = scheduler::run(&task_state, &unforced) => {}
                 () = stop.cancelled() => return,
             }
         }

@@ -7,7 +7,7 @@
 //! - [`edge`]: HTTP toward clients: accept loop, one request, responses, CORS, auth,
 //!   client limits.
 //! - [`hub`]: the live quote stream: one upstream poll fanned out to subscribers.
-//! - [`ops`]: admin listener, metrics, reload, scheduler, reports.
+//! - [`ops`]: admin listener, status page, metrics, reload, scheduler, reports.
 //! - [`state`]: what the edge, the hub and the operations share.
 //! - [`cache`]: store and single flight, the read-through decision, freshness, market clock.
 //! - [`cluster`]: several nodes as one cache, on Redis (shared store, fill lock,

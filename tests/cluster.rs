@@ -230,7 +230,7 @@ async fn a_redis_outage_costs_no_request_and_the_nodes_rejoin() {
     assert!(!cluster.is_up());
     let admin = env.proxy.admin_addr.unwrap();
     let status: serde_json::Value = support::client()
-        .get(format!("http://{admin}/status"))
+        .get(format!("http://{admin}/status.json"))
         .send()
         .await
         .unwrap()
@@ -240,7 +240,7 @@ async fn a_redis_outage_costs_no_request_and_the_nodes_rejoin() {
     assert_eq!(status["cluster"]["state"], "alone");
     assert!(
         !status.to_string().contains("redis://"),
-        "no URL in /status"
+        "no URL in /status.json"
     );
 
     let _back = Redis::on(port);

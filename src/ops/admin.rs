@@ -12,16 +12,20 @@ use crate::edge::body::{self, Body};
 use crate::edge::response::IntoResponse;
 use crate::error::Error;
 use crate::hub::QuoteHub;
+use crate::ops::history::History;
 use crate::ops::metrics::Metrics;
+use crate::ops::scheduler::Jobs;
 use crate::state::AppState;
 use crate::stats::{self, CacheStatus, LATENCY_BUCKETS, Outcome, Stats, UpstreamOutcome};
 
-/// What the admin listener reads: the shared state, the hub and the metrics
-/// registry (built once).
+/// What the admin listener reads: the shared state, the hub, the metrics
+/// registry (built once), the scheduler's jobs and the sampled traffic history.
 pub struct Admin {
     state: AppState,
     hub: QuoteHub,
     metrics: Metrics,
+    jobs: Jobs,
+    history: History,
 }
 
 fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
@@ -39,13 +43,16 @@ fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body
 }
 
 impl Admin {
-    /// The admin service over `state` and `hub`.
-    pub fn new(state: AppState, hub: QuoteHub) -> Admin {
+    /// The admin service over `state` and `hub`; `/status` also shows `jobs` and
+    /// `history`.
+    pub fn new(state: AppState, hub: QuoteHub, jobs: Jobs, history: History) -> Admin {
         let metrics = Metrics::new(state.clone(), hub.clone());
         Admin {
             state,
             hub,
             metrics,
+            jobs,
+            history,
         }
     }
 
@@ -77,7 +84,7 @@ impl Admin {
                 Ok(report) => json_response(StatusCode::OK, &report),
                 Err(e) => e.to_response(),
             },
-            (&Method::GET, "/status") => json_response(StatusCode::OK, &self.status()),
+            (&Method::GET, "/status") => crate::ops::status::page(&self.status()),
             (_, "/purge") => Error::MethodNotAllowed { allow: "POST" }.to_response(),
             (_, "/metrics" | "/healthz" | "/readyz" | "/status" | "/status.json") => {
                 Error::MethodNotAllowed { allow: "GET" }.to_response()
@@ -224,7 +231,7 @@ fn percentiles(buckets: &[u64; LATENCY_BUCKETS.len() + 1]) -> serde_json::Value 
 }
 
 impl Admin {
-    /// What an operator reads (`/status.json`; `/status` renders it).
+    /// What an operator reads (`/status.json`; the `/status` page renders it).
     fn status(&self) -> serde_json::Value {
         let state = &self.state;
         let snap = state.snapshot();
@@ -232,6 +239,7 @@ impl Admin {
         let now = state.clock().now();
         let calendar = snap.policy.calendar();
         let mut all = [0u64; LATENCY_BUCKETS.len() + 1];
+        let rates = self.history.rates();
         let endpoints: Vec<serde_json::Value> = catalog()
             .with_passthrough()
             .filter_map(|e| {
@@ -255,6 +263,7 @@ impl Admin {
                     json!({
                         "endpoint": e.path, "class": class.as_str(),
                         "requests": requests,
+                        "rps": rates.as_ref().and_then(|r| r.get(e.id)).map(|r| round(*r, 2)),
                         "hit": hit, "miss": miss, "stale": stale,
                         "hit_ratio": (total > 0).then(|| round((hit + stale) as f64 / total as f64, 3)),
                         "latency": percentiles(&buckets),
@@ -266,6 +275,7 @@ impl Admin {
         let store = state.cache().store();
         let health = stats.upstream_health();
         let uptime = chrono::Utc::now() - stats.started;
+        let jobs = self.jobs.view(chrono::Utc::now());
         json!({
             "version": crate::VERSION,
             "commit": crate::GIT_COMMIT,
@@ -322,6 +332,31 @@ impl Admin {
             },
             "reloads": stats.reloads().into_iter().rev().map(|r| json!({
                 "at": china_time(r.at), "applied": r.applied, "detail": r.detail,
+            })).collect::<Vec<_>>(),
+            "scheduler": {
+                "running": !jobs.is_empty(),
+                "jobs": jobs.iter().map(|j| json!({
+                    "name": j.plan.name,
+                    "cron": j.plan.cron,
+                    "when": j.plan.when.as_str(),
+                    "on_demand": j.plan.on_demand,
+                    "force": j.plan.force,
+                    "targets": j.plan.targets.iter().map(|t| t.target.as_str()).collect::<Vec<_>>(),
+                    "runs": j.runs,
+                    "last_run": j.last_run.as_ref().map(|(at, ran)| json!({
+                        "at": china_time(*at), "result": ran.to_string(),
+                        "ok": ran.is_ok(), "skipped": ran.is_skipped(),
+                    })),
+                    "next_run": j.next_run.map(china_time),
+                })).collect::<Vec<_>>(),
+            },
+            "history_every_secs": self.history.every().as_secs(),
+            "history": self.history.samples().iter().map(|s| json!({
+                "t": s.at.timestamp(),
+                "at": china_time(s.at),
+                "requests": s.requests,
+                "rps": round(s.rps(), 2),
+                "hit_ratio": s.hit_ratio().map(|r| round(r, 3)),
             })).collect::<Vec<_>>(),
         })
     }

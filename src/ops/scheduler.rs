@@ -2,9 +2,13 @@
 //! docs/DOMAIN.md §8.2 (macro releases, classification and ETF lists before the open,
 //! indices during sessions) and the operator's `[[scheduler.jobs]]`. Every job goes
 //! through the proxy's own fill path and upstream budget, at background priority.
+//! [`Jobs`] keeps what the status page shows of them: each job's plan, last run and
+//! next firing.
 
-use std::sync::Arc;
+use std::fmt;
+use std::sync::{Arc, Mutex};
 
+use chrono::{DateTime, Utc};
 use chrono_tz::Asia::Shanghai;
 use tokio_cron_scheduler::{Job, JobScheduler};
 
@@ -22,6 +26,17 @@ pub enum When {
     TradingDays,
     /// Only while the market is in session (data that stands still otherwise).
     InSession,
+}
+
+impl When {
+    /// Stable label for the status page.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            When::Always => "always",
+            When::TradingDays => "trading_days",
+            When::InSession => "in_session",
+        }
+    }
 }
 
 /// A job: a cron expression (with seconds, China time) and its targets.
@@ -220,8 +235,78 @@ pub fn configured(jobs: &[JobConfig]) -> Vec<Plan> {
         .collect()
 }
 
+/// What became of one run of a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ran {
+    /// Not run: the market is closed for this job's `When`.
+    MarketClosed,
+    /// Not run here: another node of the cluster claimed this firing.
+    OtherNode,
+    /// Every target considered: `asked` of `of` were due (an on-demand job skips
+    /// endpoints no client asked for lately); of those `filled` were fetched,
+    /// `fresh` were already fresh and `failed` got no usable answer (the first
+    /// failure, target and error, in `first_error`).
+    Done {
+        of: usize,
+        asked: usize,
+        filled: usize,
+        fresh: usize,
+        failed: usize,
+        first_error: Option<String>,
+    },
+}
+
+impl Ran {
+    /// Whether the run went as planned (skipping is fine, a failed target is not).
+    pub fn is_ok(&self) -> bool {
+        !matches!(self, Ran::Done { failed, .. } if *failed > 0)
+    }
+
+    /// Whether nothing was due: the market was closed, another node ran it, or no
+    /// client asked for an on-demand job's endpoints lately.
+    pub fn is_skipped(&self) -> bool {
+        matches!(
+            self,
+            Ran::MarketClosed | Ran::OtherNode | Ran::Done { asked: 0, .. }
+        )
+    }
+}
+
+impl fmt::Display for Ran {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ran::MarketClosed => f.write_str("skipped: market closed"),
+            Ran::OtherNode => f.write_str("skipped: another node ran it"),
+            Ran::Done { asked: 0, .. } => f.write_str("skipped: no client asked lately"),
+            Ran::Done {
+                of,
+                asked,
+                filled,
+                fresh,
+                failed,
+                first_error,
+            } => {
+                write!(f, "filled {filled} of {asked}")?;
+                if asked < of {
+                    write!(f, " due ({of} planned)")?;
+                }
+                if *fresh > 0 {
+                    write!(f, ", {fresh} already fresh")?;
+                }
+                if *failed > 0 {
+                    write!(f, ", {failed} failed")?;
+                    if let Some(e) = first_error {
+                        write!(f, " ({e})")?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// Runs one plan now: skips it when the market says so, then fills every target.
-pub async fn run(state: &AppState, plan: &Plan) {
+pub async fn run(state: &AppState, plan: &Plan) -> Ran {
     let snap = state.snapshot();
     let calendar = snap.policy.calendar();
     let now = state.clock().now();
@@ -232,7 +317,7 @@ pub async fn run(state: &AppState, plan: &Plan) {
     };
     if skip {
         tracing::debug!(job = %plan.name, "skipped: market closed");
-        return;
+        return Ran::MarketClosed;
     }
     // In a cluster one node runs each firing (the first to claim its second); with
     // Redis away every node runs it.
@@ -240,14 +325,15 @@ pub async fn run(state: &AppState, plan: &Plan) {
         && cluster.claim(&plan.name, now.timestamp()).await == Ok(false)
     {
         tracing::debug!(job = %plan.name, "skipped: another node runs it");
-        return;
+        return Ran::OtherNode;
     }
     let window = std::time::Duration::from_secs(snap.config.scheduler.demand_window_secs);
-    let (mut filled, mut fresh, mut failed, mut first_error) = (0, 0, 0, None);
+    let (mut asked, mut filled, mut fresh, mut failed, mut first_error) = (0, 0, 0, 0, None);
     for valid in &plan.targets {
         if plan.on_demand && !state.stats().asked_within(valid.endpoint.id, window) {
             continue;
         }
+        asked += 1;
         match state.cache().prewarm(&snap.policy, valid, plan.force).await {
             Ok(true) => filled += 1,
             Ok(false) => fresh += 1,
@@ -260,10 +346,95 @@ pub async fn run(state: &AppState, plan: &Plan) {
     }
     // One summary line per run, whatever the result: `warn` when something failed.
     let of = plan.targets.len();
-    if let Some(error) = first_error {
+    if let Some(error) = &first_error {
         tracing::warn!(job = %plan.name, filled, fresh, failed, of, first_error = %error, "prewarm");
     } else if filled + fresh > 0 {
         tracing::info!(job = %plan.name, filled, fresh, of, "prewarm");
+    }
+    Ran::Done {
+        of,
+        asked,
+        filled,
+        fresh,
+        failed,
+        first_error,
+    }
+}
+
+/// The parser the scheduler reads cron expressions with (seconds field required,
+/// day of month and day of week both apply), for computing next firings.
+fn schedule(expr: &str) -> Option<croner::Cron> {
+    croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Required)
+        .dom_and_dow(true)
+        .build()
+        .parse(expr)
+        .ok()
+}
+
+/// One job as the status page shows it.
+#[derive(Clone, Debug)]
+pub struct JobView {
+    pub plan: Arc<Plan>,
+    /// When it last ran and what became of it.
+    pub last_run: Option<(DateTime<Utc>, Ran)>,
+    /// Runs since start.
+    pub runs: u64,
+    /// When the cron fires next (the run may still skip, see [`When`]).
+    pub next_run: Option<DateTime<Utc>>,
+}
+
+struct JobEntry {
+    plan: Arc<Plan>,
+    schedule: Option<croner::Cron>,
+    last_run: Option<(DateTime<Utc>, Ran)>,
+    runs: u64,
+}
+
+/// The jobs the scheduler runs and how each last went: the scheduler records, the
+/// status page reads (a lock taken once per run and per status request, never on
+/// the request path). Cheap to clone; empty while the scheduler is off.
+#[derive(Clone, Default)]
+pub struct Jobs {
+    inner: Arc<Mutex<Vec<JobEntry>>>,
+}
+
+impl Jobs {
+    fn register(&self, plan: Arc<Plan>) -> usize {
+        let mut jobs = self.inner.lock().expect("jobs lock is never poisoned");
+        jobs.push(JobEntry {
+            schedule: schedule(&plan.cron),
+            plan,
+            last_run: None,
+            runs: 0,
+        });
+        jobs.len() - 1
+    }
+
+    fn record(&self, index: usize, at: DateTime<Utc>, ran: Ran) {
+        let mut jobs = self.inner.lock().expect("jobs lock is never poisoned");
+        if let Some(job) = jobs.get_mut(index) {
+            job.last_run = Some((at, ran));
+            job.runs += 1;
+        }
+    }
+
+    /// Every registered job with its last run and its next firing after `now`.
+    pub fn view(&self, now: DateTime<Utc>) -> Vec<JobView> {
+        let jobs = self.inner.lock().expect("jobs lock is never poisoned");
+        let local = now.with_timezone(&Shanghai);
+        jobs.iter()
+            .map(|j| JobView {
+                plan: Arc::clone(&j.plan),
+                last_run: j.last_run.clone(),
+                runs: j.runs,
+                next_run: j
+                    .schedule
+                    .as_ref()
+                    .and_then(|s| s.find_next_occurrence(&local, false).ok())
+                    .map(|t| t.with_timezone(&Utc)),
+            })
+            .collect()
     }
 }
 
@@ -273,21 +444,29 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// Registers `plans` and starts ticking.
+    /// Registers `plans` (and in `jobs`, which records each run) and starts ticking.
     ///
     /// # Errors
     /// When the scheduler cannot start or a cron expression is invalid.
-    pub async fn start(state: AppState, plans: Vec<Plan>) -> Result<Scheduler, String> {
+    pub async fn start(
+        state: AppState,
+        plans: Vec<Plan>,
+        jobs: &Jobs,
+    ) -> Result<Scheduler, String> {
         let inner = JobScheduler::new()
             .await
             .map_err(|e| format!("scheduler: {e}"))?;
         for plan in plans {
             let plan = Arc::new(plan);
-            let state = state.clone();
+            let (state, jobs) = (state.clone(), jobs.clone());
+            let index = jobs.register(Arc::clone(&plan));
             let cron = plan.cron.clone();
             let job = Job::new_async_tz(cron.as_str(), Shanghai, move |_, _| {
-                let (state, plan) = (state.clone(), Arc::clone(&plan));
-                Box::pin(async move { run(&state, &plan).await })
+                let (state, plan, jobs) = (state.clone(), Arc::clone(&plan), jobs.clone());
+                Box::pin(async move {
+                    let ran = run(&state, &plan).await;
+                    jobs.record(index, Utc::now(), ran);
+                })
             })
             .map_err(|_| format!("scheduler: invalid cron {cron:?}"))?;
             inner
