@@ -127,7 +127,8 @@ fn main() -> ExitCode {
         .log_format
         .or(served.as_ref().map(|c| c.log.format))
         .unwrap_or(LogFormat::Text);
-    init_logging(&cli.log, format);
+    // Flushes the log's background writer when main returns.
+    let _log_writer = init_logging(&cli.log, format);
     if let Command::Docs = &cli.command {
         print!(
             "{}\n{}\n{}",
@@ -173,8 +174,12 @@ fn main() -> ExitCode {
 }
 
 /// Logs to stderr, filtered by `filter` (tokio-cron-scheduler's own chatter is
-/// kept at `warn` unless the filter names it), as text or JSON lines.
-fn init_logging(filter: &str, format: LogFormat) {
+/// kept at `warn` unless the filter names it), as text or JSON lines. Lines are
+/// written by a background thread (tracing-appender), so a slow stderr (a pipe to
+/// journald under load) never blocks a worker in the middle of a request; when its
+/// buffer is full, logging waits rather than dropping lines. The returned guard
+/// flushes it.
+fn init_logging(filter: &str, format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
     let mut directives = filter.to_owned();
     if !directives.contains("tokio_cron_scheduler") {
         directives.push_str(",tokio_cron_scheduler=warn");
@@ -183,20 +188,24 @@ fn init_logging(filter: &str, format: LogFormat) {
         eprintln!("warning: log filter {filter:?} is invalid ({e}); using info");
         tracing_subscriber::EnvFilter::new("info,tokio_cron_scheduler=warn")
     });
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("mdproxy-log")
+        .finish(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     match format {
         // Colours only on a terminal: journald and log files get plain text.
-        LogFormat::Text => builder
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
+        LogFormat::Text => builder.with_ansi(ansi).init(),
         LogFormat::Json => builder
             .json()
             .flatten_event(true)
             .with_current_span(false)
             .init(),
     }
+    guard
 }
 
 async fn run(command: Command, served: Option<Config>) -> Result<(), Box<dyn std::error::Error>> {
