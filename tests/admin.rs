@@ -99,15 +99,7 @@ async fn metrics_parse_with_the_reference_openmetrics_parser() {
         .send()
         .await
         .unwrap(); // 401: no token
-    let text = env
-        .client
-        .get(format!("{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = env.text(&format!("{admin}/metrics")).await;
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("metrics-parse");
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join(format!("metrics-{}.txt", std::process::id()));
@@ -404,15 +396,7 @@ async fn the_start_up_probe_decides_readiness_and_names_a_refused_token() {
         "{reason}"
     );
     assert!(!reason.contains("not-the-upstream-token"));
-    let metrics = env
-        .client
-        .get(format!("{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = env.text(&format!("{admin}/metrics")).await;
     assert!(
         metrics.contains(r#"mdproxy_upstream_requests_total{outcome="token_refused"} 1"#),
         "{metrics}"

@@ -2,6 +2,8 @@
 //! and refuses a bad file with exit 1 and every problem named with its key and line;
 //! a misspelt `MDPROXY_*` variable refuses `check-config` and `serve`.
 
+mod support;
+
 use std::process::Command;
 
 /// The `MDPROXY_*` variables of the test's own environment, kept from the children:
@@ -179,23 +181,9 @@ fn an_unknown_variable_is_refused_with_a_suggestion() {
 #[cfg(unix)]
 #[tokio::test]
 async fn serve_reloads_on_sighup() {
-    use std::sync::Arc;
     use std::time::{Duration, Instant};
-    let sim = mdproxy::sim::start(
-        &mdproxy::sim::SimConfig {
-            listen: "127.0.0.1:0".into(),
-            token: mdproxy::config::Secret::new("hup-upstream"),
-            ..Default::default()
-        },
-        Arc::new(mdproxy::cache::market::SystemClock),
-    )
-    .await
-    .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let sim = support::sim_with_token("hup-upstream").await;
+    let port = support::free_port();
     let dir = std::env::temp_dir().join(format!("mdproxy-hup-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("serve.toml");

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
@@ -113,21 +112,8 @@ async fn request_ids_and_trace_context_reach_the_upstream() {
 /// line per request with every field, no cron-library lines, no secret anywhere.
 #[tokio::test]
 async fn serve_writes_json_access_lines_and_the_probe_verdict() {
-    let sim = mdproxy::sim::start(
-        &mdproxy::sim::SimConfig {
-            listen: "127.0.0.1:0".into(),
-            token: mdproxy::config::Secret::new(UPSTREAM_SECRET),
-            ..Default::default()
-        },
-        Arc::new(mdproxy::cache::market::SystemClock),
-    )
-    .await
-    .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let sim = support::sim_with_token(UPSTREAM_SECRET).await;
+    let port = support::free_port();
     let dir = std::env::temp_dir().join(format!("mdproxy-logs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("serve.toml");

@@ -511,3 +511,40 @@ pub fn python_tools() -> std::path::PathBuf {
     let stdout = stdout_of(install.arg(target.join("pyenv")));
     std::path::PathBuf::from(String::from_utf8(stdout).unwrap().trim())
 }
+
+/// A loopback port that was free a moment ago (for a child process to bind).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A simulator on a loopback port that takes `token` as its API key.
+pub async fn sim_with_token(token: &str) -> SimHandle {
+    mdproxy::sim::start(
+        &SimConfig {
+            listen: "127.0.0.1:0".into(),
+            token: Secret::new(token),
+            ..Default::default()
+        },
+        Arc::new(SystemClock),
+    )
+    .await
+    .unwrap()
+}
+
+impl Env {
+    /// GETs `url` (an admin address, say) without a token; the body as text.
+    pub async fn text(&self, url: &str) -> String {
+        self.client
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
