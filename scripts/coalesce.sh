@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Coalesced waiters on one cold key (issue 11, goal 2): 200 waiters on warm keep-alive
+# connections per round, an upstream that takes 200 ms; prints the waiters' latency
+# beyond the upstream's (p50, p99, max) and the upstream requests per round.
+# Runs examples/coalesce.rs in release; the simulator and the proxy run in process,
+# then the same rounds against a bare hyper floor (one shared timer per key).
+#   COALESCE_ROUNDS=20 COALESCE_WAITERS=200 COALESCE_UPSTREAM_MS=200 scripts/coalesce.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ulimit -n "$(ulimit -Hn)"
+exec cargo run --release --quiet --example coalesce

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Cache-hit throughput of the release binary beside its anchors, in one run: mdproxy,
+# nginx proxy_cache, Varnish and a bare hyper server serving mdproxy's own bytes
+# (examples/bare_hyper.rs), all in front of the same simulator; wrk (HTTP/1.1) at
+# several body sizes with and without gzip, rounds interleaved, and h2load over h2c.
+# Prints one table (req/s, ratios, p99) and writes target/load/results.json.
+# Installs Debian's nginx-light, varnish, wrk, nghttp2-client and curl when missing.
+#   DURATION=10 ROUNDS=2 CONNECTIONS=64 THREADS=2 scripts/load-compare.sh
+#   SIZES=detail,week-gz         answers: detail indices watchlist week day, each also -gz
+#   ONLY=mdproxy,bare            servers (mdproxy nginx varnish bare)
+#   H2_SIZES=detail,watchlist    answers for h2load (empty: none); H2_STREAMS=10
+#   WARMUP=1                     seconds of wrk per server and answer before round 1
+#   KEEP=1                       keep the work directory (configs, logs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v nginx >/dev/null || need+=(nginx-light)
+command -v varnishd >/dev/null || need+=(varnish)
+command -v wrk >/dev/null || need+=(wrk)
+command -v h2load >/dev/null || need+=(nghttp2-client)
+command -v curl >/dev/null || need+=(curl)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "load-compare: installing ${need[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# Two builds: an example pulls in the dev-dependencies, whose features must not
+# change the binary that is measured.
+cargo build --release --quiet --bin mdproxy
+cargo build --release --quiet --example bare_hyper
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+ulimit -n "$(ulimit -Hn)"
+
+exec python3 scripts/load-compare.py \
+  --bin "$target_dir/release/mdproxy" \
+  --bare "$target_dir/release/examples/bare_hyper" \
+  --duration "${DURATION:-10}" \
+  --rounds "${ROUNDS:-2}" \
+  --connections "${CONNECTIONS:-64}" \
+  --threads "${THREADS:-2}" \
+  --sizes "${SIZES:-detail,watchlist,watchlist-gz,week,week-gz,day}" \
+  --only "${ONLY:-mdproxy,nginx,varnish,bare}" \
+  --h2-sizes "${H2_SIZES-detail,watchlist}" \
+  --h2-streams "${H2_STREAMS:-10}" \
+  --warmup "${WARMUP:-1}" \
+  --json "$target_dir/load/results.json"
