@@ -232,15 +232,32 @@ fn warn_if_calendar_is_short(state: &AppState) {
 fn prewarm_on_start(state: &AppState, plans: Vec<scheduler::Plan>) {
     let (task_state, stop) = (state.clone(), state.stop().clone());
     state.tracker().spawn(async move {
+        let (jobs, mut filled, mut fresh, mut failed, mut first_error) = (plans.len(), 0, 0, 0, None);
         for plan in plans {
             let unforced = scheduler::Plan {
                 force: false,
                 ..plan
             };
-            tokio::select! {
-                _ = scheduler::run(&task_state, &unforced) => {}
+            let ran = tokio::select! {
+                ran = scheduler::run(&task_state, &unforced) => ran,
                 () = stop.cancelled() => return,
+            };
+            if let scheduler::Ran::Done {
+                filled: f,
+                fresh: r,
+                failed: x,
+                first_error: e,
+                ..
+            } = ran
+            {
+                (filled, fresh, failed) = (filled + f, fresh + r, failed + x);
+                first_error = first_error.or(e);
             }
+        }
+        // One line for the whole start-up prewarm, whatever became of it.
+        match first_error {
+            Some(error) => tracing::warn!(jobs, filled, fresh, failed, first_error = %error, "start-up prewarm done, with failures"),
+            None => tracing::info!(jobs, filled, fresh, "start-up prewarm done"),
         }
     });
 }

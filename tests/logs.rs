@@ -168,7 +168,7 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
         .unwrap();
     assert_eq!(unauthorized.status(), 401);
     let mut seen = Vec::new();
-    let (mut access, mut refused, mut probe) = (None, None, None);
+    let (mut access, mut refused, mut probe, mut prewarm) = (None, None, None, None);
     let collected = tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(line) = lines.recv().await {
             let v: serde_json::Value = serde_json::from_str(&line)
@@ -185,9 +185,14 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
                     .is_some_and(|m| m.starts_with("upstream probe"))
             {
                 probe = Some(v.clone());
+            } else if v["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("start-up prewarm done"))
+            {
+                prewarm = Some(v.clone());
             }
             seen.push(line);
-            if access.is_some() && refused.is_some() && probe.is_some() {
+            if access.is_some() && refused.is_some() && probe.is_some() && prewarm.is_some() {
                 return;
             }
         }
@@ -219,6 +224,10 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
     assert_eq!(refused["client"], "-");
     let probe = probe.unwrap();
     assert_eq!(probe["level"], "INFO", "{probe}");
+    // The start-up prewarm ends with one summary line, whatever became of it.
+    let prewarm = prewarm.unwrap();
+    assert!(prewarm["jobs"].as_u64().unwrap() > 0, "{prewarm}");
+    assert!(prewarm["filled"].as_u64().is_some(), "{prewarm}");
     for line in &seen {
         for secret in [CLIENT_SECRET, UPSTREAM_SECRET, "wrong-key-99"] {
             assert!(!line.contains(secret), "a secret in the log: {line}");
