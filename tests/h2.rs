@@ -289,3 +289,25 @@ async fn the_certificate_is_reloaded_without_a_restart() {
     }
     assert_eq!(served, der_c, "the renewed files were picked up");
 }
+
+/// A connection that says nothing at all is closed after the header read timeout,
+/// as one that sends half a request head is (the protocol sniffing waits no longer).
+#[tokio::test]
+async fn a_silent_connection_is_closed_after_the_header_timeout() {
+    use tokio::io::AsyncReadExt;
+    let env = support::start_with(
+        |_| {},
+        |c| c.server.header_read_timeout_ms = 300,
+        Some(support::saturday()),
+    )
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(env.proxy.addr)
+        .await
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut byte)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "closed, not left open: {closed:?}"
+    );
+}
