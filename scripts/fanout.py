@@ -9,14 +9,22 @@ resident memory. `table` prints the results file as one table.
 Arrival times are the kernel's receive timestamps (SO_TIMESTAMPNS on every socket):
 the moment the server's bytes reached the subscriber's socket, not the moment this
 driver got round to reading them, so the driver's own pace does not enter the
-spread (it still shares the CPU with the server; its CPU time is reported). A read
-that carries two ticks at once has only one timestamp: such reads are counted
-("coalesced") and their earlier ticks left out of the spread.
+spread (it still shares the CPU with the server; its CPU time and how late it read
+are reported). A read that carries two ticks at once has one timestamp, the later
+packet's, given to both: right when the server wrote them together (a late
+subscriber), late for the first one when the driver fell behind; such reads are
+counted ("coalesced").
+
+A subscriber "has" tick k when it has received k or any later tick: mdproxy
+collapses pending updates, so a late subscriber may skip straight to k+1, which
+carries k's news. The spread of tick k is the time from its first arrival anywhere
+to the moment the last subscriber has it.
 
 Standard library only. Not part of `cargo test`."""
 
 import argparse
 import array
+import bisect
 import errno
 import http.client
 import json
@@ -103,7 +111,7 @@ def memory(pid, kind):
 
 
 class Sub:
-    __slots__ = ("sock", "state", "tail", "last_id", "status", "in_window")
+    __slots__ = ("sock", "state", "tail", "last_id", "status", "keys", "times")
 
     def __init__(self, sock):
         self.sock = sock
@@ -111,7 +119,8 @@ class Sub:
         self.tail = b""
         self.last_id = None
         self.status = None
-        self.in_window = 0
+        self.keys = []  # tick ids received in the window, as sortable tuples
+        self.times = array.array("d")  # and when
 
 
 def driver(conn, args, first, count):
@@ -136,7 +145,6 @@ def driver(conn, args, first, count):
     deadline = None
     ready_sent = False
     window = None  # (t0, t1) in CLOCK_REALTIME seconds
-    ticks = {}  # tick id (bytes) -> array of arrival timestamps
     coalesced = 0
     window_bytes = 0
     window_events = 0
@@ -220,20 +228,21 @@ def driver(conn, args, first, count):
         if not found:
             return None
         sub.state = "streaming"
-        new = [t for t in found if t != sub.last_id]
+        new = []
+        prev = sub.last_id
+        for t in found:
+            if t != prev:  # several events of one tick (more changes than pz) count once
+                new.append(t)
+                prev = t
         sub.last_id = found[-1]
         if not new or not in_window:
             return None
         if len(new) > 1:
             coalesced += len(new) - 1
-        tick = new[-1]
-        arr = ticks.get(tick)
-        if arr is None:
-            arr = ticks[tick] = array.array("d")
-        arr.append(ts)
+        for tick in new:
+            sub.keys.append(id_key(tick))
+            sub.times.append(ts)
         window_events += len(new)
-        if ts <= window[1]:
-            sub.in_window += 1
         return None
 
     while True:
@@ -315,8 +324,8 @@ def driver(conn, args, first, count):
             conn.send(
                 (
                     "result",
-                    {k.decode(errors="replace"): v.tolist() for k, v in ticks.items()},
-                    [s.in_window for s in alive],
+                    None,
+                    [(s.keys, s.times.tolist()) for s in alive],
                     count - len(alive),
                     dict(statuses),
                     coalesced,
@@ -327,6 +336,11 @@ def driver(conn, args, first, count):
                 )
             )
             cpu0 = None  # sent once; keep the sockets open until told to close
+
+
+def id_key(raw):
+    """A tick id as a sortable tuple: mdproxy's `id: 42`, nchan's `id: 1732291234:0`."""
+    return tuple(int(n) for n in re.findall(rb"\d+", raw))
 
 
 # --------------------------------------------------------------------------- publisher
@@ -423,7 +437,6 @@ def run(args):
         samples.append((rss, pss))
         time.sleep(1)
     _, _, cpu_end = memory(args.pid, args.server)
-    ticks = {}
     per_sub = []
     not_streaming = 0
     coalesced = 0
@@ -433,8 +446,6 @@ def run(args):
     lags = []
     for _, parent in workers:
         msg = parent.recv()
-        for k, v in msg[1].items():
-            ticks.setdefault(k, []).extend(v)
         per_sub.extend(msg[2])
         not_streaming += msg[3]
         for k, v in msg[4].items():
@@ -452,22 +463,41 @@ def run(args):
     time.sleep(args.after)
     after_rss, after_pss, _ = memory(args.pid, args.server)
 
+    # Ticks whose first arrival falls in the window; for each, when every subscriber
+    # had it (or a later one). One not reached by the end of the grace period
+    # counts as missed, and the spread is at least the time to that end.
+    first_arrival = {}
+    for keys, times in per_sub:
+        for k, t in zip(keys, times):
+            if t < first_arrival.get(k, float("inf")):
+                first_arrival[k] = t
+    ticks = sorted(k for k, t in first_arrival.items() if t0 <= t <= t1)
     spreads = []
     lateness = []
     deliveries = []
-    for tick, arr in ticks.items():
-        first_at = min(arr)
-        if not (t0 <= first_at <= t1):
-            continue
-        spreads.append(max(arr) - first_at)
-        deliveries.append(len(arr))
-        lateness.extend(t - first_at for t in arr)
+    missed = 0
+    end = t1 + args.grace
+    for k in ticks:
+        first_at = first_arrival[k]
+        last = first_at
+        reached = 0
+        for keys, times in per_sub:
+            i = bisect.bisect_left(keys, k)
+            if i < len(keys) and times[i] <= end:
+                last = max(last, times[i])
+                lateness.append(times[i] - first_at)
+                reached += 1
+            else:
+                last = end
+        missed += len(per_sub) - reached
+        spreads.append(last - first_at)
+        deliveries.append(reached)
     spreads.sort()
     lateness.sort()
     lags.sort()
     held_rss = sum(s[0] for s in samples) / max(1, len(samples))
     held_pss = sum(s[1] for s in samples) / max(1, len(samples))
-    starved = sum(1 for c in per_sub if c == 0) + (args.n - len(per_sub))
+    starved = sum(1 for _, times in per_sub if not any(t0 <= t <= t1 for t in times)) + (args.n - len(per_sub))
     ms = lambda v: None if v is None else round(v * 1000, 1)  # noqa: E731
     result = {
         "server": args.server,
@@ -483,6 +513,7 @@ def run(args):
         "delivery_after_first_ms": {"p50": ms(pct(lateness, 0.5)), "p99": ms(pct(lateness, 0.99))},
         "deliveries_per_tick_mean": round(sum(deliveries) / max(1, len(deliveries)), 1),
         "complete_ticks": sum(1 for d in deliveries if d >= len(per_sub) and len(per_sub) > 0),
+        "missed_deliveries": missed,
         "starved": starved,
         "not_streaming_at_end": not_streaming,
         "coalesced_reads": coalesced,
@@ -618,7 +649,7 @@ def main():
     r.add_argument("--codes-file")
     r.add_argument("--codes", type=int, default=5)
     r.add_argument("--window", type=float, default=30)
-    r.add_argument("--grace", type=float, default=2, help="seconds after the window for its last ticks")
+    r.add_argument("--grace", type=float, default=5, help="seconds after the window for its last ticks")
     r.add_argument("--settle", type=float, default=3, help="seconds between all streaming and the window")
     r.add_argument("--after", type=float, default=12, help="seconds after closing before the last RSS reading")
     r.add_argument("--connect-rate", type=float, default=3000, help="new connections per second, in all")

@@ -15,6 +15,8 @@
 # RESULTS=target/fanout/results.json, BATCH=100 (hub.batch_size), SPEED=6 (simulated seconds per real second),
 # ALLOCATOR=jemalloc|mimalloc|system (mdproxy's build, as scripts/soak.sh),
 # MAX_HEADER_BYTES (server.max_header_bytes, which is also hyper's max_buf_size),
+# BUILD=0 uses the binaries already built (a git worktree rebuilds the crate on every
+# cargo build: build.rs watches .git/HEAD, which a worktree does not have),
 # HEAPTRACK=1: mdproxy (system allocator) runs under heaptrack (installed when
 # missing) and its biggest live allocation sites at the heap's peak are printed
 # per subscriber (use a small N: heaptrack slows it down; the spread then means little).
@@ -52,8 +54,10 @@ case $allocator in
   system) flags=(--no-default-features) ;;
   *) echo "ALLOCATOR must be jemalloc, mimalloc or system" >&2; exit 2 ;;
 esac
-cargo build --release --quiet --bin mdproxy "${flags[@]}"
-cargo build --release --quiet --example fanout_sim
+if [ "${BUILD:-1}" != 0 ]; then
+  cargo build --release --quiet --bin mdproxy "${flags[@]}"
+  cargo build --release --quiet --example fanout_sim
+fi
 bin=target/release/mdproxy
 mkdir -p target/fanout
 results=${RESULTS:-target/fanout/results.json}
