@@ -12,7 +12,8 @@
 #   NS="10000 18000" WINDOW=30 CODES=5 UNION=2000 scripts/fanout.sh
 # Other knobs: SERVERS="mdproxy nchan", WORKERS=2 (nginx worker processes),
 # PER_PROCESS=10000 (subscribers per driver process), CONNECT_RATE=3000 (per second),
-# RESULTS=target/fanout/results.json, BATCH=100 (hub.batch_size), SPEED=6 (simulated seconds per real second),
+# RESULTS=target/fanout/results.json, BATCH=100 (hub.batch_size),
+# SPEED=6 (simulated seconds per real second),
 # ALLOCATOR=jemalloc|mimalloc|system (mdproxy's build, as scripts/soak.sh),
 # MAX_HEADER_BYTES (server.max_header_bytes, which is also hyper's max_buf_size),
 # BUILD=0 uses the binaries already built (a git worktree rebuilds the crate on every
@@ -131,7 +132,7 @@ TOML
           wait "$wrapper" 2>/dev/null || true
           python3 scripts/fanout.py heap "$heap.zst" --n "$n"
         fi
-        [ -n "${HEAPTRACK:-}" ] || grep -v "^$" "$work/mdproxy.log" | tail -3 | sed 's/^/  mdproxy log: /' || true
+        grep -E "WARN|ERROR" "$work/mdproxy.log" | tail -3 | sed 's/^/  mdproxy log: /' || true
         ;;
       nchan)
         port=$(free_port)
