@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# The quote stream's fan-out at scale beside nchan, same run, same machine (issue 11,
+# goal 3). For each N: mdproxy `serve` (release build) in front of the simulator on a
+# fast clock (every quote moves on every 1 s hub poll), N subscribers of CODES codes
+# each out of a UNION-code union; then nginx + nchan with N EventSource subscribers
+# of one channel and a publisher posting, once a second, the same quote rows (CODES
+# of them, fresh from the simulator) as one message. Measures, per tick, the spread
+# from the first to the last subscriber receiving it (kernel receive timestamps),
+# subscribers starved in the window, and the server's resident memory per
+# subscriber. Prints one table; raw figures in target/fanout/results.json.
+# Installs nginx and its nchan module from Debian's packages when missing.
+#   NS="10000 18000" WINDOW=30 CODES=5 UNION=2000 scripts/fanout.sh
+# Other knobs: SERVERS="mdproxy nchan", WORKERS=2 (nginx worker processes),
+# PER_PROCESS=10000 (subscribers per driver process), CONNECT_RATE=3000 (per second),
+# RESULTS=target/fanout/results.json, BATCH=100 (hub.batch_size),
+# SPEED=6 (simulated seconds per real second),
+# ALLOCATOR=jemalloc|mimalloc|system (mdproxy's build, as scripts/soak.sh),
+# MAX_HEADER_BYTES (server.max_header_bytes, which is also hyper's max_buf_size),
+# BUILD=0 uses the binaries already built (a git worktree rebuilds the crate on every
+# cargo build: build.rs watches .git/HEAD, which a worktree does not have),
+# HEAPTRACK=1: mdproxy (system allocator) runs under heaptrack (installed when
+# missing) and its biggest live allocation sites at the heap's peak are printed
+# per subscriber (use a small N: heaptrack slows it down; the spread then means little).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ns=${NS:-10000 18000}
+window=${WINDOW:-30}
+codes=${CODES:-5}
+union=${UNION:-2000}
+servers=${SERVERS:-mdproxy nchan}
+workers=${WORKERS:-2}
+ulimit -n "$(ulimit -Hn)"
+limit=$(ulimit -n)
+for n in $ns; do
+  if (( n + 200 > limit )); then
+    echo "N=$n needs more than the $limit descriptors one process may hold here (the server holds one per subscriber)" >&2
+    exit 2
+  fi
+done
+
+if ! command -v nginx >/dev/null || [ ! -f /usr/lib/nginx/modules/ngx_nchan_module.so ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq nginx-light libnginx-mod-nchan >/dev/null 2>&1 ||
+    { apt-get update -qq && apt-get install -y -qq nginx-light libnginx-mod-nchan >/dev/null; }
+fi
+
+allocator=${ALLOCATOR:-jemalloc}
+if [ -n "${HEAPTRACK:-}" ]; then
+  allocator=system # heaptrack sees malloc, not jemalloc's own entry points
+  command -v heaptrack >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq heaptrack >/dev/null; }
+fi
+case $allocator in
+  jemalloc) flags=() ;;
+  mimalloc) flags=(--no-default-features --features mimalloc) ;;
+  system) flags=(--no-default-features) ;;
+  *) echo "ALLOCATOR must be jemalloc, mimalloc or system" >&2; exit 2 ;;
+esac
+if [ "${BUILD:-1}" != 0 ]; then
+  cargo build --release --quiet --bin mdproxy "${flags[@]}"
+  cargo build --release --quiet --example fanout_sim
+fi
+bin=target/release/mdproxy
+mkdir -p target/fanout
+results=${RESULTS:-target/fanout/results.json}
+rm -f "$results"
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_http() { for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
+
+sim_port=$(free_port)
+target/release/examples/fanout_sim --listen "127.0.0.1:$sim_port" --token sim-secret \
+  --speed "${SPEED:-6}" --codes "$union" --codes-out "$work/codes.txt" >/dev/null & pids+=($!)
+wait_http "http://127.0.0.1:$sim_port/"
+publish_codes=$(head -n "$codes" "$work/codes.txt" | paste -sd,)
+
+echo "fan-out: N in {$ns}, $codes codes per subscriber out of $union, ${window} s window, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+for n in $ns; do
+  for server in $servers; do
+    case $server in
+      mdproxy)
+        port=$(free_port)
+        cat > "$work/mdproxy.toml" <<TOML
+[server]
+listen = "127.0.0.1:$port"
+max_connections = $((n + 100))
+max_connections_per_client_percent = 100
+max_header_bytes = ${MAX_HEADER_BYTES:-16384}
+[auth]
+tokens = ["fanout-token"]
+[upstream]
+base_url = "http://127.0.0.1:$sim_port/api/v1"
+token = "sim-secret"
+[scheduler]
+enabled = false
+[limits]
+upstream_rps = 0
+[hub]
+session_interval_ms = 1000
+closed_interval_ms = 1000
+batch_size = ${BATCH:-100}
+max_streams = $((n + 100))
+max_streams_per_token = $((n + 100))
+TOML
+        if [ -n "${HEAPTRACK:-}" ]; then
+          heap=target/fanout/heaptrack-mdproxy-$n
+          rm -f "$heap".*
+          heaptrack -o "$heap" "$bin" serve --config "$work/mdproxy.toml" --log warn >"$work/mdproxy.log" 2>&1 & wrapper=$!
+          pids+=($wrapper)
+          wait_http "http://127.0.0.1:$port/"
+          # The server itself, below heaptrack's wrapper script.
+          pid=$(pgrep -f -- "--config $work/mdproxy.toml" | while read -r p; do
+            [ "$(readlink "/proc/$p/exe")" = "$(realpath "$bin")" ] && echo "$p"; done | head -1)
+        else
+          "$bin" serve --config "$work/mdproxy.toml" --log warn >"$work/mdproxy.log" 2>&1 & pid=$!
+          pids+=($pid)
+          wait_http "http://127.0.0.1:$port/"
+        fi
+        echo "mdproxy, N=$n:"
+        python3 scripts/fanout.py run --server mdproxy --pid "$pid" --port "$port" --n "$n" \
+          --codes-file "$work/codes.txt" --codes "$codes" --window "$window" --out "$results" \
+          --per-process "${PER_PROCESS:-10000}" --connect-rate "${CONNECT_RATE:-3000}" \
+          --request 'GET /api/v1/stock/indicator/realtime/sse?codes={codes}&pz=20 HTTP/1.1\r\nHost: fanout\r\nAuthorization: Bearer fanout-token\r\n\r\n'
+        kill "$pid"; wait "$pid" 2>/dev/null || true
+        if [ -n "${HEAPTRACK:-}" ]; then
+          wait "$wrapper" 2>/dev/null || true
+          python3 scripts/fanout.py heap "$heap.zst" --n "$n"
+        fi
+        grep -E "WARN|ERROR" "$work/mdproxy.log" | tail -3 | sed 's/^/  mdproxy log: /' || true
+        ;;
+      nchan)
+        port=$(free_port)
+        rm -f "$work/error.log"
+        cat > "$work/nginx.conf" <<NGINX
+load_module /usr/lib/nginx/modules/ngx_nchan_module.so;
+worker_processes $workers;
+worker_rlimit_nofile $limit;
+user $(id -un);
+pid $work/nginx.pid;
+error_log $work/error.log warn;
+events { worker_connections $((limit - 500)); }
+http {
+  access_log off;
+  server {
+    listen 127.0.0.1:$port reuseport backlog=4096;
+    location = /pub {
+      nchan_publisher;
+      nchan_channel_id quotes;
+      nchan_message_buffer_length 10;
+      nchan_message_timeout 60s;
+      client_body_buffer_size 64k;
+    }
+    location = /sub {
+      nchan_subscriber eventsource;
+      nchan_channel_id quotes;
+      nchan_eventsource_event quote;
+      nchan_subscriber_first_message newest;
+    }
+    location = / { return 200 "nchan\n"; }
+  }
+}
+NGINX
+        nginx -c "$work/nginx.conf" -p "$work" -g 'daemon off;' & pid=$!
+        pids+=($pid)
+        wait_http "http://127.0.0.1:$port/"
+        echo "nchan, N=$n ($workers nginx workers):"
+        python3 scripts/fanout.py run --server nchan --pid "$pid" --port "$port" --n "$n" \
+          --window "$window" --out "$results" \
+          --per-process "${PER_PROCESS:-10000}" --connect-rate "${CONNECT_RATE:-3000}" \
+          --publish-url "http://127.0.0.1:$port/pub" \
+          --publish-source "http://127.0.0.1:$sim_port/api/v1/stock/list?codes=$publish_codes" \
+          --publish-token sim-secret \
+          --request 'GET /sub HTTP/1.1\r\nHost: fanout\r\nAccept: text/event-stream\r\n\r\n'
+        kill "$pid"; wait "$pid" 2>/dev/null || true
+        grep -v "^$" "$work/error.log" 2>/dev/null | tail -3 | sed 's/^/  nginx log: /' || true
+        ;;
+      *) echo "unknown server $server" >&2; exit 2 ;;
+    esac
+  done
+done
+echo
+python3 scripts/fanout.py table "$results"
+echo "raw figures: $results"
