@@ -34,12 +34,7 @@ async fn metrics_count_hits_misses_and_upstream_outcomes() {
     env.get("/market/indices").await;
     env.get("/market/indices").await;
     env.get("/stock/detail/605999").await; // unknown: negative answer
-    let r = env
-        .client
-        .get(format!("{admin}/metrics"))
-        .send()
-        .await
-        .unwrap();
+    let r = env.fetch(&format!("{admin}/metrics")).await;
     assert_eq!(
         header(&r, "content-type"),
         "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -176,12 +171,7 @@ print(json.dumps(out))
 async fn readiness_waits_for_the_upstream() {
     let (env, admin) =
         admin_env_with(|c| c.upstream.base_url = "http://127.0.0.1:9/api/v1".into()).await;
-    let r = env
-        .client
-        .get(format!("{admin}/readyz"))
-        .send()
-        .await
-        .unwrap();
+    let r = env.fetch(&format!("{admin}/readyz")).await;
     assert_eq!(r.status(), 503);
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["ready"], false);
@@ -195,12 +185,7 @@ async fn readiness_waits_for_the_upstream() {
     drop(env);
     let (env, admin) = admin_env().await;
     env.get("/market/indices").await;
-    let r = env
-        .client
-        .get(format!("{admin}/readyz"))
-        .send()
-        .await
-        .unwrap();
+    let r = env.fetch(&format!("{admin}/readyz")).await;
     assert_eq!(r.status(), 200);
 }
 
@@ -211,22 +196,11 @@ async fn health_and_status_pages() {
     env.get("/macro/cpi/series").await;
     env.get("/macro/cpi/series").await;
     for path in ["/healthz", "/readyz"] {
-        assert_eq!(
-            env.client
-                .get(format!("{admin}{path}"))
-                .send()
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
+        assert_eq!(env.fetch(&format!("{admin}{path}")).await.status(), 200);
     }
     let status: serde_json::Value = env
-        .client
-        .get(format!("{admin}/status.json"))
-        .send()
+        .fetch(&format!("{admin}/status.json"))
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -340,12 +314,7 @@ async fn purge_by_endpoint_and_prefix_counts_what_it_drops() {
     let (status, code, _) =
         support::error_of(post("target=/market/indices&prefix=/").await.unwrap()).await;
     assert_eq!((status, code.as_str()), (400, "bad_request"));
-    let get = env
-        .client
-        .get(format!("{admin}/purge"))
-        .send()
-        .await
-        .unwrap();
+    let get = env.fetch(&format!("{admin}/purge")).await;
     assert_eq!(get.status(), 405);
     assert_eq!(header(&get, "allow"), "POST");
     let (_, _, _) = support::error_of(get).await;
@@ -362,12 +331,7 @@ async fn the_start_up_probe_decides_readiness_and_names_a_refused_token() {
     })
     .await;
     assert!(ready, "the probe reached the upstream");
-    let r = env
-        .client
-        .get(format!("{admin}/readyz"))
-        .send()
-        .await
-        .unwrap();
+    let r = env.fetch(&format!("{admin}/readyz")).await;
     assert_eq!(r.status(), 200);
     drop(env);
 
@@ -382,12 +346,7 @@ async fn the_start_up_probe_decides_readiness_and_names_a_refused_token() {
     })
     .await;
     assert!(refused, "the probe's 401 is counted as token_refused");
-    let r = env
-        .client
-        .get(format!("{admin}/readyz"))
-        .send()
-        .await
-        .unwrap();
+    let r = env.fetch(&format!("{admin}/readyz")).await;
     assert_eq!(r.status(), 503);
     let v: serde_json::Value = r.json().await.unwrap();
     let reason = v["reason"].as_str().unwrap();

@@ -50,12 +50,7 @@ async fn traffic(env: &support::Env) {
 }
 
 async fn status_json(env: &support::Env, admin: &str) -> serde_json::Value {
-    let r = env
-        .client
-        .get(format!("{admin}/status.json"))
-        .send()
-        .await
-        .unwrap();
+    let r = env.fetch(&format!("{admin}/status.json")).await;
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "content-type"), "application/json");
     r.json().await.unwrap()
@@ -95,12 +90,7 @@ async fn settled(env: &support::Env, admin: &str) -> serde_json::Value {
 async fn status_is_html_and_status_json_has_history_and_scheduler() {
     let (env, admin) = status_env().await;
     traffic(&env).await;
-    let page = env
-        .client
-        .get(format!("{admin}/status"))
-        .send()
-        .await
-        .unwrap();
+    let page = env.fetch(&format!("{admin}/status")).await;
     assert_eq!(page.status(), 200);
     assert_eq!(header(&page, "content-type"), "text/html; charset=utf-8");
     assert_eq!(header(&page, "cache-control"), "no-store");

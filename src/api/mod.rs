@@ -68,13 +68,6 @@ impl CacheStatus {
     pub const ALL: [CacheStatus; 3] = [CacheStatus::Hit, CacheStatus::Miss, CacheStatus::Stale];
 
     /// The contract's label: `HIT`, `MISS`, `STALE`.
-    /// The status an `X-Cache` value names.
-    pub fn parse(value: &[u8]) -> Option<CacheStatus> {
-        CacheStatus::ALL
-            .into_iter()
-            .find(|s| s.as_str().as_bytes() == value)
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             CacheStatus::Hit => "HIT",

@@ -65,7 +65,11 @@ struct Trail {
     client: Option<usize>,
     /// The response is the upstream's own answer, relayed.
     relayed: bool,
+    /// The `X-Cache` of an answer from the cache path.
+    cache: Option<CacheStatus>,
 }
+
+const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
 /// The longest `X-Request-Id` taken from a client; a longer or odd one is replaced.
 const MAX_REQUEST_ID: usize = 128;
@@ -73,7 +77,7 @@ const MAX_REQUEST_ID: usize = 128;
 /// The client's `X-Request-Id` when it is a sane token (visible ASCII, at most
 /// [`MAX_REQUEST_ID`] bytes), else a new random one (16 hex digits).
 fn request_id(headers: &http::HeaderMap) -> HeaderValue {
-    if let Some(id) = headers.get("x-request-id") {
+    if let Some(id) = headers.get(X_REQUEST_ID) {
         let bytes = id.as_bytes();
         if !bytes.is_empty()
             && bytes.len() <= MAX_REQUEST_ID
@@ -221,12 +225,9 @@ impl Edge {
         access.cors.apply(request.headers(), response.headers_mut());
         response
             .headers_mut()
-            .insert("x-request-id", request_id.clone());
+            .insert(X_REQUEST_ID, request_id.clone());
         let elapsed = started.elapsed();
-        let cache = response
-            .headers()
-            .get("x-cache")
-            .and_then(|v| CacheStatus::parse(v.as_bytes()));
+        let cache = trail.cache;
         self.state.stats().responded(
             response.status().as_u16(),
             code,
@@ -329,7 +330,10 @@ impl Edge {
         let answer = self.state.cache().lookup(&snap.policy, &valid).await;
         trail.key = Some(valid.target);
         match answer {
-            Ok(answer) => Ok(response::answer(request.headers(), &answer)),
+            Ok(answer) => {
+                trail.cache = Some(answer.served.x_cache());
+                Ok(response::answer(request.headers(), &answer))
+            }
             // The upstream's own answer (a 4xx, or its reported failure when no
             // stale answer could stand in) goes to the client exactly as it came.
             Err(error) => match error.relayed() {

@@ -536,15 +536,13 @@ pub async fn sim_with_token(token: &str) -> SimHandle {
 }
 
 impl Env {
-    /// GETs `url` (an admin address, say) without a token; the body as text.
+    /// GETs `url` (an admin address, say) without a token.
+    pub async fn fetch(&self, url: &str) -> reqwest::Response {
+        self.client.get(url).send().await.unwrap()
+    }
+
+    /// [`fetch`](Self::fetch)'s body as text.
     pub async fn text(&self, url: &str) -> String {
-        self.client
-            .get(url)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+        self.fetch(url).await.text().await.unwrap()
     }
 }
