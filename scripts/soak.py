@@ -86,11 +86,15 @@ async def subscribers(args):
     held = rss_kib(args.pid)
     for w in writers:
         w.transport.abort()
-    await asyncio.sleep(20)
-    after = rss_kib(args.pid)
+    trajectory = []
+    for _ in range(6):
+        await asyncio.sleep(5)
+        trajectory.append(rss_kib(args.pid))
+    after = trajectory[-1]
     each = (held - baseline) / max(1, args.subscribers)
     print(f"subscribers: {args.subscribers} non-reading streams of {args.codes} codes, held {args.hold} s")
-    print(f"subscribers: RSS baseline {baseline / 1024:.0f} MiB, held {held / 1024:.0f} MiB ({each:.1f} KiB each), 20 s after they left {after / 1024:.0f} MiB ({100 * (after - baseline) / baseline:+.0f} % of baseline)")
+    print(f"subscribers: RSS baseline {baseline / 1024:.1f} MiB, held {held / 1024:.1f} MiB ({each:.1f} KiB each), 30 s after they left {after / 1024:.1f} MiB ({100 * (after - baseline) / baseline:+.0f} % of baseline)")
+    print("subscribers: RSS every 5 s after they left: " + ", ".join(f"{r / 1024:.1f}" for r in trajectory) + " MiB")
 
 
 async def slow_client(host, port, source, stop):

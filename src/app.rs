@@ -13,10 +13,12 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::api::catalog::STREAM_PATH;
+use crate::api::router::API_PREFIX;
 use crate::cache::market::Clock;
 use crate::config::Config;
 use crate::edge::handler::Edge;
-use crate::edge::server::ConnectionLimits;
+use crate::edge::server::{ConnectionLimits, Streams};
 use crate::edge::tls::Tls;
 use crate::hub::QuoteHub;
 use crate::ops::admin::Admin;
@@ -141,6 +143,17 @@ pub async fn start_with(
         Some(tls)
     };
     let handler_edge = Arc::clone(&edge);
+    let stream_edge = Arc::clone(&edge);
+    let streams = Streams {
+        path: format!("{API_PREFIX}{STREAM_PATH}"),
+        handler: Arc::new(move |req, connection| {
+            let edge = Arc::clone(&stream_edge);
+            Box::pin(async move {
+                let Ok(response) = edge.handle(req, connection).await;
+                response
+            })
+        }),
+    };
     let stopped = stop.clone();
     tracker.spawn(crate::edge::server::serve(
         listener,
@@ -148,6 +161,7 @@ pub async fn start_with(
             let edge = Arc::clone(&handler_edge);
             async move { edge.handle(req, connection).await }
         },
+        Some(streams),
         ConnectionLimits::from(&config.server),
         tls.clone(),
         Duration::from_millis(config.server.shutdown_grace_ms),
@@ -170,6 +184,7 @@ pub async fn start_with(
                 let admin = Arc::clone(&admin);
                 async move { admin.handle(req).await }
             },
+            None,
             ConnectionLimits::internal(
                 ADMIN_MAX_CONNECTIONS,
                 ADMIN_MAX_CONNECTIONS / 4,

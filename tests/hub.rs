@@ -525,3 +525,118 @@ async fn shutdown_ends_open_streams() {
     assert!(matches!(end, Some(Next::End)), "{end:?}");
     drop(sim);
 }
+
+/// Reads from `stream` into `buf` until `done(buf)` holds (bounded by [`WAIT`]).
+async fn read_until(
+    stream: &mut tokio::net::TcpStream,
+    buf: &mut Vec<u8>,
+    done: impl Fn(&[u8]) -> bool,
+) {
+    let filled = tokio::time::timeout(WAIT, async {
+        let mut chunk = [0u8; 4096];
+        while !done(buf) {
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "closed early: {}", String::from_utf8_lossy(buf));
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    })
+    .await;
+    assert!(filled.is_ok(), "{}", String::from_utf8_lossy(buf));
+}
+
+/// The head of a raw HTTP/1.1 answer, and the chunks of its body that have come.
+fn chunked(bytes: &[u8]) -> Option<(String, Vec<Vec<u8>>)> {
+    let split = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8(bytes[..split].to_vec()).unwrap();
+    let mut rest = &bytes[split + 4..];
+    let mut chunks = Vec::new();
+    while let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(std::str::from_utf8(&rest[..eol]).unwrap(), 16).unwrap();
+        let Some(data) = rest.get(eol + 2..eol + 2 + size + 2) else {
+            break;
+        };
+        assert_eq!(&data[size..], b"\r\n", "a chunk ends with CRLF");
+        chunks.push(data[..size].to_vec());
+        rest = &rest[eol + 2 + size + 2..];
+    }
+    Some((head, chunks))
+}
+
+/// A plain HTTP/1.1 stream is written on the bare socket, without hyper: the answer
+/// is framed exactly as HTTP/1.1 chunks with the same headers as every answer, a
+/// client that hangs up while its stream is quiet ends its subscription, an error on
+/// the stream path is a whole envelope followed by the close, and a request whose
+/// head comes in pieces is still served (by hyper).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_on_the_bare_socket_are_plain_http() {
+    let (env, _ticker) = hub_env(|c| c.hub.keepalive_secs = 30).await;
+    let hub = env.proxy.hub().clone();
+    let target = "/api/v1/stock/indicator/realtime/sse?codes=600519";
+    let mut stream = tokio::net::TcpStream::connect(env.proxy.addr)
+        .await
+        .unwrap();
+    let request = format!(
+        "GET {target} HTTP/1.1\r\nHost: x\r\nX-Api-Key: {TOKEN}\r\nX-Request-Id: bare-1\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut stream, &mut buf, |b| {
+        chunked(b).is_some_and(|(_, chunks)| chunks.len() >= 2)
+    })
+    .await;
+    let (head, chunks) = chunked(&buf).unwrap();
+    let head = head.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
+    for line in [
+        "content-type: text/event-stream",
+        "cache-control: no-cache",
+        "transfer-encoding: chunked",
+        "x-request-id: bare-1",
+        "x-accel-buffering: no",
+    ] {
+        assert!(head.contains(line), "{line} in {head}");
+    }
+    assert!(head.contains("\r\ndate: "), "{head}");
+    assert!(!head.contains("content-length"), "{head}");
+    assert_eq!(chunks[0], b"retry: 3000\n\n");
+    assert!(chunks[1].starts_with(b"event: quote\nid: "), "{chunks:?}");
+    // The only code's quote has been sent and keepalives are 30 s away: the stream
+    // is quiet when the client hangs up, and the hub still learns of it.
+    assert!(support::eventually(WAIT, || hub.subscribers() == 1).await);
+    drop(stream);
+    assert!(
+        support::eventually(WAIT, || hub.subscribers() == 0).await,
+        "the subscription ended with its connection"
+    );
+
+    // An error on the stream path: the whole envelope, then the connection closes.
+    let refused =
+        support::raw_request(env.proxy.addr, "GET", target, &[("X-Api-Key", "wrong")]).await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.one("connection"), Some("close"));
+    assert_eq!(
+        refused.one("content-length"),
+        Some(refused.body.len().to_string().as_str())
+    );
+    let envelope: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
+    assert_eq!(envelope["success"], false);
+    assert_eq!(envelope["error"]["code"], "unauthorized");
+
+    // A head in two pieces is left to hyper, which serves the same stream.
+    let mut split = tokio::net::TcpStream::connect(env.proxy.addr)
+        .await
+        .unwrap();
+    let (first, second) = request.split_at(30);
+    split.write_all(first.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    split.write_all(second.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut split, &mut buf, |b| {
+        chunked(b).is_some_and(|(_, chunks)| chunks.len() >= 2)
+    })
+    .await;
+    let (head, chunks) = chunked(&buf).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(chunks[0], b"retry: 3000\n\n");
+    assert!(chunks[1].starts_with(b"event: quote\nid: "), "{chunks:?}");
+}

@@ -9,6 +9,7 @@ pub mod handler;
 pub(crate) mod limit;
 pub(crate) mod response;
 pub(crate) mod server;
+pub(crate) mod sse;
 pub mod tls;
 
 pub use server::Connection;

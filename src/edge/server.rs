@@ -12,19 +12,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
 use crate::edge::body::Body;
+use crate::edge::sse::{self, Taken};
 use crate::edge::tls::Tls;
 use crate::error::Error;
 
@@ -91,6 +93,18 @@ pub struct Connection {
     pub close: CancellationToken,
 }
 
+/// Answers a request whose response is written on the bare socket.
+pub type StreamHandler =
+    Arc<dyn Fn(Request<()>, Connection) -> BoxFuture<'static, Response<Body>> + Send + Sync>;
+
+/// Long-lived event streams served without hyper (see [`sse`]): plain HTTP/1.1
+/// `GET`s of `path`, answered by `handler` (the same handler as every request).
+#[derive(Clone)]
+pub struct Streams {
+    pub path: String,
+    pub handler: StreamHandler,
+}
+
 /// How long a refused connection is given to send its request and take the 503.
 const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -150,6 +164,12 @@ impl Drop for Slot {
             *n -= 1;
             if *n == 0 {
                 per_client.remove(&self.ip);
+                // A flood from many addresses grew the table; give the room back
+                // once it has passed (amortised: only when three quarters are free).
+                if per_client.capacity() > 64 && per_client.len() * 4 < per_client.capacity() {
+                    let keep = per_client.len() * 2;
+                    per_client.shrink_to(keep);
+                }
             }
         }
         self.occupancy.total.fetch_sub(1, Ordering::Relaxed);
@@ -217,28 +237,44 @@ impl Builders {
 /// HTTP/2's connection preface (RFC 9113 §3.4), which an h2c client sends first.
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
+/// A connection's first bytes, peeked.
+struct First {
+    bytes: [u8; 24],
+    len: usize,
+}
+
+impl First {
+    fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 /// Peeks at a new connection's first bytes without consuming them: HTTP/2 when they
 /// are the preface, HTTP/1 as soon as they differ from it, unknown when too few
 /// have come to tell; `None` when the client closed without a byte.
-async fn sniff(stream: &TcpStream) -> Option<Protocol> {
-    let mut first = [0u8; 24];
-    let n = stream.peek(&mut first).await.ok()?;
-    let seen = &first[..n];
-    Some(match n {
+async fn sniff(stream: &TcpStream) -> Option<(Protocol, First)> {
+    let mut bytes = [0u8; 24];
+    let len = stream.peek(&mut bytes).await.ok()?;
+    let seen = &bytes[..len];
+    let protocol = match len {
         0 => return None,
         _ if !H2_PREFACE.starts_with(seen) => Protocol::H1,
         24 => Protocol::H2,
         _ => Protocol::Unknown,
-    })
+    };
+    Some((protocol, First { bytes, len }))
 }
 
 /// Serves HTTP/1.1 and HTTP/2 (over TLS when `tls` is given) on `listener` with
 /// `handler` until `shutdown` resolves, then stops accepting and waits up to `grace`
 /// for open connections to finish. Connections run as tasks of `tracker`. The
-/// handler gets each request with its [`Connection`].
+/// handler gets each request with its [`Connection`]; `streams` names the event
+/// streams written on the bare socket.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve<H, F>(
     listener: TcpListener,
     handler: H,
+    streams: Option<Streams>,
     limits: ConnectionLimits,
     tls: Option<Arc<Tls>>,
     grace: Duration,
@@ -255,6 +291,7 @@ pub async fn serve<H, F>(
     let occupancy = Arc::new(Occupancy::default());
     let local = listener.local_addr().ok();
     let builders = Arc::new(Builders::new(builder(&limits)));
+    let streams = streams.map(Arc::new);
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -279,59 +316,30 @@ pub async fn serve<H, F>(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
-        let handler = handler.clone();
         let close = all.child_token();
-        let connection = Connection {
-            peer,
-            close: close.clone(),
+        let served = Served {
+            connection: Connection {
+                peer,
+                close: close.clone(),
+            },
+            handler: handler.clone(),
+            streams: streams.clone(),
+            builders: Arc::clone(&builders),
+            watcher: graceful.watcher(),
+            limits,
         };
-        let service = service_fn(move |req: Request<Incoming>| handler(req, connection.clone()));
-        let (builders, watcher, tls) = (Arc::clone(&builders), graceful.watcher(), tls.clone());
-        let handshake_timeout = limits.header_read_timeout;
+        let tls = tls.clone();
         tracker.spawn(async move {
-            let served = async {
+            // Only what every connection needs is held here: each protocol's state
+            // is boxed, so a stream on the bare socket is not the size of hyper's.
+            let result = async {
                 match tls {
-                    None => {
-                        // The first bytes get the header read timeout too: a client
-                        // that connects and says nothing frees its slot.
-                        let builder =
-                            match tokio::time::timeout(handshake_timeout, sniff(&stream)).await {
-                                Ok(Some(protocol)) => builders.pick(protocol),
-                                Ok(None) | Err(_) => return Ok(()),
-                            };
-                        let conn = builder.serve_connection(TokioIo::new(stream), service);
-                        watcher.watch(conn).await
-                    }
-                    Some(tls) => {
-                        // The handshake gets the header read timeout: a client that
-                        // opens and says nothing frees its slot as one that sends no
-                        // headers does.
-                        let accept = tls.acceptor().accept(stream);
-                        let stream = match tokio::time::timeout(handshake_timeout, accept).await {
-                            Ok(Ok(stream)) => stream,
-                            Ok(Err(e)) => {
-                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                                return Ok(());
-                            }
-                            Err(_) => {
-                                tracing::debug!(%peer, "TLS handshake timed out");
-                                return Ok(());
-                            }
-                        };
-                        let protocol = match stream.get_ref().1.alpn_protocol() {
-                            Some(b"h2") => Protocol::H2,
-                            Some(_) => Protocol::H1,
-                            None => Protocol::Unknown,
-                        };
-                        let conn = builders
-                            .pick(protocol)
-                            .serve_connection(TokioIo::new(stream), service);
-                        watcher.watch(conn).await
-                    }
+                    None => served.plain(stream).await,
+                    Some(tls) => Box::pin(served.tls(stream, &tls)).await,
                 }
             };
             tokio::select! {
-                result = served => if let Err(e) = result {
+                result = result => if let Err(e) = result {
                     tracing::debug!(%peer, error = %e, "connection ended with an error");
                 },
                 () = close.cancelled() => tracing::debug!(%peer, "connection closed by the server"),
@@ -346,6 +354,104 @@ pub async fn serve<H, F>(
             tracing::warn!(listener = ?local, grace_ms = grace.as_millis() as u64, "connections still open after the grace period; closing them");
             all.cancel();
         }
+    }
+}
+
+type ConnectionError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What serving one connection takes.
+struct Served<H> {
+    connection: Connection,
+    handler: H,
+    streams: Option<Arc<Streams>>,
+    builders: Arc<Builders>,
+    watcher: hyper_util::server::graceful::Watcher,
+    limits: ConnectionLimits,
+}
+
+impl<H, F> Served<H>
+where
+    H: Fn(Request<Incoming>, Connection) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send + 'static,
+{
+    /// A clear-text connection: its protocol is read from its first bytes; a
+    /// stream request goes to the bare socket, the rest to hyper.
+    async fn plain(self, mut stream: TcpStream) -> Result<(), ConnectionError> {
+        // The first bytes get the header read timeout too: a client that connects
+        // and says nothing frees its slot.
+        let timeout = self.limits.header_read_timeout;
+        let Ok(Some((protocol, first))) = tokio::time::timeout(timeout, sniff(&stream)).await
+        else {
+            return Ok(());
+        };
+        if protocol == Protocol::H1
+            && let Some(streams) = &self.streams
+            && sse::may_be(first.bytes(), &streams.path)
+        {
+            let taken = sse::take(
+                &mut stream,
+                &streams.path,
+                self.limits.max_header_bytes,
+                self.limits.max_headers,
+            );
+            match taken.await {
+                Taken::Request(request) => {
+                    let response = (streams.handler)(*request, self.connection).await;
+                    sse::write(stream, response).await;
+                    return Ok(());
+                }
+                Taken::Gone => return Ok(()),
+                Taken::Elsewhere => {}
+            }
+        }
+        let builder = self.builders.pick(protocol);
+        let service = self.service();
+        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        Box::pin(self.watcher.watch(conn)).await
+    }
+
+    /// A connection over TLS: its protocol is the one ALPN chose.
+    async fn tls(self, stream: TcpStream, tls: &Tls) -> Result<(), ConnectionError> {
+        // The handshake gets the header read timeout: a client that opens and says
+        // nothing frees its slot as one that sends no headers does.
+        let peer = self.connection.peer;
+        let accept = tls.acceptor().accept(stream);
+        let stream = match tokio::time::timeout(self.limits.header_read_timeout, accept).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return Ok(());
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return Ok(());
+            }
+        };
+        let protocol = match stream.get_ref().1.alpn_protocol() {
+            Some(b"h2") => Protocol::H2,
+            Some(_) => Protocol::H1,
+            None => Protocol::Unknown,
+        };
+        let service = self.service();
+        let conn = self
+            .builders
+            .pick(protocol)
+            .serve_connection(TokioIo::new(stream), service);
+        self.watcher.watch(conn).await
+    }
+
+    /// The hyper service: every request with this connection.
+    fn service(
+        &self,
+    ) -> impl hyper::service::Service<
+        Request<Incoming>,
+        Response = Response<Body>,
+        Error = std::convert::Infallible,
+        Future = F,
+    > + Clone
+    + use<H, F> {
+        let (handler, connection) = (self.handler.clone(), self.connection.clone());
+        service_fn(move |req: Request<Incoming>| handler(req, connection.clone()))
     }
 }
 
@@ -377,11 +483,7 @@ fn refuse(
             );
             stream.write_all(response.as_bytes()).await?;
             stream.write_all(&body).await?;
-            stream.shutdown().await?;
-            // Drain what the client sent before closing: closing with unread bytes
-            // resets the connection, and the client might lose the answer.
-            let mut sink = [0u8; 4096];
-            while stream.read(&mut sink).await? > 0 {}
+            sse::close_gently(&mut stream).await;
             Ok::<(), std::io::Error>(())
         };
         let _ = tokio::time::timeout(REFUSAL_TIMEOUT, answer).await;

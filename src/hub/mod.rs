@@ -27,6 +27,10 @@ use crate::state::AppState;
 use crate::upstream::budget::Priority;
 use crate::upstream::client::FetchError;
 
+/// A subscribed code (canonical). One copy per code is shared by every subscriber
+/// that wants it: a list of 200 codes costs 200 pointers, not 200 strings.
+type Code = Arc<str>;
+
 /// Seconds a client is told to wait after the per-token stream limit.
 const STREAM_RETRY_AFTER_SECS: u64 = 5;
 
@@ -59,7 +63,7 @@ struct Progress {
 
 struct Subscriber {
     token: usize,
-    codes: Arc<[String]>,
+    codes: Arc<[Code]>,
     progress: Arc<Progress>,
     /// Closes the subscriber's connection (set when it runs over HTTP).
     connection: Option<CancellationToken>,
@@ -69,8 +73,9 @@ struct Subscriber {
 struct Registry {
     next_id: u64,
     subscribers: HashMap<u64, Subscriber>,
-    /// How many subscribers want each code: the poll loop's union.
-    refs: BTreeMap<String, usize>,
+    /// How many subscribers want each code: the poll loop's union. Its keys are
+    /// the one copy of each code that every subscriber's list shares.
+    refs: BTreeMap<Code, usize>,
     per_token: HashMap<usize, usize>,
     /// Whether a poll loop is running (changed only under this lock).
     polling: bool,
@@ -186,13 +191,12 @@ impl QuoteHub {
                 ),
             ));
         }
-        let codes: Arc<[String]> = unique.into();
         let progress = Arc::new(Progress {
             last_ms: AtomicU64::new(self.now_ms()),
             delivered_tick: AtomicU64::new(0),
             pending_bytes: AtomicU64::new(0),
         });
-        let (id, start_loop, new_codes) = {
+        let (id, start_loop, new_codes, codes) = {
             let mut reg = self.registry();
             if reg.subscribers.len() >= config.max_streams {
                 return Err(Error::Overloaded {
@@ -212,11 +216,19 @@ impl QuoteHub {
             let id = reg.next_id;
             *reg.per_token.entry(token).or_default() += 1;
             let mut new_codes = false;
-            for code in codes.iter() {
-                let n = reg.refs.entry(code.clone()).or_default();
-                new_codes |= *n == 0;
-                *n += 1;
-            }
+            let codes: Arc<[Code]> = unique
+                .into_iter()
+                .map(|code| {
+                    let shared = match reg.refs.get_key_value(code.as_str()) {
+                        Some((shared, _)) => Arc::clone(shared),
+                        None => Code::from(code),
+                    };
+                    let n = reg.refs.entry(Arc::clone(&shared)).or_default();
+                    new_codes |= *n == 0;
+                    *n += 1;
+                    shared
+                })
+                .collect();
             reg.subscribers.insert(
                 id,
                 Subscriber {
@@ -228,7 +240,7 @@ impl QuoteHub {
             );
             let start_loop = !reg.polling;
             reg.polling = true;
-            (id, start_loop, new_codes)
+            (id, start_loop, new_codes, codes)
         };
         if start_loop {
             let hub = self.clone();
@@ -271,6 +283,13 @@ impl QuoteHub {
         let Some(sub) = reg.subscribers.remove(&id) else {
             return;
         };
+        // Thousands of streams grew the table; give the room back once they have
+        // gone (amortised: only when three quarters are free).
+        if reg.subscribers.capacity() > 64 && reg.subscribers.len() * 4 < reg.subscribers.capacity()
+        {
+            let keep = reg.subscribers.len() * 2;
+            reg.subscribers.shrink_to(keep);
+        }
         if let Some(n) = reg.per_token.get_mut(&sub.token) {
             *n -= 1;
             if *n == 0 {
@@ -278,7 +297,7 @@ impl QuoteHub {
             }
         }
         for code in sub.codes.iter() {
-            if let Some(n) = reg.refs.get_mut(code) {
+            if let Some(n) = reg.refs.get_mut(&**code) {
                 *n -= 1;
                 if *n == 0 {
                     reg.refs.remove(code);
@@ -301,7 +320,7 @@ impl QuoteHub {
                     tracing::debug!("quote poll stopped: no subscribers");
                     return;
                 }
-                reg.refs.keys().cloned().collect()
+                reg.refs.keys().map(|c| c.to_string()).collect()
             };
             let snap = state.snapshot();
             let config = &snap.config.hub;
@@ -531,7 +550,7 @@ impl Drop for Guard {
 struct SubStream {
     guard: Guard,
     rx: watch::Receiver<Arc<Board>>,
-    codes: Arc<[String]>,
+    codes: Arc<[Code]>,
     /// `sent[i]`: the `changed_at` of the last quote of `codes[i]` sent.
     sent: Vec<u64>,
     pz: usize,
@@ -626,7 +645,7 @@ impl SubStream {
         while scan.next < self.codes.len() && items.len() < self.pz {
             let i = scan.next;
             scan.next += 1;
-            if let Some(q) = board.quotes.get(&self.codes[i])
+            if let Some(q) = board.quotes.get(&*self.codes[i])
                 && (scan.snapshot || q.changed_at > self.sent[i])
             {
                 items.push(&q.json);

@@ -287,7 +287,7 @@ impl Collector for StatsCollector {
                 cluster.shared_hits(),
             )?;
         }
-        Ok(())
+        heap_metrics(&mut encoder)
     }
 }
 
@@ -362,5 +362,35 @@ fn process_metrics(mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
 
 #[cfg(not(target_os = "linux"))]
 fn process_metrics(_encoder: DescriptorEncoder<'_>) -> fmt::Result {
+    Ok(())
+}
+
+/// What the allocator holds: bytes in live allocations and bytes it keeps resident
+/// (the difference is freed memory not yet returned to the system).
+#[cfg(feature = "jemalloc")]
+fn heap_metrics(encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    if epoch::advance().is_err() {
+        return Ok(());
+    }
+    if let (Ok(allocated), Ok(resident)) = (stats::allocated::read(), stats::resident::read()) {
+        gauge(
+            encoder,
+            "heap_allocated_bytes",
+            "Bytes in live heap allocations (jemalloc)",
+            allocated as u64,
+        )?;
+        gauge(
+            encoder,
+            "heap_resident_bytes",
+            "Bytes the allocator keeps resident, freed ones not yet returned included (jemalloc)",
+            resident as u64,
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "jemalloc"))]
+fn heap_metrics(_encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
     Ok(())
 }

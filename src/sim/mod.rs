@@ -350,6 +350,7 @@ pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> std::io::Result
     let task = tokio::spawn(crate::edge::server::serve(
         listener,
         handler,
+        None,
         crate::edge::server::ConnectionLimits::internal(10_000, 10_000, Duration::from_secs(30)),
         None,
         Duration::from_secs(1),
