@@ -11,6 +11,7 @@
 //! `hub.stall_timeout_secs`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use tokio::sync::{Notify, watch};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::config::HubConfig;
 use crate::error::Error;
@@ -39,7 +40,9 @@ const STREAM_RETRY_AFTER_SECS: u64 = 5;
 pub struct Board {
     /// Increases with every poll.
     pub tick: u64,
-    quotes: HashMap<String, Arc<Quote>>,
+    /// Hashed with foldhash: every subscriber looks up each of its codes here on
+    /// every tick, and the keys are the upstream's, not a client's.
+    quotes: foldhash::HashMap<String, Arc<Quote>>,
 }
 
 #[derive(Debug)]
@@ -266,10 +269,11 @@ impl QuoteHub {
             started: false,
             retry_ms: config.retry_ms,
             keepalive: Duration::from_secs(config.keepalive_secs),
-            next_keepalive: tokio::time::Instant::now()
-                + Duration::from_secs(config.keepalive_secs),
+            next_keepalive: Box::pin(tokio::time::sleep(Duration::from_secs(
+                config.keepalive_secs,
+            ))),
             progress,
-            stop: self.inner.state.stop().clone(),
+            stop: Box::pin(self.inner.state.stop().clone().cancelled_owned()),
         };
         Ok(futures_util::stream::unfold(stream, |mut s| async move {
             let next = s.next().await?;
@@ -428,7 +432,8 @@ impl QuoteHub {
     fn publish(&self, codes: &[String], fetched: HashMap<String, Bytes>) {
         let old = self.inner.board.borrow().clone();
         let tick = old.tick + 1;
-        let mut quotes = HashMap::with_capacity(codes.len());
+        let mut quotes =
+            foldhash::HashMap::with_capacity_and_hasher(codes.len(), Default::default());
         for code in codes {
             let quote = match (fetched.get(code), old.quotes.get(code)) {
                 (Some(json), Some(prev)) if *json == prev.json => Arc::clone(prev),
@@ -562,12 +567,15 @@ struct SubStream {
     started: bool,
     retry_ms: u64,
     keepalive: Duration,
-    /// When the next keepalive is due: reset whenever anything is sent, and never by
-    /// a board that had nothing for this subscriber (else busy boards would starve
-    /// it of keepalives and the stall check would cut a healthy client).
-    next_keepalive: tokio::time::Instant,
+    /// When the next keepalive is due: pushed back whenever anything is sent, and
+    /// never by a board that had nothing for this subscriber (else busy boards would
+    /// starve it of keepalives and the stall check would cut a healthy client). One
+    /// timer for the stream's life: moving it later is an atomic store, while a
+    /// new timer per event would take the timer wheel's lock twice per event.
+    next_keepalive: Pin<Box<tokio::time::Sleep>>,
     progress: Arc<Progress>,
-    stop: CancellationToken,
+    /// The hub's stop, registered once.
+    stop: Pin<Box<WaitForCancellationFutureOwned>>,
 }
 
 /// A pass over one board: where it continues, and whether it sends every quote
@@ -606,7 +614,7 @@ impl SubStream {
             }
             tokio::select! {
                 biased;
-                () = self.stop.cancelled() => return None,
+                () = self.stop.as_mut() => return None,
                 changed = self.rx.changed() => {
                     if changed.is_err() {
                         return None;
@@ -614,7 +622,7 @@ impl SubStream {
                     let board = Arc::clone(&self.rx.borrow_and_update());
                     self.scan = Some(Scan { board, next: 0, snapshot: false });
                 }
-                () = tokio::time::sleep_until(self.next_keepalive) => {
+                () = self.next_keepalive.as_mut() => {
                     self.hold(Bytes::from_static(b": keepalive\n\n"));
                 }
             }
@@ -626,7 +634,8 @@ impl SubStream {
         self.progress
             .last_ms
             .store(self.guard.hub.now_ms(), Ordering::Relaxed);
-        self.next_keepalive = tokio::time::Instant::now() + self.keepalive;
+        let due = tokio::time::Instant::now() + self.keepalive;
+        self.next_keepalive.as_mut().reset(due);
         chunk
     }
 
@@ -668,7 +677,7 @@ pub fn encode(tick: u64, quotes: &[&Bytes]) -> Bytes {
     let len: usize = quotes.iter().map(|q| q.len() + 1).sum();
     let mut out = BytesMut::with_capacity(len + 48);
     out.extend_from_slice(b"event: quote\nid: ");
-    out.extend_from_slice(tick.to_string().as_bytes());
+    out.extend_from_slice(itoa::Buffer::new().format(tick).as_bytes());
     out.extend_from_slice(b"\ndata: [");
     for (i, q) in quotes.iter().enumerate() {
         if i > 0 {
