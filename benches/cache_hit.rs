@@ -46,10 +46,10 @@ fn cache_hit(c: &mut Criterion) {
         (sim, proxy)
     });
     let edge = std::sync::Arc::clone(proxy.edge());
-    let connection = mdproxy::edge::Connection {
+    let connection = std::sync::Arc::new(mdproxy::edge::Connection {
         peer: "127.0.0.1:40000".parse().unwrap(),
         close: tokio_util::sync::CancellationToken::new(),
-    };
+    });
     let request = |uri: &str| {
         Request::get(uri)
             .header("authorization", "Bearer bench")

@@ -186,7 +186,7 @@ impl Edge {
     pub async fn handle<B>(
         &self,
         request: Request<B>,
-        connection: Connection,
+        connection: Arc<Connection>,
     ) -> Result<Response<Body>, Infallible> {
         let started = Instant::now();
         // Borrowed snapshots: no reference count bounced between cores per request.

@@ -95,7 +95,7 @@ pub struct Connection {
 
 /// Answers a request whose response is written on the bare socket.
 pub type StreamHandler =
-    Arc<dyn Fn(Request<()>, Connection) -> BoxFuture<'static, Response<Body>> + Send + Sync>;
+    Arc<dyn Fn(Request<()>, Arc<Connection>) -> BoxFuture<'static, Response<Body>> + Send + Sync>;
 
 /// Long-lived event streams served without hyper (see [`sse`]): plain HTTP/1.1
 /// `GET`s of `path`, answered by `handler` (the same handler as every request).
@@ -281,7 +281,7 @@ pub async fn serve<H, F>(
     tracker: TaskTracker,
     shutdown: impl Future<Output = ()>,
 ) where
-    H: Fn(Request<Incoming>, Connection) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<Incoming>, Arc<Connection>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send + 'static,
 {
     let graceful = GracefulShutdown::new();
@@ -318,10 +318,10 @@ pub async fn serve<H, F>(
         }
         let close = all.child_token();
         let served = Served {
-            connection: Connection {
+            connection: Arc::new(Connection {
                 peer,
                 close: close.clone(),
-            },
+            }),
             handler: handler.clone(),
             streams: streams.clone(),
             builders: Arc::clone(&builders),
@@ -361,7 +361,9 @@ type ConnectionError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What serving one connection takes.
 struct Served<H> {
-    connection: Connection,
+    /// Shared by the connection's requests: handing it to one costs a reference
+    /// count, not a cancellation token's clone (which takes its lock).
+    connection: Arc<Connection>,
     handler: H,
     streams: Option<Arc<Streams>>,
     builders: Arc<Builders>,
@@ -371,7 +373,7 @@ struct Served<H> {
 
 impl<H, F> Served<H>
 where
-    H: Fn(Request<Incoming>, Connection) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<Incoming>, Arc<Connection>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send + 'static,
 {
     /// A clear-text connection: its protocol is read from its first bytes; a
@@ -451,7 +453,7 @@ where
     > + Clone
     + use<H, F> {
         let (handler, connection) = (self.handler.clone(), self.connection.clone());
-        service_fn(move |req: Request<Incoming>| handler(req, connection.clone()))
+        service_fn(move |req: Request<Incoming>| handler(req, Arc::clone(&connection)))
     }
 }
 
