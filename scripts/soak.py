@@ -77,6 +77,18 @@ async def subscribers(args):
     codes = ",".join(
         f"{c:06d}" for c in list(range(600000, 600000 + half)) + list(range(1, 1 + args.codes - half))
     )
+    # The baseline is the proxy with its quote hub in use: one subscriber reads its
+    # snapshot and leaves first, so that what the hub keeps once (the board of these
+    # codes, the upstream connection, the stream path's code pages) is not counted
+    # as what the silent subscribers left behind.
+    reader, writer = await asyncio.open_connection(args.host, args.port)
+    writer.write(
+        f"GET /api/v1/stock/indicator/realtime/sse?codes={codes} HTTP/1.1\r\nHost: x\r\n"
+        f"Authorization: Bearer {args.token}\r\n\r\n".encode()
+    )
+    await asyncio.wait_for(reader.readuntil(b"event: quote"), 10)
+    writer.transport.abort()
+    await asyncio.sleep(2)
     baseline = rss_kib(args.pid)
     writers = []
     for i in range(args.subscribers):
