@@ -6,6 +6,15 @@ mod support;
 
 use std::process::Command;
 
+/// A fresh directory under the system's temporary one, named `name` and this
+/// process, and the path of `file` in it.
+fn scratch(name: &str, file: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(file);
+    (dir, path)
+}
+
 /// The `MDPROXY_*` variables of the test's own environment, kept from the children:
 /// every test sets the ones it means.
 fn inherited() -> Vec<std::ffi::OsString> {
@@ -51,9 +60,7 @@ fn check_config_prints_the_ttl_table() {
 /// A bad file exits 1 and names the key.
 #[test]
 fn check_config_names_the_bad_key() {
-    let dir = std::env::temp_dir().join(format!("mdproxy-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("bad.toml");
+    let (dir, path) = scratch("mdproxy-cli", "bad.toml");
     std::fs::write(
         &path,
         "[upstream]\ntimeout_ms = 0\n[limits]\nbackground_percent = 101\n",
@@ -99,9 +106,7 @@ fn check_config_names_the_bad_key() {
 /// names them all, one a line with file, line and key, then their number; exit 1.
 #[test]
 fn check_config_reports_every_problem_in_one_run() {
-    let dir = std::env::temp_dir().join(format!("mdproxy-cli-all-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("three.toml");
+    let (dir, path) = scratch("mdproxy-cli-all", "three.toml");
     std::fs::write(
         &path,
         "[server]\nlistn = \"127.0.0.1:8080\"\n\n[auth]\ntokens = [\"t\"]\n\n\
@@ -184,9 +189,7 @@ async fn serve_reloads_on_sighup() {
     use std::time::{Duration, Instant};
     let sim = support::sim_with_token("hup-upstream").await;
     let port = support::free_port();
-    let dir = std::env::temp_dir().join(format!("mdproxy-hup-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("serve.toml");
+    let (dir, path) = scratch("mdproxy-hup", "serve.toml");
     let write = |token: &str| {
         std::fs::write(
             &path,
@@ -214,17 +217,7 @@ async fn serve_reloads_on_sighup() {
     // A refused reload changes nothing observable over HTTP (that is the point), so
     // its one outside sign is the error line on stderr. Every line is forwarded
     // (which also keeps the pipe drained).
-    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let stderr = child.stderr.take().unwrap();
-    tokio::spawn(async move {
-        use tokio::io::AsyncBufReadExt;
-        let mut reader = tokio::io::BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = reader.next_line().await {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let mut lines = support::stderr_lines(&mut child);
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let url = format!("http://127.0.0.1:{port}/api/v1/market/indices");
     let status = |token: &'static str| {

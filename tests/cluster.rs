@@ -437,14 +437,7 @@ async fn the_redis_password_never_shows() {
     joined(&[&env.proxy]).await;
     let admin = env.proxy.admin_addr.unwrap();
     for page in ["status", "metrics"] {
-        let text = support::client()
-            .get(format!("http://{admin}/{page}"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = support::text(&format!("http://{admin}/{page}")).await;
         assert!(!text.contains("s3cret-pw"), "{page}: {text}");
     }
     let config = format!("{:?}", env.proxy.state().snapshot().config);

@@ -755,24 +755,11 @@ async fn dashboard_queries_only_metrics_that_exist() {
     .await;
     assert_eq!(env.get("/stock/detail/600519").await.status(), 200);
     assert_eq!(env.get("/stock/detail/600519").await.status(), 200);
-    let refused = env
-        .client
-        .get(env.url("/market/indices"))
-        .send()
-        .await
-        .unwrap();
+    let refused = env.fetch(&env.url("/market/indices")).await;
     assert_eq!(refused.status(), 401);
     assert_eq!(env.get("/no/such/endpoint").await.status(), 404);
     let admin = format!("http://{}", env.proxy.admin_addr.unwrap());
-    let exposition = env
-        .client
-        .get(format!("{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let exposition = env.text(&format!("{admin}/metrics")).await;
     let scraped = samples(&exposition);
     let histograms: BTreeSet<String> = exposition
         .lines()

@@ -455,15 +455,7 @@ async fn passthrough_on_forwards_caches_and_counts_under_one_label() {
     assert_eq!(stats.served_count(id, CacheStatus::Miss), 2);
     assert_eq!(stats.served_count(id, CacheStatus::Hit), 1);
     let admin = env.proxy.admin_addr.unwrap();
-    let metrics = env
-        .client
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = env.text(&format!("http://{admin}/metrics")).await;
     assert!(
         metrics.contains(r#"mdproxy_responses_total{endpoint="passthrough",cache_status="HIT"} 1"#),
         "{metrics}"

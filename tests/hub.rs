@@ -562,6 +562,20 @@ fn chunked(bytes: &[u8]) -> Option<(String, Vec<Vec<u8>>)> {
     Some((head, chunks))
 }
 
+/// Reads a stream's answer off `stream` up to its first two chunks, checks that they
+/// are the `retry:` line and a quote event, and returns the head.
+async fn first_two_chunks(stream: &mut tokio::net::TcpStream) -> String {
+    let mut buf = Vec::new();
+    read_until(stream, &mut buf, |b| {
+        chunked(b).is_some_and(|(_, chunks)| chunks.len() >= 2)
+    })
+    .await;
+    let (head, chunks) = chunked(&buf).unwrap();
+    assert_eq!(chunks[0], b"retry: 3000\n\n");
+    assert!(chunks[1].starts_with(b"event: quote\nid: "), "{chunks:?}");
+    head
+}
+
 /// A plain HTTP/1.1 stream is written on the bare socket, without hyper: the answer
 /// is framed exactly as HTTP/1.1 chunks with the same headers as every answer, a
 /// client that hangs up while its stream is quiet ends its subscription, an error on
@@ -579,13 +593,7 @@ async fn streams_on_the_bare_socket_are_plain_http() {
         "GET {target} HTTP/1.1\r\nHost: x\r\nX-Api-Key: {TOKEN}\r\nX-Request-Id: bare-1\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    read_until(&mut stream, &mut buf, |b| {
-        chunked(b).is_some_and(|(_, chunks)| chunks.len() >= 2)
-    })
-    .await;
-    let (head, chunks) = chunked(&buf).unwrap();
-    let head = head.to_ascii_lowercase();
+    let head = first_two_chunks(&mut stream).await.to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
     for line in [
         "content-type: text/event-stream",
@@ -598,8 +606,6 @@ async fn streams_on_the_bare_socket_are_plain_http() {
     }
     assert!(head.contains("\r\ndate: "), "{head}");
     assert!(!head.contains("content-length"), "{head}");
-    assert_eq!(chunks[0], b"retry: 3000\n\n");
-    assert!(chunks[1].starts_with(b"event: quote\nid: "), "{chunks:?}");
     // The only code's quote has been sent and keepalives are 30 s away: the stream
     // is quiet when the client hangs up, and the hub still learns of it.
     assert!(support::eventually(WAIT, || hub.subscribers() == 1).await);
@@ -630,13 +636,6 @@ async fn streams_on_the_bare_socket_are_plain_http() {
     split.write_all(first.as_bytes()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     split.write_all(second.as_bytes()).await.unwrap();
-    let mut buf = Vec::new();
-    read_until(&mut split, &mut buf, |b| {
-        chunked(b).is_some_and(|(_, chunks)| chunks.len() >= 2)
-    })
-    .await;
-    let (head, chunks) = chunked(&buf).unwrap();
+    let head = first_two_chunks(&mut split).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert_eq!(chunks[0], b"retry: 3000\n\n");
-    assert!(chunks[1].starts_with(b"event: quote\nid: "), "{chunks:?}");
 }

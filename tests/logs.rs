@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CLIENT_SECRET: &str = "log-client-secret-77";
 const UPSTREAM_SECRET: &str = "log-upstream-secret-88";
@@ -133,16 +133,7 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let stderr = child.stderr.take().unwrap();
-    tokio::spawn(async move {
-        let mut reader = tokio::io::BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = reader.next_line().await {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let mut lines = support::stderr_lines(&mut child);
     let client = support::client();
     let url = format!("http://127.0.0.1:{port}/api/v1/stock/detail/600519");
     let deadline = Instant::now() + Duration::from_secs(20);

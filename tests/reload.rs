@@ -115,14 +115,7 @@ async fn a_reload_keeps_the_spent_upstream_budget_and_the_counters() {
     assert_eq!(stats.upstream_count(UpstreamOutcome::Overloaded), 2);
 
     // The exposition agrees and counts from the same structure.
-    let metrics = support::client()
-        .get(format!("http://{}/metrics", proxy.admin_addr.unwrap()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = support::text(&format!("http://{}/metrics", proxy.admin_addr.unwrap())).await;
     assert!(
         metrics.contains("mdproxy_upstream_requests_total{outcome=\"overloaded\"} 2"),
         "{metrics}"

@@ -499,6 +499,37 @@ pub fn stdout_of(command: &mut std::process::Command) -> Vec<u8> {
     out.stdout
 }
 
+/// Every line `child` writes on stderr, forwarded as it comes (which also keeps the
+/// pipe drained); the child must have been spawned with a piped stderr.
+pub fn stderr_lines(
+    child: &mut tokio::process::Child,
+) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    use tokio::io::AsyncBufReadExt;
+    let (lines_tx, lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let stderr = child.stderr.take().expect("stderr is piped");
+    tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// GETs `url` (an admin address, say) without a token and returns its body.
+pub async fn text(url: &str) -> String {
+    client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// The pinned Python tools (schemathesis, the OpenAPI validator, the Prometheus
 /// parser), installed by `scripts/python-tools` into the target directory when
 /// missing; returns the virtual environment's `bin/`.
