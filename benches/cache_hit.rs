@@ -33,8 +33,8 @@ fn cache_hit(c: &mut Criterion) {
         let mut config = mdproxy::demo::config_for(&sim, "127.0.0.1:0", Secret::new("bench"));
         // Every entry stays fresh for the whole run: we measure hits, not refreshes.
         for ttl in config.freshness.classes.values_mut() {
-            ttl.session_fresh_secs = 86_400;
-            ttl.closed_fresh_secs = 86_400;
+            ttl.session_fresh_secs = 3_600;
+            ttl.closed_fresh_secs = 3_600;
             ttl.until_open = false;
         }
         config.freshness.endpoints.clear();
@@ -52,6 +52,7 @@ fn cache_hit(c: &mut Criterion) {
     });
     let request = |uri: &str| {
         Request::get(uri)
+            .header("host", "127.0.0.1")
             .header("authorization", "Bearer bench")
             .body(())
             .expect("request")
