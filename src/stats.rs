@@ -99,15 +99,15 @@ const BUCKET_MICROS: [u64; 16] = [
     1_000_000, 2_500_000, 5_000_000, 10_000_000,
 ];
 
-/// A latency histogram of plain atomics (one add per observation and two for the
-/// sum and count; no lock on the hit path). Buckets are kept per bucket, not
-/// cumulative, as prometheus-client's encoder takes them.
+/// A latency histogram of plain atomics (one add per observation for its bucket and
+/// one for the sum; the count is the buckets' sum, added up when read; no lock on
+/// the hit path). Buckets are kept per bucket, not cumulative, as
+/// prometheus-client's encoder takes them.
 #[derive(Debug, Default)]
 pub struct Histogram {
     /// `buckets[i]`: observations in `(bound[i-1], bound[i]]`; the last one is +Inf.
     buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
     sum_micros: AtomicU64,
-    count: AtomicU64,
 }
 
 impl Histogram {
@@ -117,12 +117,11 @@ impl Histogram {
         let i = BUCKET_MICROS.partition_point(|&bound| bound < micros);
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
         self.sum_micros.fetch_add(micros, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Observations so far.
     pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Relaxed)
+        self.buckets.iter().map(|n| n.load(Ordering::Relaxed)).sum()
     }
 
     /// Sum of the observations, in seconds.
@@ -246,8 +245,6 @@ const RELOADS_KEPT: usize = 10;
 /// Request, upstream and hub counters.
 #[derive(Debug)]
 pub struct Stats {
-    /// `served[endpoint id][CacheStatus as usize]`.
-    served: Vec<[AtomicU64; 3]>,
     /// `latency[endpoint id][Outcome index]`: time from the request's head to its
     /// response's head.
     latency: Vec<[Histogram; 4]>,
@@ -288,7 +285,6 @@ impl Default for Stats {
     fn default() -> Self {
         let endpoints = catalog().with_passthrough().count();
         Stats {
-            served: (0..endpoints).map(|_| Default::default()).collect(),
             latency: (0..endpoints).map(|_| Default::default()).collect(),
             upstream_latency: (0..endpoints).map(|_| Histogram::default()).collect(),
             responses: Default::default(),
@@ -311,16 +307,6 @@ impl Default for Stats {
 }
 
 impl Stats {
-    /// Counts one answer of `endpoint_id` served as `status`.
-    pub fn served(&self, endpoint_id: usize, status: CacheStatus) {
-        self.served[endpoint_id][status as usize].fetch_add(1, Ordering::Relaxed);
-        // +1 so that "asked in the first second" differs from "never asked".
-        let now = self.epoch.elapsed().as_secs() + 1;
-        if self.last_asked[endpoint_id].load(Ordering::Relaxed) != now {
-            self.last_asked[endpoint_id].store(now, Ordering::Relaxed);
-        }
-    }
-
     /// Whether a client asked for `endpoint_id` within `window`.
     pub fn asked_within(&self, endpoint_id: usize, window: Duration) -> bool {
         let last = self.last_asked[endpoint_id].load(Ordering::Relaxed);
@@ -329,24 +315,33 @@ impl Stats {
 
     /// Answers of `endpoint_id` served as `status` so far.
     pub fn served_count(&self, endpoint_id: usize, status: CacheStatus) -> u64 {
-        self.served[endpoint_id][status as usize].load(Ordering::Relaxed)
+        self.latency[endpoint_id][Outcome::Cache(status).index()].count()
     }
 
     /// Counts one response: its status, its error code (`None`: not an error;
     /// `"upstream"`: the upstream's answer relayed) and, for a request routed to an
-    /// endpoint, its latency by outcome.
+    /// endpoint, its latency by outcome. An answer from the cache (`outcome`
+    /// [`Outcome::Cache`]) also marks its endpoint as asked for at `started`, the
+    /// request's arrival.
     pub fn responded(
         &self,
         status: u16,
         code: Option<&str>,
         endpoint_id: Option<usize>,
         outcome: Outcome,
+        started: Instant,
         elapsed: Duration,
     ) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         self.responses[class][code_index(code)].fetch_add(1, Ordering::Relaxed);
-        if let Some(id) = endpoint_id {
-            self.latency[id][outcome.index()].observe(elapsed);
+        let Some(id) = endpoint_id else { return };
+        self.latency[id][outcome.index()].observe(elapsed);
+        if let Outcome::Cache(_) = outcome {
+            // +1 so that "asked in the first second" differs from "never asked".
+            let now = started.saturating_duration_since(self.epoch).as_secs() + 1;
+            if self.last_asked[id].load(Ordering::Relaxed) != now {
+                self.last_asked[id].store(now, Ordering::Relaxed);
+            }
         }
     }
 
@@ -454,7 +449,9 @@ mod tests {
         let stats = Stats::default();
         let window = Duration::from_secs(300);
         assert!(!stats.asked_within(3, window));
-        stats.served(3, CacheStatus::Hit);
+        let hit = Outcome::Cache(CacheStatus::Hit);
+        let (now, took) = (Instant::now(), Duration::from_micros(300));
+        stats.responded(200, None, Some(3), hit, now, took);
         assert!(stats.asked_within(3, window));
         assert!(!stats.asked_within(4, window));
         assert_eq!(stats.served_count(3, CacheStatus::Hit), 1);
@@ -494,10 +491,10 @@ mod tests {
     #[test]
     fn responses_count_by_class_and_code() {
         let stats = Stats::default();
-        let d = Duration::from_millis(1);
-        stats.responded(200, None, Some(0), Outcome::Cache(CacheStatus::Hit), d);
-        stats.responded(401, Some("unauthorized"), None, Outcome::None, d);
-        stats.responded(404, Some("upstream"), Some(0), Outcome::None, d);
+        let (t, d) = (Instant::now(), Duration::from_millis(1));
+        stats.responded(200, None, Some(0), Outcome::Cache(CacheStatus::Hit), t, d);
+        stats.responded(401, Some("unauthorized"), None, Outcome::None, t, d);
+        stats.responded(404, Some("upstream"), Some(0), Outcome::None, t, d);
         assert_eq!(stats.responses_count(2, "none"), 1);
         assert_eq!(stats.responses_count(4, "unauthorized"), 1);
         assert_eq!(stats.responses_count(4, "upstream"), 1);

@@ -22,6 +22,7 @@ use crate::stats::{CacheStatus, Stats};
 use crate::upstream::Upstream;
 use crate::upstream::budget::Priority;
 use crate::upstream::client::FetchError;
+use crate::upstream::trace::Context;
 
 /// At most one warning line per kind in this interval.
 const WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -159,7 +160,12 @@ impl ReadThrough {
     /// The upstream's failure when no usable stale entry is at hand; an
     /// [`FetchError::Answer`] or [`FetchError::Reported`] carries the upstream's own
     /// answer, to relay as it is.
-    pub async fn lookup(&self, policy: &Arc<Policy>, valid: &Valid) -> Result<Answer, FetchError> {
+    pub async fn lookup(
+        &self,
+        policy: &Arc<Policy>,
+        valid: &Valid,
+        context: impl FnOnce() -> Context,
+    ) -> Result<Answer, FetchError> {
         let s = &*self.inner;
         let now = s.clock.now();
         let cached = s.store.get(&valid.target).await;
@@ -180,14 +186,21 @@ impl ReadThrough {
             // The hit path: the entry moves into the answer (no second refcount on a
             // hot key's shared counter).
             let entry = cached.expect("decided from a cached entry");
-            return Ok(self.answer(valid, entry, served, lifetimes, now));
+            return Ok(Answer {
+                entry,
+                served,
+                lifetimes,
+                now,
+            });
         }
 
-        let (mut result, mut role) = self.fill(policy, valid, Priority::Client, false).await;
+        let context = context();
+        let fill = |context| self.fill_for(policy, valid, Priority::Client, false, context);
+        let (mut result, mut role) = fill(Some(context.clone())).await;
         if matches!(result, Err(FetchError::Dropped)) {
             // We joined a background refresh that found no budget; a client may wait
             // for budget where background work may not, so ask again as a client.
-            (result, role) = self.fill(policy, valid, Priority::Client, false).await;
+            (result, role) = fill(Some(context)).await;
         }
         let now = s.clock.now();
         match result {
@@ -200,7 +213,12 @@ impl ReadThrough {
                     FillRole::Joined => Served::Collapsed,
                 };
                 let lifetimes = policy.lifetimes_of(&entry);
-                Ok(self.answer(valid, entry, served, lifetimes, now))
+                Ok(Answer {
+                    entry,
+                    served,
+                    lifetimes,
+                    now,
+                })
             }
             Err(error) => {
                 // Stale-if-error: a failing upstream never loses a cached answer.
@@ -213,7 +231,12 @@ impl ReadThrough {
                         if let Some(held) = s.warnings.admit(("stale", error.as_str())) {
                             tracing::warn!(target = %valid.target, upstream_error = error.as_str(), held_back = held, "serving stale answer");
                         }
-                        return Ok(self.answer(valid, entry, Served::StaleIfError, lifetimes, now));
+                        return Ok(Answer {
+                            entry,
+                            served: Served::StaleIfError,
+                            lifetimes,
+                            now,
+                        });
                     }
                 }
                 if let Some(held) = s.warnings.admit(("failed", error.as_str())) {
@@ -221,24 +244,6 @@ impl ReadThrough {
                 }
                 Err(error)
             }
-        }
-    }
-
-    /// Counts an answer and wraps it.
-    fn answer(
-        &self,
-        valid: &Valid,
-        entry: Arc<CachedBody>,
-        served: Served,
-        lifetimes: Lifetimes,
-        now: DateTime<Utc>,
-    ) -> Answer {
-        self.inner.stats.served(valid.endpoint.id, served.x_cache());
-        Answer {
-            entry,
-            served,
-            lifetimes,
-            now,
         }
     }
 
@@ -269,6 +274,19 @@ impl ReadThrough {
         priority: Priority,
         force: bool,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
+        self.fill_for(policy, valid, priority, force, None).await
+    }
+
+    /// [`fill`](Self::fill) on behalf of a client request: its ID and trace
+    /// (`context`) go with the fill into its own task and on to the upstream.
+    async fn fill_for(
+        &self,
+        policy: &Arc<Policy>,
+        valid: &Valid,
+        priority: Priority,
+        force: bool,
+        context: Option<Context>,
+    ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
         let s = &*self.inner;
         let now = s.clock.now();
         let usable = |entry: &CachedBody| !force && policy.is_fresh(entry, now);
@@ -282,8 +300,6 @@ impl ReadThrough {
             (s.upstream.clone(), Arc::clone(&s.clock), Arc::clone(policy));
         let (cluster, lease) = (s.cluster.clone().filter(Cluster::is_up), s.lease);
         let target = valid.target.clone();
-        // The client request's ID and trace go with the fill into its own task.
-        let context = crate::upstream::trace::current();
         s.store
             .fill(&valid.target, usable, move || {
                 crate::upstream::trace::within(context, async move {

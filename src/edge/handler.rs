@@ -20,7 +20,7 @@ use crate::edge::auth::Tokens;
 use crate::edge::body::{self, Body};
 use crate::edge::cors::Cors;
 use crate::edge::limit::ClientLimits;
-use crate::edge::response::{self, IntoResponse};
+use crate::edge::response::{self, IntoResponse, X_REQUEST_ID};
 use crate::edge::server::Connection;
 use crate::error::Error;
 use crate::hub::QuoteHub;
@@ -69,7 +69,7 @@ struct Trail {
     cache: Option<CacheStatus>,
 }
 
-const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
 
 /// The longest `X-Request-Id` taken from a client; a longer or odd one is replaced.
 const MAX_REQUEST_ID: usize = 128;
@@ -93,6 +93,13 @@ fn request_id(headers: &http::HeaderMap) -> HeaderValue {
         *b = HEX[((n >> (60 - 4 * i)) & 0xf) as usize];
     }
     HeaderValue::from_bytes(&id).expect("hex digits are a valid header value")
+}
+
+/// The client's trace, when it sent a valid `traceparent`.
+fn traceparent(headers: &http::HeaderMap) -> Option<Traceparent> {
+    headers
+        .get(TRACEPARENT)
+        .and_then(|v| Traceparent::parse(v.as_bytes()))
 }
 
 /// One request as the access log tells it.
@@ -193,20 +200,23 @@ impl Edge {
         let snap = self.state.load();
         let access = self.access.load();
         let request_id = request_id(request.headers());
-        let context = crate::upstream::trace::Context {
+        // What a fill hands on to the upstream: built only when the cache misses, so
+        // a hit neither clones the ID nor enters a task-local scope.
+        let context = || crate::upstream::trace::Context {
             request_id: Some(request_id.clone()),
-            trace: request
-                .headers()
-                .get("traceparent")
-                .and_then(|v| Traceparent::parse(v.as_bytes())),
+            trace: traceparent(request.headers()),
         };
-        let trace = context.trace;
         let mut trail = Trail::default();
-        let served = crate::upstream::trace::within(
-            Some(context),
-            self.serve(&snap, &access, &request, &connection.close, &mut trail),
-        )
-        .await;
+        let served = self
+            .serve(
+                &snap,
+                &access,
+                &request,
+                &connection.close,
+                &mut trail,
+                context,
+            )
+            .await;
         let (mut response, code) = match served {
             // An error status that mdproxy did not make is the upstream's answer
             // (relayed, or a cached "not found").
@@ -223,9 +233,7 @@ impl Edge {
             }
         };
         access.cors.apply(request.headers(), response.headers_mut());
-        response
-            .headers_mut()
-            .insert(X_REQUEST_ID, request_id.clone());
+        response.headers_mut().insert(X_REQUEST_ID, request_id);
         let elapsed = started.elapsed();
         let cache = trail.cache;
         self.state.stats().responded(
@@ -233,6 +241,7 @@ impl Edge {
             code,
             trail.endpoint.map(|e| e.id),
             cache.map_or(Outcome::None, Outcome::Cache),
+            started,
             elapsed,
         );
         if access.access_log {
@@ -251,8 +260,10 @@ impl Edge {
                 micros: u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
                 client: client.map_or("-", String::as_str),
                 peer: connection.peer,
-                request_id: request_id.to_str().unwrap_or("-"),
-                trace_id: trace.as_ref().map_or("-", Traceparent::trace_id),
+                request_id: response.headers()[X_REQUEST_ID].to_str().unwrap_or("-"),
+                trace_id: traceparent(request.headers())
+                    .as_ref()
+                    .map_or("-", Traceparent::trace_id),
             });
         }
         Ok(response)
@@ -265,6 +276,7 @@ impl Edge {
         request: &Request<B>,
         connection: &CancellationToken,
         trail: &mut Trail,
+        context: impl FnOnce() -> crate::upstream::trace::Context,
     ) -> Result<Response<Body>, Error> {
         // RFC 9112 §3.2: a server must answer 400 to an HTTP/1.1 request without Host.
         if request.version() == http::Version::HTTP_11
@@ -327,7 +339,11 @@ impl Edge {
         if valid.endpoint.streaming {
             return self.stream(snap, client.0, &valid, request, connection.clone());
         }
-        let answer = self.state.cache().lookup(&snap.policy, &valid).await;
+        let answer = self
+            .state
+            .cache()
+            .lookup(&snap.policy, &valid, context)
+            .await;
         trail.key = Some(valid.target);
         match answer {
             Ok(answer) => {

@@ -3,7 +3,7 @@
 //! `If-None-Match` names the representation; an upstream answer relayed as it is; the
 //! OpenAPI document; and every [`Error`] as the JSON envelope, in exactly one place.
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use bytes::Bytes;
 use headers::{ETag, HeaderMapExt, IfNoneMatch};
@@ -19,6 +19,8 @@ use crate::stats::CacheStatus;
 pub const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 /// `Cache-Status` (RFC 9211).
 pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
+/// `X-Request-Id`: the client's, or one made for the request.
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Headers an answer carries, room for them made once: CORS and the request ID
 /// come on top of the contract's eight.
@@ -29,10 +31,58 @@ fn x_cache(status: CacheStatus) -> HeaderValue {
     HeaderValue::from_static(status.as_str())
 }
 
+/// Header values that carry a number, built once for each small number and then
+/// cloned as static values: the numbers of a hit (`Age`, `max-age`, the `ttl` of
+/// `Cache-Status`) change once a second, so a hot key would otherwise format and
+/// allocate the same three values on every request. The table lives in `.bss`;
+/// each value is leaked once when first used (at most [`NUMBERED`] per table, a few
+/// hundred KiB in all). Larger numbers are formatted each time.
+struct Numbered {
+    prefix: &'static str,
+    values: [OnceLock<HeaderValue>; NUMBERED],
+}
+
+/// How many numbers each table keeps: a bit over an hour of seconds, which covers
+/// the live classes; longer lifetimes (a closed market's) take the slow path.
+const NUMBERED: usize = 4096;
+
+impl Numbered {
+    const fn new(prefix: &'static str) -> Numbered {
+        Numbered {
+            prefix,
+            values: [const { OnceLock::new() }; NUMBERED],
+        }
+    }
+
+    /// `prefix` followed by `n` in decimal.
+    fn get(&self, n: u64) -> HeaderValue {
+        let format = || {
+            let mut digits = itoa::Buffer::new();
+            let mut text = String::with_capacity(self.prefix.len() + 20);
+            text.push_str(self.prefix);
+            text.push_str(digits.format(n));
+            text
+        };
+        match usize::try_from(n).ok().and_then(|i| self.values.get(i)) {
+            Some(cell) => cell
+                .get_or_init(|| HeaderValue::from_static(format().leak()))
+                .clone(),
+            None => HeaderValue::try_from(format()).expect("ASCII digits and text"),
+        }
+    }
+}
+
+static AGE: Numbered = Numbered::new("");
+static MAX_AGE: Numbered = Numbered::new("max-age=");
+static HIT_TTL: Numbered = Numbered::new("mdproxy; hit; ttl=");
+
 /// `Cache-Status`; `ttl` is the seconds of freshness left (negative when stale).
 fn cache_status(served: Served, ttl: i64) -> HeaderValue {
     let tail = match served {
-        Served::Hit => "",
+        Served::Hit => match u64::try_from(ttl) {
+            Ok(ttl) => return HIT_TTL.get(ttl),
+            Err(_) => "",
+        },
         Served::Negative => "; detail=negative",
         Served::Revalidating => "; detail=stale-while-revalidate",
         Served::Shared => "; detail=shared",
@@ -127,7 +177,7 @@ pub fn answer(request: &HeaderMap, answer: &Answer) -> Response<Body> {
     );
     headers.insert(
         header::AGE,
-        HeaderValue::from(freshness::age(*now, entry.fetched_at).as_secs()),
+        AGE.get(freshness::age(*now, entry.fetched_at).as_secs()),
     );
     headers.insert(header::ETAG, etag.clone());
     headers.insert(header::CACHE_CONTROL, max_age(remaining));
@@ -141,15 +191,9 @@ fn empty(status: StatusCode) -> Response<Body> {
     response
 }
 
-/// `max-age=N`, with the common small values prebuilt.
+/// `max-age=N`.
 fn max_age(secs: u64) -> HeaderValue {
-    const SMALL: [&str; 4] = ["max-age=0", "max-age=1", "max-age=2", "max-age=3"];
-    match SMALL.get(secs as usize) {
-        Some(s) => HeaderValue::from_static(s),
-        None => {
-            HeaderValue::from_str(&format!("max-age={secs}")).expect("digits are a valid header")
-        }
-    }
+    MAX_AGE.get(secs)
 }
 
 /// An upstream answer that is not cached but belongs to the client (a 4xx, a
@@ -287,6 +331,14 @@ mod tests {
         assert_eq!(max_age(0), "max-age=0");
         assert_eq!(max_age(3), "max-age=3");
         assert_eq!(max_age(3600), "max-age=3600");
+        // Past the table: formatted each time, the same text.
+        assert_eq!(max_age(86_400), "max-age=86400");
+        assert_eq!(AGE.get(12), "12");
+        assert_eq!(AGE.get(12), "12");
+        assert_eq!(
+            cache_status(Served::Hit, 100_000),
+            "mdproxy; hit; ttl=100000"
+        );
     }
 
     #[test]
