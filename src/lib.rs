@@ -22,7 +22,8 @@
 //!   to a proxy; [`shutdown`] listens for signals.
 //!
 //! # The request path
-//! listener → auth → client limit → router → validation (canonical key) → cache:
+//! listener → auth → client limit → router → validation (canonical key; both
+//! remembered for hot targets) → cache:
 //! fresh → `HIT`; stale → `STALE` and one background refresh; otherwise one
 //! single-flight upstream fetch per key through the budget → `MISS` (or a stale
 //! answer when the upstream fails).

@@ -4,6 +4,7 @@
 //! HTTP beyond paths, query strings and what that document states.
 
 pub mod catalog;
+pub mod memo;
 pub mod openapi;
 pub mod params;
 pub mod passthrough;

@@ -298,12 +298,22 @@ impl Edge {
         if api_path == crate::api::openapi::DOCUMENT_PATH {
             return response::document(request.method(), request.headers());
         }
-        let route = crate::api::router().route(api_path);
-        trail.endpoint = route.as_ref().map(|r| r.endpoint);
-        let streaming = route.as_ref().is_some_and(|r| r.endpoint.streaming);
+        let query = request.uri().query();
+        // A hot target was routed and validated before: its answer is remembered.
+        let remembered = crate::api::memo::get(api_path, query);
+        let route = match remembered {
+            Some(_) => None,
+            None => crate::api::router().route(api_path),
+        };
+        let endpoint = match (&remembered, &route) {
+            (Some(valid), _) => Some(valid.endpoint),
+            (None, route) => route.as_ref().map(|r| r.endpoint),
+        };
+        trail.endpoint = endpoint;
+        let streaming = endpoint.is_some_and(|e| e.streaming);
         let client = access
             .tokens
-            .check(request.headers(), request.uri().query(), streaming)
+            .check(request.headers(), query, streaming)
             .ok_or(Error::Unauthorized)?;
         trail.client = Some(client.0);
         access
@@ -311,29 +321,34 @@ impl Edge {
             .check(client.0)
             .map_err(|retry_after_secs| Error::RateLimited { retry_after_secs })?;
         let passthrough = &snap.config.passthrough;
-        if route.is_none() && !passthrough.enabled {
+        if endpoint.is_none() && !passthrough.enabled {
             return Err(Error::NotFound);
         }
         if !matches!(*request.method(), Method::GET | Method::HEAD) {
             return Err(Error::GET_OR_HEAD);
         }
-        let query = request.uri().query();
-        let valid = match route.map(|route| crate::api::validate(&route, query)) {
-            Some(Ok(valid)) => valid,
-            // What the catalogue does not know goes through as it is when
-            // `[passthrough]` allows it (never the stream: it is not cached).
-            Some(Err(Error::UnknownParameter { .. })) | None
-                if passthrough.enabled && !streaming =>
-            {
-                crate::api::passthrough::target(
-                    api_path,
-                    query,
-                    passthrough.class,
-                    passthrough.max_target_bytes,
-                )?
-            }
-            Some(Err(error)) => return Err(error),
-            None => return Err(Error::NotFound),
+        let valid = match remembered {
+            Some(valid) => valid,
+            None => match route.map(|route| crate::api::validate(&route, query)) {
+                Some(Ok(valid)) => {
+                    crate::api::memo::put(api_path, query, &valid);
+                    valid
+                }
+                // What the catalogue does not know goes through as it is when
+                // `[passthrough]` allows it (never the stream: it is not cached).
+                Some(Err(Error::UnknownParameter { .. })) | None
+                    if passthrough.enabled && !streaming =>
+                {
+                    crate::api::passthrough::target(
+                        api_path,
+                        query,
+                        passthrough.class,
+                        passthrough.max_target_bytes,
+                    )?
+                }
+                Some(Err(error)) => return Err(error),
+                None => return Err(Error::NotFound),
+            },
         };
         trail.endpoint = Some(valid.endpoint);
         if valid.endpoint.streaming {
