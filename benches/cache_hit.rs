@@ -48,7 +48,7 @@ fn cache_hit(c: &mut Criterion) {
     let edge = std::sync::Arc::clone(proxy.edge());
     let connection = std::sync::Arc::new(mdproxy::edge::Connection {
         peer: "127.0.0.1:40000".parse().unwrap(),
-        close: tokio_util::sync::CancellationToken::new(),
+        close: futures_util::future::AbortHandle::new_pair().0,
     });
     let request = |uri: &str| {
         Request::get(uri)

@@ -9,8 +9,8 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
+use futures_util::future::AbortHandle;
 use http::{HeaderValue, Method, Request, Response, header};
-use tokio_util::sync::CancellationToken;
 
 use crate::api::catalog::Endpoint;
 use crate::api::params::Valid;
@@ -274,7 +274,7 @@ impl Edge {
         snap: &Snapshot,
         access: &Access,
         request: &Request<B>,
-        connection: &CancellationToken,
+        connection: &AbortHandle,
         trail: &mut Trail,
         context: impl FnOnce() -> crate::upstream::trace::Context,
     ) -> Result<Response<Body>, Error> {
@@ -384,7 +384,7 @@ impl Edge {
         client: usize,
         valid: &Valid,
         request: &Request<B>,
-        connection: CancellationToken,
+        connection: AbortHandle,
     ) -> Result<Response<Body>, Error> {
         if snap.config.hub.source.is_empty() {
             return Err(Error::StreamUnavailable {

@@ -8,11 +8,11 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
+use futures_util::future::{AbortHandle, Abortable, BoxFuture};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -21,7 +21,6 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
@@ -85,12 +84,14 @@ impl ConnectionLimits {
 }
 
 /// The connection a request came on: the client's address (for the access log)
-/// and the token that closes it (the hub uses it to disconnect a subscriber that
-/// stopped reading).
+/// and the handle that closes it (the hub uses it to disconnect a subscriber that
+/// stopped reading). An abort handle rather than a cancellation token: the
+/// connection's task checks it on every wake, and an abort handle is one atomic
+/// flag where a token takes a lock.
 #[derive(Clone, Debug)]
 pub struct Connection {
     pub peer: SocketAddr,
-    pub close: CancellationToken,
+    pub close: AbortHandle,
 }
 
 /// Answers a request whose response is written on the bare socket.
@@ -112,18 +113,22 @@ const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
 /// without an answer (a flood must not turn the answers into the next flood).
 const MAX_REFUSALS_IN_FLIGHT: usize = 1_024;
 
-/// Open connections, in all and per client address.
+/// Open connections, in all and per client address, and the handles that close
+/// them when the grace period runs out.
 #[derive(Default)]
 struct Occupancy {
     total: AtomicUsize,
     per_client: Mutex<HashMap<IpAddr, usize>>,
     refusing: AtomicUsize,
+    open: Mutex<HashMap<u64, AbortHandle>>,
+    next: AtomicU64,
 }
 
 /// One admitted connection; frees its slot when dropped.
 struct Slot {
     occupancy: Arc<Occupancy>,
     ip: IpAddr,
+    id: u64,
 }
 
 impl Occupancy {
@@ -149,12 +154,40 @@ impl Occupancy {
         Ok(Slot {
             occupancy: Arc::clone(self),
             ip,
+            id: self.next.fetch_add(1, Ordering::Relaxed),
         })
+    }
+
+    /// Keeps `close` until the connection of `slot` ends.
+    fn track(&self, slot: &Slot, close: AbortHandle) {
+        self.open
+            .lock()
+            .expect("occupancy lock is never poisoned")
+            .insert(slot.id, close);
+    }
+
+    /// Closes every open connection.
+    fn close_all(&self) {
+        let open = self.open.lock().expect("occupancy lock is never poisoned");
+        for close in open.values() {
+            close.abort();
+        }
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        let mut open = self
+            .occupancy
+            .open
+            .lock()
+            .expect("occupancy lock is never poisoned");
+        open.remove(&self.id);
+        if open.capacity() > 64 && open.len() * 4 < open.capacity() {
+            let keep = open.len() * 2;
+            open.shrink_to(keep);
+        }
+        drop(open);
         let mut per_client = self
             .occupancy
             .per_client
@@ -285,9 +318,6 @@ pub async fn serve<H, F>(
     F: Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send + 'static,
 {
     let graceful = GracefulShutdown::new();
-    // Parent of every connection's close token: cancelled when the grace runs out,
-    // so no connection task outlives the listener (the tracker waits for them).
-    let all = CancellationToken::new();
     let occupancy = Arc::new(Occupancy::default());
     let local = listener.local_addr().ok();
     let builders = Arc::new(Builders::new(builder(&limits)));
@@ -316,12 +346,12 @@ pub async fn serve<H, F>(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
-        let close = all.child_token();
+        // Closed by the hub, or by the listener when the grace runs out, so no
+        // connection task outlives the listener (the tracker waits for them).
+        let (close, registration) = AbortHandle::new_pair();
+        occupancy.track(&slot, close.clone());
         let served = Served {
-            connection: Arc::new(Connection {
-                peer,
-                close: close.clone(),
-            }),
+            connection: Arc::new(Connection { peer, close }),
             handler: handler.clone(),
             streams: streams.clone(),
             builders: Arc::clone(&builders),
@@ -338,11 +368,10 @@ pub async fn serve<H, F>(
                     Some(tls) => Box::pin(served.tls(stream, &tls)).await,
                 }
             };
-            tokio::select! {
-                result = result => if let Err(e) = result {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                },
-                () = close.cancelled() => tracing::debug!(%peer, "connection closed by the server"),
+            match Abortable::new(result, registration).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "connection ended with an error"),
+                Err(_) => tracing::debug!(%peer, "connection closed by the server"),
             }
             drop(slot);
         });
@@ -352,7 +381,7 @@ pub async fn serve<H, F>(
         () = graceful.shutdown() => tracing::info!(listener = ?local, "all connections closed"),
         () = tokio::time::sleep(grace) => {
             tracing::warn!(listener = ?local, grace_ms = grace.as_millis() as u64, "connections still open after the grace period; closing them");
-            all.cancel();
+            occupancy.close_all();
         }
     }
 }

@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
+use futures_util::future::AbortHandle;
 use futures_util::stream::BoxStream;
 use tokio::sync::{Notify, watch};
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::config::HubConfig;
 use crate::error::Error;
@@ -69,7 +70,7 @@ struct Subscriber {
     codes: Arc<[Code]>,
     progress: Arc<Progress>,
     /// Closes the subscriber's connection (set when it runs over HTTP).
-    connection: Option<CancellationToken>,
+    connection: Option<AbortHandle>,
 }
 
 #[derive(Default)]
@@ -175,7 +176,7 @@ impl QuoteHub {
         token: usize,
         codes: &str,
         pz: usize,
-        connection: Option<CancellationToken>,
+        connection: Option<AbortHandle>,
     ) -> Result<BoxStream<'static, Bytes>, Error> {
         let snap = self.inner.state.snapshot();
         let config = snap.config.hub.clone();
@@ -459,9 +460,9 @@ impl QuoteHub {
         for sub in reg.subscribers.values() {
             if tokens.contains(&sub.token)
                 && let Some(connection) = &sub.connection
-                && !connection.is_cancelled()
+                && !connection.is_aborted()
             {
-                connection.cancel();
+                connection.abort();
                 closed += 1;
             }
         }
@@ -481,7 +482,7 @@ impl QuoteHub {
             if idle > limit
                 && behind
                 && let Some(connection) = &sub.connection
-                && !connection.is_cancelled()
+                && !connection.is_aborted()
             {
                 tracing::warn!(
                     subscriber = id,
@@ -493,7 +494,7 @@ impl QuoteHub {
                     .stats()
                     .hub_stalled
                     .fetch_add(1, Ordering::Relaxed);
-                connection.cancel();
+                connection.abort();
             }
         }
     }
