@@ -1,7 +1,8 @@
 //! The contract mdproxy serves: the endpoint catalogue as data, the router, the
 //! validation that turns a request into one canonical target (cache key and upstream
-//! request at once), and the OpenAPI document generated from them. Knows nothing of
-//! HTTP beyond paths, query strings and what that document states.
+//! request at once; remembered for hot targets), and the OpenAPI document generated
+//! from them. Knows nothing of HTTP beyond paths, query strings and what that
+//! document states.
 
 pub mod catalog;
 pub mod memo;
