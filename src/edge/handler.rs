@@ -260,7 +260,11 @@ impl Edge {
                 micros: u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
                 client: client.map_or("-", String::as_str),
                 peer: connection.peer,
-                request_id: response.headers()[X_REQUEST_ID].to_str().unwrap_or("-"),
+                request_id: response
+                    .headers()
+                    .get(X_REQUEST_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-"),
                 trace_id: traceparent(request.headers())
                     .as_ref()
                     .map_or("-", Traceparent::trace_id),
