@@ -61,6 +61,10 @@ fn cache_hit(c: &mut Criterion) {
         ("indices_2k", "/api/v1/market/indices"),
         ("detail_1k", "/api/v1/stock/detail/600519"),
         (
+            "watchlist_3k",
+            "/api/v1/stock/list?codes=600519,000001,600036,000858,601318,600000,300750",
+        ),
+        (
             "kline_600k",
             "/api/v1/stock/kline?code=000001&period=day&fqt=post",
         ),
