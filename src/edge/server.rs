@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -114,14 +114,20 @@ const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
 const MAX_REFUSALS_IN_FLIGHT: usize = 1_024;
 
 /// Open connections, in all and per client address, and the handles that close
-/// them when the grace period runs out.
+/// them when the grace period runs out; one lock, taken when a connection comes
+/// and when it goes.
 #[derive(Default)]
 struct Occupancy {
-    total: AtomicUsize,
-    per_client: Mutex<HashMap<IpAddr, usize>>,
+    table: Mutex<Table>,
     refusing: AtomicUsize,
-    open: Mutex<HashMap<u64, AbortHandle>>,
-    next: AtomicU64,
+}
+
+#[derive(Default)]
+struct Table {
+    /// Every open connection's close handle, by its id (their number is the total).
+    open: HashMap<u64, AbortHandle>,
+    per_client: HashMap<IpAddr, usize>,
+    next: u64,
 }
 
 /// One admitted connection; frees its slot when dropped.
@@ -132,80 +138,65 @@ struct Slot {
 }
 
 impl Occupancy {
-    /// A slot for a connection from `ip`, or why not.
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().expect("occupancy lock is never poisoned")
+    }
+
+    /// A slot for a connection from `ip`, closed by `close`, or why not.
     fn admit(
         self: &Arc<Self>,
         ip: IpAddr,
         limits: &ConnectionLimits,
+        close: AbortHandle,
     ) -> Result<Slot, &'static str> {
-        let mut per_client = self
-            .per_client
-            .lock()
-            .expect("occupancy lock is never poisoned");
-        if self.total.load(Ordering::Relaxed) >= limits.max_connections {
+        let mut table = self.table();
+        if table.open.len() >= limits.max_connections {
             return Err("the proxy serves its maximum number of connections");
         }
-        let mine = per_client.entry(ip).or_default();
+        let mine = table.per_client.entry(ip).or_default();
         if *mine >= limits.max_per_client {
             return Err("this client address holds its maximum number of connections");
         }
         *mine += 1;
-        self.total.fetch_add(1, Ordering::Relaxed);
+        let id = table.next;
+        table.next += 1;
+        table.open.insert(id, close);
         Ok(Slot {
             occupancy: Arc::clone(self),
             ip,
-            id: self.next.fetch_add(1, Ordering::Relaxed),
+            id,
         })
-    }
-
-    /// Keeps `close` until the connection of `slot` ends.
-    fn track(&self, slot: &Slot, close: AbortHandle) {
-        self.open
-            .lock()
-            .expect("occupancy lock is never poisoned")
-            .insert(slot.id, close);
     }
 
     /// Closes every open connection.
     fn close_all(&self) {
-        let open = self.open.lock().expect("occupancy lock is never poisoned");
-        for close in open.values() {
+        for close in self.table().open.values() {
             close.abort();
         }
     }
 }
 
+/// Gives a flood's room back once it has passed (amortised: only when three
+/// quarters of the table are free).
+fn shrink_after_flood<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 64 && map.len() * 4 < map.capacity() {
+        let keep = map.len() * 2;
+        map.shrink_to(keep);
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut open = self
-            .occupancy
-            .open
-            .lock()
-            .expect("occupancy lock is never poisoned");
-        open.remove(&self.id);
-        if open.capacity() > 64 && open.len() * 4 < open.capacity() {
-            let keep = open.len() * 2;
-            open.shrink_to(keep);
-        }
-        drop(open);
-        let mut per_client = self
-            .occupancy
-            .per_client
-            .lock()
-            .expect("occupancy lock is never poisoned");
-        if let Some(n) = per_client.get_mut(&self.ip) {
+        let mut table = self.occupancy.table();
+        table.open.remove(&self.id);
+        shrink_after_flood(&mut table.open);
+        if let Some(n) = table.per_client.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {
-                per_client.remove(&self.ip);
-                // A flood from many addresses grew the table; give the room back
-                // once it has passed (amortised: only when three quarters are free).
-                if per_client.capacity() > 64 && per_client.len() * 4 < per_client.capacity() {
-                    let keep = per_client.len() * 2;
-                    per_client.shrink_to(keep);
-                }
+                table.per_client.remove(&self.ip);
+                shrink_after_flood(&mut table.per_client);
             }
         }
-        self.occupancy.total.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -336,7 +327,10 @@ pub async fn serve<H, F>(
             },
             () = &mut shutdown => break,
         };
-        let slot = match occupancy.admit(peer.ip(), &limits) {
+        // Closed by the hub, or by the listener when the grace runs out, so no
+        // connection task outlives the listener (the tracker waits for them).
+        let (close, registration) = AbortHandle::new_pair();
+        let slot = match occupancy.admit(peer.ip(), &limits, close.clone()) {
             Ok(slot) => slot,
             Err(reason) => {
                 refuse(stream, peer, reason, &occupancy, &tracker);
@@ -346,10 +340,6 @@ pub async fn serve<H, F>(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
-        // Closed by the hub, or by the listener when the grace runs out, so no
-        // connection task outlives the listener (the tracker waits for them).
-        let (close, registration) = AbortHandle::new_pair();
-        occupancy.track(&slot, close.clone());
         let served = Served {
             connection: Arc::new(Connection { peer, close }),
             handler: handler.clone(),
