@@ -163,6 +163,10 @@ pub async fn write(mut stream: TcpStream, response: Response<Body>) {
     let mut probe = [0u8; 64];
     loop {
         tokio::select! {
+            // The body first: while events are ready the socket's read side is not
+            // looked at (its readiness check takes the socket's waiter lock); it is
+            // each time the body has nothing, which is when a client goes quiet.
+            biased;
             frame = body.frame() => match frame {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data()

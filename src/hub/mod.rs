@@ -21,7 +21,6 @@ use futures_util::StreamExt;
 use futures_util::future::AbortHandle;
 use futures_util::stream::BoxStream;
 use tokio::sync::{Notify, watch};
-use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::config::HubConfig;
 use crate::error::Error;
@@ -41,9 +40,28 @@ const STREAM_RETRY_AFTER_SECS: u64 = 5;
 pub struct Board {
     /// Increases with every poll.
     pub tick: u64,
-    /// Hashed with foldhash: every subscriber looks up each of its codes here on
-    /// every tick, and the keys are the upstream's, not a client's.
-    quotes: foldhash::HashMap<String, Arc<Quote>>,
+    /// Keyed by the address of the registry's one copy of each code, which every
+    /// subscriber of the code shares: each subscriber looks up each of its codes here
+    /// on every tick, and hashing and comparing a pointer costs a fraction of a
+    /// string's (the string sits elsewhere in memory, a cache miss per code). The
+    /// entry holds that copy, so its address is not reused while the board lives.
+    quotes: foldhash::HashMap<usize, Entry>,
+    /// The hub stops: every stream ends when it sees this board. Streams learn of
+    /// the stop here rather than each from the stop token, whose check takes a lock
+    /// shared by every stream on each of their wakes.
+    closing: bool,
+}
+
+#[derive(Debug)]
+struct Entry {
+    /// Keeps the key's address taken.
+    _code: Code,
+    quote: Arc<Quote>,
+}
+
+/// A code's key on the board: the address of its shared copy.
+fn address(code: &Code) -> usize {
+    Arc::as_ptr(code).cast::<u8>() as usize
 }
 
 #[derive(Debug)]
@@ -273,8 +291,9 @@ impl QuoteHub {
             next_keepalive: Box::pin(tokio::time::sleep(Duration::from_secs(
                 config.keepalive_secs,
             ))),
+            last_sent: tokio::time::Instant::now(),
+            rearm: false,
             progress,
-            stop: Box::pin(self.inner.state.stop().clone().cancelled_owned()),
         };
         Ok(futures_util::stream::unfold(stream, |mut s| async move {
             let next = s.next().await?;
@@ -314,18 +333,36 @@ impl QuoteHub {
 
     /// Polls the upstream for the union of codes once per interval while anyone is
     /// subscribed; ends (and lets the next subscriber start a new loop) when the last
-    /// one leaves.
+    /// one leaves. When the hub stops, it publishes the closing board, which ends
+    /// every stream.
     async fn poll_loop(&self) {
         let state = &self.inner.state;
         loop {
-            let codes: Vec<String> = {
+            let codes: Option<Vec<Code>> = {
                 let mut reg = self.registry();
                 if reg.subscribers.is_empty() || state.stop().is_cancelled() {
                     reg.polling = false;
-                    tracing::debug!("quote poll stopped: no subscribers");
-                    return;
+                    None
+                } else {
+                    Some(reg.refs.keys().cloned().collect())
                 }
-                reg.refs.keys().map(|c| c.to_string()).collect()
+            };
+            let Some(codes) = codes else {
+                if state.stop().is_cancelled() {
+                    // Every stream registered so far sees this board (a stream
+                    // that registers later starts a loop of its own, which lands
+                    // here too).
+                    let tick = self.inner.board.borrow().tick;
+                    self.inner.board.send_replace(Arc::new(Board {
+                        tick,
+                        quotes: Default::default(),
+                        closing: true,
+                    }));
+                    tracing::debug!("quote poll stopped: the proxy stops");
+                } else {
+                    tracing::debug!("quote poll stopped: no subscribers");
+                }
+                return;
             };
             let snap = state.snapshot();
             let config = &snap.config.hub;
@@ -335,7 +372,11 @@ impl QuoteHub {
                 } else {
                     config.closed_interval_ms
                 });
-            let (fetched, following) = self.poll(config, &codes, interval).await;
+            let (fetched, following) = tokio::select! {
+                polled = self.poll(config, &codes, interval) => polled,
+                // Streams end at once, not after a slow poll.
+                () = state.stop().cancelled() => continue,
+            };
             self.publish(&codes, fetched);
             self.drop_stalled(config);
             let cluster = state.cache().cluster().filter(|_| following);
@@ -356,7 +397,7 @@ impl QuoteHub {
     async fn poll(
         &self,
         config: &HubConfig,
-        codes: &[String],
+        codes: &[Code],
         interval: Duration,
     ) -> (HashMap<String, Bytes>, bool) {
         let state = &self.inner.state;
@@ -371,10 +412,11 @@ impl QuoteHub {
             snap.config.upstream.timeout_ms + snap.config.limits.client_wait_ms,
         );
         let lease = interval * 2 + longest_poll + Duration::from_millis(500);
-        cluster.register_codes(codes, lease * 2).await;
+        let codes: Vec<String> = codes.iter().map(|c| c.to_string()).collect();
+        cluster.register_codes(&codes, lease * 2).await;
         match cluster.lead_hub(lease).await {
             Ok(Some(term)) => {
-                let union = cluster.all_codes().await.unwrap_or_else(|_| codes.to_vec());
+                let union = cluster.all_codes().await.unwrap_or(codes);
                 let fetched = self.fetch(config, &union).await;
                 cluster.publish_board(term, &fetched).await;
                 (fetched, false)
@@ -387,13 +429,17 @@ impl QuoteHub {
                     .collect();
                 (mine, true)
             }
-            Err(_) => (self.fetch(config, codes).await, false),
+            Err(_) => (self.fetch(config, &codes).await, false),
         }
     }
 
     /// One poll: every batch of the union, concurrently, through the upstream client
     /// and budget. Returns the items by canonical code.
-    async fn fetch(&self, config: &HubConfig, codes: &[String]) -> HashMap<String, Bytes> {
+    async fn fetch<S: std::borrow::Borrow<str>>(
+        &self,
+        config: &HubConfig,
+        codes: &[S],
+    ) -> HashMap<String, Bytes> {
         let state = &self.inner.state;
         let batches = codes.chunks(config.batch_size.max(1)).map(|batch| {
             let target = format!("{}?codes={}", config.source, batch.join(","));
@@ -430,13 +476,14 @@ impl QuoteHub {
 
     /// Builds the next board: quotes of codes still subscribed, updated where the
     /// upstream sent something different.
-    fn publish(&self, codes: &[String], fetched: HashMap<String, Bytes>) {
+    fn publish(&self, codes: &[Code], fetched: HashMap<String, Bytes>) {
         let old = self.inner.board.borrow().clone();
         let tick = old.tick + 1;
         let mut quotes =
             foldhash::HashMap::with_capacity_and_hasher(codes.len(), Default::default());
         for code in codes {
-            let quote = match (fetched.get(code), old.quotes.get(code)) {
+            let prev = old.quotes.get(&address(code)).map(|e| &e.quote);
+            let quote = match (fetched.get(&**code), prev) {
                 (Some(json), Some(prev)) if *json == prev.json => Arc::clone(prev),
                 (Some(json), _) => Arc::new(Quote {
                     changed_at: tick,
@@ -445,11 +492,17 @@ impl QuoteHub {
                 (None, Some(prev)) => Arc::clone(prev),
                 (None, None) => continue,
             };
-            quotes.insert(code.clone(), quote);
+            let entry = Entry {
+                _code: Arc::clone(code),
+                quote,
+            };
+            quotes.insert(address(code), entry);
         }
-        self.inner
-            .board
-            .send_replace(Arc::new(Board { tick, quotes }));
+        self.inner.board.send_replace(Arc::new(Board {
+            tick,
+            quotes,
+            closing: false,
+        }));
     }
 
     /// Closes the connections of every stream opened with one of `tokens` (a
@@ -568,15 +621,20 @@ struct SubStream {
     started: bool,
     retry_ms: u64,
     keepalive: Duration,
-    /// When the next keepalive is due: pushed back whenever anything is sent, and
-    /// never by a board that had nothing for this subscriber (else busy boards would
-    /// starve it of keepalives and the stall check would cut a healthy client). One
-    /// timer for the stream's life: moving it later is an atomic store, while a
-    /// new timer per event would take the timer wheel's lock twice per event.
+    /// Wakes the stream to check whether a keepalive is due: one `keepalive` after
+    /// the last thing sent, never pushed back by a board that had nothing for this
+    /// subscriber (else busy boards would starve it of keepalives and the stall
+    /// check would cut a healthy client). One timer for the stream's life, moved
+    /// only when it fires: sending an event just notes the time, since resetting
+    /// the timer on every event was a measurable part of a tick's fan-out.
     next_keepalive: Pin<Box<tokio::time::Sleep>>,
+    /// When the stream last yielded anything.
+    last_sent: tokio::time::Instant,
+    /// The timer fired and a keepalive is going out: it is set one period on when
+    /// that is sent (a flag, not a look at the timer: its entry is one more cache
+    /// line per subscriber per event).
+    rearm: bool,
     progress: Arc<Progress>,
-    /// The hub's stop, registered once.
-    stop: Pin<Box<WaitForCancellationFutureOwned>>,
 }
 
 /// A pass over one board: where it continues, and whether it sends every quote
@@ -605,9 +663,13 @@ impl SubStream {
                 // `retry:` first, then a snapshot of every code that has a quote
                 // (also after a reconnect with Last-Event-ID).
                 self.started = true;
+                let board = Arc::clone(&self.rx.borrow_and_update());
+                if board.closing {
+                    return None;
+                }
                 self.hold(Bytes::from(format!("retry: {}\n\n", self.retry_ms)));
                 self.scan = Some(Scan {
-                    board: Arc::clone(&self.rx.borrow_and_update()),
+                    board,
                     next: 0,
                     snapshot: true,
                 });
@@ -615,16 +677,24 @@ impl SubStream {
             }
             tokio::select! {
                 biased;
-                () = self.stop.as_mut() => return None,
                 changed = self.rx.changed() => {
                     if changed.is_err() {
                         return None;
                     }
                     let board = Arc::clone(&self.rx.borrow_and_update());
+                    if board.closing {
+                        return None;
+                    }
                     self.scan = Some(Scan { board, next: 0, snapshot: false });
                 }
                 () = self.next_keepalive.as_mut() => {
-                    self.hold(Bytes::from_static(b": keepalive\n\n"));
+                    let due = self.last_sent + self.keepalive;
+                    if tokio::time::Instant::now() >= due {
+                        self.hold(Bytes::from_static(b": keepalive\n\n"));
+                        self.rearm = true;
+                    } else {
+                        self.next_keepalive.as_mut().reset(due);
+                    }
                 }
             }
         }
@@ -635,8 +705,13 @@ impl SubStream {
         self.progress
             .last_ms
             .store(self.guard.hub.now_ms(), Ordering::Relaxed);
-        let due = tokio::time::Instant::now() + self.keepalive;
-        self.next_keepalive.as_mut().reset(due);
+        self.last_sent = tokio::time::Instant::now();
+        if self.rearm {
+            self.rearm = false;
+            self.next_keepalive
+                .as_mut()
+                .reset(self.last_sent + self.keepalive);
+        }
         chunk
     }
 
@@ -647,47 +722,69 @@ impl SubStream {
         self.control = Some(chunk);
     }
 
-    /// The next event of the pass under way; `None` when the pass is over.
+    /// The next event of the pass under way; `None` when the pass is over. Built
+    /// straight into the event's buffer, which is allocated only when a quote is due
+    /// (every pass ends with a call that finds none).
     fn next_event(&mut self) -> Option<Bytes> {
         let mut scan = self.scan.take()?;
         let board = Arc::clone(&scan.board);
-        let mut items: Vec<&Bytes> = Vec::with_capacity(self.pz);
-        while scan.next < self.codes.len() && items.len() < self.pz {
+        let mut event: Option<Event> = None;
+        let mut items = 0;
+        while scan.next < self.codes.len() && items < self.pz {
             let i = scan.next;
             scan.next += 1;
-            if let Some(q) = board.quotes.get(&*self.codes[i])
+            if let Some(Entry { quote: q, .. }) = board.quotes.get(&address(&self.codes[i]))
                 && (scan.snapshot || q.changed_at > self.sent[i])
             {
-                items.push(&q.json);
+                // Room for as many quotes of this size as the event may still take.
+                let room = q.json.len() * (self.codes.len() - i).min(self.pz);
+                event
+                    .get_or_insert_with(|| Event::new(board.tick, room))
+                    .push(&q.json);
+                items += 1;
                 self.sent[i] = q.changed_at;
             }
         }
-        if items.is_empty() {
+        let Some(event) = event else {
             self.progress
                 .delivered_tick
                 .store(board.tick, Ordering::Relaxed);
             return None;
-        }
+        };
         self.scan = Some(scan);
-        Some(encode(board.tick, &items))
+        Some(event.finish())
     }
 }
 
-/// One SSE event: `event: quote`, `id: <tick>`, `data: [<quote>,...]` on one line.
-pub fn encode(tick: u64, quotes: &[&Bytes]) -> Bytes {
-    let len: usize = quotes.iter().map(|q| q.len() + 1).sum();
-    let mut out = BytesMut::with_capacity(len + 48);
-    out.extend_from_slice(b"event: quote\nid: ");
-    out.extend_from_slice(itoa::Buffer::new().format(tick).as_bytes());
-    out.extend_from_slice(b"\ndata: [");
-    for (i, q) in quotes.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b",");
-        }
-        out.extend_from_slice(q);
+/// One SSE event being built: `event: quote`, `id: <tick>`, `data: [<quote>,...]`
+/// on one line.
+struct Event {
+    out: BytesMut,
+    empty: bool,
+}
+
+impl Event {
+    /// An event of `tick` with room for `room` bytes of quotes.
+    fn new(tick: u64, room: usize) -> Event {
+        let mut out = BytesMut::with_capacity(room + 48);
+        out.extend_from_slice(b"event: quote\nid: ");
+        out.extend_from_slice(itoa::Buffer::new().format(tick).as_bytes());
+        out.extend_from_slice(b"\ndata: [");
+        Event { out, empty: true }
     }
-    out.extend_from_slice(b"]\n\n");
-    out.freeze()
+
+    fn push(&mut self, quote: &[u8]) {
+        if !self.empty {
+            self.out.extend_from_slice(b",");
+        }
+        self.empty = false;
+        self.out.extend_from_slice(quote);
+    }
+
+    fn finish(mut self) -> Bytes {
+        self.out.extend_from_slice(b"]\n\n");
+        self.out.freeze()
+    }
 }
 
 #[cfg(test)]
@@ -698,7 +795,10 @@ mod tests {
     fn events_are_one_line_sse() {
         let a = Bytes::from_static(br#"{"code":"600519.SH","price":1}"#);
         let b = Bytes::from_static(br#"{"code":"000001.SZ","price":2}"#);
-        let e = encode(7, &[&a, &b]);
+        let mut e = Event::new(7, 0);
+        e.push(&a);
+        e.push(&b);
+        let e = e.finish();
         assert_eq!(
             &e[..],
             b"event: quote\nid: 7\ndata: [{\"code\":\"600519.SH\",\"price\":1},{\"code\":\"000001.SZ\",\"price\":2}]\n\n"
