@@ -150,6 +150,16 @@ fn access_line(line: &AccessLine<'_>) {
     }
 }
 
+/// Whether the access log writes lines at `level` (a filter check: one load when
+/// the level is off).
+fn access_enabled(level: tracing::Level) -> bool {
+    if level == tracing::Level::WARN {
+        tracing::enabled!(target: "access", tracing::Level::WARN)
+    } else {
+        tracing::enabled!(target: "access", tracing::Level::INFO)
+    }
+}
+
 /// The client-facing service.
 pub struct Edge {
     state: AppState,
@@ -244,8 +254,15 @@ impl Edge {
             started,
             elapsed,
         );
-        if access.access_log {
-            let status = response.status().as_u16();
+        let status = response.status().as_u16();
+        // The line's fields (a header parsed, another checked) are gathered only when
+        // it will be written.
+        let level = if status >= 500 {
+            tracing::Level::WARN
+        } else {
+            tracing::Level::INFO
+        };
+        if access.access_log && access_enabled(level) {
             let bytes = hyper::body::Body::size_hint(response.body()).exact();
             let client = trail.client.and_then(|i| access.names.get(i));
             access_line(&AccessLine {
