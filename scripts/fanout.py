@@ -15,6 +15,13 @@ packet's, given to both: right when the server wrote them together (a late
 subscriber), late for the first one when the driver fell behind; such reads are
 counted ("coalesced").
 
+The driver runs at the lowest priority (`--driver-nice 19` from scripts/fanout.sh):
+real subscribers are on other machines and take none of the server's CPU, while
+this one shares two cores with it. At nice 19 it reads with the CPU the server
+leaves, so the server is not slowed by its own audience (the bytes' arrival times
+are the kernel's, and do not depend on when the driver reads them). Nice 0 gives
+the old, equal-priority rig.
+
 A subscriber "has" tick k when it has received k or any later tick: mdproxy
 collapses pending updates, so a late subscriber may skip straight to k+1, which
 carries k's news. The spread of tick k is the time from its first arrival anywhere
@@ -78,6 +85,13 @@ def _cpu_secs(pid):
         return 0.0
 
 
+def _steal():
+    """(steal, total) jiffies of the whole machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    return fields[7] if len(fields) > 7 else 0, sum(fields[:8])
+
+
 def server_pids(pid, kind):
     """The processes holding the subscribers: mdproxy itself, or nginx's workers."""
     if kind != "nchan":
@@ -130,6 +144,8 @@ def driver(conn, args, first, count):
     ("close",)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if args.driver_nice:
+        os.nice(args.driver_nice)
     codes = []
     if args.codes_file:
         with open(args.codes_file) as f:
@@ -432,11 +448,13 @@ def run(args):
     while time.time() < t0:
         time.sleep(0.05)
     _, _, cpu_start = memory(args.pid, args.server)
+    steal0 = _steal()
     while time.time() < t1:
         rss, pss, _ = memory(args.pid, args.server)
         samples.append((rss, pss))
         time.sleep(1)
     _, _, cpu_end = memory(args.pid, args.server)
+    steal1 = _steal()
     per_sub = []
     not_streaming = 0
     coalesced = 0
@@ -510,6 +528,10 @@ def run(args):
         "failures": statuses,
         "ticks": len(spreads),
         "spread_ms": {"p50": ms(pct(spreads, 0.5)), "p99": ms(pct(spreads, 0.99)), "max": ms(spreads[-1] if spreads else None)},
+        "spreads_ms": [ms(v) for v in spreads],  # every tick's, sorted
+        # CPU time the hypervisor gave to other guests, as a share of the window:
+        # ticks delayed by it say nothing about the server.
+        "steal_pct": round(100 * (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1]), 1),
         "delivery_after_first_ms": {"p50": ms(pct(lateness, 0.5)), "p99": ms(pct(lateness, 0.99))},
         "deliveries_per_tick_mean": round(sum(deliveries) / max(1, len(deliveries)), 1),
         "complete_ticks": sum(1 for d in deliveries if d >= len(per_sub) and len(per_sub) > 0),
@@ -655,6 +677,8 @@ def main():
     r.add_argument("--connect-rate", type=float, default=3000, help="new connections per second, in all")
     r.add_argument("--ready-timeout", type=float, default=60)
     r.add_argument("--per-process", type=int, default=10000, help="subscribers per driver process")
+    r.add_argument("--driver-nice", type=int, default=0,
+                   help="niceness of the driver processes (scripts/fanout.sh gives 19)")
     r.add_argument("--lazy-ms", type=float, default=5, help="pause between epoll rounds (batches reads)")
     r.add_argument("--publish-url")
     r.add_argument("--publish-source")

@@ -12,6 +12,8 @@
 #   NS="10000 18000" WINDOW=30 CODES=5 UNION=2000 scripts/fanout.sh
 # Other knobs: SERVERS="mdproxy nchan", WORKERS=2 (nginx worker processes),
 # PER_PROCESS=10000 (subscribers per driver process), CONNECT_RATE=3000 (per second),
+# DRIVER_NICE=19 (the subscribers' driver yields the CPU to the server under test, as
+# subscribers on other machines would; 0 = equal priority, the rig before),
 # RESULTS=target/fanout/results.json, BATCH=100 (hub.batch_size),
 # SPEED=6 (simulated seconds per real second),
 # ALLOCATOR=jemalloc|mimalloc|system (mdproxy's build, as scripts/soak.sh),
@@ -126,6 +128,7 @@ TOML
         python3 scripts/fanout.py run --server mdproxy --pid "$pid" --port "$port" --n "$n" \
           --codes-file "$work/codes.txt" --codes "$codes" --window "$window" --out "$results" \
           --per-process "${PER_PROCESS:-10000}" --connect-rate "${CONNECT_RATE:-3000}" \
+          --driver-nice "${DRIVER_NICE:-19}" \
           --request 'GET /api/v1/stock/indicator/realtime/sse?codes={codes}&pz=20 HTTP/1.1\r\nHost: fanout\r\nAuthorization: Bearer fanout-token\r\n\r\n'
         kill "$pid"; wait "$pid" 2>/dev/null || true
         if [ -n "${HEAPTRACK:-}" ]; then
@@ -173,6 +176,7 @@ NGINX
         python3 scripts/fanout.py run --server nchan --pid "$pid" --port "$port" --n "$n" \
           --window "$window" --out "$results" \
           --per-process "${PER_PROCESS:-10000}" --connect-rate "${CONNECT_RATE:-3000}" \
+          --driver-nice "${DRIVER_NICE:-19}" \
           --publish-url "http://127.0.0.1:$port/pub" \
           --publish-source "http://127.0.0.1:$sim_port/api/v1/stock/list?codes=$publish_codes" \
           --publish-token sim-secret \
