@@ -377,8 +377,10 @@ impl QuoteHub {
                 // Streams end at once, not after a slow poll.
                 () = state.stop().cancelled() => continue,
             };
-            self.publish(&codes, fetched);
+            // Before the new board: the check walks every subscriber, and after the
+            // publish that walk would hold a worker at the start of the fan-out.
             self.drop_stalled(config);
+            self.publish(&codes, fetched);
             let cluster = state.cache().cluster().filter(|_| following);
             tokio::select! {
                 () = tokio::time::sleep(interval) => {}
