@@ -495,21 +495,27 @@ def run(args):
     deliveries = []
     missed = 0
     end = t1 + args.grace
+    outliers = []  # ticks with a spread over 0.5 s: which, and how many subscribers were late
     for k in ticks:
         first_at = first_arrival[k]
         last = first_at
         reached = 0
+        late = 0
         for keys, times in per_sub:
             i = bisect.bisect_left(keys, k)
             if i < len(keys) and times[i] <= end:
                 last = max(last, times[i])
                 lateness.append(times[i] - first_at)
                 reached += 1
+                late += times[i] - first_at > 0.5
             else:
                 last = end
         missed += len(per_sub) - reached
         spreads.append(last - first_at)
         deliveries.append(reached)
+        if last - first_at > 0.5:
+            outliers.append({"tick": list(k), "at_s": round(first_at - t0, 2),
+                             "spread_ms": round((last - first_at) * 1000, 1), "late_subscribers": late})
     spreads.sort()
     lateness.sort()
     lags.sort()
@@ -529,6 +535,7 @@ def run(args):
         "ticks": len(spreads),
         "spread_ms": {"p50": ms(pct(spreads, 0.5)), "p99": ms(pct(spreads, 0.99)), "max": ms(spreads[-1] if spreads else None)},
         "spreads_ms": [ms(v) for v in spreads],  # every tick's, sorted
+        "outlier_ticks": outliers,
         # CPU time the hypervisor gave to other guests, as a share of the window:
         # ticks delayed by it say nothing about the server.
         "steal_pct": round(100 * (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1]), 1),
