@@ -150,10 +150,10 @@ fn access_line(line: &AccessLine<'_>) {
     }
 }
 
-/// Whether the access log writes lines at `level` (a filter check: one load when
-/// the level is off).
-fn access_enabled(level: tracing::Level) -> bool {
-    if level == tracing::Level::WARN {
+/// Whether the access log writes the line of an answer with `status`: the level
+/// [`access_line`] gives it is enabled (a filter check, one load when it is off).
+fn access_enabled(status: u16) -> bool {
+    if status >= 500 {
         tracing::enabled!(target: "access", tracing::Level::WARN)
     } else {
         tracing::enabled!(target: "access", tracing::Level::INFO)
@@ -257,12 +257,7 @@ impl Edge {
         let status = response.status().as_u16();
         // The line's fields (a header parsed, another checked) are gathered only when
         // it will be written.
-        let level = if status >= 500 {
-            tracing::Level::WARN
-        } else {
-            tracing::Level::INFO
-        };
-        if access.access_log && access_enabled(level) {
+        if access.access_log && access_enabled(status) {
             let bytes = hyper::body::Body::size_hint(response.body()).exact();
             let client = trail.client.and_then(|i| access.names.get(i));
             access_line(&AccessLine {
