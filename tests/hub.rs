@@ -498,6 +498,36 @@ async fn quiet_subscribers_get_keepalives_and_stay_connected() {
     assert_eq!(env.proxy.hub().subscribers(), 2);
 }
 
+/// A keepalive is due one period after the last thing sent: a stream whose quote
+/// moves on every poll (every 50 ms here, keepalives every 1 s) gets quotes, not
+/// keepalives. A timer that fired on its own schedule whatever was sent would put
+/// three or four keepalives into these four seconds; one is allowed for a machine
+/// that stalls the stream for a whole second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_streams_get_no_keepalives() {
+    let (env, _ticker) = hub_env(|_| {}).await;
+    let mut busy = subscribe(&env, "codes=600519").await;
+    assert_eq!(busy.next(WAIT).await.unwrap().retry, Some(3000));
+    let until = Instant::now() + Duration::from_secs(4);
+    let (mut quotes, mut keepalives) = (0, 0);
+    for _ in 0..10_000 {
+        if Instant::now() >= until {
+            break;
+        }
+        let e = busy.next(WAIT).await.expect("the stream stays open");
+        if e.comment {
+            keepalives += 1;
+        } else {
+            quotes += 1;
+        }
+    }
+    assert!(quotes > 4, "the quote moved on the polls: {quotes}");
+    assert!(
+        keepalives <= 1,
+        "{keepalives} keepalives among {quotes} quotes"
+    );
+}
+
 /// Shutting the proxy down ends open streams at once instead of waiting out the
 /// grace period.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
