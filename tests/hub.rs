@@ -669,3 +669,80 @@ async fn streams_on_the_bare_socket_are_plain_http() {
     let head = first_two_chunks(&mut split).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
 }
+
+/// A reader whose socket fills up (it stops reading for a while, through a small
+/// receive buffer) gets the rest of its stream intact once it reads again: the
+/// fan-out's writes that the connection took only in part are finished by the
+/// stream's task, and every chunk is whole, every event well formed, ticks in
+/// order; then it is caught up and gets new ticks again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_falls_behind_gets_whole_chunks_in_order() {
+    let (env, _ticker) = hub_env(|c| {
+        c.hub.stall_timeout_secs = 60;
+        c.hub.max_codes_per_stream = 400;
+    })
+    .await;
+    let codes: Vec<String> = mdproxy::sim::universe::universe()
+        .stocks
+        .iter()
+        .take(400)
+        .map(|s| s.code.clone())
+        .collect();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(env.proxy.addr).await.unwrap();
+    let request = format!(
+        "GET /api/v1/stock/indicator/realtime/sse?codes={}&pz=100 HTTP/1.1\r\nHost: x\r\nX-Api-Key: {TOKEN}\r\n\r\n",
+        codes.join(",")
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    read_until(&mut stream, &mut buf, |b| {
+        chunked(b).is_some_and(|(_, chunks)| chunks.len() >= 2)
+    })
+    .await;
+    // 400 quotes move every 50 ms tick (about 130 KB): in 3 s more than the
+    // socket buffers hold, so the server's writes stop short while it sleeps.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Read on until 20 ticks past the board the hub had when reading resumed: the
+    // backlog is drained and the stream is fed by the fan-out again.
+    let resumed_at = env.proxy.hub().tick();
+    read_until(&mut stream, &mut buf, |b| newest_tick(b) >= resumed_at + 20).await;
+    let (_, chunks) = chunked(&buf).unwrap();
+    let mut last = 0u64;
+    for chunk in &chunks {
+        let text = std::str::from_utf8(chunk).expect("a chunk is whole UTF-8 text");
+        if text.starts_with("retry: ") || text == ": keepalive\n\n" {
+            continue;
+        }
+        let rest = text
+            .strip_prefix("event: quote\nid: ")
+            .unwrap_or_else(|| panic!("an event: {text:?}"));
+        let (id, data) = rest.split_once("\ndata: ").expect("a data line");
+        let id: u64 = id.parse().unwrap();
+        assert!(id >= last, "tick {id} after {last}");
+        last = id;
+        let data = data.strip_suffix("\n\n").expect("the event ends");
+        let quotes: Vec<serde_json::Value> = serde_json::from_str(data).expect("JSON quotes");
+        assert!(
+            !quotes.is_empty() && quotes.len() <= 100,
+            "{}",
+            quotes.len()
+        );
+    }
+}
+
+/// The tick of the last event that has begun in `bytes` (0 before any).
+fn newest_tick(bytes: &[u8]) -> u64 {
+    const MARK: &[u8] = b"event: quote\nid: ";
+    let tail = &bytes[bytes.len().saturating_sub(64 * 1024)..];
+    let Some(at) = tail.windows(MARK.len()).rposition(|w| w == MARK) else {
+        return 0;
+    };
+    let digits = &tail[at + MARK.len()..];
+    let end = digits.iter().position(|b| !b.is_ascii_digit()).unwrap_or(0);
+    std::str::from_utf8(&digits[..end])
+        .unwrap()
+        .parse()
+        .unwrap_or(0)
+}

@@ -9,7 +9,6 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use futures_util::future::AbortHandle;
 use http::{HeaderValue, Method, Request, Response, header};
 
 use crate::api::catalog::Endpoint;
@@ -22,6 +21,7 @@ use crate::edge::cors::Cors;
 use crate::edge::limit::ClientLimits;
 use crate::edge::response::{self, IntoResponse, X_REQUEST_ID};
 use crate::edge::server::Connection;
+use crate::edge::sse;
 use crate::error::Error;
 use crate::hub::QuoteHub;
 use crate::state::{AppState, Snapshot};
@@ -218,14 +218,7 @@ impl Edge {
         };
         let mut trail = Trail::default();
         let served = self
-            .serve(
-                &snap,
-                &access,
-                &request,
-                &connection.close,
-                &mut trail,
-                context,
-            )
+            .serve(&snap, &access, &request, &connection, &mut trail, context)
             .await;
         let (mut response, code) = match served {
             // An error status that mdproxy did not make is the upstream's answer
@@ -290,7 +283,7 @@ impl Edge {
         snap: &Snapshot,
         access: &Access,
         request: &Request<B>,
-        connection: &AbortHandle,
+        connection: &Connection,
         trail: &mut Trail,
         context: impl FnOnce() -> crate::upstream::trace::Context,
     ) -> Result<Response<Body>, Error> {
@@ -368,7 +361,7 @@ impl Edge {
         };
         trail.endpoint = Some(valid.endpoint);
         if valid.endpoint.streaming {
-            return self.stream(snap, client.0, &valid, request, connection.clone());
+            return self.stream(snap, client.0, &valid, request, connection);
         }
         let answer = self
             .state
@@ -400,7 +393,7 @@ impl Edge {
         client: usize,
         valid: &Valid,
         request: &Request<B>,
-        connection: AbortHandle,
+        connection: &Connection,
     ) -> Result<Response<Body>, Error> {
         if snap.config.hub.source.is_empty() {
             return Err(Error::StreamUnavailable {
@@ -415,8 +408,16 @@ impl Edge {
                 .query_value("pz")
                 .and_then(|p| p.parse().ok())
                 .unwrap_or(20);
-            let events = self.hub.subscribe(client, &codes, pz, Some(connection))?;
-            Response::new(body::stream(events))
+            let outlet = connection.outlet.clone();
+            let chunked = outlet.is_some();
+            let events =
+                self.hub
+                    .subscribe(client, &codes, pz, Some(connection.close.clone()), outlet)?;
+            let mut response = Response::new(body::stream(events));
+            if chunked {
+                response.extensions_mut().insert(sse::Chunked);
+            }
+            response
         };
         let headers = response.headers_mut();
         headers.insert(

@@ -28,6 +28,7 @@ use crate::edge::body::Body;
 use crate::edge::sse::{self, Taken};
 use crate::edge::tls::Tls;
 use crate::error::Error;
+use crate::hub::Outlet;
 
 /// What one listener allows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +93,8 @@ impl ConnectionLimits {
 pub struct Connection {
     pub peer: SocketAddr,
     pub close: AbortHandle,
+    /// The bare socket of a stream request, which the hub may write to itself.
+    pub outlet: Option<Arc<dyn Outlet>>,
 }
 
 /// Answers a request whose response is written on the bare socket.
@@ -341,7 +344,11 @@ pub async fn serve<H, F>(
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
         let served = Served {
-            connection: Arc::new(Connection { peer, close }),
+            connection: Arc::new(Connection {
+                peer,
+                close,
+                outlet: None,
+            }),
             handler: handler.clone(),
             streams: streams.clone(),
             builders: Arc::clone(&builders),
@@ -417,8 +424,15 @@ where
             );
             match taken.await {
                 Taken::Request(request) => {
-                    let response = (streams.handler)(*request, self.connection).await;
-                    sse::write(stream, response).await;
+                    let socket = Arc::new(stream);
+                    let outlet: Arc<dyn Outlet> = Arc::new(sse::Socket(Arc::clone(&socket)));
+                    let connection = Arc::new(Connection {
+                        outlet: Some(outlet),
+                        ..Connection::clone(&self.connection)
+                    });
+                    drop(self.connection);
+                    let response = (streams.handler)(*request, connection).await;
+                    sse::write(socket, response).await;
                     return Ok(());
                 }
                 Taken::Gone => return Ok(()),

@@ -2,12 +2,16 @@
 //! parsed here (httparse), answered by the same handler as every other request, and
 //! its text/event-stream body written as chunks straight to the socket, without
 //! hyper's per-connection read and write buffers (16 KiB that an idle subscriber
-//! would hold for hours; README "Quote stream"). Anything unusual (a head split
-//! over several reads, a body, an upgrade, HTTP/1.0) is left to hyper untouched.
+//! would hold for hours; README "Quote stream"). The socket is also the stream's
+//! [`Outlet`]: the hub's fan-out writes events to it itself while the stream is
+//! caught up. Anything unusual (a head split over several reads, a body, an
+//! upgrade, HTTP/1.0) is left to hyper untouched.
 
+use std::io::ErrorKind;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bytes::{Buf, Bytes};
+use bytes::{Bytes, BytesMut};
 use http::{Method, Request, Response, Version};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
@@ -15,11 +19,27 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::edge::body::Body;
+use crate::hub::{CHUNK_HEAD, Outlet, chunk_size_line};
 
 /// How long a connection closed after an answer is given to take it (its unread
 /// bytes are drained meanwhile: closing with unread bytes resets the connection,
 /// and the client might lose the answer).
 const LINGER: Duration = Duration::from_secs(1);
+
+/// Marks an answer whose body frames are HTTP/1.1 chunks already (the hub frames a
+/// stream's events when it writes them to an [`Outlet`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Chunked;
+
+/// A bare socket as the hub's outlet.
+#[derive(Debug)]
+pub struct Socket(pub Arc<TcpStream>);
+
+impl Outlet for Socket {
+    fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.try_write(bytes)
+    }
+}
 
 /// Whether a connection whose first bytes are `first` may be a `GET` of `path`
 /// (cheap: decides whether its head is worth peeking at).
@@ -103,12 +123,14 @@ fn request_of(parsed: &httparse::Request<'_, '_>, path: &str) -> Option<Request<
     request.body(()).ok()
 }
 
-/// Writes `response` on `stream`: a streamed body as chunks until it ends or the
+/// Writes `response` on `socket`: a streamed body as chunks until it ends or the
 /// client goes (its end is noticed while the stream is quiet, too); a whole body
-/// with `Connection: close`, then the connection is closed.
-pub async fn write(mut stream: TcpStream, response: Response<Body>) {
+/// with `Connection: close`, then the connection is closed. The socket is shared
+/// with the stream's [`Socket`] outlet, which writes only while the body rests.
+pub async fn write(socket: Arc<TcpStream>, response: Response<Body>) {
     let (parts, mut body) = response.into_parts();
     let length = body.size_hint().exact();
+    let chunked = parts.extensions.get::<Chunked>().is_some();
     let mut head = Vec::with_capacity(512);
     head.extend_from_slice(b"HTTP/1.1 ");
     head.extend_from_slice(parts.status.as_str().as_bytes());
@@ -139,25 +161,27 @@ pub async fn write(mut stream: TcpStream, response: Response<Body>) {
         None => head.extend_from_slice(b"transfer-encoding: chunked\r\n\r\n"),
     }
     drop(parts);
-    if stream.write_all(&head).await.is_err() {
+    if write_all(&socket, &head).await.is_err() {
         return;
     }
     drop(head);
     if length.is_some() {
         let whole = async {
             while let Some(Ok(frame)) = body.frame().await {
-                if let Ok(mut data) = frame.into_data() {
-                    stream.write_all_buf(&mut data).await?;
+                if let Ok(data) = frame.into_data() {
+                    write_all(&socket, &data).await?;
                 }
             }
             Ok::<(), std::io::Error>(())
         };
-        if whole.await.is_ok() {
+        // A whole answer comes from no stream, so nothing else holds the socket.
+        if whole.await.is_ok()
+            && let Ok(mut stream) = Arc::try_unwrap(socket)
+        {
             close_gently(&mut stream).await;
         }
         return;
     }
-    let (mut incoming, mut outgoing) = stream.split();
     // The client sends nothing more on a stream; what it does send is dropped, and
     // its end of the connection ends the stream (and the subscription with it).
     let mut probe = [0u8; 64];
@@ -171,46 +195,53 @@ pub async fn write(mut stream: TcpStream, response: Response<Body>) {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data()
                         && !data.is_empty()
-                        && write_chunk(&mut outgoing, data).await.is_err()
                     {
-                        return;
+                        let data = if chunked { data } else { chunk_of(&data) };
+                        if write_all(&socket, &data).await.is_err() {
+                            return;
+                        }
                     }
                 }
                 _ => {
-                    let _ = outgoing.write_all(b"0\r\n\r\n").await;
+                    let _ = write_all(&socket, b"0\r\n\r\n").await;
                     return;
                 }
             },
-            read = incoming.read(&mut probe) => if matches!(read, Ok(0) | Err(_)) {
-                return;
-            },
+            ready = socket.readable() => {
+                if ready.is_err() {
+                    return;
+                }
+                match socket.try_read(&mut probe) {
+                    Ok(0) => return,
+                    Err(e) if e.kind() != ErrorKind::WouldBlock => return,
+                    _ => {}
+                }
+            }
         }
     }
 }
 
-/// One chunk of a chunked body, written with one vectored write where it fits.
-async fn write_chunk(out: &mut (impl AsyncWriteExt + Unpin), data: Bytes) -> std::io::Result<()> {
-    let mut size = [0u8; 18];
-    let hex = format_hex(data.len(), &mut size);
-    let mut chunk = Buf::chain(Buf::chain(hex, data), &b"\r\n"[..]);
-    out.write_all_buf(&mut chunk).await
+/// `data` as one chunk of a chunked body.
+fn chunk_of(data: &[u8]) -> Bytes {
+    let mut line = [0u8; CHUNK_HEAD];
+    let mut chunk = BytesMut::with_capacity(CHUNK_HEAD + data.len() + 2);
+    chunk.extend_from_slice(chunk_size_line(data.len(), &mut line));
+    chunk.extend_from_slice(data);
+    chunk.extend_from_slice(b"\r\n");
+    chunk.freeze()
 }
 
-/// `n` in hexadecimal followed by CRLF, written into `buf`.
-fn format_hex(mut n: usize, buf: &mut [u8; 18]) -> &[u8] {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut at = 16;
-    buf[16] = b'\r';
-    buf[17] = b'\n';
-    loop {
-        at -= 1;
-        buf[at] = HEX[n & 0xf];
-        n >>= 4;
-        if n == 0 {
-            break;
+/// Writes all of `bytes` on a socket that others may write to as well (in turns).
+async fn write_all(socket: &TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        socket.writable().await?;
+        match socket.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
         }
     }
-    &buf[at..]
+    Ok(())
 }
 
 /// Closes `stream` after an answer: no more writes, then what the client still
@@ -231,15 +262,6 @@ pub async fn close_gently(stream: &mut TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn chunk_sizes_are_hex() {
-        let mut buf = [0u8; 18];
-        assert_eq!(format_hex(0, &mut buf), b"0\r\n");
-        assert_eq!(format_hex(255, &mut buf), b"ff\r\n");
-        assert_eq!(format_hex(0x1a2b3, &mut buf), b"1a2b3\r\n");
-        assert_eq!(format_hex(usize::MAX, &mut buf).len(), 18);
-    }
 
     #[test]
     fn only_gets_of_the_path_are_candidates() {

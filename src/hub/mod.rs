@@ -4,11 +4,20 @@
 //! `pz` quotes per event. Validation, auth and limits checks happen before a stream
 //! starts; the HTTP plumbing is the edge's.
 //!
-//! Slow subscribers cost nothing: a stream builds its next event only when hyper
-//! asks for it, one at a time, from a shared board (`tokio::sync::watch` keeps only
-//! the latest), so a subscriber that does not read collapses to the newest state per
-//! code and holds no queue. One that stops reading while updates wait is disconnected after
-//! `hub.stall_timeout_secs`.
+//! Slow subscribers cost nothing: events are built one at a time from a shared board
+//! (`tokio::sync::watch` keeps only the latest), only when the connection can take
+//! them, so a subscriber that does not read collapses to the newest state per code
+//! and holds no queue. One that stops reading while updates wait is disconnected
+//! after `hub.stall_timeout_secs`.
+//!
+//! Two ways an event goes out. A stream on an [`Outlet`] (HTTP/1.1 on the bare
+//! socket, nearly every subscriber) rests while it is caught up, and the poll loop's
+//! fan-out writes each new board's events to its connection itself, split across
+//! the runtime's workers: a tick costs one non-blocking write per subscriber and no
+//! task wake. When the connection takes less than a whole event, the rest and
+//! everything after it go back to the stream's task, which writes as the connection
+//! drains and rests again once caught up. A stream without an outlet (HTTP/2, TLS)
+//! is woken by each board and yields its events to hyper.
 
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
@@ -16,11 +25,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use futures_util::StreamExt;
 use futures_util::future::AbortHandle;
 use futures_util::stream::BoxStream;
 use tokio::sync::{Notify, watch};
+use tokio::time::Sleep;
 
 use crate::config::HubConfig;
 use crate::error::Error;
@@ -34,6 +44,26 @@ type Code = Arc<str>;
 
 /// Seconds a client is told to wait after the per-token stream limit.
 const STREAM_RETRY_AFTER_SECS: u64 = 5;
+
+/// A connection the fan-out writes a stream's events to itself, without waking the
+/// stream's task: an HTTP/1.1 answer written by hand. Every chunk of such a stream
+/// (those written here and those its task yields) is a whole HTTP/1.1 chunk, framed
+/// by the hub.
+pub trait Outlet: Send + Sync + std::fmt::Debug {
+    /// Writes what the connection takes of `bytes` now, without waiting: how many
+    /// bytes that was (`WouldBlock` when none).
+    ///
+    /// # Errors
+    /// The connection's write error.
+    fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize>;
+}
+
+/// The fewest streams one fan-out task writes to (fewer cost more in tasks than
+/// they gain in spread).
+const MIN_SHARE: usize = 256;
+
+/// The most bytes a chunk's size line takes: 16 hex digits and CRLF.
+pub const CHUNK_HEAD: usize = 18;
 
 /// The latest quote of every subscribed code.
 #[derive(Debug, Default)]
@@ -86,9 +116,49 @@ struct Progress {
 struct Subscriber {
     token: usize,
     codes: Arc<[Code]>,
-    progress: Arc<Progress>,
+    feed: Arc<Feed>,
     /// Closes the subscriber's connection (set when it runs over HTTP).
     connection: Option<AbortHandle>,
+}
+
+/// One subscriber's stream state, shared by its task and the fan-out.
+#[derive(Debug)]
+struct Feed {
+    progress: Progress,
+    cursor: Mutex<Cursor>,
+    /// Where the fan-out writes this subscriber's events itself; without one, its
+    /// task takes every event from the board.
+    outlet: Option<Arc<dyn Outlet>>,
+    /// Wakes a resting task: the fan-out handed the stream back (its connection
+    /// took less than an event), or the hub stops.
+    kick: Notify,
+}
+
+impl Feed {
+    fn cursor(&self) -> std::sync::MutexGuard<'_, Cursor> {
+        self.cursor
+            .lock()
+            .expect("stream cursor lock is never poisoned")
+    }
+}
+
+/// Where a subscriber's stream stands.
+#[derive(Debug)]
+struct Cursor {
+    codes: Arc<[Code]>,
+    /// `sent[i]`: the `changed_at` of the last quote of `codes[i]` sent.
+    sent: Vec<u64>,
+    pz: usize,
+    /// A pass over a board under way: one event is built per call, only when the
+    /// connection takes it, so nothing is built ahead.
+    scan: Option<Scan>,
+    /// A chunk that goes out before anything else: `retry:`, a keepalive, or the
+    /// rest of an event the connection did not take whole.
+    control: Option<Bytes>,
+    /// The task rests and the fan-out writes the events (only on an outlet).
+    pushed: bool,
+    /// Chunks are framed as HTTP/1.1 chunks (on an outlet).
+    chunked: bool,
 }
 
 #[derive(Default)]
@@ -101,6 +171,8 @@ struct Registry {
     per_token: HashMap<usize, usize>,
     /// Whether a poll loop is running (changed only under this lock).
     polling: bool,
+    /// The feeds on an outlet, for the fan-out; built again after a change.
+    outlets: Option<Arc<[Arc<Feed>]>>,
 }
 
 struct Inner {
@@ -140,6 +212,11 @@ impl QuoteHub {
         self.inner.state.stats().hub_polls.load(Ordering::Relaxed)
     }
 
+    /// The newest board's tick (one per poll of the union).
+    pub fn tick(&self) -> u64 {
+        self.inner.board.borrow().tick
+    }
+
     /// Open streams.
     pub fn subscribers(&self) -> usize {
         self.registry().subscribers.len()
@@ -162,7 +239,7 @@ impl QuoteHub {
         self.registry()
             .subscribers
             .values()
-            .map(|s| s.progress.pending_bytes.load(Ordering::Relaxed))
+            .map(|s| s.feed.progress.pending_bytes.load(Ordering::Relaxed))
             .max()
             .unwrap_or(0)
     }
@@ -185,7 +262,8 @@ impl QuoteHub {
 
     /// Opens a stream of quotes for `codes` (canonical, client order) with `pz` per
     /// event, for client `token`. `connection` closes the client's connection if it
-    /// stalls.
+    /// stalls; on an `outlet`, the fan-out writes the events to it while the stream
+    /// is caught up, and every chunk is an HTTP/1.1 chunk.
     ///
     /// # Errors
     /// 400 for too many codes, 429 past the token's stream limit, 503 past the total.
@@ -195,6 +273,7 @@ impl QuoteHub {
         codes: &str,
         pz: usize,
         connection: Option<AbortHandle>,
+        outlet: Option<Arc<dyn Outlet>>,
     ) -> Result<BoxStream<'static, Bytes>, Error> {
         let snap = self.inner.state.snapshot();
         let config = snap.config.hub.clone();
@@ -213,12 +292,12 @@ impl QuoteHub {
                 ),
             ));
         }
-        let progress = Arc::new(Progress {
+        let progress = Progress {
             last_ms: AtomicU64::new(self.now_ms()),
             delivered_tick: AtomicU64::new(0),
             pending_bytes: AtomicU64::new(0),
-        });
-        let (id, start_loop, new_codes, codes) = {
+        };
+        let (id, start_loop, new_codes, feed) = {
             let mut reg = self.registry();
             if reg.subscribers.len() >= config.max_streams {
                 return Err(Error::Overloaded {
@@ -251,18 +330,35 @@ impl QuoteHub {
                     shared
                 })
                 .collect();
+            let feed = Arc::new(Feed {
+                progress,
+                cursor: Mutex::new(Cursor {
+                    sent: vec![0; codes.len()],
+                    codes: Arc::clone(&codes),
+                    pz: pz.max(1),
+                    scan: None,
+                    control: None,
+                    pushed: false,
+                    chunked: outlet.is_some(),
+                }),
+                outlet,
+                kick: Notify::new(),
+            });
+            if feed.outlet.is_some() {
+                reg.outlets = None;
+            }
             reg.subscribers.insert(
                 id,
                 Subscriber {
                     token,
-                    codes: Arc::clone(&codes),
-                    progress: Arc::clone(&progress),
+                    codes,
+                    feed: Arc::clone(&feed),
                     connection,
                 },
             );
             let start_loop = !reg.polling;
             reg.polling = true;
-            (id, start_loop, new_codes, codes)
+            (id, start_loop, new_codes, feed)
         };
         if start_loop {
             let hub = self.clone();
@@ -273,27 +369,21 @@ impl QuoteHub {
         } else if new_codes {
             self.inner.wake.notify_one();
         }
-        tracing::debug!(subscriber = id, codes = codes.len(), pz, "stream opened");
+        tracing::debug!(subscriber = id, pz, "stream opened");
         let stream = SubStream {
             guard: Guard {
                 hub: self.clone(),
                 id,
             },
             rx: self.inner.board.subscribe(),
-            sent: vec![0; codes.len()],
-            codes,
-            pz: pz.max(1),
-            scan: None,
-            control: None,
+            feed,
             started: false,
             retry_ms: config.retry_ms,
-            keepalive: Duration::from_secs(config.keepalive_secs),
+            keepalive_ms: config.keepalive_secs * 1_000,
             next_keepalive: Box::pin(tokio::time::sleep(Duration::from_secs(
                 config.keepalive_secs,
             ))),
-            last_sent: tokio::time::Instant::now(),
             rearm: false,
-            progress,
         };
         Ok(futures_util::stream::unfold(stream, |mut s| async move {
             let next = s.next().await?;
@@ -307,6 +397,9 @@ impl QuoteHub {
         let Some(sub) = reg.subscribers.remove(&id) else {
             return;
         };
+        if sub.feed.outlet.is_some() {
+            reg.outlets = None;
+        }
         // Thousands of streams grew the table; give the room back once they have
         // gone (amortised: only when three quarters are free).
         if reg.subscribers.capacity() > 64 && reg.subscribers.len() * 4 < reg.subscribers.capacity()
@@ -353,11 +446,13 @@ impl QuoteHub {
                     // that registers later starts a loop of its own, which lands
                     // here too).
                     let tick = self.inner.board.borrow().tick;
-                    self.inner.board.send_replace(Arc::new(Board {
+                    let closing = Arc::new(Board {
                         tick,
                         quotes: Default::default(),
                         closing: true,
-                    }));
+                    });
+                    self.inner.board.send_replace(Arc::clone(&closing));
+                    self.fan_out(closing).await;
                     tracing::debug!("quote poll stopped: the proxy stops");
                 } else {
                     tracing::debug!("quote poll stopped: no subscribers");
@@ -380,7 +475,8 @@ impl QuoteHub {
             // Before the new board: the check walks every subscriber, and after the
             // publish that walk would hold a worker at the start of the fan-out.
             self.drop_stalled(config);
-            self.publish(&codes, fetched);
+            let board = self.publish(&codes, fetched);
+            self.fan_out(board).await;
             let cluster = state.cache().cluster().filter(|_| following);
             tokio::select! {
                 () = tokio::time::sleep(interval) => {}
@@ -476,9 +572,9 @@ impl QuoteHub {
             .collect()
     }
 
-    /// Builds the next board: quotes of codes still subscribed, updated where the
-    /// upstream sent something different.
-    fn publish(&self, codes: &[Code], fetched: HashMap<String, Bytes>) {
+    /// Builds and publishes the next board: quotes of codes still subscribed,
+    /// updated where the upstream sent something different.
+    fn publish(&self, codes: &[Code], fetched: HashMap<String, Bytes>) -> Arc<Board> {
         let old = self.inner.board.borrow().clone();
         let tick = old.tick + 1;
         let mut quotes =
@@ -500,11 +596,59 @@ impl QuoteHub {
             };
             quotes.insert(address(code), entry);
         }
-        self.inner.board.send_replace(Arc::new(Board {
+        let board = Arc::new(Board {
             tick,
             quotes,
             closing: false,
-        }));
+        });
+        self.inner.board.send_replace(Arc::clone(&board));
+        board
+    }
+
+    /// Writes `board`'s events to every resting stream on an outlet, in shares that
+    /// the runtime's workers take in parallel (a tick's fan-out is one write per
+    /// subscriber, and one core alone would take twice as long to reach the last of
+    /// them). Runs after `board` is published: a stream at work misses this pass,
+    /// and looks at the newest board before it rests.
+    async fn fan_out(&self, board: Arc<Board>) {
+        let feeds = {
+            let mut guard = self.registry();
+            let reg = &mut *guard;
+            let subscribers = &reg.subscribers;
+            let outlets = reg.outlets.get_or_insert_with(|| {
+                subscribers
+                    .values()
+                    .filter(|s| s.feed.outlet.is_some())
+                    .map(|s| Arc::clone(&s.feed))
+                    .collect()
+            });
+            Arc::clone(outlets)
+        };
+        if feeds.is_empty() {
+            return;
+        }
+        let now_ms = self.now_ms();
+        // Several shares per worker, each a task: a worker that the machine holds
+        // back leaves its remaining shares to the others, which steal them. (All of
+        // them are tasks: the last one spawned waits in its worker's own slot, which
+        // no other worker may steal from.)
+        let workers = tokio::runtime::Handle::current().metrics().num_workers();
+        let share = feeds.len().div_ceil(workers.max(1) * 4).max(MIN_SHARE);
+        let shares: Vec<_> = (0..feeds.len())
+            .step_by(share)
+            .map(|start| {
+                let (feeds, board) = (Arc::clone(&feeds), Arc::clone(&board));
+                self.inner.state.tracker().spawn(async move {
+                    let end = (start + share).min(feeds.len());
+                    for feed in &feeds[start..end] {
+                        feed.push(&board, now_ms);
+                    }
+                })
+            })
+            .collect();
+        for share in shares {
+            let _ = share.await;
+        }
     }
 
     /// Closes the connections of every stream opened with one of `tokens` (a
@@ -532,8 +676,9 @@ impl QuoteHub {
         let limit = config.stall_timeout_secs * 1_000;
         let reg = self.registry();
         for (id, sub) in &reg.subscribers {
-            let idle = now.saturating_sub(sub.progress.last_ms.load(Ordering::Relaxed));
-            let behind = sub.progress.delivered_tick.load(Ordering::Relaxed) < tick;
+            let progress = &sub.feed.progress;
+            let idle = now.saturating_sub(progress.last_ms.load(Ordering::Relaxed));
+            let behind = progress.delivered_tick.load(Ordering::Relaxed) < tick;
             if idle > limit
                 && behind
                 && let Some(connection) = &sub.connection
@@ -607,42 +752,32 @@ impl Drop for Guard {
     }
 }
 
-/// One subscriber's stream state.
+/// One subscriber's stream: its task's side of the [`Feed`].
 struct SubStream {
     guard: Guard,
     rx: watch::Receiver<Arc<Board>>,
-    codes: Arc<[Code]>,
-    /// `sent[i]`: the `changed_at` of the last quote of `codes[i]` sent.
-    sent: Vec<u64>,
-    pz: usize,
-    /// A pass over the latest board under way: one event is built per call, only
-    /// when the connection takes it, so nothing is built ahead.
-    scan: Option<Scan>,
-    /// A `retry:` or keepalive waiting to be taken.
-    control: Option<Bytes>,
+    feed: Arc<Feed>,
     started: bool,
     retry_ms: u64,
-    keepalive: Duration,
+    keepalive_ms: u64,
     /// Wakes the stream to check whether a keepalive is due: one `keepalive` after
     /// the last thing sent, never pushed back by a board that had nothing for this
     /// subscriber (else busy boards would starve it of keepalives and the stall
     /// check would cut a healthy client). One timer for the stream's life, moved
     /// only when it fires: sending an event just notes the time, since resetting
     /// the timer on every event was a measurable part of a tick's fan-out.
-    next_keepalive: Pin<Box<tokio::time::Sleep>>,
-    /// When the stream last yielded anything.
-    last_sent: tokio::time::Instant,
+    next_keepalive: Pin<Box<Sleep>>,
     /// The timer fired and a keepalive is going out: it is set one period on when
     /// that is sent (a flag, not a look at the timer: its entry is one more cache
     /// line per subscriber per event).
     rearm: bool,
-    progress: Arc<Progress>,
 }
 
 /// A pass over one board: where it continues, and whether it sends every quote
 /// (the snapshot) or only those that changed since this subscriber last got them.
 /// It holds the board (shared, not copied) so the events of one pass carry one
 /// tick; the next pass reads the newest board, so updates collapse between passes.
+#[derive(Debug)]
 struct Scan {
     board: Arc<Board>,
     next: usize,
@@ -651,35 +786,65 @@ struct Scan {
 
 impl SubStream {
     async fn next(&mut self) -> Option<Bytes> {
+        let on_outlet = self.feed.outlet.is_some();
         loop {
-            if let Some(chunk) = self.control.take() {
-                self.progress
-                    .pending_bytes
-                    .fetch_sub(chunk.len() as u64, Ordering::Relaxed);
-                return Some(self.sent_now(chunk));
-            }
-            if let Some(event) = self.next_event() {
-                return Some(self.sent_now(event));
-            }
-            if !self.started {
-                // `retry:` first, then a snapshot of every code that has a quote
-                // (also after a reconnect with Last-Event-ID).
-                self.started = true;
-                let board = Arc::clone(&self.rx.borrow_and_update());
-                if board.closing {
-                    return None;
+            {
+                let mut cursor = self.feed.cursor();
+                // At work: the fan-out leaves this stream alone until it rests.
+                cursor.pushed = false;
+                if let Some(chunk) = cursor.control.take() {
+                    drop(cursor);
+                    self.feed
+                        .progress
+                        .pending_bytes
+                        .fetch_sub(chunk.len() as u64, Ordering::Relaxed);
+                    return Some(self.sent_now(chunk));
                 }
-                self.hold(Bytes::from(format!("retry: {}\n\n", self.retry_ms)));
-                self.scan = Some(Scan {
-                    board,
-                    next: 0,
-                    snapshot: true,
-                });
-                continue;
+                if let Some(event) = cursor.next_event(&self.feed.progress) {
+                    drop(cursor);
+                    return Some(self.sent_now(event));
+                }
+                if !self.started {
+                    // `retry:` first, then a snapshot of every code that has a quote
+                    // (also after a reconnect with Last-Event-ID).
+                    self.started = true;
+                    let board = Arc::clone(&self.rx.borrow_and_update());
+                    if board.closing {
+                        return None;
+                    }
+                    let retry = format!("retry: {}\n\n", self.retry_ms);
+                    let retry = cursor.control_chunk(retry.as_bytes());
+                    cursor.hold(retry, &self.feed.progress);
+                    cursor.scan = Some(Scan {
+                        board,
+                        next: 0,
+                        snapshot: true,
+                    });
+                    continue;
+                }
+                if on_outlet {
+                    // Caught up with its last pass; a board published while this
+                    // task was at work was passed by the fan-out, so it takes that
+                    // one itself before it rests.
+                    let board = Arc::clone(&self.rx.borrow_and_update());
+                    if board.closing {
+                        return None;
+                    }
+                    let delivered = self.feed.progress.delivered_tick.load(Ordering::Relaxed);
+                    if board.tick > delivered {
+                        cursor.scan = Some(Scan {
+                            board,
+                            next: 0,
+                            snapshot: false,
+                        });
+                        continue;
+                    }
+                    cursor.pushed = true;
+                }
             }
             tokio::select! {
                 biased;
-                changed = self.rx.changed() => {
+                changed = self.rx.changed(), if !on_outlet => {
                     if changed.is_err() {
                         return None;
                     }
@@ -687,15 +852,22 @@ impl SubStream {
                     if board.closing {
                         return None;
                     }
-                    self.scan = Some(Scan { board, next: 0, snapshot: false });
+                    self.feed.cursor().scan = Some(Scan { board, next: 0, snapshot: false });
                 }
+                () = self.feed.kick.notified(), if on_outlet => {}
                 () = self.next_keepalive.as_mut() => {
-                    let due = self.last_sent + self.keepalive;
-                    if tokio::time::Instant::now() >= due {
-                        self.hold(Bytes::from_static(b": keepalive\n\n"));
+                    let hub = &self.guard.hub;
+                    let due = self.feed.progress.last_ms.load(Ordering::Relaxed) + self.keepalive_ms;
+                    if hub.now_ms() >= due {
+                        let mut cursor = self.feed.cursor();
+                        // At work from here: the fan-out leaves the chunk alone.
+                        cursor.pushed = false;
+                        let keepalive = cursor.control_chunk(b": keepalive\n\n");
+                        cursor.hold(keepalive, &self.feed.progress);
                         self.rearm = true;
                     } else {
-                        self.next_keepalive.as_mut().reset(due);
+                        let at = hub.inner.started + Duration::from_millis(due);
+                        self.next_keepalive.as_mut().reset(at.into());
                     }
                 }
             }
@@ -704,30 +876,85 @@ impl SubStream {
 
     /// Notes that `chunk` goes to the connection now.
     fn sent_now(&mut self, chunk: Bytes) -> Bytes {
-        self.progress
+        self.feed
+            .progress
             .last_ms
             .store(self.guard.hub.now_ms(), Ordering::Relaxed);
-        self.last_sent = tokio::time::Instant::now();
         if self.rearm {
             self.rearm = false;
-            self.next_keepalive
-                .as_mut()
-                .reset(self.last_sent + self.keepalive);
+            let at = tokio::time::Instant::now() + Duration::from_millis(self.keepalive_ms);
+            self.next_keepalive.as_mut().reset(at);
         }
         chunk
     }
+}
 
-    fn hold(&mut self, chunk: Bytes) {
-        self.progress
+impl Feed {
+    /// The fan-out's part: when the stream rests, writes `board`'s events for it to
+    /// its outlet; what the connection does not take goes back to the stream's task
+    /// (which the closing board ends as well).
+    fn push(&self, board: &Arc<Board>, now_ms: u64) {
+        let Some(outlet) = &self.outlet else {
+            return;
+        };
+        let mut cursor = self.cursor();
+        if !cursor.pushed {
+            return;
+        }
+        if !board.closing {
+            cursor.scan = Some(Scan {
+                board: Arc::clone(board),
+                next: 0,
+                snapshot: false,
+            });
+            loop {
+                let Some(event) = cursor.next_event(&self.progress) else {
+                    return;
+                };
+                // Would block, or failed: the task's own write finds out which.
+                let written = outlet.try_write(&event).unwrap_or(0);
+                if written > 0 {
+                    self.progress.last_ms.store(now_ms, Ordering::Relaxed);
+                }
+                if written == event.len() {
+                    continue;
+                }
+                cursor.hold(event.slice(written..), &self.progress);
+                break;
+            }
+        }
+        cursor.pushed = false;
+        drop(cursor);
+        self.kick.notify_one();
+    }
+}
+
+impl Cursor {
+    /// Keeps `chunk` (as it goes on the wire) to go out next.
+    fn hold(&mut self, chunk: Bytes, progress: &Progress) {
+        progress
             .pending_bytes
             .fetch_add(chunk.len() as u64, Ordering::Relaxed);
         self.control = Some(chunk);
     }
 
+    /// A `retry:` or keepalive, framed as this stream's chunks are.
+    fn control_chunk(&self, text: &[u8]) -> Bytes {
+        if !self.chunked {
+            return Bytes::copy_from_slice(text);
+        }
+        let mut line = [0u8; CHUNK_HEAD];
+        let mut chunk = BytesMut::with_capacity(CHUNK_HEAD + text.len() + 2);
+        chunk.extend_from_slice(chunk_size_line(text.len(), &mut line));
+        chunk.extend_from_slice(text);
+        chunk.extend_from_slice(b"\r\n");
+        chunk.freeze()
+    }
+
     /// The next event of the pass under way; `None` when the pass is over. Built
     /// straight into the event's buffer, which is allocated only when a quote is due
     /// (every pass ends with a call that finds none).
-    fn next_event(&mut self) -> Option<Bytes> {
+    fn next_event(&mut self, progress: &Progress) -> Option<Bytes> {
         let mut scan = self.scan.take()?;
         let board = Arc::clone(&scan.board);
         let mut event: Option<Event> = None;
@@ -741,16 +968,14 @@ impl SubStream {
                 // Room for as many quotes of this size as the event may still take.
                 let room = q.json.len() * (self.codes.len() - i).min(self.pz);
                 event
-                    .get_or_insert_with(|| Event::new(board.tick, room))
+                    .get_or_insert_with(|| Event::new(board.tick, room, self.chunked))
                     .push(&q.json);
                 items += 1;
                 self.sent[i] = q.changed_at;
             }
         }
         let Some(event) = event else {
-            self.progress
-                .delivered_tick
-                .store(board.tick, Ordering::Relaxed);
+            progress.delivered_tick.store(board.tick, Ordering::Relaxed);
             return None;
         };
         self.scan = Some(scan);
@@ -759,20 +984,32 @@ impl SubStream {
 }
 
 /// One SSE event being built: `event: quote`, `id: <tick>`, `data: [<quote>,...]`
-/// on one line.
+/// on one line; as an HTTP/1.1 chunk when `chunked` (its size line is written in
+/// front of it once its size is known, into room kept for the longest).
 struct Event {
     out: BytesMut,
     empty: bool,
+    chunked: bool,
 }
 
 impl Event {
     /// An event of `tick` with room for `room` bytes of quotes.
-    fn new(tick: u64, room: usize) -> Event {
-        let mut out = BytesMut::with_capacity(room + 48);
+    fn new(tick: u64, room: usize, chunked: bool) -> Event {
+        let mut out = if chunked {
+            let mut out = BytesMut::with_capacity(CHUNK_HEAD + room + 50);
+            out.resize(CHUNK_HEAD, 0);
+            out
+        } else {
+            BytesMut::with_capacity(room + 48)
+        };
         out.extend_from_slice(b"event: quote\nid: ");
         out.extend_from_slice(itoa::Buffer::new().format(tick).as_bytes());
         out.extend_from_slice(b"\ndata: [");
-        Event { out, empty: true }
+        Event {
+            out,
+            empty: true,
+            chunked,
+        }
     }
 
     fn push(&mut self, quote: &[u8]) {
@@ -785,8 +1022,35 @@ impl Event {
 
     fn finish(mut self) -> Bytes {
         self.out.extend_from_slice(b"]\n\n");
-        self.out.freeze()
+        if !self.chunked {
+            return self.out.freeze();
+        }
+        self.out.extend_from_slice(b"\r\n");
+        let mut line = [0u8; CHUNK_HEAD];
+        let size = chunk_size_line(self.out.len() - CHUNK_HEAD - 2, &mut line);
+        let start = CHUNK_HEAD - size.len();
+        self.out[start..CHUNK_HEAD].copy_from_slice(size);
+        let mut out = self.out.freeze();
+        out.advance(start);
+        out
     }
+}
+
+/// The size line of an HTTP/1.1 chunk of `n` bytes (`n` in hexadecimal, then
+/// CRLF), written at the end of `line`.
+pub fn chunk_size_line(mut n: usize, line: &mut [u8; CHUNK_HEAD]) -> &[u8] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut at = CHUNK_HEAD - 2;
+    line[at..].copy_from_slice(b"\r\n");
+    loop {
+        at -= 1;
+        line[at] = HEX[n & 0xf];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    &line[at..]
 }
 
 #[cfg(test)]
@@ -797,7 +1061,7 @@ mod tests {
     fn events_are_one_line_sse() {
         let a = Bytes::from_static(br#"{"code":"600519.SH","price":1}"#);
         let b = Bytes::from_static(br#"{"code":"000001.SZ","price":2}"#);
-        let mut e = Event::new(7, 0);
+        let mut e = Event::new(7, 0, false);
         e.push(&a);
         e.push(&b);
         let e = e.finish();
@@ -805,6 +1069,26 @@ mod tests {
             &e[..],
             b"event: quote\nid: 7\ndata: [{\"code\":\"600519.SH\",\"price\":1},{\"code\":\"000001.SZ\",\"price\":2}]\n\n"
         );
+    }
+
+    #[test]
+    fn chunk_sizes_are_hex() {
+        let mut line = [0u8; CHUNK_HEAD];
+        assert_eq!(chunk_size_line(0, &mut line), b"0\r\n");
+        assert_eq!(chunk_size_line(255, &mut line), b"ff\r\n");
+        assert_eq!(chunk_size_line(0x1a2b3, &mut line), b"1a2b3\r\n");
+        assert_eq!(chunk_size_line(usize::MAX, &mut line).len(), CHUNK_HEAD);
+    }
+
+    /// On an outlet an event is one whole HTTP/1.1 chunk, its size line in front.
+    #[test]
+    fn chunked_events_are_whole_chunks() {
+        let quote = Bytes::from(vec![b'q'; 300]);
+        let mut e = Event::new(12, 0, true);
+        e.push(&quote);
+        let e = e.finish();
+        let sse = format!("event: quote\nid: 12\ndata: [{}]\n\n", "q".repeat(300));
+        assert_eq!(e, format!("{:x}\r\n{sse}\r\n", sse.len()).into_bytes());
     }
 
     #[test]
