@@ -203,7 +203,9 @@ pub struct ServerConfig {
     pub header_read_timeout_ms: u64,
     /// Keep connections open between requests (HTTP/1.1 keep-alive).
     pub keep_alive: bool,
-    /// Most header fields in a request.
+    /// Most header fields in a request. At hyper's own default (100) hyper parses
+    /// into arrays it leaves uninitialised; any other number makes it fill arrays
+    /// of that many entries for every request (about 1.5 % of a cache hit's CPU).
     pub max_headers: usize,
     /// Largest request head (request line and headers) in bytes, at least 8192.
     pub max_header_bytes: usize,
@@ -231,7 +233,7 @@ impl Default for ServerConfig {
             max_connections_per_client_percent: 25,
             header_read_timeout_ms: 10_000,
             keep_alive: true,
-            max_headers: 64,
+            max_headers: 100,
             max_header_bytes: 16 * 1024,
             shutdown_grace_ms: 5_000,
             cors_origins: Vec::new(),

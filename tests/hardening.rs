@@ -348,6 +348,25 @@ async fn an_http11_request_without_host_is_refused() {
     );
 }
 
+/// `server.max_headers` bounds a request's header fields, at its default (hyper's
+/// own limit, which mdproxy leaves to hyper) and at any other value: one field
+/// more than allowed is refused with 431.
+#[tokio::test]
+async fn requests_past_max_headers_are_refused() {
+    // Host, Connection and Authorization come with every raw request.
+    async fn status_with(env: &support::Env, fields: usize) -> u16 {
+        let names: Vec<String> = (3..fields).map(|i| format!("X-Field-{i}")).collect();
+        let extra: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "1")).collect();
+        env.raw("GET", "/market/indices", &extra).await.status
+    }
+    let env = support::start().await;
+    assert_eq!(status_with(&env, 100).await, 200);
+    assert_eq!(status_with(&env, 101).await, 431);
+    let env = support::start_with(|_| {}, |c| c.server.max_headers = 20, None).await;
+    assert_eq!(status_with(&env, 20).await, 200);
+    assert_eq!(status_with(&env, 21).await, 431);
+}
+
 /// Connects from `ip` (any 127/8 address works on loopback) to `to`.
 async fn connect_from(ip: &str, to: SocketAddr) -> tokio::net::TcpStream {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();

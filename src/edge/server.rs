@@ -77,7 +77,7 @@ impl ConnectionLimits {
             max_per_client: per_client,
             header_read_timeout,
             keep_alive: true,
-            max_headers: 64,
+            max_headers: HYPER_MAX_HEADERS,
             max_header_bytes: 16 * 1024,
             h2_max_streams: 32,
         }
@@ -203,6 +203,9 @@ impl Drop for Slot {
     }
 }
 
+/// hyper's own limit of header fields in an HTTP/1.1 request.
+const HYPER_MAX_HEADERS: usize = 100;
+
 /// The connection builder for `limits`: HTTP/1.1 and HTTP/2 on one listener.
 fn builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -211,8 +214,13 @@ fn builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(limits.keep_alive)
-        .max_headers(limits.max_headers)
         .max_buf_size(limits.max_header_bytes.max(8192));
+    // Only when it differs from hyper's own: with a limit set, hyper fills arrays of
+    // that many entries for every request it parses; without, it keeps them
+    // uninitialised on the stack (the same limit, at no cost).
+    if limits.max_headers != HYPER_MAX_HEADERS {
+        builder.http1().max_headers(limits.max_headers);
+    }
     builder
         .http2()
         .timer(TokioTimer::new())
