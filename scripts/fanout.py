@@ -460,7 +460,9 @@ def run(args):
         time.sleep(0.05)
     _, _, cpu_start = memory(args.pid, args.server)
     steal0 = _steal()
+    sampled_at = []
     while time.time() < t1:
+        sampled_at.append(time.time())
         rss, pss, _ = memory(args.pid, args.server)
         samples.append((rss, pss))
         time.sleep(1)
@@ -507,6 +509,7 @@ def run(args):
     missed = 0
     end = t1 + args.grace
     outliers = []  # ticks with a spread over 0.5 s: which, and how many subscribers were late
+    timeline = []  # every tick in order: when it began (s into the window) and its spread
     for k in ticks:
         first_at = first_arrival[k]
         last = first_at
@@ -523,6 +526,7 @@ def run(args):
                 last = end
         missed += len(per_sub) - reached
         spreads.append(last - first_at)
+        timeline.append([round(first_at - t0, 3), round((last - first_at) * 1000, 1)])
         deliveries.append(reached)
         if last - first_at > 0.5:
             outliers.append({"tick": list(k), "at_s": round(first_at - t0, 2),
@@ -547,6 +551,8 @@ def run(args):
         "spread_ms": {"p50": ms(pct(spreads, 0.5)), "p99": ms(pct(spreads, 0.99)), "max": ms(spreads[-1] if spreads else None)},
         "spreads_ms": [ms(v) for v in spreads],  # every tick's, sorted
         "outlier_ticks": outliers,
+        "timeline": timeline,
+        "memory_sampled_at_s": [round(t - t0, 3) for t in sampled_at],
         # CPU time the hypervisor gave to other guests, as a share of the window:
         # ticks delayed by it say nothing about the server.
         "steal_pct": round(100 * (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1]), 1),
