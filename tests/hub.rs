@@ -258,12 +258,7 @@ async fn a_subscriber_that_never_reads_harms_no_one() {
     .await;
     // 400 quotes change every tick: ~130 KB per 50 ms fills the loopback socket
     // buffers of a client that never reads within a few seconds.
-    let codes: Vec<String> = mdproxy::sim::universe::universe()
-        .stocks
-        .iter()
-        .take(400)
-        .map(|s| s.code.clone())
-        .collect();
+    let codes = first_codes(400);
     // The sleeper: a raw connection that sends its request and never reads.
     let mut sleeper = tokio::net::TcpStream::connect(env.proxy.addr)
         .await
@@ -682,12 +677,7 @@ async fn a_reader_that_falls_behind_gets_whole_chunks_in_order() {
         c.hub.max_codes_per_stream = 400;
     })
     .await;
-    let codes: Vec<String> = mdproxy::sim::universe::universe()
-        .stocks
-        .iter()
-        .take(400)
-        .map(|s| s.code.clone())
-        .collect();
+    let codes = first_codes(400);
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut stream = socket.connect(env.proxy.addr).await.unwrap();
@@ -730,6 +720,16 @@ async fn a_reader_that_falls_behind_gets_whole_chunks_in_order() {
             quotes.len()
         );
     }
+}
+
+/// The first `n` codes of the simulated universe.
+fn first_codes(n: usize) -> Vec<String> {
+    mdproxy::sim::universe::universe()
+        .stocks
+        .iter()
+        .take(n)
+        .map(|s| s.code.clone())
+        .collect()
 }
 
 /// The tick of the last event that has begun in `bytes` (0 before any).

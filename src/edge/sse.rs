@@ -11,7 +11,6 @@ use std::io::ErrorKind;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bytes::{Bytes, BytesMut};
 use http::{Method, Request, Response, Version};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
@@ -19,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::edge::body::Body;
-use crate::hub::{CHUNK_HEAD, Outlet, chunk_size_line};
+use crate::hub::{self, Outlet};
 
 /// How long a connection closed after an answer is given to take it (its unread
 /// bytes are drained meanwhile: closing with unread bytes resets the connection,
@@ -196,7 +195,7 @@ pub async fn write(socket: Arc<TcpStream>, response: Response<Body>) {
                     if let Ok(data) = frame.into_data()
                         && !data.is_empty()
                     {
-                        let data = if chunked { data } else { chunk_of(&data) };
+                        let data = if chunked { data } else { hub::chunk(&data) };
                         if write_all(&socket, &data).await.is_err() {
                             return;
                         }
@@ -219,16 +218,6 @@ pub async fn write(socket: Arc<TcpStream>, response: Response<Body>) {
             }
         }
     }
-}
-
-/// `data` as one chunk of a chunked body.
-fn chunk_of(data: &[u8]) -> Bytes {
-    let mut line = [0u8; CHUNK_HEAD];
-    let mut chunk = BytesMut::with_capacity(CHUNK_HEAD + data.len() + 2);
-    chunk.extend_from_slice(chunk_size_line(data.len(), &mut line));
-    chunk.extend_from_slice(data);
-    chunk.extend_from_slice(b"\r\n");
-    chunk.freeze()
 }
 
 /// Writes all of `bytes` on a socket that others may write to as well (in turns).

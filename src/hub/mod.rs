@@ -63,7 +63,7 @@ pub trait Outlet: Send + Sync + std::fmt::Debug {
 const MIN_SHARE: usize = 256;
 
 /// The most bytes a chunk's size line takes: 16 hex digits and CRLF.
-pub const CHUNK_HEAD: usize = 18;
+const CHUNK_HEAD: usize = 18;
 
 /// The latest quote of every subscribed code.
 #[derive(Debug, Default)]
@@ -940,15 +940,11 @@ impl Cursor {
 
     /// A `retry:` or keepalive, framed as this stream's chunks are.
     fn control_chunk(&self, text: &[u8]) -> Bytes {
-        if !self.chunked {
-            return Bytes::copy_from_slice(text);
+        if self.chunked {
+            chunk(text)
+        } else {
+            Bytes::copy_from_slice(text)
         }
-        let mut line = [0u8; CHUNK_HEAD];
-        let mut chunk = BytesMut::with_capacity(CHUNK_HEAD + text.len() + 2);
-        chunk.extend_from_slice(chunk_size_line(text.len(), &mut line));
-        chunk.extend_from_slice(text);
-        chunk.extend_from_slice(b"\r\n");
-        chunk.freeze()
     }
 
     /// The next event of the pass under way; `None` when the pass is over. Built
@@ -1036,9 +1032,19 @@ impl Event {
     }
 }
 
+/// `data` as one HTTP/1.1 chunk: its size line, the data, CRLF.
+pub fn chunk(data: &[u8]) -> Bytes {
+    let mut line = [0u8; CHUNK_HEAD];
+    let mut chunk = BytesMut::with_capacity(CHUNK_HEAD + data.len() + 2);
+    chunk.extend_from_slice(chunk_size_line(data.len(), &mut line));
+    chunk.extend_from_slice(data);
+    chunk.extend_from_slice(b"\r\n");
+    chunk.freeze()
+}
+
 /// The size line of an HTTP/1.1 chunk of `n` bytes (`n` in hexadecimal, then
 /// CRLF), written at the end of `line`.
-pub fn chunk_size_line(mut n: usize, line: &mut [u8; CHUNK_HEAD]) -> &[u8] {
+fn chunk_size_line(mut n: usize, line: &mut [u8; CHUNK_HEAD]) -> &[u8] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut at = CHUNK_HEAD - 2;
     line[at..].copy_from_slice(b"\r\n");
