@@ -551,6 +551,28 @@ async fn shutdown_ends_open_streams() {
     drop(sim);
 }
 
+/// A stream opened after the proxy stopped ends at once, with or without a poll
+/// loop running at the stop: the loop it starts publishes the closing board again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_opened_after_the_stop_ends_at_once() {
+    use futures_util::StreamExt;
+    let (env, _ticker) = hub_env(|_| {}).await;
+    let hub = env.proxy.hub().clone();
+    let support::Env { proxy, sim, .. } = env;
+    tokio::time::timeout(WAIT, proxy.shutdown())
+        .await
+        .expect("shutdown ends");
+    for _ in 0..2 {
+        let mut events = hub.subscribe(0, "600519", 20, None, None).unwrap();
+        let ended =
+            tokio::time::timeout(WAIT, async { while events.next().await.is_some() {} }).await;
+        assert!(ended.is_ok(), "the stream ended");
+        drop(events);
+        assert!(support::eventually(WAIT, || hub.subscribers() == 0).await);
+    }
+    drop(sim);
+}
+
 /// Reads from `stream` into `buf` until `done(buf)` holds (bounded by [`WAIT`]).
 async fn read_until(
     stream: &mut tokio::net::TcpStream,
