@@ -60,7 +60,7 @@ pub trait Outlet: Send + Sync + std::fmt::Debug {
 
 /// The fewest streams one fan-out task writes to (fewer cost more in tasks than
 /// they gain in spread).
-const MIN_SHARE: usize = 256;
+const MIN_SHARE: usize = 128;
 
 /// The most bytes a chunk's size line takes: 16 hex digits and CRLF.
 const CHUNK_HEAD: usize = 18;
@@ -628,12 +628,13 @@ impl QuoteHub {
             return;
         }
         let now_ms = self.now_ms();
-        // Several shares per worker, each a task: a worker that the machine holds
-        // back leaves its remaining shares to the others, which steal them. (All of
-        // them are tasks: the last one spawned waits in its worker's own slot, which
-        // no other worker may steal from.)
+        // Many small shares per worker, each a task: a worker that the machine
+        // holds back leaves its remaining shares to the others, which steal them,
+        // and what it holds back is one small share at most. (All of them are
+        // tasks: the last one spawned waits in its worker's own slot, which no
+        // other worker may steal from.)
         let workers = tokio::runtime::Handle::current().metrics().num_workers();
-        let share = feeds.len().div_ceil(workers.max(1) * 4).max(MIN_SHARE);
+        let share = feeds.len().div_ceil(workers.max(1) * 16).max(MIN_SHARE);
         let shares: Vec<_> = (0..feeds.len())
             .step_by(share)
             .map(|start| {
