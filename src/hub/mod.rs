@@ -115,7 +115,6 @@ struct Progress {
 
 struct Subscriber {
     token: usize,
-    codes: Arc<[Code]>,
     feed: Arc<Feed>,
     /// Closes the subscriber's connection (set when it runs over HTTP).
     connection: Option<AbortHandle>,
@@ -124,10 +123,14 @@ struct Subscriber {
 /// One subscriber's stream state, shared by its task and the fan-out.
 #[derive(Debug)]
 struct Feed {
+    /// The subscriber's codes, in its order; the registry's shared copies.
+    codes: Arc<[Code]>,
+    pz: usize,
     progress: Progress,
     cursor: Mutex<Cursor>,
     /// Where the fan-out writes this subscriber's events itself; without one, its
-    /// task takes every event from the board.
+    /// task takes every event from the board. With one, every chunk is framed as
+    /// an HTTP/1.1 chunk.
     outlet: Option<Arc<dyn Outlet>>,
     /// Wakes a resting task: the fan-out handed the stream back (its connection
     /// took less than an event), or the hub stops.
@@ -145,10 +148,8 @@ impl Feed {
 /// Where a subscriber's stream stands.
 #[derive(Debug)]
 struct Cursor {
-    codes: Arc<[Code]>,
-    /// `sent[i]`: the `changed_at` of the last quote of `codes[i]` sent.
+    /// `sent[i]`: the `changed_at` of the last quote of the feed's `codes[i]` sent.
     sent: Vec<u64>,
-    pz: usize,
     /// A pass over a board under way: one event is built per call, only when the
     /// connection takes it, so nothing is built ahead.
     scan: Option<Scan>,
@@ -157,8 +158,6 @@ struct Cursor {
     control: Option<Bytes>,
     /// The task rests and the fan-out writes the events (only on an outlet).
     pushed: bool,
-    /// Chunks are framed as HTTP/1.1 chunks (on an outlet).
-    chunked: bool,
 }
 
 #[derive(Default)]
@@ -334,13 +333,12 @@ impl QuoteHub {
                 progress,
                 cursor: Mutex::new(Cursor {
                     sent: vec![0; codes.len()],
-                    codes: Arc::clone(&codes),
-                    pz: pz.max(1),
                     scan: None,
                     control: None,
                     pushed: false,
-                    chunked: outlet.is_some(),
                 }),
+                codes,
+                pz: pz.max(1),
                 outlet,
                 kick: Notify::new(),
             });
@@ -351,7 +349,6 @@ impl QuoteHub {
                 id,
                 Subscriber {
                     token,
-                    codes,
                     feed: Arc::clone(&feed),
                     connection,
                 },
@@ -369,7 +366,12 @@ impl QuoteHub {
         } else if new_codes {
             self.inner.wake.notify_one();
         }
-        tracing::debug!(subscriber = id, pz, "stream opened");
+        tracing::debug!(
+            subscriber = id,
+            codes = feed.codes.len(),
+            pz,
+            "stream opened"
+        );
         let stream = SubStream {
             guard: Guard {
                 hub: self.clone(),
@@ -413,7 +415,7 @@ impl QuoteHub {
                 reg.per_token.remove(&sub.token);
             }
         }
-        for code in sub.codes.iter() {
+        for code in sub.feed.codes.iter() {
             if let Some(n) = reg.refs.get_mut(&**code) {
                 *n -= 1;
                 if *n == 0 {
@@ -801,7 +803,7 @@ impl SubStream {
                         .fetch_sub(chunk.len() as u64, Ordering::Relaxed);
                     return Some(self.sent_now(chunk));
                 }
-                if let Some(event) = cursor.next_event(&self.feed.progress) {
+                if let Some(event) = self.feed.next_event(&mut cursor) {
                     drop(cursor);
                     return Some(self.sent_now(event));
                 }
@@ -814,8 +816,8 @@ impl SubStream {
                         return None;
                     }
                     let retry = format!("retry: {}\n\n", self.retry_ms);
-                    let retry = cursor.control_chunk(retry.as_bytes());
-                    cursor.hold(retry, &self.feed.progress);
+                    self.feed
+                        .hold(&mut cursor, self.feed.control_chunk(retry.as_bytes()));
                     cursor.scan = Some(Scan {
                         board,
                         next: 0,
@@ -863,8 +865,8 @@ impl SubStream {
                         let mut cursor = self.feed.cursor();
                         // At work from here: the fan-out leaves the chunk alone.
                         cursor.pushed = false;
-                        let keepalive = cursor.control_chunk(b": keepalive\n\n");
-                        cursor.hold(keepalive, &self.feed.progress);
+                        let keepalive = self.feed.control_chunk(b": keepalive\n\n");
+                        self.feed.hold(&mut cursor, keepalive);
                         self.rearm = true;
                     } else {
                         let at = hub.inner.started + Duration::from_millis(due);
@@ -909,7 +911,7 @@ impl Feed {
                 snapshot: false,
             });
             loop {
-                let Some(event) = cursor.next_event(&self.progress) else {
+                let Some(event) = self.next_event(&mut cursor) else {
                     return;
                 };
                 // Would block, or failed: the task's own write finds out which.
@@ -920,7 +922,7 @@ impl Feed {
                 if written == event.len() {
                     continue;
                 }
-                cursor.hold(event.slice(written..), &self.progress);
+                self.hold(&mut cursor, event.slice(written..));
                 break;
             }
         }
@@ -928,20 +930,18 @@ impl Feed {
         drop(cursor);
         self.kick.notify_one();
     }
-}
 
-impl Cursor {
     /// Keeps `chunk` (as it goes on the wire) to go out next.
-    fn hold(&mut self, chunk: Bytes, progress: &Progress) {
-        progress
+    fn hold(&self, cursor: &mut Cursor, chunk: Bytes) {
+        self.progress
             .pending_bytes
             .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        self.control = Some(chunk);
+        cursor.control = Some(chunk);
     }
 
     /// A `retry:` or keepalive, framed as this stream's chunks are.
     fn control_chunk(&self, text: &[u8]) -> Bytes {
-        if self.chunked {
+        if self.outlet.is_some() {
             chunk(text)
         } else {
             Bytes::copy_from_slice(text)
@@ -951,8 +951,9 @@ impl Cursor {
     /// The next event of the pass under way; `None` when the pass is over. Built
     /// straight into the event's buffer, which is allocated only when a quote is due
     /// (every pass ends with a call that finds none).
-    fn next_event(&mut self, progress: &Progress) -> Option<Bytes> {
-        let mut scan = self.scan.take()?;
+    fn next_event(&self, cursor: &mut Cursor) -> Option<Bytes> {
+        let mut scan = cursor.scan.take()?;
+        let chunked = self.outlet.is_some();
         let board = Arc::clone(&scan.board);
         let mut event: Option<Event> = None;
         let mut items = 0;
@@ -960,22 +961,24 @@ impl Cursor {
             let i = scan.next;
             scan.next += 1;
             if let Some(Entry { quote: q, .. }) = board.quotes.get(&address(&self.codes[i]))
-                && (scan.snapshot || q.changed_at > self.sent[i])
+                && (scan.snapshot || q.changed_at > cursor.sent[i])
             {
                 // Room for as many quotes of this size as the event may still take.
                 let room = q.json.len() * (self.codes.len() - i).min(self.pz);
                 event
-                    .get_or_insert_with(|| Event::new(board.tick, room, self.chunked))
+                    .get_or_insert_with(|| Event::new(board.tick, room, chunked))
                     .push(&q.json);
                 items += 1;
-                self.sent[i] = q.changed_at;
+                cursor.sent[i] = q.changed_at;
             }
         }
         let Some(event) = event else {
-            progress.delivered_tick.store(board.tick, Ordering::Relaxed);
+            self.progress
+                .delivered_tick
+                .store(board.tick, Ordering::Relaxed);
             return None;
         };
-        self.scan = Some(scan);
+        cursor.scan = Some(scan);
         Some(event.finish())
     }
 }
