@@ -1,8 +1,9 @@
-//! The cache: the byte-bounded store with single-flight fills, the read-through
-//! decision, the cluster's share of a fill, the freshness policy and the market
-//! clock it is computed from.
+//! The cache: the byte-bounded store with single-flight fills and its hot set, the
+//! read-through decision, the cluster's share of a fill, the freshness policy and
+//! the market clock it is computed from.
 
 pub mod freshness;
+mod hot;
 pub mod market;
 pub mod readthrough;
 pub mod shared;

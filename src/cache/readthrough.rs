@@ -168,7 +168,7 @@ impl ReadThrough {
     ) -> Result<Answer, FetchError> {
         let s = &*self.inner;
         let now = s.clock.now();
-        let cached = s.store.get(&valid.target).await;
+        let cached = s.store.read(&valid.target, now.timestamp()).await;
         let decided = cached.as_ref().and_then(|entry| {
             let lifetimes = policy.lifetimes_of(entry);
             let served = match lifetimes.decide(now) {

@@ -17,6 +17,7 @@ use moka::Expiry;
 use tokio_util::task::TaskTracker;
 
 use crate::cache::freshness::{Lifetimes, Rule};
+use crate::cache::hot::{Found, Hot};
 use crate::upstream::client::FetchError;
 
 /// Bodies shorter than this are not worth compressing (nginx's `gzip_min_length`
@@ -152,6 +153,8 @@ pub struct Cache {
 
 struct Inner {
     entries: moka::future::Cache<String, Arc<CachedBody>>,
+    /// Small entries recently read, in front of `entries`; told of every change.
+    hot: Arc<Hot>,
     /// Fills under way, by key. A tokio mutex because a miss re-checks `entries`
     /// (an async call) while holding it: that closes the race where a fill lands
     /// between a caller's lookup and its joining. Only misses take it.
@@ -194,9 +197,15 @@ impl Cache {
     pub fn new(max_bytes: u64, tracker: TaskTracker) -> Cache {
         let evictions = Arc::new(AtomicU64::new(0));
         let evicted = Arc::clone(&evictions);
+        let hot = Arc::new(Hot::new(max_bytes));
+        let told = Arc::clone(&hot);
         let entries = moka::future::Cache::builder()
             .max_capacity(max_bytes)
-            .eviction_listener(move |_key, _value, cause| {
+            // Every removal (evicted, expired, replaced, purged) is told to the hot
+            // set. moka may tell it before the removal is made, so the changes made
+            // here are told again once they are done (see `Hot::changed`).
+            .eviction_listener(move |key: Arc<String>, _value, cause| {
+                told.changed(&key);
                 if cause == moka::notification::RemovalCause::Size {
                     evicted.fetch_add(1, Ordering::Relaxed);
                 }
@@ -209,6 +218,7 @@ impl Cache {
         Cache {
             inner: Arc::new(Inner {
                 entries,
+                hot,
                 max_entry: max_bytes / MAX_ENTRY_SHARE,
                 max_bytes,
                 evictions,
@@ -218,14 +228,37 @@ impl Cache {
         }
     }
 
-    /// The cached answer for `key`, whatever its freshness.
+    /// The cached answer for `key`, whatever its freshness, as moka holds it (for
+    /// inspection; requests read through [`read`](Self::read)).
     pub async fn get(&self, key: &str) -> Option<Arc<CachedBody>> {
         self.inner.entries.get(key).await
     }
 
+    /// The cached answer for `key` for a request, whatever its freshness, read at
+    /// `now_secs` (Unix seconds of the caller's clock, which paces how often a hot
+    /// key's reads are also told to moka): from the hot set when it holds the key.
+    pub async fn read(&self, key: &str, now_secs: i64) -> Option<Arc<CachedBody>> {
+        let inner = &*self.inner;
+        match inner.hot.get(key, now_secs) {
+            Found::Held { entry, tell: false } => Some(entry),
+            // Once a second moka answers itself: it counts the read, and an entry it
+            // let expire (whose removal it tells later) is not served on.
+            Found::Held { tell: true, .. } => inner.entries.get(key).await,
+            Found::Missing { version } => {
+                let entry = inner.entries.get(key).await?;
+                inner
+                    .hot
+                    .hold(key, version, &entry, weight(key, &entry), now_secs);
+                Some(entry)
+            }
+        }
+    }
+
     /// Drops one key; whether it was cached.
     pub async fn invalidate(&self, key: &str) -> bool {
-        self.inner.entries.remove(key).await.is_some()
+        let dropped = self.inner.entries.remove(key).await.is_some();
+        self.inner.hot.changed(key);
+        dropped
     }
 
     /// Drops every key `matches` accepts; returns those dropped. A walk over the
@@ -240,7 +273,9 @@ impl Cache {
             .collect();
         let mut dropped = Vec::with_capacity(keys.len());
         for key in keys {
-            if self.inner.entries.remove(&key).await.is_some() {
+            let removed = self.inner.entries.remove(&key).await;
+            self.inner.hot.changed(&key);
+            if removed.is_some() {
                 dropped.push(key);
             }
         }
@@ -319,6 +354,7 @@ impl Cache {
                         .entries
                         .insert(owned_key.clone(), Arc::clone(entry))
                         .await;
+                    inner.hot.changed(&owned_key);
                 }
                 Ok(entry) => tracing::info!(
                     bytes = entry.body.len(),
@@ -418,6 +454,84 @@ mod tests {
         assert!(matches!(r, Err(FetchError::Timeout)));
         assert_eq!(role, FillRole::Leader);
         assert!(cache.get("k").await.is_none());
+    }
+
+    /// Caches `text` under `key` in place of what is there.
+    async fn put(cache: &Cache, key: &str, text: &'static str) -> Arc<CachedBody> {
+        let (entry, _) = cache
+            .fill(key, |_| false, || async move { Ok(body(text)) })
+            .await;
+        entry.unwrap()
+    }
+
+    /// Whether the hot set holds exactly `entry` for `key`.
+    fn holds(cache: &Cache, key: &str, entry: &Arc<CachedBody>) -> bool {
+        match cache.inner.hot.get(key, 0) {
+            Found::Held { entry: held, .. } => Arc::ptr_eq(&held, entry),
+            Found::Missing { .. } => false,
+        }
+    }
+
+    /// Reads `key` as a request does.
+    async fn read(cache: &Cache, key: &str) -> Option<Arc<CachedBody>> {
+        cache.read(key, 0).await
+    }
+
+    #[tokio::test]
+    async fn the_hot_set_never_answers_with_a_replaced_or_dropped_entry() {
+        let cache = Cache::new(64 * 1024 * 1024, TaskTracker::new());
+        let same =
+            |a: Option<Arc<CachedBody>>, b: &Arc<CachedBody>| a.is_some_and(|a| Arc::ptr_eq(&a, b));
+
+        let one = put(&cache, "k", "one").await;
+        assert!(same(read(&cache, "k").await, &one));
+        assert!(holds(&cache, "k", &one), "a read holds a small entry");
+        assert!(same(read(&cache, "k").await, &one));
+
+        // A fill that replaces the entry.
+        let two = put(&cache, "k", "two").await;
+        assert!(!holds(&cache, "k", &one), "a replaced entry is let go");
+        assert!(same(read(&cache, "k").await, &two));
+
+        // A purge of the key, and a purge by pattern.
+        assert!(cache.invalidate("k").await);
+        assert!(!cache.inner.hot.keeps("k"), "a dropped entry is let go");
+        assert!(read(&cache, "k").await.is_none());
+        let three = put(&cache, "k", "three").await;
+        assert!(same(read(&cache, "k").await, &three));
+        assert_eq!(cache.invalidate_matching(|k| k == "k").await, ["k"]);
+        assert!(read(&cache, "k").await.is_none());
+
+        // A removal moka makes itself (as it evicts or expires) reaches the hot set
+        // through its removal listener.
+        let four = put(&cache, "k", "four").await;
+        assert!(same(read(&cache, "k").await, &four));
+        cache.inner.entries.invalidate("k").await;
+        cache.sync().await;
+        assert!(read(&cache, "k").await.is_none());
+    }
+
+    #[tokio::test]
+    async fn moka_sees_a_hot_keys_reads_once_a_second_and_heavy_entries_are_not_held() {
+        let cache = Cache::new(64 * 1024 * 1024, TaskTracker::new());
+        let entry = put(&cache, "k", "one").await;
+        let hot = &cache.inner.hot;
+        let tell = |now| match hot.get("k", now) {
+            Found::Held { tell, .. } => tell,
+            Found::Missing { .. } => panic!("k is held"),
+        };
+        assert!(cache.read("k", 100).await.is_some());
+        assert!(!tell(100), "moka saw the read that held it");
+        assert!(tell(101), "the first read of the next second goes to moka");
+        assert!(!tell(101));
+        assert!(tell(102));
+
+        // 64 MiB / 8192: entries up to 8 KiB are held.
+        let heavy: &'static str = Box::leak("x".repeat(8 * 1024).into_boxed_str());
+        let big = put(&cache, "big", heavy).await;
+        assert!(read(&cache, "big").await.is_some());
+        assert!(!holds(&cache, "big", &big));
+        assert!(holds(&cache, "k", &entry));
     }
 
     #[test]
