@@ -345,9 +345,10 @@ def ms(x):
     return "-" if x is None else (f"{x:.2f}" if x < 10 else f"{x:.1f}")
 
 
-def mean(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.fmean(xs) if xs else None
+def round_ratios(md_runs, bare_runs):
+    """mdproxy / bare of each round: the two ran one beside the other, so a slow spell
+    of the machine weighs on both."""
+    return [m["rps"] / b["rps"] for m, b in zip(md_runs, bare_runs) if m["rps"] and b["rps"]]
 
 
 def median(xs):
@@ -360,8 +361,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bin", required=True)
     ap.add_argument("--bare", required=True)
-    ap.add_argument("--duration", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--duration", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sizes", default=DEFAULT_SIZES)
@@ -525,7 +526,7 @@ def main():
     cols = [s for s in SERVERS if s in servers]
     header = ["answer"] + [TITLES[s] for s in cols]
     if "mdproxy" in cols and "bare" in cols:
-        header.append("md/bare")
+        header += ["md/bare", "by round"]
     if "mdproxy" in cols and "nginx" in cols:
         header.append("md/nginx")
     header += [f"p99 {TITLES[s]}" for s in cols]
@@ -538,13 +539,16 @@ def main():
         if gzip:
             wire = lengths[(name, "mdproxy")] if "mdproxy" in servers else lengths[(name, cols[0])]
             label += f", gzip ({size_label(wire)})" if wire < ident else ", gzip asked (sent plain)"
-        rps = {s: mean(x["rps"] for x in runs[(name, s)]) for s in cols}
+        rps = {s: median(x["rps"] for x in runs[(name, s)]) for s in cols}
         p99 = {s: median(x["p99_ms"] for x in runs[(name, s)]) for s in cols}
         row = [label] + [rate(rps[s]) for s in cols]
         ratios = {}
         if "mdproxy" in cols and "bare" in cols:
             ratios["mdproxy/bare"] = rps["mdproxy"] / rps["bare"] if rps["mdproxy"] and rps["bare"] else None
             row.append("-" if ratios["mdproxy/bare"] is None else f"{ratios['mdproxy/bare']:.2f}")
+            paired = round_ratios(runs[(name, "mdproxy")], runs[(name, "bare")])
+            ratios["mdproxy/bare by round"] = paired
+            row.append(f"{min(paired):.2f}-{max(paired):.2f}" if paired else "-")
         if "mdproxy" in cols and "nginx" in cols:
             ratios["mdproxy/nginx"] = rps["mdproxy"] / rps["nginx"] if rps["mdproxy"] and rps["nginx"] else None
             row.append("-" if ratios["mdproxy/nginx"] is None else f"{ratios['mdproxy/nginx']:.2f}")
@@ -553,14 +557,15 @@ def main():
         result_rows.append({
             "answer": name, "target": target, "gzip": gzip, "simulator_bytes": ident,
             "wire_bytes": {s: lengths[(name, s)] for s in cols},
-            "rps_mean": rps, "p99_ms_median": p99, "ratios": ratios,
+            "rps_median": rps, "p99_ms_median": p99, "ratios": ratios,
             "runs": {s: runs[(name, s)] for s in cols},
         })
 
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     print()
     print(f"wrk -t{args.threads} -c{args.connections} -d{args.duration}s --latency, {args.rounds} round(s) "
-          f"interleaved; req/s = mean of rounds, p99 in ms = median of rounds")
+          f"interleaved; req/s = median of rounds, md/bare = ratio of the medians (and its range over "
+          f"the rounds, each server's run beside the other's), p99 in ms = median of rounds")
     print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in rows:
@@ -577,11 +582,11 @@ def main():
             entry = {"answer": name, "target": target, "gzip": gzip}
             for s in h2_servers:
                 rs = h2runs[(name, s)]
-                rps, mean_ms = mean(x["rps"] for x in rs), median(x["mean_ms"] for x in rs)
+                rps, mean_ms = median(x["rps"] for x in rs), median(x["mean_ms"] for x in rs)
                 parts.append(f"{TITLES[s]} {rate(rps)} req/s (mean {ms(mean_ms)} ms)")
-                entry[s] = {"rps_mean": rps, "mean_ms_median": mean_ms, "runs": rs}
-            if "mdproxy" in entry and "bare" in entry and entry["mdproxy"]["rps_mean"] and entry["bare"]["rps_mean"]:
-                ratio = entry["mdproxy"]["rps_mean"] / entry["bare"]["rps_mean"]
+                entry[s] = {"rps_median": rps, "mean_ms_median": mean_ms, "runs": rs}
+            if "mdproxy" in entry and "bare" in entry and entry["mdproxy"]["rps_median"] and entry["bare"]["rps_median"]:
+                ratio = entry["mdproxy"]["rps_median"] / entry["bare"]["rps_median"]
                 parts.append(f"md/bare {ratio:.2f}")
                 entry["mdproxy/bare"] = ratio
             print(f"  {size_label(sim_sizes[target])} {LABELS[name.removesuffix('-gz')]}{', gzip' if gzip else ''}: " + ", ".join(parts))

@@ -5,7 +5,7 @@
 # several body sizes with and without gzip, rounds interleaved, and h2load over h2c.
 # Prints one table (req/s, ratios, p99) and writes target/load/results.json.
 # Installs Debian's nginx-light, varnish, wrk, nghttp2-client and curl when missing.
-#   DURATION=10 ROUNDS=2 CONNECTIONS=64 THREADS=2 scripts/load-compare.sh
+#   DURATION=6 ROUNDS=5 CONNECTIONS=64 THREADS=2 scripts/load-compare.sh
 #   SIZES=detail,week-gz         answers: detail indices watchlist week day, each also -gz
 #   ONLY=mdproxy,bare            servers (mdproxy nginx varnish bare)
 #   H2_SIZES=detail,watchlist    answers for h2load (empty: none); H2_STREAMS=10
@@ -36,8 +36,8 @@ ulimit -n "$(ulimit -Hn)"
 exec python3 scripts/load-compare.py \
   --bin "$target_dir/release/mdproxy" \
   --bare "$target_dir/release/examples/bare_hyper" \
-  --duration "${DURATION:-10}" \
-  --rounds "${ROUNDS:-2}" \
+  --duration "${DURATION:-6}" \
+  --rounds "${ROUNDS:-5}" \
   --connections "${CONNECTIONS:-64}" \
   --threads "${THREADS:-2}" \
   --sizes "${SIZES:-detail,watchlist,watchlist-gz,week,week-gz,day}" \
