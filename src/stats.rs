@@ -1,11 +1,13 @@
 //! Every counter mdproxy keeps, in one structure that lives as long as the process:
 //! a reload never touches it, so no Prometheus counter goes backwards. Plain atomics
-//! indexed by endpoint and by enum (no labels to hash, no lock on a hit); `ops::metrics`
-//! exposes them, `ops::admin` reads them for `/status` and `/readyz`.
+//! indexed by endpoint and by enum (no labels to hash, no lock on a hit); the ones
+//! every request adds to are sharded by thread, so two cores answering the same
+//! endpoint do not pass a cache line back and forth. `ops::metrics` exposes them,
+//! `ops::admin` reads them for `/status` and `/readyz`.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -99,12 +101,35 @@ const BUCKET_MICROS: [u64; 16] = [
     1_000_000, 2_500_000, 5_000_000, 10_000_000,
 ];
 
+/// Shards of the counters every request adds to.
+const SHARDS: usize = 4;
+
+/// The shard of the calling thread: threads take them in turn as they first count.
+fn shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    SHARD.with(|shard| *shard)
+}
+
+/// One shard's value, alone on its cache lines (two, for the adjacent-line
+/// prefetcher).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded<T>(T);
+
 /// A latency histogram of plain atomics (one add per observation for its bucket and
-/// one for the sum; the count is the buckets' sum, added up when read; no lock on
-/// the hit path). Buckets are kept per bucket, not cumulative, as
-/// prometheus-client's encoder takes them.
+/// one for the sum, in the thread's shard; the count is the buckets' sum, added up
+/// when read; no lock on the hit path). Buckets are kept per bucket, not
+/// cumulative, as prometheus-client's encoder takes them.
 #[derive(Debug, Default)]
 pub struct Histogram {
+    shards: [Padded<HistogramShard>; SHARDS],
+}
+
+#[derive(Debug, Default)]
+struct HistogramShard {
     /// `buckets[i]`: observations in `(bound[i-1], bound[i]]`; the last one is +Inf.
     buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
     sum_micros: AtomicU64,
@@ -115,18 +140,24 @@ impl Histogram {
     pub fn observe(&self, elapsed: Duration) {
         let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
         let i = BUCKET_MICROS.partition_point(|&bound| bound < micros);
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+        let shard = &self.shards[shard()].0;
+        shard.buckets[i].fetch_add(1, Ordering::Relaxed);
+        shard.sum_micros.fetch_add(micros, Ordering::Relaxed);
     }
 
     /// Observations so far.
     pub fn count(&self) -> u64 {
-        self.buckets.iter().map(|n| n.load(Ordering::Relaxed)).sum()
+        self.totals().iter().sum()
     }
 
     /// Sum of the observations, in seconds.
     pub fn sum_secs(&self) -> f64 {
-        self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
+        let micros: u64 = self
+            .shards
+            .iter()
+            .map(|s| s.0.sum_micros.load(Ordering::Relaxed))
+            .sum();
+        micros as f64 / 1e6
     }
 
     /// `(upper bound, observations in this bucket)`, the last bound +Inf.
@@ -135,16 +166,26 @@ impl Histogram {
             .iter()
             .copied()
             .chain([f64::INFINITY])
-            .zip(&self.buckets)
-            .map(|(bound, n)| (bound, n.load(Ordering::Relaxed)))
+            .zip(self.totals())
             .collect()
     }
 
     /// Adds `other`'s observations to this snapshot (for totals over endpoints).
     pub fn merge_into(&self, totals: &mut [u64; LATENCY_BUCKETS.len() + 1]) {
-        for (t, n) in totals.iter_mut().zip(&self.buckets) {
-            *t += n.load(Ordering::Relaxed);
+        for (t, n) in totals.iter_mut().zip(self.totals()) {
+            *t += n;
         }
+    }
+
+    /// Observations per bucket, over the shards.
+    fn totals(&self) -> [u64; LATENCY_BUCKETS.len() + 1] {
+        let mut totals = [0; LATENCY_BUCKETS.len() + 1];
+        for shard in &self.shards {
+            for (t, n) in totals.iter_mut().zip(&shard.0.buckets) {
+                *t += n.load(Ordering::Relaxed);
+            }
+        }
+        totals
     }
 }
 
@@ -250,8 +291,8 @@ pub struct Stats {
     latency: Vec<[Histogram; 4]>,
     /// `upstream_latency[endpoint id]`: time of upstream requests that got an answer.
     upstream_latency: Vec<Histogram>,
-    /// `responses[status class 1..=5 - 1][code index]`.
-    responses: [[AtomicU64; CODES]; 5],
+    /// `responses[shard].0[status class 1..=5 - 1][code index]`.
+    responses: [Padded<[[AtomicU64; CODES]; 5]>; SHARDS],
     /// `last_asked[endpoint id]`: when a client last asked, in seconds since `epoch`
     /// (0: never). Demand-driven prewarm jobs read it.
     last_asked: Vec<AtomicU64>,
@@ -333,7 +374,7 @@ impl Stats {
         elapsed: Duration,
     ) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
-        self.responses[class][code_index(code)].fetch_add(1, Ordering::Relaxed);
+        self.responses[shard()].0[class][code_index(code)].fetch_add(1, Ordering::Relaxed);
         let Some(id) = endpoint_id else { return };
         self.latency[id][outcome.index()].observe(elapsed);
         if let Outcome::Cache(_) = outcome {
@@ -348,7 +389,11 @@ impl Stats {
     /// Responses of status class `class` (1..=5) with `code` (a [`response_codes`] label).
     pub fn responses_count(&self, class: u16, code: &str) -> u64 {
         let c = if code == "none" { None } else { Some(code) };
-        self.responses[usize::from(class.clamp(1, 5)) - 1][code_index(c)].load(Ordering::Relaxed)
+        let (class, code) = (usize::from(class.clamp(1, 5)) - 1, code_index(c));
+        self.responses
+            .iter()
+            .map(|shard| shard.0[class][code].load(Ordering::Relaxed))
+            .sum()
     }
 
     /// The latency histogram of `endpoint_id` for `outcome`.
@@ -468,6 +513,36 @@ mod tests {
         for outcome in UpstreamOutcome::ALL {
             assert_eq!(stats.upstream_count(outcome), 1, "{}", outcome.as_str());
         }
+    }
+
+    #[test]
+    fn counts_from_every_thread_add_up() {
+        let stats = Stats::default();
+        let h = Histogram::default();
+        // More threads than shards, so some share one.
+        std::thread::scope(|scope| {
+            for _ in 0..SHARDS * 2 + 1 {
+                scope.spawn(|| {
+                    for _ in 0..100 {
+                        h.observe(Duration::from_micros(300));
+                        stats.responded(
+                            200,
+                            None,
+                            Some(0),
+                            Outcome::None,
+                            Instant::now(),
+                            Duration::ZERO,
+                        );
+                    }
+                });
+            }
+        });
+        let n = (SHARDS as u64 * 2 + 1) * 100;
+        assert_eq!(h.count(), n);
+        assert!((h.sum_secs() - n as f64 * 0.000_3).abs() < 1e-9);
+        assert_eq!(h.buckets()[2], (0.000_5, n));
+        assert_eq!(stats.responses_count(2, "none"), n);
+        assert_eq!(stats.latency(0, Outcome::None).count(), n);
     }
 
     #[test]
