@@ -372,6 +372,8 @@ impl QuoteHub {
             pz,
             "stream opened"
         );
+        let keepalive_ms =
+            config.keepalive_secs * 1_000 + keepalive_slack_ms(config.keepalive_secs);
         let stream = SubStream {
             guard: Guard {
                 hub: self.clone(),
@@ -381,10 +383,8 @@ impl QuoteHub {
             feed,
             started: false,
             retry_ms: config.retry_ms,
-            keepalive_ms: config.keepalive_secs * 1_000,
-            next_keepalive: Box::pin(tokio::time::sleep(Duration::from_secs(
-                config.keepalive_secs,
-            ))),
+            keepalive_ms,
+            next_keepalive: Box::pin(tokio::time::sleep(Duration::from_millis(keepalive_ms))),
             rearm: false,
         };
         Ok(futures_util::stream::unfold(stream, |mut s| async move {
@@ -755,6 +755,15 @@ impl Drop for Guard {
     }
 }
 
+/// A stream's keepalive period beyond `keepalive_secs`: a random share of an eighth
+/// of it, fixed for the stream's life. The fan-out notes one write time for every
+/// stream of a pass, so without it every busy stream's timer would come due at the
+/// same instant (10,000 tasks woken at once every period to find nothing due), and
+/// streams opened together would send their keepalives together for ever.
+fn keepalive_slack_ms(keepalive_secs: u64) -> u64 {
+    fastrand::u64(..=keepalive_secs * 1_000 / 8)
+}
+
 /// One subscriber's stream: its task's side of the [`Feed`].
 struct SubStream {
     guard: Guard,
@@ -762,6 +771,8 @@ struct SubStream {
     feed: Arc<Feed>,
     started: bool,
     retry_ms: u64,
+    /// `hub.keepalive_secs`, plus this stream's share of an eighth of it (see
+    /// [`keepalive_slack_ms`]).
     keepalive_ms: u64,
     /// Wakes the stream to check whether a keepalive is due: one `keepalive` after
     /// the last thing sent, never pushed back by a board that had nothing for this
