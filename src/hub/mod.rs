@@ -1093,6 +1093,19 @@ mod tests {
     }
 
     #[test]
+    fn keepalive_slack_is_at_most_an_eighth_and_differs_between_streams() {
+        let slacks: Vec<u64> = (0..1_000).map(|_| keepalive_slack_ms(15)).collect();
+        assert!(slacks.iter().all(|&s| s <= 1_875), "{slacks:?}");
+        let distinct: std::collections::HashSet<_> = slacks.iter().collect();
+        assert!(
+            distinct.len() > 100,
+            "spread over many instants: {}",
+            distinct.len()
+        );
+        assert_eq!(keepalive_slack_ms(0), 0);
+    }
+
+    #[test]
     fn chunk_sizes_are_hex() {
         let mut line = [0u8; CHUNK_HEAD];
         assert_eq!(chunk_size_line(0, &mut line), b"0\r\n");
