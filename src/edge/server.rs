@@ -23,7 +23,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::task::TaskTracker;
 
-use crate::config::ServerConfig;
+use crate::config::{HYPER_MAX_HEADERS, ServerConfig};
 use crate::edge::body::Body;
 use crate::edge::sse::{self, Taken};
 use crate::edge::tls::Tls;
@@ -202,9 +202,6 @@ impl Drop for Slot {
         }
     }
 }
-
-/// hyper's own limit of header fields in an HTTP/1.1 request.
-const HYPER_MAX_HEADERS: usize = 100;
 
 /// The connection builder for `limits`: HTTP/1.1 and HTTP/2 on one listener.
 fn builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
