@@ -48,7 +48,7 @@ fn cache_hit(c: &mut Criterion) {
     let edge = std::sync::Arc::clone(proxy.edge());
     let connection = std::sync::Arc::new(mdproxy::edge::Connection {
         peer: "127.0.0.1:40000".parse().unwrap(),
-        close: futures_util::future::AbortHandle::new_pair().0,
+        close: mdproxy::closing::Closer::new(),
         outlet: None,
     });
     let request = |uri: &str| {

@@ -19,7 +19,8 @@
 //! - [`config`], [`stats`], [`error`], [`logging`]: configuration, counters, the
 //!   contract's errors, rate-limited warnings.
 //! - [`sim`]: the simulated upstream (the other side of the wire), [`demo`] wires it
-//!   to a proxy; [`shutdown`] listens for signals.
+//!   to a proxy; [`shutdown`] listens for signals; [`closing`] ends one connection
+//!   (the edge's listener and the hub ask for it).
 //!
 //! # The request path
 //! listener → auth → client limit → router → validation (canonical key; both
@@ -36,6 +37,7 @@ pub const GIT_COMMIT: &str = env!("BUILD_GIT_COMMIT");
 pub mod api;
 pub mod app;
 pub mod cache;
+pub mod closing;
 pub mod cluster;
 pub mod config;
 pub mod demo;

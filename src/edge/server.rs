@@ -2,7 +2,8 @@
 //! auto builder (HTTP/1.1 with keep-alive, header read timeout and header limits,
 //! and HTTP/2 over TLS by ALPN or in clear text by prior knowledge), the connection
 //! limits (in all and per client address, answered `503` at once rather than left in
-//! the backlog), and graceful shutdown. What a request means is the handler's
+//! the backlog), and graceful shutdown (each connection drained, then closed when the
+//! grace runs out, by its [`Closer`]). What a request means is the handler's
 //! business.
 
 use std::collections::HashMap;
@@ -12,17 +13,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::future::{AbortHandle, Abortable, BoxFuture};
+use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio_util::task::TaskTracker;
 
+use crate::closing::Closer;
 use crate::config::{HYPER_MAX_HEADERS, ServerConfig};
 use crate::edge::body::Body;
 use crate::edge::sse::{self, Taken};
@@ -86,13 +88,11 @@ impl ConnectionLimits {
 
 /// The connection a request came on: the client's address (for the access log)
 /// and the handle that closes it (the hub uses it to disconnect a subscriber that
-/// stopped reading). An abort handle rather than a cancellation token: the
-/// connection's task checks it on every wake, and an abort handle is one atomic
-/// flag where a token takes a lock.
+/// stopped reading).
 #[derive(Clone, Debug)]
 pub struct Connection {
     pub peer: SocketAddr,
-    pub close: AbortHandle,
+    pub close: Closer,
     /// The bare socket of a stream request, which the hub may write to itself.
     pub outlet: Option<Arc<dyn Outlet>>,
 }
@@ -116,19 +116,20 @@ const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
 /// without an answer (a flood must not turn the answers into the next flood).
 const MAX_REFUSALS_IN_FLIGHT: usize = 1_024;
 
-/// Open connections, in all and per client address, and the handles that close
-/// them when the grace period runs out; one lock, taken when a connection comes
-/// and when it goes.
+/// Open connections, in all and per client address, and the handles that drain and
+/// close them at shutdown; one lock, taken when a connection comes and when it goes.
 #[derive(Default)]
 struct Occupancy {
     table: Mutex<Table>,
     refusing: AtomicUsize,
+    /// Told when the last open connection goes.
+    emptied: Notify,
 }
 
 #[derive(Default)]
 struct Table {
-    /// Every open connection's close handle, by its id (their number is the total).
-    open: HashMap<u64, AbortHandle>,
+    /// Every open connection's closer, by its id (their number is the total).
+    open: HashMap<u64, Closer>,
     per_client: HashMap<IpAddr, usize>,
     next: u64,
 }
@@ -150,7 +151,7 @@ impl Occupancy {
         self: &Arc<Self>,
         ip: IpAddr,
         limits: &ConnectionLimits,
-        close: AbortHandle,
+        close: Closer,
     ) -> Result<Slot, &'static str> {
         let mut table = self.table();
         if table.open.len() >= limits.max_connections {
@@ -171,10 +172,32 @@ impl Occupancy {
         })
     }
 
+    /// Drains every open connection (see [`Closer::drain`]).
+    fn drain_all(&self) {
+        for close in self.table().open.values() {
+            close.drain();
+        }
+    }
+
     /// Closes every open connection.
     fn close_all(&self) {
         for close in self.table().open.values() {
-            close.abort();
+            close.close();
+        }
+    }
+
+    /// Returns once no connection is open.
+    async fn emptied(&self) {
+        loop {
+            let emptied = self.emptied.notified();
+            tokio::pin!(emptied);
+            // Listening before looking: a last connection that goes in between
+            // is not missed.
+            emptied.as_mut().enable();
+            if self.table().open.is_empty() {
+                return;
+            }
+            emptied.await;
         }
     }
 }
@@ -193,6 +216,9 @@ impl Drop for Slot {
         let mut table = self.occupancy.table();
         table.open.remove(&self.id);
         shrink_after_flood(&mut table.open);
+        if table.open.is_empty() {
+            self.occupancy.emptied.notify_waiters();
+        }
         if let Some(n) = table.per_client.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {
@@ -316,7 +342,6 @@ pub async fn serve<H, F>(
     H: Fn(Request<Incoming>, Arc<Connection>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send + 'static,
 {
-    let graceful = GracefulShutdown::new();
     let occupancy = Arc::new(Occupancy::default());
     let local = listener.local_addr().ok();
     let builders = Arc::new(Builders::new(builder(&limits)));
@@ -337,7 +362,7 @@ pub async fn serve<H, F>(
         };
         // Closed by the hub, or by the listener when the grace runs out, so no
         // connection task outlives the listener (the tracker waits for them).
-        let (close, registration) = AbortHandle::new_pair();
+        let close = Closer::new();
         let slot = match occupancy.admit(peer.ip(), &limits, close.clone()) {
             Ok(slot) => slot,
             Err(reason) => {
@@ -351,13 +376,12 @@ pub async fn serve<H, F>(
         let served = Served {
             connection: Arc::new(Connection {
                 peer,
-                close,
+                close: close.clone(),
                 outlet: None,
             }),
             handler: handler.clone(),
             streams: streams.clone(),
             builders: Arc::clone(&builders),
-            watcher: graceful.watcher(),
             limits,
         };
         let tls = tls.clone();
@@ -370,7 +394,7 @@ pub async fn serve<H, F>(
                     Some(tls) => Box::pin(served.tls(stream, &tls)).await,
                 }
             };
-            match Abortable::new(result, registration).await {
+            match close.guard(result).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "connection ended with an error"),
                 Err(_) => tracing::debug!(%peer, "connection closed by the server"),
@@ -379,8 +403,9 @@ pub async fn serve<H, F>(
         });
     }
     drop(listener);
+    occupancy.drain_all();
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!(listener = ?local, "all connections closed"),
+        () = occupancy.emptied() => tracing::info!(listener = ?local, "all connections closed"),
         () = tokio::time::sleep(grace) => {
             tracing::warn!(listener = ?local, grace_ms = grace.as_millis() as u64, "connections still open after the grace period; closing them");
             occupancy.close_all();
@@ -398,7 +423,6 @@ struct Served<H> {
     handler: H,
     streams: Option<Arc<Streams>>,
     builders: Arc<Builders>,
-    watcher: hyper_util::server::graceful::Watcher,
     limits: ConnectionLimits,
 }
 
@@ -429,6 +453,8 @@ where
             );
             match taken.await {
                 Taken::Request(request) => {
+                    // Ended by the hub at shutdown, not by the listener's drain.
+                    self.connection.close.serving();
                     let socket = Arc::new(stream);
                     let outlet: Arc<dyn Outlet> = Arc::new(sse::Socket(Arc::clone(&socket)));
                     let connection = Arc::new(Connection {
@@ -447,7 +473,7 @@ where
         let builder = self.builders.pick(protocol);
         let service = self.service();
         let conn = builder.serve_connection(TokioIo::new(stream), service);
-        Box::pin(self.watcher.watch(conn)).await
+        Box::pin(self.connection.close.draining(conn)).await
     }
 
     /// A connection over TLS: its protocol is the one ALPN chose.
@@ -477,7 +503,7 @@ where
             .builders
             .pick(protocol)
             .serve_connection(TokioIo::new(stream), service);
-        self.watcher.watch(conn).await
+        self.connection.close.draining(conn).await
     }
 
     /// The hyper service: every request with this connection.

@@ -27,11 +27,11 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::StreamExt;
-use futures_util::future::AbortHandle;
 use futures_util::stream::BoxStream;
 use tokio::sync::{Notify, watch};
 use tokio::time::Sleep;
 
+use crate::closing::Closer;
 use crate::config::HubConfig;
 use crate::error::Error;
 use crate::state::AppState;
@@ -117,7 +117,7 @@ struct Subscriber {
     token: usize,
     feed: Arc<Feed>,
     /// Closes the subscriber's connection (set when it runs over HTTP).
-    connection: Option<AbortHandle>,
+    connection: Option<Closer>,
 }
 
 /// One subscriber's stream state, shared by its task and the fan-out.
@@ -271,7 +271,7 @@ impl QuoteHub {
         token: usize,
         codes: &str,
         pz: usize,
-        connection: Option<AbortHandle>,
+        connection: Option<Closer>,
         outlet: Option<Arc<dyn Outlet>>,
     ) -> Result<BoxStream<'static, Bytes>, Error> {
         let snap = self.inner.state.snapshot();
@@ -662,9 +662,9 @@ impl QuoteHub {
         for sub in reg.subscribers.values() {
             if tokens.contains(&sub.token)
                 && let Some(connection) = &sub.connection
-                && !connection.is_aborted()
+                && !connection.is_closed()
             {
-                connection.abort();
+                connection.close();
                 closed += 1;
             }
         }
@@ -685,7 +685,7 @@ impl QuoteHub {
             if idle > limit
                 && behind
                 && let Some(connection) = &sub.connection
-                && !connection.is_aborted()
+                && !connection.is_closed()
             {
                 tracing::warn!(
                     subscriber = id,
@@ -697,7 +697,7 @@ impl QuoteHub {
                     .stats()
                     .hub_stalled
                     .fetch_add(1, Ordering::Relaxed);
-                connection.abort();
+                connection.close();
             }
         }
     }
