@@ -15,8 +15,8 @@ use crate::config::{ClassTtl, Config};
 /// The state of a cached answer at a moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Freshness {
-    /// Serve it; it stays fresh for `remaining`.
-    Fresh { remaining: Duration },
+    /// Serve it (for how long: [`Lifetimes::ttl_secs`]).
+    Fresh,
     /// Serve it at once and refresh it in the background (stale-while-revalidate).
     Stale,
     /// Serve it only if the upstream fails (stale-if-error).
@@ -29,7 +29,7 @@ impl Freshness {
     /// Stable label.
     pub fn as_str(self) -> &'static str {
         match self {
-            Freshness::Fresh { .. } => "fresh",
+            Freshness::Fresh => "fresh",
             Freshness::Stale => "stale",
             Freshness::StaleIfError => "stale_if_error",
             Freshness::Expired => "expired",
@@ -51,12 +51,11 @@ pub struct Lifetimes {
 }
 
 impl Lifetimes {
-    /// Where `now` falls.
+    /// Where `now` falls (comparisons only: a hit decides twice, and chrono's
+    /// subtraction is the costly part of its date arithmetic).
     pub fn decide(&self, now: DateTime<Utc>) -> Freshness {
         if now < self.fresh_until {
-            Freshness::Fresh {
-                remaining: (self.fresh_until - now).to_std().unwrap_or(Duration::ZERO),
-            }
+            Freshness::Fresh
         } else if now < self.stale_until {
             Freshness::Stale
         } else if now < self.error_until {
@@ -143,10 +142,7 @@ impl Policy {
 
     /// Whether `entry` is fresh at `now`.
     pub fn is_fresh(&self, entry: &CachedBody, now: DateTime<Utc>) -> bool {
-        matches!(
-            self.lifetimes_of(entry).decide(now),
-            Freshness::Fresh { .. }
-        )
+        matches!(self.lifetimes_of(entry).decide(now), Freshness::Fresh)
     }
 
     /// Whether an answer of `endpoint_id` and `class` fetched out of session stays
@@ -227,12 +223,9 @@ mod tests {
         let l = p.lifetimes(rule("/market/indices"), fetched);
         assert_eq!(l.fresh_until, cst("2026-03-02 10:00:03"));
         assert_eq!(l.stale_until, cst("2026-03-02 10:00:09"));
-        assert_eq!(
-            l.decide(cst("2026-03-02 10:00:02")),
-            Freshness::Fresh {
-                remaining: Duration::from_secs(1)
-            }
-        );
+        assert_eq!(l.decide(cst("2026-03-02 10:00:02")), Freshness::Fresh);
+        assert_eq!(l.ttl_secs(cst("2026-03-02 10:00:02")), 1);
+        assert_eq!(l.ttl_secs(cst("2026-03-02 10:00:05")), -2);
         assert_eq!(l.decide(cst("2026-03-02 10:00:05")), Freshness::Stale);
         assert_eq!(
             l.decide(cst("2026-03-02 10:30:00")),

@@ -172,8 +172,8 @@ impl ReadThrough {
         let decided = cached.as_ref().and_then(|entry| {
             let lifetimes = policy.lifetimes_of(entry);
             let served = match lifetimes.decide(now) {
-                Freshness::Fresh { .. } if entry.status == 200 => Served::Hit,
-                Freshness::Fresh { .. } => Served::Negative,
+                Freshness::Fresh if entry.status == 200 => Served::Hit,
+                Freshness::Fresh => Served::Negative,
                 Freshness::Stale => {
                     self.refresh_in_background(policy, valid);
                     Served::Revalidating
@@ -193,8 +193,21 @@ impl ReadThrough {
                 now,
             });
         }
+        // Boxed: the fill's state is larger than all of the hit path's, and a hit's
+        // future (moved a few times into hyper's connection) would carry it inline.
+        Box::pin(self.miss(policy, valid, cached, context())).await
+    }
 
-        let context = context();
+    /// The rest of [`ReadThrough::lookup`] when the cache cannot answer by itself:
+    /// one fill, or the `cached` entry when the upstream fails and it may stand in.
+    async fn miss(
+        &self,
+        policy: &Arc<Policy>,
+        valid: &Valid,
+        cached: Option<Arc<CachedBody>>,
+        context: Context,
+    ) -> Result<Answer, FetchError> {
+        let s = &*self.inner;
         let fill = |context| self.fill_for(policy, valid, Priority::Client, false, context);
         let (mut result, mut role) = fill(Some(context.clone())).await;
         if matches!(result, Err(FetchError::Dropped)) {

@@ -238,12 +238,22 @@ impl Cache {
     /// `now_secs` (Unix seconds of the caller's clock, which paces how often a hot
     /// key's reads are also told to moka): from the hot set when it holds the key.
     pub async fn read(&self, key: &str, now_secs: i64) -> Option<Arc<CachedBody>> {
-        let inner = &*self.inner;
-        match inner.hot.get(key, now_secs) {
+        match self.inner.hot.get(key, now_secs) {
             Found::Held { entry, tell: false } => Some(entry),
+            // Boxed: moka's read is a large future, which a request's future would
+            // otherwise carry inline (and move into hyper's connection) on every hit.
+            found => Box::pin(self.read_moka(key, found, now_secs)).await,
+        }
+    }
+
+    /// [`Store::read`] when moka answers: the hot set does not hold the key, or it
+    /// is the hot key's read of this second.
+    async fn read_moka(&self, key: &str, found: Found, now_secs: i64) -> Option<Arc<CachedBody>> {
+        let inner = &*self.inner;
+        match found {
             // Once a second moka answers itself: it counts the read, and an entry it
             // let expire (whose removal it tells later) is not served on.
-            Found::Held { tell: true, .. } => inner.entries.get(key).await,
+            Found::Held { .. } => inner.entries.get(key).await,
             Found::Missing { version } => {
                 let entry = inner.entries.get(key).await?;
                 inner

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use headers::{ETag, HeaderMapExt, IfNoneMatch};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, header};
 
-use crate::cache::freshness::{self, Freshness};
+use crate::cache::freshness;
 use crate::cache::readthrough::{Answer, Served};
 use crate::edge::body::{self, Body};
 use crate::error::Error;
@@ -22,9 +22,45 @@ pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
 /// `X-Request-Id`: the client's, or one made for the request.
 pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// Headers an answer carries, room for them made once: CORS and the request ID
-/// come on top of the contract's eight.
-const ANSWER_HEADERS: usize = 12;
+/// A cached answer's headers, in the order of [`HEADS`]: the five values that
+/// change from hit to hit come first and are written in place by position.
+const DYNAMIC: usize = 5;
+
+/// Written over by [`answer`] (the five first) and by the handler (the request ID).
+const PLACEHOLDER: HeaderValue = HeaderValue::from_static("-");
+
+/// The header maps a cached answer starts from, identity and gzip: every name it
+/// carries is in place, so an answer clones one and writes five values by position,
+/// where inserting each header would hash its name and probe the table
+/// (callgrind: about 1,300 instructions less per hit, of some 18,000). The request
+/// ID's slot is there too: the handler's insert then replaces a value and never
+/// grows the map (a clone has no spare room).
+static HEADS: LazyLock<[HeaderMap; 2]> = LazyLock::new(|| [head(false), head(true)]);
+
+fn head(gzip: bool) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    // The order `answer` writes them in.
+    let dynamic: [HeaderName; DYNAMIC] = [
+        X_CACHE,
+        CACHE_STATUS,
+        header::AGE,
+        header::ETAG,
+        header::CACHE_CONTROL,
+    ];
+    for name in dynamic {
+        map.insert(name, PLACEHOLDER);
+    }
+    map.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if gzip {
+        map.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    map.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    map.insert(X_REQUEST_ID, PLACEHOLDER);
+    map
+}
 
 /// The `X-Cache` label as a static header value (no allocation on the hit path).
 fn x_cache(status: CacheStatus) -> HeaderValue {
@@ -156,31 +192,22 @@ pub fn answer(request: &HeaderMap, answer: &Answer) -> Response<Body> {
         *r.status_mut() = StatusCode::from_u16(entry.status).unwrap_or(StatusCode::OK);
         r
     };
-    let remaining = match lifetimes.decide(*now) {
-        Freshness::Fresh { remaining } => remaining.as_secs(),
-        _ => 0,
-    };
-    let headers = response.headers_mut();
-    headers.reserve(ANSWER_HEADERS);
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    if gzip.is_some() && !not_modified {
-        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    }
-    headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    headers.insert(X_CACHE, x_cache(served.x_cache()));
-    headers.insert(
-        CACHE_STATUS,
-        cache_status(*served, lifetimes.ttl_secs(*now)),
-    );
-    headers.insert(
-        header::AGE,
+    // Whole seconds of freshness left, negative once stale; `max-age` is the same
+    // number while fresh (both truncate), else 0.
+    let ttl = lifetimes.ttl_secs(*now);
+    let dynamic = [
+        x_cache(served.x_cache()),
+        cache_status(*served, ttl),
         AGE.get(freshness::age(*now, entry.fetched_at).as_secs()),
-    );
-    headers.insert(header::ETAG, etag.clone());
-    headers.insert(header::CACHE_CONTROL, max_age(remaining));
+        etag.clone(),
+        max_age(u64::try_from(ttl).unwrap_or(0)),
+    ];
+    let head = &HEADS[usize::from(gzip.is_some() && !not_modified)];
+    let headers = response.headers_mut();
+    *headers = head.clone();
+    for (slot, value) in headers.values_mut().zip(dynamic) {
+        *slot = value;
+    }
     response
 }
 
@@ -339,6 +366,80 @@ mod tests {
             cache_status(Served::Hit, 100_000),
             "mdproxy; hit; ttl=100000"
         );
+    }
+
+    /// An answer `after_ms` after its entry was fetched; fresh for 20 s, stale 10 s more.
+    fn answer_at(served: Served, request: &HeaderMap, after_ms: i64) -> Response<Body> {
+        use crate::cache::freshness::{Lifetimes, Rule};
+        use crate::cache::store::CachedBody;
+        let fetched_at = chrono::Utc::now();
+        let now = fetched_at + chrono::Duration::milliseconds(after_ms);
+        let lifetimes = Lifetimes {
+            fresh_until: fetched_at + chrono::Duration::seconds(20),
+            stale_until: fetched_at + chrono::Duration::seconds(30),
+            error_until: fetched_at + chrono::Duration::seconds(40),
+        };
+        let rule = Rule {
+            endpoint_id: 0,
+            class: crate::api::catalog::FreshnessClass::Live,
+            until_open: false,
+            negative: false,
+        };
+        let body = Bytes::from(vec![b' '; 4096]);
+        let entry = CachedBody::new(body, 200, fetched_at, rule, lifetimes, 0);
+        let answer_ = Answer {
+            entry: std::sync::Arc::new(entry),
+            served,
+            lifetimes,
+            now,
+        };
+        answer(request, &answer_)
+    }
+
+    /// The prebuilt heads leave no placeholder behind but the request ID's (which
+    /// the handler always writes), in either encoding.
+    #[test]
+    fn a_cached_answer_carries_every_contract_header_written() {
+        let mut gzip = HeaderMap::new();
+        gzip.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+        for (request, encoded) in [(HeaderMap::new(), false), (gzip, true)] {
+            let r = answer_at(Served::Hit, &request, 7_500);
+            let h = r.headers();
+            assert_eq!(h[X_CACHE], "HIT");
+            assert_eq!(h[CACHE_STATUS], "mdproxy; hit; ttl=12");
+            assert_eq!(h[header::AGE], "7");
+            assert_eq!(h[header::CACHE_CONTROL], "max-age=12");
+            assert_eq!(h[header::CONTENT_TYPE], "application/json");
+            assert_eq!(h[header::VARY], "Accept-Encoding");
+            assert!(h[header::ETAG].to_str().unwrap().starts_with('"'));
+            assert_eq!(
+                h.get(header::CONTENT_ENCODING).is_some(),
+                encoded,
+                "gzip: {encoded}"
+            );
+            for (name, value) in h {
+                assert!(
+                    value != PLACEHOLDER || name == X_REQUEST_ID,
+                    "{name} is left as a placeholder"
+                );
+            }
+            // A 304 of the gzip representation says nothing of an encoding.
+            let mut again = request.clone();
+            again.insert(header::IF_NONE_MATCH, h[header::ETAG].clone());
+            let r = answer_at(Served::Hit, &again, 7_500);
+            assert_eq!(r.status(), StatusCode::NOT_MODIFIED);
+            assert!(r.headers().get(header::CONTENT_ENCODING).is_none());
+            assert_eq!(r.headers()[header::AGE], "7");
+        }
+        // Stale: the negative ttl, and no freshness left to promise.
+        let r = answer_at(Served::Revalidating, &HeaderMap::new(), 25_500);
+        assert_eq!(r.headers()[X_CACHE], "STALE");
+        assert_eq!(
+            r.headers()[CACHE_STATUS],
+            "mdproxy; hit; ttl=-5; detail=stale-while-revalidate"
+        );
+        assert_eq!(r.headers()[header::AGE], "25");
+        assert_eq!(r.headers()[header::CACHE_CONTROL], "max-age=0");
     }
 
     #[test]
