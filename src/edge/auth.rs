@@ -67,8 +67,8 @@ pub fn presented<'a>(
     query: Option<&'a str>,
     stream: bool,
 ) -> Option<Cow<'a, str>> {
-    if headers.contains_key(http::header::AUTHORIZATION) {
-        return bearer(headers).map(Cow::Borrowed);
+    if let Some(value) = headers.get(http::header::AUTHORIZATION) {
+        return bearer_value(value).map(Cow::Borrowed);
     }
     if let Some(value) = headers.get(API_KEY) {
         return value.to_str().ok().map(str::trim).map(Cow::Borrowed);
@@ -84,8 +84,12 @@ pub fn presented<'a>(
 
 /// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive).
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
+    bearer_value(headers.get(http::header::AUTHORIZATION)?)
+}
+
+/// The token of one `Authorization` value, when its scheme is Bearer.
+fn bearer_value(value: &http::HeaderValue) -> Option<&str> {
+    let (scheme, token) = value.to_str().ok()?.split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")
         .then(|| token.trim())
