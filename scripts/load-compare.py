@@ -27,6 +27,9 @@ import tempfile
 import time
 import urllib.request
 
+import harness
+from harness import free_port
+
 # The answers: name -> (target relative to /api/v1, gzip?). Sizes from the simulator
 # (checked and printed each run): a stock's detail 421 B, the indices 1.2 KB, a
 # seven-stock watchlist 2.8 KB, 000001's weekly K-line 136 KB and daily 657 KB.
@@ -89,12 +92,6 @@ def on_signal(signum, _frame):
     sys.exit(128 + signum)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start(name, argv, **kw):
     out = open(os.path.join(work, f"{name}.log"), "wb")
     p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kw)
@@ -103,17 +100,7 @@ def start(name, argv, **kw):
 
 
 def wait_listening(name, port, p):
-    deadline = time.monotonic() + START_WAIT
-    while time.monotonic() < deadline:
-        if p.poll() is not None:
-            tail = open(os.path.join(work, f"{name}.log"), errors="replace").read()[-2000:]
-            raise SystemExit(f"{name} exited with {p.returncode}:\n{tail}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"{name} did not listen on {port} within {START_WAIT:.0f} s")
+    harness.wait_listening(name, port, p, os.path.join(work, f"{name}.log"), START_WAIT)
 
 
 def get(url, headers=None, timeout=10):

@@ -1,0 +1,28 @@
+"""What the load scripts (load-compare.py, hit-cost.py) share: a free loopback port,
+and a bounded wait for a server they started to listen. Standard library only."""
+
+import socket
+import time
+
+
+def free_port():
+    """A loopback port nothing listens on (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(name, port, p, log_path, wait):
+    """Returns once `port` accepts a connection; exits with the tail of `log_path`
+    if process `p` ends first, or after `wait` seconds."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if p.poll() is not None:
+            tail = open(log_path, errors="replace").read()[-2000:]
+            raise SystemExit(f"{name} exited with {p.returncode}:\n{tail}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"{name} did not listen on {port} within {wait:.0f} s")
