@@ -31,8 +31,9 @@ const PLACEHOLDER: HeaderValue = HeaderValue::from_static("-");
 
 /// The header maps a cached answer starts from, identity and gzip: every name it
 /// carries is in place, so an answer clones one and writes five values by position,
-/// where inserting each header would hash its name and probe the table
-/// (callgrind: about 1,300 instructions less per hit, of some 18,000). The request
+/// where inserting each header would hash its name and probe the table (callgrind:
+/// the inserts took about 1,250 instructions a hit, the clone and the writes take
+/// about 700, of some 17,000 in all). The request
 /// ID's slot is there too: the handler's insert then replaces a value and never
 /// grows the map (a clone has no spare room).
 static HEADS: LazyLock<[HeaderMap; 2]> = LazyLock::new(|| [head(false), head(true)]);
