@@ -87,13 +87,20 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     bearer_value(headers.get(http::header::AUTHORIZATION)?)
 }
 
-/// The token of one `Authorization` value, when its scheme is Bearer.
+/// The token of one `Authorization` value, when its scheme is Bearer: `Bearer`
+/// (any case), one space, then the token, blanks around it ignored. Read as bytes
+/// (a value that is not visible ASCII has no token): on every request, where a
+/// string search and a Unicode trim cost about 150 instructions more.
 fn bearer_value(value: &http::HeaderValue) -> Option<&str> {
-    let (scheme, token) = value.to_str().ok()?.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
+    const SCHEME: &[u8] = b"bearer ";
+    let value = value.to_str().ok()?;
+    let bytes = value.as_bytes();
+    if bytes.len() <= SCHEME.len() || !bytes[..SCHEME.len()].eq_ignore_ascii_case(SCHEME) {
+        return None;
+    }
+    // The scheme and its space are ASCII, so the rest starts on a char boundary.
+    let token = value[SCHEME.len()..].trim_ascii();
+    (!token.is_empty()).then_some(token)
 }
 
 #[cfg(test)]
@@ -123,6 +130,10 @@ mod tests {
         assert_eq!(check(&bearer_headers("Bearer alphaa")), None);
         assert_eq!(check(&bearer_headers("Basic alpha")), None);
         assert_eq!(check(&bearer_headers("Bearer ")), None);
+        assert_eq!(check(&bearer_headers("BEARER   alpha  ")), Some(TokenId(0)));
+        assert_eq!(check(&bearer_headers("Bearer\talpha")), None);
+        assert_eq!(check(&bearer_headers("Beareralpha")), None);
+        assert_eq!(check(&bearer_headers("Bearer")), None);
         assert_eq!(check(&HeaderMap::new()), None);
     }
 
