@@ -122,12 +122,13 @@ impl<F: Future> Future for Closable<F> {
         let this = self.project();
         let mut state = this.ending.state.load(Ordering::Acquire);
         // A signal takes the registered waker when it wakes the task: once any has
-        // come, register on every poll so the next one finds a waker too.
+        // come, register on every poll so the next one finds a waker too. (Not
+        // `SERVING`: the connection marks that itself, without a wake.)
         let known = this
             .registered
             .as_ref()
             .is_some_and(|w| w.will_wake(cx.waker()));
-        if !known || state != 0 {
+        if !known || state & (DRAIN | CLOSE) != 0 {
             this.ending.waker.register(cx.waker());
             *this.registered = Some(cx.waker().clone());
             // A signal made before the registration is seen here.
