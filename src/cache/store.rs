@@ -246,7 +246,7 @@ impl Cache {
         }
     }
 
-    /// [`Store::read`] when moka answers: the hot set does not hold the key, or it
+    /// [`Cache::read`] when moka answers: the hot set does not hold the key, or it
     /// is the hot key's read of this second.
     async fn read_moka(&self, key: &str, found: Found, now_secs: i64) -> Option<Arc<CachedBody>> {
         let inner = &*self.inner;
