@@ -9,9 +9,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use chrono::NaiveDate;
+use constant_time_eq::constant_time_eq;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
-use subtle::ConstantTimeEq;
 
 use crate::api::catalog::{FreshnessClass, catalog};
 
@@ -104,14 +104,14 @@ impl Secret {
 
     /// Whether `presented` equals this secret, compared in constant time (no
     /// timing tells how much of it was right). An empty secret matches nothing.
-    pub fn matches(&self, presented: &str) -> bool {
-        !self.is_empty() && bool::from(self.expose().as_bytes().ct_eq(presented.as_bytes()))
+    pub fn matches(&self, presented: impl AsRef<[u8]>) -> bool {
+        !self.is_empty() && constant_time_eq(self.expose().as_bytes(), presented.as_ref())
     }
 }
 
 impl PartialEq for Secret {
     fn eq(&self, other: &Secret) -> bool {
-        bool::from(self.expose().as_bytes().ct_eq(other.expose().as_bytes()))
+        constant_time_eq(self.expose().as_bytes(), other.expose().as_bytes())
     }
 }
 
@@ -806,10 +806,22 @@ impl Config {
         if self.auth.tokens.iter().any(Secret::is_empty) {
             problems.push("auth.tokens: a token must not be empty".into());
         }
+        // What a client can send in a header, and what the edge compares as bytes.
+        let unsendable = |t: &Secret| !t.expose().bytes().all(|b| b.is_ascii_graphic());
+        if self.auth.tokens.iter().any(unsendable) {
+            problems.push(
+                "auth.tokens: a token must be visible ASCII (no spaces, controls or non-ASCII letters)"
+                    .into(),
+            );
+        }
         for (i, client) in self.auth.clients.iter().enumerate() {
             if client.name.is_empty() || client.token.is_empty() {
                 problems.push(format!(
                     "auth.clients[{i}]: name and token must not be empty"
+                ));
+            } else if unsendable(&client.token) {
+                problems.push(format!(
+                    "auth.clients[{i}]: the token must be visible ASCII (no spaces, controls or non-ASCII letters)"
                 ));
             }
         }
@@ -1487,6 +1499,27 @@ mod tests {
             "{shown}"
         );
         assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    /// The edge compares tokens as the bytes of a header value: one that a header
+    /// cannot carry is refused, and the refusal does not show it.
+    #[test]
+    fn tokens_a_header_cannot_carry_are_refused() {
+        for token in ["s3cret one", "s3cret\\tone", "s3cret-ü"] {
+            for table in [
+                format!("[auth]\ntokens = [\"{token}\"]\n"),
+                format!("[auth]\n[[auth.clients]]\nname = \"n\"\ntoken = \"{token}\"\n"),
+            ] {
+                let text = format!("[upstream]\nbase_url = \"https://x/api/v1\"\n{table}");
+                let shown = Config::from_toml(&text, "f.toml", no_env)
+                    .unwrap_err()
+                    .to_string();
+                assert!(shown.contains("must be visible ASCII"), "{shown}");
+                assert!(!shown.contains("s3cret"), "{shown}");
+            }
+        }
+        let ok = "[upstream]\nbase_url = \"https://x/api/v1\"\n[auth]\ntokens = [\"a-Z_0.9~!\"]\n";
+        assert!(Config::from_toml(ok, "f.toml", no_env).is_ok());
     }
 
     #[test]

@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::edge::auth::Tokens;
 use crate::edge::body::{self, Body};
 use crate::edge::cors::Cors;
+use crate::edge::head::Head;
 use crate::edge::limit::ClientLimits;
 use crate::edge::response::{self, IntoResponse, X_REQUEST_ID};
 use crate::edge::server::Connection;
@@ -69,6 +70,14 @@ struct Trail {
     cache: Option<CacheStatus>,
 }
 
+/// A request as it came: itself, what one pass over its headers found, and the
+/// connection it came on.
+struct Asked<'a, B> {
+    request: &'a Request<B>,
+    head: &'a Head<'a>,
+    connection: &'a Connection,
+}
+
 const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
 
 /// The longest `X-Request-Id` taken from a client; a longer or odd one is replaced.
@@ -76,8 +85,8 @@ const MAX_REQUEST_ID: usize = 128;
 
 /// The client's `X-Request-Id` when it is a sane token (visible ASCII, at most
 /// [`MAX_REQUEST_ID`] bytes), else a new random one (16 hex digits).
-fn request_id(headers: &http::HeaderMap) -> HeaderValue {
-    if let Some(id) = headers.get(X_REQUEST_ID) {
+fn request_id(sent: Option<&HeaderValue>) -> HeaderValue {
+    if let Some(id) = sent {
         let bytes = id.as_bytes();
         if !bytes.is_empty()
             && bytes.len() <= MAX_REQUEST_ID
@@ -209,7 +218,8 @@ impl Edge {
         // Borrowed snapshots: no reference count bounced between cores per request.
         let snap = self.state.load();
         let access = self.access.load();
-        let request_id = request_id(request.headers());
+        let head = Head::read(request.headers());
+        let request_id = request_id(head.request_id);
         // What a fill hands on to the upstream: built only when the cache misses, so
         // a hit neither clones the ID nor enters a task-local scope.
         let context = || crate::upstream::trace::Context {
@@ -217,8 +227,13 @@ impl Edge {
             trace: traceparent(request.headers()),
         };
         let mut trail = Trail::default();
+        let asked = Asked {
+            request: &request,
+            head: &head,
+            connection: &connection,
+        };
         let served = self
-            .serve(&snap, &access, &request, &connection, &mut trail, context)
+            .serve(&snap, &access, &asked, &mut trail, context)
             .await;
         let (mut response, code) = match served {
             // An error status that mdproxy did not make is the upstream's answer
@@ -235,8 +250,8 @@ impl Edge {
                 (error.to_response(), Some(code))
             }
         };
-        access.cors.apply(request.headers(), response.headers_mut());
-        response.headers_mut().insert(X_REQUEST_ID, request_id);
+        access.cors.apply(head.origin, response.headers_mut());
+        response::write_request_id(response.headers_mut(), request_id);
         let elapsed = started.elapsed();
         let cache = trail.cache;
         self.state.stats().responded(
@@ -282,15 +297,13 @@ impl Edge {
         &self,
         snap: &Snapshot,
         access: &Access,
-        request: &Request<B>,
-        connection: &Connection,
+        asked: &Asked<'_, B>,
         trail: &mut Trail,
         context: impl FnOnce() -> crate::upstream::trace::Context,
     ) -> Result<Response<Body>, Error> {
+        let Asked { request, head, .. } = *asked;
         // RFC 9112 §3.2: a server must answer 400 to an HTTP/1.1 request without Host.
-        if request.version() == http::Version::HTTP_11
-            && !request.headers().contains_key(header::HOST)
-        {
+        if request.version() == http::Version::HTTP_11 && !head.host {
             return Err(Error::BadRequest {
                 reason: "an HTTP/1.1 request needs a Host header".into(),
             });
@@ -322,7 +335,7 @@ impl Edge {
         let streaming = endpoint.is_some_and(|e| e.streaming);
         let client = access
             .tokens
-            .check(request.headers(), query, streaming)
+            .check(head, query, streaming)
             .ok_or(Error::Unauthorized)?;
         trail.client = Some(client.0);
         access
@@ -361,7 +374,7 @@ impl Edge {
         };
         trail.endpoint = Some(valid.endpoint);
         if valid.endpoint.streaming {
-            return self.stream(snap, client.0, &valid, request, connection);
+            return self.stream(snap, client.0, &valid, asked);
         }
         let answer = self
             .state
@@ -372,7 +385,7 @@ impl Edge {
         match answer {
             Ok(answer) => {
                 trail.cache = Some(answer.served.x_cache());
-                Ok(response::answer(request.headers(), &answer))
+                Ok(response::answer(head, &answer))
             }
             // The upstream's own answer (a 4xx, or its reported failure when no
             // stale answer could stand in) goes to the client exactly as it came.
@@ -392,9 +405,13 @@ impl Edge {
         snap: &Snapshot,
         client: usize,
         valid: &Valid,
-        request: &Request<B>,
-        connection: &Connection,
+        asked: &Asked<'_, B>,
     ) -> Result<Response<Body>, Error> {
+        let Asked {
+            request,
+            connection,
+            ..
+        } = *asked;
         if snap.config.hub.source.is_empty() {
             return Err(Error::StreamUnavailable {
                 reason: "no quote source is configured: set hub.source (MDPROXY_HUB_SOURCE) to the upstream path that returns quotes by codes, such as /stock/list".into(),
