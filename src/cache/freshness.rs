@@ -3,9 +3,7 @@
 //! the pure function that places an instant among them. The cache stores the
 //! lifetimes; moka's expiry is only the memory bound.
 
-use std::time::Duration;
-
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Timelike, Utc};
 
 use crate::api::catalog::{FreshnessClass, catalog};
 use crate::cache::market::Calendar;
@@ -67,7 +65,7 @@ impl Lifetimes {
 
     /// Seconds past the fresh time (negative while fresh), for `Cache-Status: ttl=`.
     pub fn ttl_secs(&self, now: DateTime<Utc>) -> i64 {
-        (self.fresh_until - now).num_seconds()
+        whole_secs(self.fresh_until, now)
     }
 }
 
@@ -196,9 +194,27 @@ impl Policy {
     }
 }
 
-/// Age of an answer fetched at `fetched_at`, never negative.
-pub fn age(now: DateTime<Utc>, fetched_at: DateTime<Utc>) -> Duration {
-    (now - fetched_at).to_std().unwrap_or(Duration::ZERO)
+/// Whole seconds from `start` to `end`, truncated toward zero as chrono's
+/// `num_seconds` does. A hit asks twice (`Age`, the `ttl`), nearly always for two
+/// instants of one UTC day: then it is the difference of the times of day, where
+/// chrono's subtraction does day arithmetic first (about 110 instructions each, a
+/// nanosecond timestamp about 90). Other days and leap seconds are chrono's.
+pub fn whole_secs(end: DateTime<Utc>, start: DateTime<Utc>) -> i64 {
+    const NANOS: i64 = 1_000_000_000;
+    let (e, s) = (end.naive_utc(), start.naive_utc());
+    let leap = |t: &chrono::NaiveDateTime| i64::from(t.nanosecond()) >= NANOS;
+    if e.date() == s.date() && !leap(&e) && !leap(&s) {
+        let secs =
+            i64::from(e.num_seconds_from_midnight()) - i64::from(s.num_seconds_from_midnight());
+        return (secs * NANOS + i64::from(e.nanosecond()) - i64::from(s.nanosecond())) / NANOS;
+    }
+    (end - start).num_seconds()
+}
+
+/// The age of an answer fetched at `fetched_at`, in whole seconds (0 for one
+/// from the future, as a clock step back could make it).
+pub fn age_secs(now: DateTime<Utc>, fetched_at: DateTime<Utc>) -> u64 {
+    u64::try_from(whole_secs(now, fetched_at)).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -319,12 +335,63 @@ mod tests {
         );
     }
 
+    /// The cheap subtraction truncates as chrono's does, across days, signs and
+    /// fractions, and falls back to chrono where nanosecond timestamps end.
+    #[test]
+    fn whole_secs_is_chronos_num_seconds() {
+        let base = cst("2026-03-02 23:59:58");
+        let far = chrono::DateTime::<Utc>::MAX_UTC - chrono::Duration::days(1);
+        for ms in [
+            0,
+            1,
+            999,
+            1_000,
+            1_001,
+            2_500,
+            86_400_000,
+            90_061_999,
+            -1,
+            -999,
+            -1_000,
+            -1_001,
+            -86_400_001,
+        ] {
+            let other = base + chrono::Duration::milliseconds(ms);
+            for (end, start) in [(other, base), (base, other), (far, other), (other, far)] {
+                assert_eq!(
+                    whole_secs(end, start),
+                    (end - start).num_seconds(),
+                    "{end} - {start}"
+                );
+            }
+        }
+        let leap = chrono::NaiveDate::from_ymd_opt(2016, 12, 31)
+            .and_then(|d| d.and_hms_nano_opt(23, 59, 59, 1_500_000_000))
+            .unwrap()
+            .and_utc();
+        for other in [
+            leap - chrono::Duration::milliseconds(700),
+            leap + chrono::Duration::seconds(3),
+        ] {
+            for (end, start) in [(other, leap), (leap, other)] {
+                assert_eq!(
+                    whole_secs(end, start),
+                    (end - start).num_seconds(),
+                    "{end} - {start}"
+                );
+            }
+        }
+        let tiny = base + chrono::Duration::nanoseconds(1);
+        assert_eq!(whole_secs(base, tiny), 0);
+        assert_eq!(whole_secs(tiny, base), 0);
+    }
+
     #[test]
     fn manual_clock_moves_only_when_told() {
         let start = cst("2026-03-02 09:30:00");
         let clock = ManualClock::new(start);
-        clock.advance(Duration::from_secs(90));
-        assert_eq!(age(clock.now(), start), Duration::from_secs(90));
-        assert_eq!(age(start, clock.now()), Duration::ZERO);
+        clock.advance(std::time::Duration::from_secs(90));
+        assert_eq!(age_secs(clock.now(), start), 90);
+        assert_eq!(age_secs(start, clock.now()), 0);
     }
 }

@@ -218,7 +218,7 @@ pub fn answer(request: &Head<'_>, answer: &Answer) -> Response<Body> {
     let dynamic = [
         x_cache(served.x_cache()),
         cache_status(*served, ttl),
-        AGE.get(freshness::age(*now, entry.fetched_at).as_secs()),
+        AGE.get(freshness::age_secs(*now, entry.fetched_at)),
         etag.clone(),
         max_age(u64::try_from(ttl).unwrap_or(0)),
     ];
