@@ -8,10 +8,9 @@ use std::borrow::Cow;
 
 use http::HeaderMap;
 
-use crate::edge::head::Head;
-
 use crate::api::params::API_KEY;
 use crate::config::Secret;
+use crate::edge::head::Head;
 
 /// The configured client tokens.
 #[derive(Clone, Debug)]
@@ -92,9 +91,9 @@ pub fn presented<'a>(
 }
 
 /// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive),
-/// for the admin API; `None` when it is not visible ASCII.
-pub fn bearer(headers: &HeaderMap) -> Option<&str> {
-    std::str::from_utf8(bearer_value(headers.get(http::header::AUTHORIZATION)?)?).ok()
+/// as bytes.
+pub fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
+    bearer_value(headers.get(http::header::AUTHORIZATION)?)
 }
 
 /// The token of one `Authorization` value, when its scheme is Bearer: `Bearer`
