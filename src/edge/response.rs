@@ -473,10 +473,14 @@ mod tests {
         error
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-        for (mut r, with_cors) in [
-            (answer_at(Served::Hit, &HeaderMap::new(), 1_000), false),
-            (answer_at(Served::Hit, &HeaderMap::new(), 1_000), true),
-            (error, true),
+        for (mut r, with_cors, from_head) in [
+            (
+                answer_at(Served::Hit, &HeaderMap::new(), 1_000),
+                false,
+                true,
+            ),
+            (answer_at(Served::Hit, &HeaderMap::new(), 1_000), true, true),
+            (error, true, false),
         ] {
             if with_cors {
                 cors.apply(Some(&origin), r.headers_mut());
@@ -488,6 +492,11 @@ mod tests {
             assert_eq!(h.get_all(X_REQUEST_ID).iter().collect::<Vec<_>>(), ["id-1"]);
             assert_eq!(h.len(), count + grows);
             assert!(h.values().all(|v| v != PLACEHOLDER), "{h:?}");
+            if from_head {
+                // Written in place: the slot after the five dynamic values.
+                let (name, value) = h.iter().nth(DYNAMIC).unwrap();
+                assert_eq!((name, value.as_bytes()), (&X_REQUEST_ID, &b"id-1"[..]));
+            }
         }
     }
 
