@@ -147,9 +147,9 @@ pub async fn start_with(
     let streams = Streams {
         path: format!("{API_PREFIX}{STREAM_PATH}"),
         handler: Arc::new(move |req, connection| {
-            let edge = Arc::clone(&stream_edge);
+            let handled = stream_edge.handle(req, connection);
             Box::pin(async move {
-                let Ok(response) = edge.handle(req, connection).await;
+                let Ok(response) = handled.await;
                 response
             })
         }),
@@ -157,10 +157,7 @@ pub async fn start_with(
     let stopped = stop.clone();
     tracker.spawn(crate::edge::server::serve(
         listener,
-        move |req, connection| {
-            let edge = Arc::clone(&handler_edge);
-            async move { edge.handle(req, connection).await }
-        },
+        move |req, connection| handler_edge.handle(req, connection),
         Some(streams),
         ConnectionLimits::from(&config.server),
         tls.clone(),

@@ -298,6 +298,85 @@ async fn second_request_is_a_hit_with_the_same_bytes() {
     assert_eq!(env.sim.hits("/stock/kline"), 1);
 }
 
+/// A hit is answered inside hyper's service call, as a bare server answers: the
+/// request is let go before hyper reads the socket again, so hyper reads the next
+/// request into the same buffer. A lookup that must wait (the fill, moka's read of a
+/// key the hot set does not hold yet, and a hot key's one read a second that moka
+/// sees) is a future. What a hit's response carries from the request (the client's
+/// `X-Request-Id`, an allowed `Origin`) is copied, never shared with the request's
+/// bytes, which would keep the buffer held.
+#[tokio::test]
+async fn a_hit_is_answered_at_once_and_keeps_none_of_the_requests_bytes() {
+    use futures_util::future::Either;
+    use mdproxy::edge::handler::Handled;
+
+    let clock = support::saturday();
+    let env = support::start_with(
+        |_| {},
+        |c| c.server.cors_origins = vec!["https://dash.example.com".into(), "*".into()],
+        Some(clock.clone()),
+    )
+    .await;
+    let edge = env.proxy.edge();
+    let connection = Arc::new(mdproxy::edge::Connection {
+        peer: "127.0.0.1:40000".parse().unwrap(),
+        close: mdproxy::closing::Closer::new(),
+        outlet: None,
+    });
+    let request = |origin: &str| {
+        http::Request::get("/api/v1/stock/detail/600519")
+            .header("host", "127.0.0.1")
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .header("x-request-id", "dash-7f3a")
+            .header("origin", origin)
+            .body(())
+            .unwrap()
+    };
+    // Whether the answer was ready at once, and the answer.
+    let ask = |request: http::Request<()>| async {
+        let handled: Handled = edge.handle(request, Arc::clone(&connection));
+        let at_once = matches!(handled, Either::Left(_));
+        let Ok(response) = handled.await;
+        (at_once, response)
+    };
+    let x_cache = |r: &http::Response<_>| r.headers()["x-cache"].to_str().unwrap().to_owned();
+
+    let (at_once, first) = ask(request("https://dash.example.com")).await;
+    assert_eq!((at_once, x_cache(&first).as_str()), (false, "MISS"));
+    let (at_once, second) = ask(request("https://dash.example.com")).await;
+    assert_eq!(
+        (at_once, x_cache(&second).as_str()),
+        (false, "HIT"),
+        "moka's read holds the key"
+    );
+    for origin in ["https://dash.example.com", "https://elsewhere.example.com"] {
+        let sent = request(origin);
+        let sent_id = sent.headers()["x-request-id"].as_bytes().as_ptr();
+        let sent_origin = sent.headers()["origin"].as_bytes().as_ptr();
+        let (at_once, hit) = ask(sent).await;
+        assert_eq!((at_once, x_cache(&hit).as_str()), (true, "HIT"), "{origin}");
+        let id = &hit.headers()["x-request-id"];
+        let allowed = &hit.headers()["access-control-allow-origin"];
+        assert_eq!(
+            (id.to_str().unwrap(), allowed.to_str().unwrap()),
+            ("dash-7f3a", origin)
+        );
+        assert_ne!(id.as_bytes().as_ptr(), sent_id, "the request ID is copied");
+        assert_ne!(
+            allowed.as_bytes().as_ptr(),
+            sent_origin,
+            "the origin is copied"
+        );
+    }
+    // The first read of the next second is moka's; the one after is at once again.
+    clock.advance(Duration::from_secs(1));
+    let (at_once, told) = ask(request("https://dash.example.com")).await;
+    assert_eq!((at_once, x_cache(&told).as_str()), (false, "HIT"));
+    let (at_once, hit) = ask(request("https://dash.example.com")).await;
+    assert_eq!((at_once, x_cache(&hit).as_str()), (true, "HIT"));
+    assert_eq!(env.sim.hits("/stock/detail/{code}"), 1);
+}
+
 /// Seconds from Saturday 12:00 to Monday 09:16 China time (the open's auction plus
 /// a minute): how long a closed-market answer cached at [`support::SATURDAY_NOON`]
 /// stays fresh.

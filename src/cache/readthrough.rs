@@ -15,7 +15,7 @@ use crate::api::params::Valid;
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
 use crate::cache::market::Clock;
 use crate::cache::shared::{self, Share};
-use crate::cache::store::{Cache, CachedBody, FillRole};
+use crate::cache::store::{Cache, CachedBody, FillRole, Unheld};
 use crate::cluster::Cluster;
 use crate::logging::Throttle;
 use crate::stats::{CacheStatus, Stats};
@@ -70,6 +70,21 @@ pub struct Answer {
     pub lifetimes: Lifetimes,
     /// The instant the decision was made at (for `Age` and `max-age`).
     pub now: DateTime<Utc>,
+}
+
+/// A lookup that must wait (see [`ReadThrough::lookup_now`]), and for what.
+pub struct Waiting {
+    /// The instant the lookup began at: the decision is made for it.
+    now: DateTime<Utc>,
+    on: Wait,
+}
+
+enum Wait {
+    /// moka's read (the hot set does not hold the key, or this is the hot key's
+    /// read of this second that moka sees).
+    Read(Unheld),
+    /// A fill, replacing what the store holds, if anything.
+    Fill(Option<Arc<CachedBody>>),
 }
 
 /// The read-through cache. Cheap to clone.
@@ -154,51 +169,93 @@ impl ReadThrough {
         dropped.len()
     }
 
-    /// The answer for a valid request under `policy`.
+    /// The answer for a valid request under `policy` when the cache has it at hand
+    /// (a fresh entry, a cached "not found", a stale one served while it refreshes in
+    /// the background), decided at once; else what the lookup must wait for, to be
+    /// finished by [`ReadThrough::lookup_later`]. The edge answers a hit without a
+    /// future this way.
+    pub fn lookup_now(&self, policy: &Arc<Policy>, valid: &Valid) -> Result<Answer, Waiting> {
+        let now = self.inner.clock.now();
+        match self.inner.store.held(&valid.target, now.timestamp()) {
+            Ok(entry) => self
+                .decide(policy, valid, Some(entry), now)
+                .map_err(|cached| Waiting {
+                    now,
+                    on: Wait::Fill(cached),
+                }),
+            Err(unheld) => Err(Waiting {
+                now,
+                on: Wait::Read(unheld),
+            }),
+        }
+    }
+
+    /// The rest of a lookup that [`ReadThrough::lookup_now`] could not decide: moka's
+    /// read, then the same decision, else one fill (with `context`, the client's
+    /// request ID and trace, for the upstream).
     ///
     /// # Errors
     /// The upstream's failure when no usable stale entry is at hand; an
     /// [`FetchError::Answer`] or [`FetchError::Reported`] carries the upstream's own
     /// answer, to relay as it is.
-    pub async fn lookup(
+    pub async fn lookup_later(
         &self,
         policy: &Arc<Policy>,
         valid: &Valid,
+        waiting: Waiting,
         context: impl FnOnce() -> Context,
     ) -> Result<Answer, FetchError> {
-        let s = &*self.inner;
-        let now = s.clock.now();
-        let cached = s.store.read(&valid.target, now.timestamp()).await;
-        let decided = cached.as_ref().and_then(|entry| {
-            let lifetimes = policy.lifetimes_of(entry);
-            let served = match lifetimes.decide(now) {
-                Freshness::Fresh if entry.status == 200 => Served::Hit,
-                Freshness::Fresh => Served::Negative,
-                Freshness::Stale => {
-                    self.refresh_in_background(policy, valid);
-                    Served::Revalidating
+        let Waiting { now, on } = waiting;
+        let cached = match on {
+            Wait::Fill(cached) => cached,
+            Wait::Read(unheld) => {
+                let store = &self.inner.store;
+                let cached = store
+                    .finish_read(&valid.target, unheld, now.timestamp())
+                    .await;
+                match self.decide(policy, valid, cached, now) {
+                    Ok(answer) => return Ok(answer),
+                    Err(cached) => cached,
                 }
-                Freshness::StaleIfError | Freshness::Expired => return None,
-            };
-            Some((served, lifetimes))
-        });
-        if let Some((served, lifetimes)) = decided {
-            // The hit path: the entry moves into the answer (no second refcount on a
-            // hot key's shared counter).
-            let entry = cached.expect("decided from a cached entry");
-            return Ok(Answer {
-                entry,
-                served,
-                lifetimes,
-                now,
-            });
-        }
-        // Boxed: the fill's state is larger than all of the hit path's, and a hit's
-        // future (moved a few times into hyper's connection) would carry it inline.
-        Box::pin(self.miss(policy, valid, cached, context())).await
+            }
+        };
+        self.miss(policy, valid, cached, context()).await
     }
 
-    /// The rest of [`ReadThrough::lookup`] when the cache cannot answer by itself:
+    /// The decision on what the store holds for `valid` (`cached`) at `now`: the
+    /// answer, or the entry, if any, that a fill must replace (and may stand in when
+    /// the upstream fails).
+    fn decide(
+        &self,
+        policy: &Arc<Policy>,
+        valid: &Valid,
+        cached: Option<Arc<CachedBody>>,
+        now: DateTime<Utc>,
+    ) -> Result<Answer, Option<Arc<CachedBody>>> {
+        let Some(entry) = cached else {
+            return Err(None);
+        };
+        let lifetimes = policy.lifetimes_of(&entry);
+        let served = match lifetimes.decide(now) {
+            Freshness::Fresh if entry.status == 200 => Served::Hit,
+            Freshness::Fresh => Served::Negative,
+            Freshness::Stale => {
+                self.refresh_in_background(policy, valid);
+                Served::Revalidating
+            }
+            Freshness::StaleIfError | Freshness::Expired => return Err(Some(entry)),
+        };
+        // The entry moves into the answer (no second refcount on a hot key's shared
+        // counter).
+        Ok(Answer {
+            entry,
+            served,
+            lifetimes,
+            now,
+        })
+    }
+
+    /// The rest of [`ReadThrough::lookup_later`] when the cache cannot answer by itself:
     /// one fill, or the `cached` entry when the upstream fails and it may stand in.
     async fn miss(
         &self,

@@ -145,6 +145,10 @@ pub enum FillRole {
     Found,
 }
 
+/// A read the hot set could not answer alone (see [`Cache::held`]): moka must
+/// finish it.
+pub struct Unheld(Found);
+
 /// The cache. Cheap to clone.
 #[derive(Clone)]
 pub struct Cache {
@@ -238,19 +242,34 @@ impl Cache {
     /// `now_secs` (Unix seconds of the caller's clock, which paces how often a hot
     /// key's reads are also told to moka): from the hot set when it holds the key.
     pub async fn read(&self, key: &str, now_secs: i64) -> Option<Arc<CachedBody>> {
-        match self.inner.hot.get(key, now_secs) {
-            Found::Held { entry, tell: false } => Some(entry),
-            // Boxed: moka's read is a large future, which a request's future would
-            // otherwise carry inline (and move into hyper's connection) on every hit.
-            found => Box::pin(self.read_moka(key, found, now_secs)).await,
+        match self.held(key, now_secs) {
+            Ok(entry) => Some(entry),
+            // Boxed: moka's read is a large future, which a caller's future would
+            // otherwise carry inline.
+            Err(unheld) => Box::pin(self.finish_read(key, unheld, now_secs)).await,
         }
     }
 
-    /// [`Cache::read`] when moka answers: the hot set does not hold the key, or it
-    /// is the hot key's read of this second.
-    async fn read_moka(&self, key: &str, found: Found, now_secs: i64) -> Option<Arc<CachedBody>> {
+    /// [`Cache::read`] without waiting: the entry when the hot set answers alone (a
+    /// hot key, but for its one read a second that moka sees), else the read that
+    /// moka must finish, with [`Cache::finish_read`].
+    pub fn held(&self, key: &str, now_secs: i64) -> Result<Arc<CachedBody>, Unheld> {
+        match self.inner.hot.get(key, now_secs) {
+            Found::Held { entry, tell: false } => Ok(entry),
+            found => Err(Unheld(found)),
+        }
+    }
+
+    /// The rest of [`Cache::read`] when moka answers: the hot set does not hold the
+    /// key, or it is the hot key's read of this second.
+    pub async fn finish_read(
+        &self,
+        key: &str,
+        unheld: Unheld,
+        now_secs: i64,
+    ) -> Option<Arc<CachedBody>> {
         let inner = &*self.inner;
-        match found {
+        match unheld.0 {
             // Once a second moka answers itself: it counts the read, and an entry it
             // let expire (whose removal it tells later) is not served on.
             Found::Held { .. } => inner.entries.get(key).await,

@@ -12,7 +12,9 @@ const EXPOSED: &str = "X-Cache, Cache-Status, Age, ETag, Retry-After, X-Request-
 #[derive(Debug, Default)]
 pub struct Cors {
     any: bool,
-    origins: Vec<String>,
+    /// Each allowed origin, and the header value that answers it (built once, so an
+    /// answer does not share the request's bytes: see [`Cors::allowed`]).
+    origins: Vec<(String, HeaderValue)>,
 }
 
 impl Cors {
@@ -23,7 +25,9 @@ impl Cors {
             origins: origins
                 .iter()
                 .filter(|o| *o != "*")
-                .map(|o| o.trim_end_matches('/').to_owned())
+                .map(|o| o.trim_end_matches('/'))
+                // One a header cannot carry is never a request's origin.
+                .filter_map(|o| Some((o.to_owned(), HeaderValue::from_str(o).ok()?)))
                 .collect(),
         }
     }
@@ -37,11 +41,16 @@ impl Cors {
             && request.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
     }
 
-    /// The request's origin if it is allowed.
-    fn allowed<'h>(&self, origin: Option<&'h HeaderValue>) -> Option<&'h HeaderValue> {
-        let origin = origin?;
-        let text = origin.to_str().ok()?;
-        (self.any || self.origins.iter().any(|o| o == text)).then_some(origin)
+    /// The request's origin if it is allowed, as the value to answer with: never
+    /// a clone of the request's own, which would hold hyper's read buffer while the
+    /// response is written (and make hyper read the next request into a new one).
+    fn allowed(&self, origin: Option<&HeaderValue>) -> Option<HeaderValue> {
+        let text = origin?.to_str().ok()?;
+        match self.origins.iter().find(|(o, _)| o == text) {
+            Some((_, value)) => Some(value.clone()),
+            None if self.any => HeaderValue::from_str(text).ok(),
+            None => None,
+        }
     }
 
     /// Adds the CORS headers to a response when the request's `origin` is allowed.
@@ -51,7 +60,7 @@ impl Cors {
         }
         response.append(header::VARY, HeaderValue::from_static("Origin"));
         if let Some(origin) = self.allowed(origin) {
-            response.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+            response.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
             response.insert(
                 header::ACCESS_CONTROL_EXPOSE_HEADERS,
                 HeaderValue::from_static(EXPOSED),

@@ -4,16 +4,19 @@
 //! Errors become the JSON envelope in exactly one place, [`Edge::handle`].
 
 use std::convert::Infallible;
+use std::future::Ready;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
+use futures_util::future::{BoxFuture, Either};
 use http::{HeaderValue, Method, Request, Response, header};
 
 use crate::api::catalog::Endpoint;
 use crate::api::params::Valid;
 use crate::api::router::API_PREFIX;
+use crate::cache::readthrough::{Answer, Waiting};
 use crate::config::Config;
 use crate::edge::auth::Tokens;
 use crate::edge::body::{self, Body};
@@ -28,6 +31,7 @@ use crate::hub::QuoteHub;
 use crate::state::{AppState, Snapshot};
 use crate::stats::{CacheStatus, Outcome};
 use crate::upstream::budget::RateClock;
+use crate::upstream::client::FetchError;
 use crate::upstream::trace::Traceparent;
 
 /// What the edge builds from a configuration: who may call, how often, and from
@@ -78,21 +82,116 @@ struct Asked<'a, B> {
     connection: &'a Connection,
 }
 
+/// A request's response, as hyper's service call returns it: ready at once
+/// (every hit, every error, a stream's opening), or a boxed future for a lookup
+/// that must wait.
+pub type Handled = Either<
+    Ready<Result<Response<Body>, Infallible>>,
+    BoxFuture<'static, Result<Response<Body>, Infallible>>,
+>;
+
+/// How far [`Edge::serve`] took a request.
+enum Step {
+    /// It is answered (a preflight, the OpenAPI document, a stream).
+    Answered(Response<Body>),
+    /// The cache answers it.
+    Lookup(Valid),
+}
+
+/// A request whose lookup must wait, with what its response needs afterwards.
+struct Later<B> {
+    edge: Arc<Edge>,
+    request: Request<B>,
+    connection: Arc<Connection>,
+    started: Instant,
+    request_id: HeaderValue,
+    trail: Trail,
+    valid: Valid,
+    waiting: Waiting,
+    snap: Arc<Snapshot>,
+    access: Arc<Access>,
+}
+
+impl<B> Later<B> {
+    /// Waits for the lookup (moka's read, a fill, with the request's ID and trace
+    /// for the upstream), then responds as [`Edge::handle`] does.
+    async fn finish(self) -> Result<Response<Body>, Infallible> {
+        let Later {
+            edge,
+            request,
+            connection,
+            started,
+            request_id,
+            mut trail,
+            valid,
+            waiting,
+            snap,
+            access,
+        } = self;
+        let context = || crate::upstream::trace::Context {
+            request_id: Some(request_id.clone()),
+            trace: traceparent(request.headers()),
+        };
+        let answer = edge
+            .state
+            .cache()
+            .lookup_later(&snap.policy, &valid, waiting, context)
+            .await;
+        let head = Head::read(request.headers());
+        let served = cached(&head, answer, valid, &mut trail);
+        let asked = Asked {
+            request: &request,
+            head: &head,
+            connection: &connection,
+        };
+        Ok(edge.respond(&access, &asked, started, request_id, trail, served))
+    }
+}
+
+/// The response for the cache's answer to `valid`: the cached answer, or the
+/// upstream's own answer relayed as it came, or an error.
+fn cached(
+    head: &Head<'_>,
+    answer: Result<Answer, FetchError>,
+    valid: Valid,
+    trail: &mut Trail,
+) -> Result<Response<Body>, Error> {
+    trail.key = Some(valid.target);
+    match answer {
+        Ok(answer) => {
+            trail.cache = Some(answer.served.x_cache());
+            Ok(response::answer(head, &answer))
+        }
+        // The upstream's own answer (a 4xx, or its reported failure when no stale
+        // answer could stand in) goes to the client exactly as it came.
+        Err(error) => match error.relayed() {
+            Ok((status, body)) => {
+                trail.relayed = true;
+                Ok(response::relay(status, body))
+            }
+            Err(other) => Err(other.to_client_error()),
+        },
+    }
+}
+
 const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
 
 /// The longest `X-Request-Id` taken from a client; a longer or odd one is replaced.
 const MAX_REQUEST_ID: usize = 128;
 
 /// The client's `X-Request-Id` when it is a sane token (visible ASCII, at most
-/// [`MAX_REQUEST_ID`] bytes), else a new random one (16 hex digits).
+/// [`MAX_REQUEST_ID`] bytes), else a new random one (16 hex digits). The client's
+/// is copied, not shared: a shared value would hold hyper's read buffer while the
+/// response is written, and hyper would read the next request into a new one.
 fn request_id(sent: Option<&HeaderValue>) -> HeaderValue {
     if let Some(id) = sent {
         let bytes = id.as_bytes();
         if !bytes.is_empty()
             && bytes.len() <= MAX_REQUEST_ID
             && bytes.iter().all(u8::is_ascii_graphic)
+            && let Ok(copy) = HeaderValue::from_bytes(bytes)
         {
-            return id.clone();
+            return copy;
         }
     }
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -209,32 +308,70 @@ impl Edge {
     /// Serves one request; never fails (errors become envelope responses). Counts
     /// it (status class, error code, latency by endpoint and cache outcome) and
     /// writes its access-log line.
-    pub async fn handle<B>(
-        &self,
-        request: Request<B>,
-        connection: Arc<Connection>,
-    ) -> Result<Response<Body>, Infallible> {
+    ///
+    /// Whatever can be answered at once is answered before this returns, so the
+    /// request is let go inside hyper's service call, as a bare server's is: hyper
+    /// then reads the next request into the same buffer rather than a new 8 KiB one
+    /// (see `Builders` in `server.rs`). Only a lookup that must wait (moka's read, a
+    /// fill) becomes a boxed future.
+    pub fn handle<B>(self: &Arc<Self>, request: Request<B>, connection: Arc<Connection>) -> Handled
+    where
+        B: Send + Sync + 'static,
+    {
         let started = Instant::now();
         // Borrowed snapshots: no reference count bounced between cores per request.
         let snap = self.state.load();
         let access = self.access.load();
         let head = Head::read(request.headers());
         let request_id = request_id(head.request_id);
-        // What a fill hands on to the upstream: built only when the cache misses, so
-        // a hit neither clones the ID nor enters a task-local scope.
-        let context = || crate::upstream::trace::Context {
-            request_id: Some(request_id.clone()),
-            trace: traceparent(request.headers()),
-        };
         let mut trail = Trail::default();
         let asked = Asked {
             request: &request,
             head: &head,
             connection: &connection,
         };
-        let served = self
-            .serve(&snap, &access, &asked, &mut trail, context)
-            .await;
+        let served = match self.serve(&snap, &access, &asked, &mut trail) {
+            Ok(Step::Answered(response)) => Ok(response),
+            Ok(Step::Lookup(valid)) => match self.state.cache().lookup_now(&snap.policy, &valid) {
+                Ok(answer) => cached(&head, Ok(answer), valid, &mut trail),
+                Err(waiting) => {
+                    let later = Later {
+                        edge: Arc::clone(self),
+                        request,
+                        connection,
+                        started,
+                        request_id,
+                        trail,
+                        valid,
+                        waiting,
+                        snap: arc_swap::Guard::into_inner(snap),
+                        access: arc_swap::Guard::into_inner(access),
+                    };
+                    return Either::Right(Box::pin(later.finish()));
+                }
+            },
+            Err(error) => Err(error),
+        };
+        let response = self.respond(&access, &asked, started, request_id, trail, served);
+        Either::Left(std::future::ready(Ok(response)))
+    }
+
+    /// The response to `asked` from what serving it gave: errors in the envelope,
+    /// CORS and the request ID added; counted, and logged.
+    fn respond<B>(
+        &self,
+        access: &Access,
+        asked: &Asked<'_, B>,
+        started: Instant,
+        request_id: HeaderValue,
+        trail: Trail,
+        served: Result<Response<Body>, Error>,
+    ) -> Response<Body> {
+        let Asked {
+            request,
+            head,
+            connection,
+        } = *asked;
         let (mut response, code) = match served {
             // An error status that mdproxy did not make is the upstream's answer
             // (relayed, or a cached "not found").
@@ -290,17 +427,19 @@ impl Edge {
                     .map_or("-", Traceparent::trace_id),
             });
         }
-        Ok(response)
+        response
     }
 
-    async fn serve<B>(
+    /// Everything up to the cache: Host, the API prefix, a CORS preflight, the
+    /// OpenAPI document, the route (or the memo of a hot target), auth, the client's
+    /// rate limit, the method, validation (or pass-through), and a stream's opening.
+    fn serve<B>(
         &self,
         snap: &Snapshot,
         access: &Access,
         asked: &Asked<'_, B>,
         trail: &mut Trail,
-        context: impl FnOnce() -> crate::upstream::trace::Context,
-    ) -> Result<Response<Body>, Error> {
+    ) -> Result<Step, Error> {
         let Asked { request, head, .. } = *asked;
         // RFC 9112 §3.2: a server must answer 400 to an HTTP/1.1 request without Host.
         if request.version() == http::Version::HTTP_11 && !head.host {
@@ -314,11 +453,11 @@ impl Edge {
             .strip_prefix(API_PREFIX)
             .ok_or(Error::NotFound)?;
         if Cors::is_preflight(request.method(), request.headers()) {
-            return Ok(access.cors.preflight(request.headers()));
+            return Ok(Step::Answered(access.cors.preflight(request.headers())));
         }
         // Public, like the upstream's own docs: before authentication.
         if api_path == crate::api::openapi::DOCUMENT_PATH {
-            return response::document(request.method(), request.headers());
+            return response::document(request.method(), request.headers()).map(Step::Answered);
         }
         let query = request.uri().query();
         // A hot target was routed and validated before: its answer is remembered.
@@ -374,29 +513,11 @@ impl Edge {
         };
         trail.endpoint = Some(valid.endpoint);
         if valid.endpoint.streaming {
-            return self.stream(snap, client.0, &valid, asked);
+            return self
+                .stream(snap, client.0, &valid, asked)
+                .map(Step::Answered);
         }
-        let answer = self
-            .state
-            .cache()
-            .lookup(&snap.policy, &valid, context)
-            .await;
-        trail.key = Some(valid.target);
-        match answer {
-            Ok(answer) => {
-                trail.cache = Some(answer.served.x_cache());
-                Ok(response::answer(head, &answer))
-            }
-            // The upstream's own answer (a 4xx, or its reported failure when no
-            // stale answer could stand in) goes to the client exactly as it came.
-            Err(error) => match error.relayed() {
-                Ok((status, body)) => {
-                    trail.relayed = true;
-                    Ok(response::relay(status, body))
-                }
-                Err(other) => Err(other.to_client_error()),
-            },
-        }
+        Ok(Step::Lookup(valid))
     }
 
     /// Opens a quote stream (text/event-stream) from the hub.

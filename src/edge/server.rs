@@ -269,17 +269,16 @@ enum Protocol {
 /// HTTP/1 read buffer then grows to twice its size for the whole connection (16 KiB
 /// instead of 8 per open stream). It serves only what stays undecided.
 ///
-/// The 8 KiB buffer has a price, measured and left: while a request is answered,
-/// hyper reads the socket for an early close, the request still holds the buffer,
-/// and hyper reads into a new one (an 8 KiB allocation a request, about 450
-/// instructions of a 16,000-instruction hit under callgrind). `half_close(true)`
-/// avoids that read, but a stream that hyper serves (over TLS, or on a kept-alive
-/// connection) would then learn of its client's hang-up only when a write fails,
-/// up to two keep-alives later. Polling the handler once inside the service call
-/// (the request gone before that read) cost as much as it saved: the boxed future
-/// is copied. Neither moved req/s in interleaved `wrk` rounds. What would avoid both
-/// costs is answering a hit synchronously inside the call, as the load comparison's
-/// bare server does, and boxing only what must wait.
+/// hyper's HTTP/1 read buffer is reused only when no request holds it: after
+/// parsing a request, hyper reads the socket once more to notice an early close
+/// before it polls the service's future, and a request still alive then (its URI and
+/// header values share the buffer) makes hyper read into a new 8 KiB one (about 450
+/// instructions of a 16,000-instruction hit under callgrind). So the edge answers
+/// whatever it can inside the service call and lets the request go there, as the
+/// load comparison's bare server does (see `Edge::handle`). `half_close(true)` would
+/// also avoid that read, but a stream that hyper serves (over TLS, or on a
+/// kept-alive connection) would then learn of its client's hang-up only when a
+/// write fails, up to two keep-alives later.
 struct Builders {
     auto: auto::Builder<TokioExecutor>,
     h1: auto::Builder<TokioExecutor>,
