@@ -233,26 +233,16 @@ impl Cache {
     }
 
     /// The cached answer for `key`, whatever its freshness, as moka holds it (for
-    /// inspection; requests read through [`read`](Self::read)).
+    /// inspection; requests read through [`held`](Self::held)).
     pub async fn get(&self, key: &str) -> Option<Arc<CachedBody>> {
         self.inner.entries.get(key).await
     }
 
     /// The cached answer for `key` for a request, whatever its freshness, read at
     /// `now_secs` (Unix seconds of the caller's clock, which paces how often a hot
-    /// key's reads are also told to moka): from the hot set when it holds the key.
-    pub async fn read(&self, key: &str, now_secs: i64) -> Option<Arc<CachedBody>> {
-        match self.held(key, now_secs) {
-            Ok(entry) => Some(entry),
-            // Boxed: moka's read is a large future, which a caller's future would
-            // otherwise carry inline.
-            Err(unheld) => Box::pin(self.finish_read(key, unheld, now_secs)).await,
-        }
-    }
-
-    /// [`Cache::read`] without waiting: the entry when the hot set answers alone (a
-    /// hot key, but for its one read a second that moka sees), else the read that
-    /// moka must finish, with [`Cache::finish_read`].
+    /// key's reads are also told to moka), when the hot set answers alone: a hot
+    /// key, but for its one read a second that moka sees. Otherwise the read that
+    /// moka must finish, with [`Cache::finish_read`]; the caller waits only then.
     pub fn held(&self, key: &str, now_secs: i64) -> Result<Arc<CachedBody>, Unheld> {
         match self.inner.hot.get(key, now_secs) {
             Found::Held { entry, tell: false } => Ok(entry),
@@ -260,8 +250,8 @@ impl Cache {
         }
     }
 
-    /// The rest of [`Cache::read`] when moka answers: the hot set does not hold the
-    /// key, or it is the hot key's read of this second.
+    /// The rest of a read that [`Cache::held`] could not answer: the hot set does not
+    /// hold the key, or it is the hot key's read of this second.
     pub async fn finish_read(
         &self,
         key: &str,
@@ -501,9 +491,16 @@ mod tests {
         }
     }
 
-    /// Reads `key` as a request does.
+    /// Reads `key` as a request does, at `now_secs`.
+    async fn read_at(cache: &Cache, key: &str, now_secs: i64) -> Option<Arc<CachedBody>> {
+        match cache.held(key, now_secs) {
+            Ok(entry) => Some(entry),
+            Err(unheld) => cache.finish_read(key, unheld, now_secs).await,
+        }
+    }
+
     async fn read(cache: &Cache, key: &str) -> Option<Arc<CachedBody>> {
-        cache.read(key, 0).await
+        read_at(cache, key, 0).await
     }
 
     #[tokio::test]
@@ -549,7 +546,7 @@ mod tests {
             Found::Held { tell, .. } => tell,
             Found::Missing { .. } => panic!("k is held"),
         };
-        assert!(cache.read("k", 100).await.is_some());
+        assert!(read_at(&cache, "k", 100).await.is_some());
         assert!(!tell(100), "moka saw the read that held it");
         assert!(tell(101), "the first read of the next second goes to moka");
         assert!(!tell(101));

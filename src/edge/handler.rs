@@ -1,7 +1,8 @@
 //! One client request, from headers to response: request ID, CORS preflight, auth,
 //! the client's rate limit, route and validation (or pass-through), then the quote
 //! stream or the read-through cache; then its counts and its access-log line.
-//! Errors become the JSON envelope in exactly one place, [`Edge::handle`].
+//! Errors become the JSON envelope in exactly one place, `Edge::respond`. A hit is
+//! answered before the service call returns; only a lookup that waits is a future.
 
 use std::convert::Infallible;
 use std::future::Ready;
