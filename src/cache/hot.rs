@@ -1,4 +1,4 @@
-//! The hot set: the store's recently read small entries by key, in a fixed table
+//! The hot set: the store's recently read entries by key, in a fixed table
 //! read without a lock, so a hit on a hot key does not go through moka: its
 //! concurrent map, epoch guard, read log and clock took 3.7 % of the server's CPU
 //! under load on a small hit, about a third of a microsecond a request.
@@ -16,7 +16,7 @@
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
 
 use arc_swap::ArcSwapOption;
 
@@ -25,11 +25,13 @@ use crate::cache::store::CachedBody;
 /// Slots in the table.
 const SLOTS: usize = 1024;
 
-/// An entry is held only when it weighs at most `max_bytes / HELD_SHARE`. A change
-/// lets go of the key's entry, but a read that raced it may put back one moka has
-/// dropped (unusable, under an old version) until the slot is filled again: the
-/// table holds at most an eighth of the store's bound beyond it.
-const HELD_SHARE: u64 = SLOTS as u64 * 8;
+/// An entry is held only when it weighs at most `max_bytes / HELD_SHARE` (256 KiB
+/// of the default 256 MiB: a K-line history, a dashboard's heaviest hot answer).
+/// The table keeps no entry that moka dropped but for a moment: a change lets go
+/// of the key's entry, and a read that raced the change lets go of what it put
+/// there itself (see [`Hot::hold`]). Even a moment when every slot kept one would
+/// not take more than the store's bound again.
+const HELD_SHARE: u64 = SLOTS as u64;
 
 /// One slot: the entry held, and the version it must have been read under.
 #[derive(Default)]
@@ -122,7 +124,20 @@ impl Hot {
             entry: Arc::clone(entry),
             told: AtomicI64::new(now_secs),
         };
-        self.slot(key).held.store(Some(Arc::new(held)));
+        let slot = self.slot(key);
+        let held = Arc::new(held);
+        slot.held.store(Some(Arc::clone(&held)));
+        // A change that came after moka's read let go of what the slot held before
+        // this store, and this entry may be one moka has dropped since: let it go
+        // too. The fences pair with `changed`'s: either it sees this entry or this
+        // sees its version.
+        fence(Ordering::SeqCst);
+        if slot.version.load(Ordering::Relaxed) != version {
+            let current = slot.held.load();
+            if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &held)) {
+                slot.held.compare_and_swap(&current, None);
+            }
+        }
     }
 
     /// Says that `key` changed in the store: what its slot holds is read from moka
@@ -130,6 +145,7 @@ impl Hot {
     pub fn changed(&self, key: &str) {
         let slot = self.slot(key);
         slot.version.fetch_add(1, Ordering::Release);
+        fence(Ordering::SeqCst);
         let held = slot.held.load();
         if held.as_deref().is_some_and(|h| *h.key == *key) {
             // Only if no read has put another entry there meanwhile.

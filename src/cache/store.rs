@@ -552,11 +552,37 @@ mod tests {
         assert!(!tell(101));
         assert!(tell(102));
 
-        // 64 MiB / 8192: entries up to 8 KiB are held.
-        let heavy: &'static str = Box::leak("x".repeat(8 * 1024).into_boxed_str());
-        let big = put(&cache, "big", heavy).await;
-        assert!(read(&cache, "big").await.is_some());
-        assert!(!holds(&cache, "big", &big));
+        // 64 MiB / 1024: entries weighing up to 64 KiB (the body, a third for its
+        // gzip, the key and 512 bytes) are held.
+        let text = |n: usize| -> &'static str { Box::leak("x".repeat(n).into_boxed_str()) };
+        let heavy = put(&cache, "heavy", text(64 * 1024)).await;
+        assert!(read(&cache, "heavy").await.is_some());
+        assert!(!holds(&cache, "heavy", &heavy));
+        let light = put(&cache, "light", text(40 * 1024)).await;
+        assert!(read(&cache, "light").await.is_some());
+        assert!(holds(&cache, "light", &light));
+        assert!(holds(&cache, "k", &entry));
+    }
+
+    #[tokio::test]
+    async fn a_read_that_raced_a_change_keeps_nothing() {
+        let cache = Cache::new(64 * 1024 * 1024, TaskTracker::new());
+        let entry = put(&cache, "k", "one").await;
+        let hot = &cache.inner.hot;
+        // A read finds the slot empty and reads moka...
+        let Found::Missing { version } = hot.get("k", 0) else {
+            panic!("a fill lets go of the key's slot");
+        };
+        // ...and the key changes (here: moka drops it) before the read holds what
+        // it found.
+        hot.changed("k");
+        hot.hold("k", version, &entry, weight("k", &entry), 0);
+        assert!(!hot.keeps("k"), "an entry read before a change is let go");
+        // A read under the new version holds it.
+        let Found::Missing { version } = hot.get("k", 0) else {
+            panic!("nothing is held");
+        };
+        hot.hold("k", version, &entry, weight("k", &entry), 0);
         assert!(holds(&cache, "k", &entry));
     }
 
