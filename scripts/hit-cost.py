@@ -29,6 +29,7 @@ ANSWERS = {
     "detail": ("/api/v1/stock/detail/600519", False),
     "watchlist": ("/api/v1/stock/list?codes=600519,000001,600036,000858,601318,600000,300750", False),
     "watchlist-gz": ("/api/v1/stock/list?codes=600519,000001,600036,000858,601318,600000,300750", True),
+    "week-gz": ("/api/v1/stock/kline?code=000001&period=week", True),
 }
 TOKEN = "load-token"
 START_WAIT = 120.0  # seconds: a process under valgrind starts slowly
@@ -108,7 +109,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--bare", required=True)
     ap.add_argument("--requests", type=int, default=10000)
-    ap.add_argument("--sizes", default="detail,watchlist,watchlist-gz")
+    ap.add_argument("--sizes", default="detail,watchlist,watchlist-gz,week-gz")
     args = ap.parse_args()
     answers = [s for s in args.sizes.split(",") if s]
     unknown = [s for s in answers if s not in ANSWERS]

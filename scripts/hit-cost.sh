@@ -4,7 +4,7 @@
 # hit path (req/s and the anchors are load-compare.sh's). Prints one table.
 # Installs Debian's valgrind, nghttp2-client and curl when missing. About four minutes.
 #   REQUESTS=10000               requests a figure
-#   SIZES=detail,watchlist,watchlist-gz
+#   SIZES=detail,watchlist,watchlist-gz,week-gz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,4 +29,4 @@ exec python3 scripts/hit-cost.py \
   --bin "$target_dir/release/mdproxy" \
   --bare "$target_dir/release/examples/bare_hyper" \
   --requests "${REQUESTS:-10000}" \
-  --sizes "${SIZES:-detail,watchlist,watchlist-gz}"
+  --sizes "${SIZES:-detail,watchlist,watchlist-gz,week-gz}"
