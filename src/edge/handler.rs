@@ -1,8 +1,9 @@
 //! One client request, from headers to response: request ID, CORS preflight, auth,
 //! the client's rate limit, route and validation (or pass-through), then the quote
 //! stream or the read-through cache; then its counts and its access-log line.
-//! Errors become the JSON envelope in exactly one place, `Edge::respond`. A hit is
-//! answered before the service call returns; only a lookup that waits is a future.
+//! Errors become the JSON envelope in exactly one place, `Edge::respond`. A hot
+//! hit is answered before the service call returns; only a lookup that waits is a
+//! future.
 
 use std::convert::Infallible;
 use std::future::Ready;
@@ -83,9 +84,9 @@ struct Asked<'a, B> {
     connection: &'a Connection,
 }
 
-/// A request's response, as hyper's service call returns it: ready at once
-/// (every hit, every error, a stream's opening), or a boxed future for a lookup
-/// that must wait.
+/// A request's response, as hyper's service call returns it: ready at once (a hit
+/// on a key the hot set holds, every error, a stream's opening), or a boxed future
+/// for a lookup that must wait (moka's read, a fill).
 pub type Handled = Either<
     Ready<Result<Response<Body>, Infallible>>,
     BoxFuture<'static, Result<Response<Body>, Infallible>>,
