@@ -133,7 +133,7 @@ impl Seen {
         let tick: u64 = e.id.parse().unwrap();
         let codes = self.by_tick.entry(tick).or_default();
         for q in quotes {
-            let code = mdproxy::hub::row_code(&q).unwrap();
+            let code = support::row_code(&q);
             assert!(!codes.contains(&code), "{code} twice in tick {tick}");
             codes.push(code.clone());
             self.latest.insert(code, q);
@@ -163,10 +163,7 @@ async fn pz_bounds_every_event_and_nothing_is_lost() {
         assert_eq!(e.id, first.to_string(), "one tick's events come together");
         seen.take(e);
     }
-    let all: BTreeSet<String> = codes
-        .iter()
-        .map(|c| mdproxy::api::params::stock_code(c).unwrap())
-        .collect();
+    let all: BTreeSet<String> = codes.iter().cloned().collect();
     assert_eq!(
         seen.by_tick[&first]
             .iter()
@@ -202,7 +199,7 @@ async fn pz_bounds_every_event_and_nothing_is_lost() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|q| (mdproxy::hub::row_code(q).unwrap(), q.clone()))
+        .map(|q| (support::row_code(q), q.clone()))
         .collect();
     assert_eq!(expected.keys().cloned().collect::<BTreeSet<_>>(), all);
     let deadline = Instant::now() + WAIT;

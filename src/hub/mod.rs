@@ -718,29 +718,11 @@ fn parse_items(body: &[u8]) -> Vec<(String, Bytes)> {
     list.into_iter()
         .flatten()
         .filter_map(|item| {
-            let code = row_code(item)?;
+            let code = crate::api::code::row_code(item)?;
             let json = serde_json::to_vec(item).ok()?;
             Some((code, Bytes::from(json)))
         })
         .collect()
-}
-
-/// The canonical code of an upstream quote row (as `params::stock_code` writes
-/// it: `600519`, or `000001.SH` for the Shanghai index). A `code` with an exchange
-/// suffix is read as it is; a bare six-digit code takes its exchange from
-/// `marketId` (1 Shanghai; 0 Shenzhen, or Beijing where the prefix says so), and
-/// without `marketId` from its prefix alone.
-pub fn row_code(item: &serde_json::Value) -> Option<String> {
-    use crate::api::params::{implied_exchange, stock_code};
-    let code = item["code"].as_str()?;
-    let bare = code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit());
-    let exchange = match (bare, item["marketId"].as_u64()) {
-        (true, Some(1)) => "SH",
-        (true, Some(0)) if implied_exchange(code) == Some("BJ") => "BJ",
-        (true, Some(0)) => "SZ",
-        _ => return stock_code(code),
-    };
-    stock_code(&format!("{code}.{exchange}"))
 }
 
 /// Unregisters its subscriber when the stream is dropped (client gone, or shutdown).

@@ -330,13 +330,20 @@ impl Event {
         serde_json::from_str::<Vec<serde_json::Value>>(&self.data).unwrap()
     }
 
-    /// The canonical codes (`600519.SH`) of a `quote` event's upstream rows.
+    /// The codes of a `quote` event's upstream rows, as the simulator writes them
+    /// (six digits: its universe holds stocks only, so they are unique).
     pub fn codes(&self) -> Vec<String> {
-        self.quotes()
-            .iter()
-            .map(|q| mdproxy::hub::row_code(q).unwrap())
-            .collect()
+        self.quotes().iter().map(row_code).collect()
     }
+}
+
+/// The `code` of an upstream quote row, read as the simulator wrote it (not with
+/// the proxy's own parsing: the test is the oracle).
+pub fn row_code(row: &serde_json::Value) -> String {
+    row["code"]
+        .as_str()
+        .expect("a quote row has a code")
+        .to_owned()
 }
 
 /// What reading a stream gave: an event, its clean end, a broken body, or nothing
