@@ -228,6 +228,23 @@ pub struct ServerConfig {
     pub tls_key: String,
     /// Streams one HTTP/2 connection may have open at once.
     pub h2_max_streams: u32,
+    /// How errors mdproxy makes on the upstream's behalf are answered (upstream
+    /// unreachable, failing, timed out, out of budget, breaker open): `status` with
+    /// the contract's HTTP status (502, 503, 504); `upstream` as the real upstream
+    /// reports its own failures, HTTP 200 with `success: false` and its message
+    /// (`socket hang up`), for clients written against it. Applies on reload.
+    pub error_mode: ErrorMode,
+}
+
+/// See [`ServerConfig::error_mode`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorMode {
+    /// The contract's HTTP statuses.
+    #[default]
+    Status,
+    /// HTTP 200 with `success: false`, as the real upstream reports its failures.
+    Upstream,
 }
 
 impl Default for ServerConfig {
@@ -246,6 +263,7 @@ impl Default for ServerConfig {
             tls_cert: String::new(),
             tls_key: String::new(),
             h2_max_streams: 128,
+            error_mode: ErrorMode::Status,
         }
     }
 }
@@ -285,8 +303,16 @@ pub struct UpstreamConfig {
     pub token: Secret,
     /// TCP (and TLS) connect timeout.
     pub connect_timeout_ms: u64,
-    /// Whole-request timeout; past it the client gets 504 (or a stale answer).
+    /// Whole-request timeout of most endpoints; past it the client gets 504 (or a
+    /// stale answer). The docs' clients wait 10 s.
     pub timeout_ms: u64,
+    /// Whole-request timeout of the endpoints the catalogue marks slow (the
+    /// K-lines: a long history can take the upstream far longer, and the docs'
+    /// clients wait up to 90 s for it).
+    pub long_timeout_ms: u64,
+    /// Timeouts by endpoint path template, over the two above, e.g.
+    /// `"/stock/financial/statements/{code}" = 30000`.
+    pub endpoint_timeouts_ms: BTreeMap<String, u64>,
     /// Idle keep-alive connections kept per upstream host.
     pub pool_max_idle_per_host: usize,
     /// Consecutive upstream failures (timeouts, unreachable, 5xx) that open the
@@ -310,6 +336,29 @@ pub struct UpstreamConfig {
 }
 
 impl UpstreamConfig {
+    /// The upstream timeout of `endpoint`: its entry in `endpoint_timeouts_ms`, else
+    /// `long_timeout_ms` for the endpoints the catalogue marks slow, else `timeout_ms`.
+    pub fn timeout_for(&self, endpoint: &crate::api::catalog::Endpoint) -> std::time::Duration {
+        let ms = self
+            .endpoint_timeouts_ms
+            .get(&endpoint.path)
+            .copied()
+            .unwrap_or(match endpoint.patience {
+                crate::api::catalog::Patience::Standard => self.timeout_ms,
+                crate::api::catalog::Patience::Long => self.long_timeout_ms,
+            });
+        std::time::Duration::from_millis(ms)
+    }
+
+    /// The longest timeout of any endpoint: a cluster's fill lease must outlast it.
+    pub fn longest_timeout(&self) -> std::time::Duration {
+        catalog()
+            .with_passthrough()
+            .map(|e| self.timeout_for(e))
+            .max()
+            .unwrap_or_default()
+    }
+
     /// Why `base_url` is unacceptable, if it is: missing, not an http(s) URL, or
     /// plain HTTP to a remote host without `allow_plain_http`.
     fn base_url_problem(&self) -> Option<String> {
@@ -353,6 +402,8 @@ impl Default for UpstreamConfig {
             // The upstream's sources answer within seconds: connect ~3 s, total ~10 s.
             connect_timeout_ms: 3_000,
             timeout_ms: 10_000,
+            long_timeout_ms: 90_000,
+            endpoint_timeouts_ms: BTreeMap::new(),
             pool_max_idle_per_host: 64,
             breaker_failures: 5,
             breaker_open_ms: 1_000,
@@ -468,13 +519,25 @@ impl Default for FreshnessConfig {
             .map(|class| {
                 let ttl = match class {
                     FreshnessClass::Live => t(3, 6, 30 * DAY, 60, true, 3_600),
+                    // The last bar moves with every trade and a new one starts each
+                    // minute: fresher than daily bars, though not a quote.
+                    FreshnessClass::Minute => t(10, 20, 30 * DAY, 300, true, 3_600),
                     FreshnessClass::Intraday => t(15, 30, 30 * DAY, 300, true, 3_600),
                     FreshnessClass::News => t(60, 120, 300, 600, false, 3_600),
+                    // Announcements land through the day and mostly in the evening:
+                    // half an hour in session, an hour out of it, never held till the open.
+                    FreshnessClass::Filings => t(1_800, 1_800, 3_600, 3_600, false, DAY),
                     FreshnessClass::Daily => t(3_600, 3_600, 12 * 3_600, 3_600, false, DAY),
                     FreshnessClass::Reference => t(60, 600, DAY, 3_600, true, DAY),
+                    // Published once a year (each December); a day keeps a correction
+                    // from waiting long.
+                    FreshnessClass::Calendar => t(DAY, DAY, DAY, DAY, false, 30 * DAY),
                     FreshnessClass::Periodic => t(12 * 3_600, 3_600, DAY, 3_600, false, 7 * DAY),
                     FreshnessClass::Macro => t(6 * 3_600, 3_600, 12 * 3_600, 3_600, false, 7 * DAY),
-                    FreshnessClass::Immutable => t(DAY, DAY, DAY, DAY, false, 7 * DAY),
+                    // Final answers: kept for a week, served on error for a month.
+                    FreshnessClass::Immutable => {
+                        t(7 * DAY, 7 * DAY, 7 * DAY, 7 * DAY, false, 30 * DAY)
+                    }
                 };
                 (class, ttl)
             })
@@ -942,6 +1005,20 @@ impl Config {
         }
         if self.upstream.timeout_ms == 0 {
             problems.push("upstream.timeout_ms must be at least 1".into());
+        }
+        if self.upstream.long_timeout_ms == 0 {
+            problems.push("upstream.long_timeout_ms must be at least 1".into());
+        }
+        for (path, ms) in &self.upstream.endpoint_timeouts_ms {
+            if catalog().by_path(path).is_none() {
+                problems.push(format!(
+                    "upstream.endpoint_timeouts_ms.\"{path}\": no such endpoint (use a path template such as /stock/kline)"
+                ));
+            } else if *ms == 0 {
+                problems.push(format!(
+                    "upstream.endpoint_timeouts_ms.\"{path}\": must be at least 1"
+                ));
+            }
         }
         let redis = self.cluster.redis_url.expose();
         if !(redis.is_empty() || redis.starts_with("redis://") || redis.starts_with("rediss://")) {

@@ -24,6 +24,8 @@ pub enum Error {
     NotFound,
     #[error("method not allowed; use {allow}")]
     MethodNotAllowed { allow: &'static str },
+    #[error("{reason}")]
+    NotImplemented { reason: &'static str },
     #[error("the request target is longer than {max_bytes} bytes")]
     UriTooLong { max_bytes: usize },
     #[error("rate limit exceeded; retry after {retry_after_secs} s")]
@@ -53,7 +55,7 @@ impl Error {
     }
 
     /// Every error code of the contract, in declaration order.
-    pub const CODES: [&'static str; 14] = [
+    pub const CODES: [&'static str; 15] = [
         "bad_request",
         "missing_parameter",
         "invalid_parameter",
@@ -61,6 +63,7 @@ impl Error {
         "unauthorized",
         "not_found",
         "method_not_allowed",
+        "not_implemented",
         "uri_too_long",
         "rate_limited",
         "upstream_error",
@@ -80,6 +83,7 @@ impl Error {
             Error::Unauthorized => "unauthorized",
             Error::NotFound => "not_found",
             Error::MethodNotAllowed { .. } => "method_not_allowed",
+            Error::NotImplemented { .. } => "not_implemented",
             Error::UriTooLong { .. } => "uri_too_long",
             Error::RateLimited { .. } => "rate_limited",
             Error::UpstreamError { .. } => "upstream_error",
@@ -100,6 +104,7 @@ impl Error {
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
             Error::NotFound => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Error::NotImplemented { .. } => StatusCode::NOT_IMPLEMENTED,
             Error::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::UpstreamError { .. } => StatusCode::BAD_GATEWAY,
@@ -119,6 +124,32 @@ impl Error {
             | Error::UnknownParameter { param } => Some(param),
             _ => None,
         }
+    }
+
+    /// Whether mdproxy makes this error on the upstream's behalf (it is unreachable,
+    /// failing, slow, or its budget or breaker holds it back): the errors that the
+    /// upstream-compatible error mode answers as the upstream reports its own.
+    pub fn is_on_upstreams_behalf(&self) -> bool {
+        matches!(
+            self,
+            Error::UpstreamError { .. } | Error::UpstreamTimeout | Error::Overloaded { .. }
+        )
+    }
+
+    /// The envelope as the real upstream reports its own failures (HTTP 200): the
+    /// upstream's `message` (`socket hang up`, `Failed to fetch kline`), mdproxy's
+    /// detail under `error` as in [`envelope`](Self::envelope).
+    pub fn upstream_envelope(&self, message: &str) -> Bytes {
+        let mut error = serde_json::Map::new();
+        error.insert("code".into(), self.code().into());
+        error.insert("message".into(), self.to_string().into());
+        let body = serde_json::json!({
+            "success": false,
+            "data": null,
+            "message": message,
+            "error": error,
+        });
+        Bytes::from(serde_json::to_vec(&body).expect("a JSON value always serialises"))
     }
 
     /// The real upstream's failure envelope, with mdproxy's detail beside it:

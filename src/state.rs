@@ -78,11 +78,9 @@ impl AppState {
             Some(Cluster::start(&config.cluster, &tracker, stop.clone())?)
         };
         let upstream = Upstream::new(&config, rate_clock, Arc::clone(&stats), cluster.clone())?;
-        // Another node's fill outlives ours by at most the upstream's timeout and
-        // the budget wait.
-        let lease = Duration::from_millis(
-            config.upstream.timeout_ms + config.limits.client_wait_ms + 1_000,
-        );
+        // Another node's fill outlives ours by at most the budget wait and the
+        // upstream's timeout of its endpoint (added per fill).
+        let lease = Duration::from_millis(config.limits.client_wait_ms + 1_000);
         let cluster = cluster.map(|c| (c, lease));
         let cache = ReadThrough::new(
             Cache::new(config.cache.max_bytes, tracker.clone()),

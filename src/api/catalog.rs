@@ -1,12 +1,20 @@
-//! The endpoint catalogue: the 72 endpoints of docs/API-SPEC.md as data.
-//! Router, validation, cache keys, the simulator, README and tests all read this table;
-//! nothing about an endpoint is written anywhere else.
+//! The endpoint catalogue: every GET endpoint the upstream documents today
+//! (docs/upstream-endpoints.json), plus the two it has retired, as data. Router,
+//! validation, cache keys and freshness, the upstream timeouts, the OpenAPI document,
+//! README and tests all read this table; nothing about an endpoint is written
+//! anywhere else. The rows themselves are in [`endpoints`].
+
+mod endpoints;
 
 use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
 
-/// The five groups of the API, in spec order.
+use crate::api::code::CodeRule;
+
+pub use endpoints::{MACRO_INDICATORS, REFUSED, STREAM_PATH};
+
+/// The five groups of the API, in the docs' order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Group {
     News,
@@ -32,37 +40,53 @@ impl Group {
     }
 }
 
-/// How fast an endpoint's data changes; the cache policy gives each class its TTLs.
+/// How fast an endpoint's data changes; the cache policy gives each class its TTLs
+/// (`[freshness.classes.<label>]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FreshnessClass {
-    /// Real-time quotes and indices: a new exchange snapshot about every 3 s in session.
+    /// Real-time quotes, indices, whole-market quote lists and sector flows: a new
+    /// exchange snapshot about every 3 s in session, frozen between sessions.
     Live,
-    /// Intraday market data: K-lines, capital flow, screening lists, the heat map.
-    /// Frozen between the close and the next open.
+    /// Minute K-lines: the last bar moves with every trade in session, and a new bar
+    /// starts every minute; the bars of a closed session stand until the next one.
+    Minute,
+    /// Intraday market data: daily and longer K-lines, screening lists, the heat map,
+    /// boards. Frozen between the close and the next open.
     Intraday,
-    /// News: flash news, headlines, overviews. Keeps flowing when the market is closed.
+    /// News: flash news, headlines, searches, overviews. Keeps flowing when the
+    /// market is closed.
     News,
-    /// Data computed once a day: diagnosis scores, valuation analysis.
+    /// Announcements and what is read out of them: governance and regulatory events,
+    /// report searches. Published through the day and evening, mostly after the close.
+    Filings,
+    /// Data computed once a day: diagnosis scores, valuation analysis, PE history.
     Daily,
     /// Reference lists: classifications, the ETF list, search, basic fund information.
     Reference,
+    /// The trading calendar: the exchanges publish the next year's each December.
+    Calendar,
     /// Data tied to periodic reports: financials, shareholders, holdings, forecasts.
     Periodic,
     /// Macro indicators: a release about once a month.
     Macro,
-    /// Pages that never change once written: a feed page addressed by its cursor.
+    /// Answers that can no longer change: a page addressed by its cursor, a K-line
+    /// range that ended before today (not forward-adjusted), a past calendar, a
+    /// closed period's report (see [`Settles`]).
     Immutable,
 }
 
 impl FreshnessClass {
     /// Every class, in the order of README's tables.
-    pub const ALL: [FreshnessClass; 8] = [
+    pub const ALL: [FreshnessClass; 11] = [
         FreshnessClass::Live,
+        FreshnessClass::Minute,
         FreshnessClass::Intraday,
         FreshnessClass::News,
+        FreshnessClass::Filings,
         FreshnessClass::Daily,
         FreshnessClass::Reference,
+        FreshnessClass::Calendar,
         FreshnessClass::Periodic,
         FreshnessClass::Macro,
         FreshnessClass::Immutable,
@@ -72,27 +96,33 @@ impl FreshnessClass {
     pub fn as_str(self) -> &'static str {
         match self {
             FreshnessClass::Live => "live",
+            FreshnessClass::Minute => "minute",
             FreshnessClass::Intraday => "intraday",
             FreshnessClass::News => "news",
+            FreshnessClass::Filings => "filings",
             FreshnessClass::Daily => "daily",
             FreshnessClass::Reference => "reference",
+            FreshnessClass::Calendar => "calendar",
             FreshnessClass::Periodic => "periodic",
             FreshnessClass::Macro => "macro",
             FreshnessClass::Immutable => "immutable",
         }
+    }
+
+    /// Its position in [`ALL`](Self::ALL) (per-class tables are indexed by it).
+    pub fn index(self) -> usize {
+        self as usize
     }
 }
 
 /// What a parameter value must look like, and how it is written in a cache key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamKind {
-    /// A-share code: 6 digits, optionally `.SH`, `.SZ` or `.BJ`; keyed and forwarded
-    /// as 6 digits unless the suffix says what the prefix does not (`params::stock_code`).
-    StockCode,
-    /// Comma-separated stock codes (client order kept).
-    StockCodes,
-    /// ETF code: 6 digits, optionally `.SH` or `.SZ`; keyed like a stock code.
-    FundCode,
+    /// A security code under a rule ([`CodeRule`]): accepted as people type it,
+    /// keyed and forwarded in the form the upstream documents.
+    Code(CodeRule),
+    /// Comma-separated codes under a rule (client order kept).
+    Codes(CodeRule),
     /// A shareholder's code (not a stock code): letters, digits, `.`, `_`, `-`.
     HolderCode,
     /// An opaque identifier such as a theme id: letters, digits, `.`, `_`, `-`.
@@ -103,6 +133,8 @@ pub enum ParamKind {
     Int { min: i64, max: i64 },
     /// A real calendar date written `YYYY-MM-DD`.
     Date,
+    /// A report period: a real month `YYYYMM` or a real date `YYYY-MM-DD`.
+    Period,
     /// Free text of at most this many characters (may be empty).
     Text { max_chars: usize },
     /// A content hash sent back by a client (hex digits).
@@ -125,8 +157,8 @@ pub struct Param {
     pub name: &'static str,
     pub kind: ParamKind,
     pub required: bool,
-    /// The spec's default, applied before the key is built so that an absent
-    /// parameter and its default share one cache entry.
+    /// The documented default, applied before the key is built so that an absent
+    /// parameter and its default share one cache entry (and the upstream is sent it).
     pub default: Option<&'static str>,
     pub role: KeyRole,
     /// An empty value means "absent" (the feed's cursor: "omitted or empty").
@@ -137,7 +169,7 @@ pub struct Param {
 }
 
 impl Param {
-    const fn new(name: &'static str, kind: ParamKind) -> Param {
+    pub(crate) const fn new(name: &'static str, kind: ParamKind) -> Param {
         Param {
             name,
             kind,
@@ -148,31 +180,31 @@ impl Param {
             synonyms: &[],
         }
     }
-    const fn required(self) -> Param {
+    pub(crate) const fn required(self) -> Param {
         Param {
             required: true,
             ..self
         }
     }
-    const fn default(self, value: &'static str) -> Param {
+    pub(crate) const fn default(self, value: &'static str) -> Param {
         Param {
             default: Some(value),
             ..self
         }
     }
-    const fn dropped(self) -> Param {
+    pub(crate) const fn dropped(self) -> Param {
         Param {
             role: KeyRole::Dropped,
             ..self
         }
     }
-    const fn empty_is_absent(self) -> Param {
+    pub(crate) const fn empty_is_absent(self) -> Param {
         Param {
             empty_is_absent: true,
             ..self
         }
     }
-    const fn synonyms(self, synonyms: &'static [(&'static str, &'static str)]) -> Param {
+    pub(crate) const fn synonyms(self, synonyms: &'static [(&'static str, &'static str)]) -> Param {
         Param { synonyms, ..self }
     }
 
@@ -184,69 +216,61 @@ impl Param {
         match (self.name, self.kind) {
             ("keyword", _) => "银行",
             ("industryName", _) => "银行",
+            ("category", _) => "年报",
             ("year", _) => "2024",
             ("pageSize", _) => "20",
             ("endDate" | "reportDate", _) => "2024-06-30",
-            (_, ParamKind::StockCode) => "600519",
-            (_, ParamKind::StockCodes) => "600519,000001.SZ",
-            (_, ParamKind::FundCode) => "510300",
+            ("from", _) => "2024-01-01",
+            ("to", _) => "2024-12-31",
+            ("subjectKey", _) => "morning_brief",
+            (_, ParamKind::Code(CodeRule::Fund)) => "510300",
+            (_, ParamKind::Code(_)) => "600519",
+            (_, ParamKind::Codes(_)) => "600519,000001.SZ",
             (_, ParamKind::HolderCode) => "80010298",
             (_, ParamKind::Ident) => "T1001",
             (_, ParamKind::Choice(values)) => values[0],
             (_, ParamKind::Int { min, .. }) if min >= 1 => "1",
             (_, ParamKind::Int { .. }) => "0",
-            (_, ParamKind::Date) => "2024-06-30",
+            (_, ParamKind::Date | ParamKind::Period) => "2024-06-30",
             (_, ParamKind::Text { .. }) => "",
             (_, ParamKind::Hash) => "0123abcd",
         }
     }
 }
 
-/// Largest page size accepted. The spec gives none; this bounds what one client can
-/// make the upstream compute and the cache hold (docs/DOMAIN.md: real upstreams cap at 100).
-pub const MAX_PAGE_SIZE: i64 = 1000;
-/// Most codes in one `codes` list (the spec states no limit; 500 covers a large
-/// watchlist and keeps a key under a few KB).
-pub const MAX_CODES: usize = 500;
+/// A rule that puts one request's answer in another class than its endpoint's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassRule {
+    /// A non-empty value of the parameter: a page addressed by its cursor never changes.
+    Present(&'static str, FreshnessClass),
+    /// The parameter has one of these values (a minute `period`).
+    OneOf(&'static str, &'static [&'static str], FreshnessClass),
+}
 
-const PERIOD: Param = Param::new("period", ParamKind::Choice(&["day", "week", "month"]));
-/// The adjustment of a K-line: forward (`pre`, the upstream's default), backward or
-/// none. The real upstream documents backward adjustment as `after`; docs/API-SPEC.md
-/// calls it `post`. Both are accepted, and `post` is keyed and forwarded as `after`.
-const FQT: Param = Param::new("fqt", ParamKind::Choice(&["pre", "after", "post", "none"]))
-    .synonyms(&[("post", "after")]);
-/// A K-line's first and last day (the real upstream's newer `from`/`to`).
-const FROM: Param = Param::new("from", ParamKind::Date);
-const TO: Param = Param::new("to", ParamKind::Date);
-const FLOW_TYPE: Param = Param::new("type", ParamKind::Choice(&["1", "2", "3"]));
-const PAGE: Param = Param::new(
-    "page",
-    ParamKind::Int {
-        min: 0,
-        max: 100_000,
-    },
-);
-const PAGE_INDEX: Param = Param::new(
-    "pageIndex",
-    ParamKind::Int {
-        min: 0,
-        max: 100_000,
-    },
-);
-const PAGE_SIZE: Param = Param::new(
-    "pageSize",
-    ParamKind::Int {
-        min: 1,
-        max: MAX_PAGE_SIZE,
-    },
-);
-const KEYWORD: Param = Param::new("keyword", ParamKind::Text { max_chars: 64 });
-const FILTER: Param = Param::new("filter", ParamKind::Text { max_chars: 512 });
+/// When an answer can no longer change: once the China date is past the date in
+/// `param` plus `months`, an answer fetched then is [`FreshnessClass::Immutable`].
+/// Never for a forward-adjusted K-line (`fqt=pre`, or absent), which every
+/// ex-dividend date rewrites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settles {
+    /// The date parameter that bounds the data (`to`, `reportDate`, `endDate`).
+    pub param: &'static str,
+    /// How long after that date the data can still change, in months (0: it is
+    /// final from the next day on).
+    pub months: u32,
+    /// Why, for README and the OpenAPI document.
+    pub why: &'static str,
+}
 
-/// The code of a stock, in a path or query.
-const STOCK_CODE: Param = Param::new("code", ParamKind::StockCode);
-const FUND_CODE: Param = Param::new("code", ParamKind::FundCode);
-const THEME_ID: Param = Param::new("themeId", ParamKind::Ident);
+/// How long the upstream may take to answer an endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Patience {
+    /// `upstream.timeout_ms` (10 s by default): what the docs' clients wait.
+    Standard,
+    /// `upstream.long_timeout_ms` (90 s by default): a long K-line history can take
+    /// the upstream far longer, and the docs' clients wait up to 90 s for it.
+    Long,
+}
 
 /// One endpoint of the API.
 #[derive(Debug)]
@@ -261,19 +285,30 @@ pub struct Endpoint {
     pub path_params: Vec<Param>,
     /// Query parameters, in canonical (key) order.
     pub query: &'static [Param],
+    /// At least one of these query parameters is required (the docs' "one of").
+    pub one_of: &'static [&'static str],
     /// Default freshness class.
     pub class: FreshnessClass,
-    /// When this query parameter is present and non-empty the answer belongs to
-    /// another class (a feed page addressed by a cursor never changes).
-    pub class_when_present: Option<(&'static str, FreshnessClass)>,
+    /// Rules that give one request's answer another class, first match wins.
+    pub class_rules: &'static [ClassRule],
     /// When this query parameter has this value (or is absent) the answer expires at
-    /// the next open whatever its class says: forward-adjusted K-lines are rewritten
-    /// on every ex-rights date (docs/DOMAIN.md §7).
+    /// the next open whatever its class says, and never settles: forward-adjusted
+    /// K-lines are rewritten on every ex-rights date (docs/DOMAIN.md §7).
     pub until_open_when: Option<(&'static str, &'static str)>,
+    /// When an answer of this endpoint becomes final.
+    pub settles: Option<Settles>,
+    /// Its upstream timeout.
+    pub patience: Patience,
     /// The one text/event-stream endpoint.
     pub streaming: bool,
-    /// What the endpoint returns (the spec's "Returns" column).
+    /// What the endpoint returns.
     pub summary: String,
+    /// Why it has its class (README's endpoint table).
+    pub why: &'static str,
+    /// The `message` the upstream documents when it fails here (`Failed to fetch
+    /// kline`), else its transport failure's (`socket hang up`): what the
+    /// upstream-compatible error mode answers with.
+    pub failure_message: &'static str,
 }
 
 /// Endpoints are equal when they are the same catalogue row.
@@ -289,6 +324,24 @@ impl Endpoint {
     /// Looks a query parameter up by name.
     pub fn query_param(&self, name: &str) -> Option<&Param> {
         self.query.iter().find(|p| p.name == name)
+    }
+
+    /// Every class an answer of this endpoint can have: its own, those of its rules,
+    /// and [`FreshnessClass::Immutable`] when it settles.
+    pub fn classes(&self) -> Vec<FreshnessClass> {
+        let mut classes = vec![self.class];
+        for rule in self.class_rules {
+            let class = match *rule {
+                ClassRule::Present(_, class) | ClassRule::OneOf(_, _, class) => class,
+            };
+            if !classes.contains(&class) {
+                classes.push(class);
+            }
+        }
+        if self.settles.is_some() && !classes.contains(&FreshnessClass::Immutable) {
+            classes.push(FreshnessClass::Immutable);
+        }
+        classes
     }
 
     /// A valid request target (path and query, relative to `/api/v1`) for this
@@ -311,7 +364,12 @@ impl Endpoint {
         }
         let mut query = form_urlencoded::Serializer::new(String::new());
         let mut any = false;
-        for param in self.query.iter().filter(|p| p.required) {
+        let first_of = self.one_of.first().copied();
+        for param in self
+            .query
+            .iter()
+            .filter(|p| p.required || Some(p.name) == first_of)
+        {
             query.append_pair(param.name, param.example());
             any = true;
         }
@@ -328,382 +386,16 @@ pub(crate) fn param_name(segment: &str) -> Option<&str> {
     segment.strip_prefix('{')?.strip_suffix('}')
 }
 
-/// A row of the static table below; expanded into an [`Endpoint`].
-struct Def {
-    path: &'static str,
-    class: FreshnessClass,
-    query: &'static [Param],
-    summary: &'static str,
-}
-
-const fn def(
-    path: &'static str,
-    class: FreshnessClass,
-    query: &'static [Param],
-    summary: &'static str,
-) -> Def {
-    Def {
-        path,
-        class,
-        query,
-        summary,
-    }
-}
-
-use FreshnessClass::{Daily, Immutable, Intraday, Live, News, Periodic, Reference};
+/// Largest page size accepted where the docs state none. This bounds what one client
+/// can make the upstream compute and the cache hold (docs/DOMAIN.md: real upstreams
+/// cap at 100; the screener documents 500).
+pub const MAX_PAGE_SIZE: i64 = 1000;
+/// Most codes in one `codes` list (the docs state no limit; 500 covers a large
+/// watchlist and keeps a key under a few KB).
+pub const MAX_CODES: usize = 500;
 
 /// The label of the pass-through pseudo-endpoint in metrics, logs and TTL tables.
 pub const PASSTHROUGH: &str = "passthrough";
-
-/// The stream endpoint's path.
-pub const STREAM_PATH: &str = "/stock/indicator/realtime/sse";
-
-/// Every endpoint but the macro pairs, in spec order.
-static DEFS: &[Def] = &[
-    // News
-    def("/news/overview", News, &[], "Market overview data"),
-    def(
-        "/news/mainline",
-        News,
-        &[],
-        "Market main-line themes and hot topics",
-    ),
-    def(
-        "/news/topic/library/list",
-        Reference,
-        &[],
-        "Theme library category list",
-    ),
-    def(
-        "/news/topic/library/detail/{themeId}",
-        Reference,
-        &[],
-        "Detail of one theme",
-    ),
-    def(
-        "/news/topic/library/stocks/{themeId}",
-        Intraday,
-        &[],
-        "Stocks associated with the theme",
-    ),
-    def(
-        "/news/headlines",
-        News,
-        &[PAGE, PAGE_SIZE, KEYWORD.default("新闻联播要闻")],
-        "Headline summaries and selected news, paged, filtered by keyword",
-    ),
-    def(
-        "/news/feed",
-        News,
-        &[Param::new("cursor", ParamKind::Text { max_chars: 128 }).empty_is_absent()],
-        "Flash-news and headline stream with cursor pagination",
-    ),
-    // Stock: basic information
-    def(
-        "/stock/list",
-        Live,
-        &[Param::new("codes", ParamKind::StockCodes)],
-        "Batch stock information by code",
-    ),
-    def(
-        "/stock/detail/{code}",
-        Live,
-        &[],
-        "Basic information of one stock",
-    ),
-    def(
-        "/stock/search",
-        Reference,
-        &[KEYWORD],
-        "Stocks whose code or name matches the keyword",
-    ),
-    def(
-        "/stock/selection",
-        Intraday,
-        &[PAGE, PAGE_SIZE, FILTER],
-        "Paged stock screening list",
-    ),
-    // Stock: market data
-    def(
-        "/stock/kline",
-        Intraday,
-        &[STOCK_CODE.required(), PERIOD, FQT, FROM, TO],
-        "Daily, weekly or monthly K-line with the chosen adjustment",
-    ),
-    def(
-        "/stock/indicator/realtime/{code}",
-        Live,
-        &[],
-        "Real-time quote of one stock",
-    ),
-    def(
-        STREAM_PATH,
-        Live,
-        &[
-            Param::new("codes", ParamKind::StockCodes).required(),
-            Param::new("pz", ParamKind::Int { min: 1, max: 100 }).default("20"),
-            // EventSource cannot send headers: the token may come as RFC 6750's
-            // `access_token` query parameter. Never keyed, never forwarded.
-            Param::new("access_token", ParamKind::Text { max_chars: 256 }).dropped(),
-        ],
-        "Stream of real-time quotes (text/event-stream)",
-    ),
-    // Stock: financial data
-    def(
-        "/stock/indicator/financial/{code}",
-        Periodic,
-        &[],
-        "Financial indicators of one stock",
-    ),
-    def(
-        "/stock/business/main/{code}",
-        Periodic,
-        &[],
-        "Main-business composition and revenue structure",
-    ),
-    // Stock: classification lists
-    def(
-        "/stock/industry/list",
-        Reference,
-        &[],
-        "Industry classification list",
-    ),
-    def(
-        "/stock/area/list",
-        Reference,
-        &[],
-        "Region classification list",
-    ),
-    def("/stock/concept/list", Reference, &[], "Concept-board list"),
-    def(
-        "/stock/style/list",
-        Reference,
-        &[],
-        "Style classification list",
-    ),
-    // Stock: shareholders
-    def(
-        "/stock/shareholder/research/{code}",
-        Periodic,
-        &[Param::new("endDate", ParamKind::Date).required()],
-        "Top ten circulating shareholders of the stock",
-    ),
-    def(
-        "/stock/shareholder/list",
-        Periodic,
-        &[
-            Param::new("code", ParamKind::HolderCode),
-            Param::new("endDate", ParamKind::Date),
-            Param::new("type", ParamKind::Choice(&["top10", "top10Float"])),
-            PAGE,
-            PAGE_SIZE,
-            // Undocumented values: a short free text, keyed and forwarded as given.
-            Param::new("holdNumChange", ParamKind::Text { max_chars: 32 }),
-        ],
-        "Stocks held by a shareholder",
-    ),
-    def(
-        "/stock/shareholder/research/latest/{code}",
-        Periodic,
-        &[],
-        "Latest report date of shareholder research for the stock",
-    ),
-    // Stock: earnings
-    def(
-        "/stock/earnings-forecast",
-        Periodic,
-        &[Param::new("reportDate", ParamKind::Date), PAGE, PAGE_SIZE],
-        "Paged earnings-forecast list for a report period",
-    ),
-    def(
-        "/stock/performance/ten-years",
-        Periodic,
-        &[
-            Param::new("industryName", ParamKind::Text { max_chars: 64 }),
-            Param::new(
-                "year",
-                ParamKind::Int {
-                    min: 1990,
-                    max: 2100,
-                },
-            ),
-            // The column the upstream sorts by (its UPPER_SNAKE names).
-            Param::new("sortColumn", ParamKind::Ident).default("PARENT_NI_3Q"),
-        ],
-        "Ten-year performance by industry and year",
-    ),
-    def(
-        "/stock/performance/ten-years/latest/{code}",
-        Periodic,
-        &[],
-        "Latest report date of ten-year performance for the stock",
-    ),
-    // Stock: board and industry
-    def(
-        "/stock/board/info/{code}",
-        Intraday,
-        &[],
-        "Boards and industries the stock belongs to",
-    ),
-    def(
-        "/stock/industry/info/{code}",
-        Intraday,
-        &[],
-        "Industry of the stock, and industry information",
-    ),
-    // Stock: diagnosis
-    def(
-        "/stock/diagnosis/comprehensive/{code}",
-        Daily,
-        &[],
-        "Comprehensive diagnosis score",
-    ),
-    def(
-        "/stock/diagnosis/message/{code}",
-        Daily,
-        &[],
-        "News-side diagnosis",
-    ),
-    def(
-        "/stock/diagnosis/financial/evaluation/{code}",
-        Daily,
-        &[],
-        "Financial health and risk analysis",
-    ),
-    def(
-        "/stock/diagnosis/financial/portrait/{code}",
-        Daily,
-        &[],
-        "Detailed financial portrait and trends",
-    ),
-    // Stock: other
-    def(
-        "/stock/news",
-        News,
-        &[STOCK_CODE, PAGE_INDEX, PAGE_SIZE],
-        "Paged news related to the stock",
-    ),
-    def(
-        "/stock/theme/core/{code}",
-        Periodic,
-        &[],
-        "Core concepts and themes of the stock",
-    ),
-    // Fund (ETF)
-    def(
-        "/fund/all-etf-list",
-        Reference,
-        &[],
-        "Full ETF list, unfiltered",
-    ),
-    def(
-        "/fund/detail/{code}",
-        Live,
-        &[],
-        "Basic information of one fund",
-    ),
-    def(
-        "/fund/selection",
-        Intraday,
-        &[FILTER],
-        "Fund screening list",
-    ),
-    def(
-        "/fund/kline",
-        Intraday,
-        &[FUND_CODE.required(), PERIOD, FQT, FROM, TO],
-        "ETF K-line",
-    ),
-    def(
-        "/fund/holdings/{code}",
-        Periodic,
-        &[],
-        "Holding details (stocks and bonds)",
-    ),
-    def(
-        "/fund/asset-allocation/{code}",
-        Periodic,
-        &[],
-        "Asset allocation structure",
-    ),
-    def(
-        "/fund/industry-allocation/{code}",
-        Periodic,
-        &[],
-        "Industry allocation distribution",
-    ),
-    def(
-        "/fund/transactions/{code}",
-        Periodic,
-        &[],
-        "Historical position-adjustment records",
-    ),
-    def(
-        "/fund/following-index/{code}",
-        Reference,
-        &[],
-        "Information on the tracked index",
-    ),
-    def(
-        "/fund/valuation-analysis/{code}",
-        Daily,
-        &[],
-        "Valuation analysis",
-    ),
-    // Market
-    def(
-        "/market/indices",
-        Live,
-        &[],
-        "Real-time data of the major stock indices",
-    ),
-    def(
-        "/market/flow",
-        Intraday,
-        &[FLOW_TYPE],
-        "Capital-flow data by type",
-    ),
-    def(
-        "/market/flow/list",
-        Intraday,
-        &[FLOW_TYPE],
-        "Capital-flow detail list by type",
-    ),
-    def(
-        "/market/hotmap",
-        Intraday,
-        &[Param::new("quotedata_hash", ParamKind::Hash).dropped()],
-        "Heat-map data of the whole market",
-    ),
-    def(
-        "/market/fund-analysis",
-        Daily,
-        &[],
-        "Capital-side analysis data",
-    ),
-    def(
-        "/market/global-index",
-        Live,
-        &[],
-        "Quotes of major global indices",
-    ),
-];
-
-/// The eleven macro indicators: (path slug, what it measures). Each has a paged
-/// table `/macro/<slug>` and a chart series `/macro/<slug>/series`.
-pub const MACRO_INDICATORS: [(&str, &str); 11] = [
-    ("pmi", "PMI (purchasing managers index)"),
-    ("cpi", "CPI (consumer prices)"),
-    ("ppi", "PPI (producer prices)"),
-    ("gdp", "GDP"),
-    ("currency-supply", "Money supply (M0, M1, M2)"),
-    ("lpr", "LPR (loan prime rate)"),
-    ("new-loans", "New loans"),
-    ("fixed-asset-investment", "Fixed-asset investment (urban)"),
-    ("total-retail", "Total retail sales of consumer goods"),
-    ("customs-trade", "Customs import and export change"),
-    ("gold-currency", "Foreign-exchange and gold reserves"),
-];
 
 /// The whole catalogue.
 #[derive(Debug)]
@@ -721,43 +413,7 @@ pub fn catalog() -> &'static Catalog {
 
 impl Catalog {
     fn build() -> Catalog {
-        let mut endpoints = Vec::with_capacity(72);
-        // Spec order: news and stock, then macro, then fund and market.
-        let fund_start = DEFS
-            .iter()
-            .position(|d| d.path.starts_with("/fund"))
-            .expect("the table has fund endpoints");
-        let (before, after) = DEFS.split_at(fund_start);
-        for d in before {
-            endpoints.push(expand(
-                d.path.to_owned(),
-                d.class,
-                d.query,
-                d.summary.to_owned(),
-            ));
-        }
-        for (slug, name) in MACRO_INDICATORS {
-            endpoints.push(expand(
-                format!("/macro/{slug}"),
-                FreshnessClass::Macro,
-                &[PAGE, PAGE_SIZE],
-                format!("{name}: paged table"),
-            ));
-            endpoints.push(expand(
-                format!("/macro/{slug}/series"),
-                FreshnessClass::Macro,
-                &[],
-                format!("{name}: chart series"),
-            ));
-        }
-        for d in after {
-            endpoints.push(expand(
-                d.path.to_owned(),
-                d.class,
-                d.query,
-                d.summary.to_owned(),
-            ));
-        }
+        let mut endpoints = endpoints::all();
         for (id, endpoint) in endpoints.iter_mut().enumerate() {
             endpoint.id = id;
         }
@@ -767,11 +423,16 @@ impl Catalog {
             group: Group::Other,
             path_params: Vec::new(),
             query: &[],
-            class: Intraday,
-            class_when_present: None,
+            one_of: &[],
+            class: FreshnessClass::Intraday,
+            class_rules: &[],
             until_open_when: None,
+            settles: None,
+            patience: Patience::Standard,
             streaming: false,
             summary: "Requests the catalogue does not know, forwarded as they are".to_owned(),
+            why: "passthrough.class",
+            failure_message: endpoints::TRANSPORT_FAILURE,
         };
         Catalog {
             endpoints,
@@ -794,7 +455,7 @@ impl Catalog {
             .chain(std::iter::once(&self.passthrough))
     }
 
-    /// All endpoints in spec order.
+    /// All endpoints in the docs' order.
     pub fn endpoints(&self) -> &[Endpoint] {
         &self.endpoints
     }
@@ -818,12 +479,13 @@ impl Catalog {
     /// against this by a test).
     pub fn markdown_table(&self) -> String {
         let mut out = String::from(
-            "| Path | Query parameters | Freshness class | Returns |\n|---|---|---|---|\n",
+            "| Path | Query parameters | Class | Why | Returns |\n|---|---|---|---|---|\n",
         );
         for e in &self.endpoints {
-            let params: Vec<String> = e
+            let mut params: Vec<String> = e
                 .query
                 .iter()
+                .filter(|p| p.role == KeyRole::Key || e.streaming)
                 .map(|p| {
                     let mut s = format!("`{}`", p.name);
                     if p.required {
@@ -832,70 +494,50 @@ impl Catalog {
                     if let Some(d) = p.default {
                         s.push_str(&format!(" (default `{d}`)"));
                     }
+                    if let ParamKind::Choice(values) = p.kind
+                        && values.len() <= 8
+                    {
+                        s.push_str(&format!(": {}", values.join("/")));
+                    }
                     s
                 })
                 .collect();
+            if !e.one_of.is_empty() {
+                params.push(format!("one of {} required", e.one_of.join(", ")));
+            }
             let params = if params.is_empty() {
                 "none".to_owned()
             } else {
                 params.join(", ")
             };
             let mut class = e.class.as_str().to_owned();
-            if let Some((param, other)) = e.class_when_present {
-                class.push_str(&format!("; {} with `{param}`", other.as_str()));
+            for rule in e.class_rules {
+                match *rule {
+                    ClassRule::Present(param, other) => {
+                        class.push_str(&format!("; {} with `{param}`", other.as_str()));
+                    }
+                    ClassRule::OneOf(param, values, other) => class.push_str(&format!(
+                        "; {} for `{param}` {}",
+                        other.as_str(),
+                        values.join("/")
+                    )),
+                }
+            }
+            if let Some(settles) = e.settles {
+                class.push_str(&format!("; immutable: {}", settles.why));
+            }
+            if e.until_open_when.is_some() {
+                class.push_str("; `fqt=pre` (or none) expires at the open");
+            }
+            if e.patience == Patience::Long {
+                class.push_str("; long timeout");
             }
             out.push_str(&format!(
-                "| `{}` | {params} | {class} | {} |\n",
-                e.path, e.summary
+                "| `{}` | {params} | {class} | {} | {} |\n",
+                e.path, e.why, e.summary
             ));
         }
         out
-    }
-}
-
-fn expand(
-    path: String,
-    class: FreshnessClass,
-    query: &'static [Param],
-    summary: String,
-) -> Endpoint {
-    let group = match path.split('/').nth(1) {
-        Some("news") => Group::News,
-        Some("stock") => Group::Stock,
-        Some("macro") => Group::Macro,
-        Some("fund") => Group::Fund,
-        Some("market") => Group::Market,
-        other => panic!("catalogue path {path} has an unknown group {other:?}"),
-    };
-    // The spec's resource table: {code} is a stock code under /stock and an ETF code
-    // under /fund; {themeId} is a theme.
-    let path_params = path
-        .split('/')
-        .filter_map(param_name)
-        .map(|name| match (group, name) {
-            (Group::Fund, "code") => FUND_CODE.required(),
-            (_, "code") => STOCK_CODE.required(),
-            (_, "themeId") => THEME_ID.required(),
-            (_, other) => panic!("catalogue path {path} has an unknown parameter {other}"),
-        })
-        .collect();
-    let class_when_present = (path == "/news/feed").then_some(("cursor", Immutable));
-    let until_open_when = query
-        .iter()
-        .any(|p| p.name == "fqt")
-        .then_some(("fqt", "pre"));
-    let streaming = path == STREAM_PATH;
-    Endpoint {
-        id: 0,
-        path,
-        group,
-        path_params,
-        query,
-        class,
-        class_when_present,
-        until_open_when,
-        streaming,
-        summary,
     }
 }
 
@@ -903,27 +545,28 @@ fn expand(
 mod tests {
     use super::*;
 
-    /// The catalogue holds exactly the spec's 72 endpoints, each path once.
+    /// The catalogue holds the 91 documented GET endpoints and the two retired flows,
+    /// each path once.
     #[test]
-    fn catalogue_has_the_72_spec_endpoints() {
+    fn catalogue_has_every_documented_get_endpoint() {
         let c = catalog();
-        assert_eq!(c.len(), 72);
+        assert_eq!(c.len(), 93);
         let mut paths: Vec<&str> = c.endpoints().iter().map(|e| e.path.as_str()).collect();
         paths.sort_unstable();
         paths.dedup();
-        assert_eq!(paths.len(), 72);
+        assert_eq!(paths.len(), 93);
         assert_eq!(c.endpoints().iter().filter(|e| e.streaming).count(), 1);
         let per_group = |g: Group| c.endpoints().iter().filter(|e| e.group == g).count();
-        assert_eq!(per_group(Group::News), 7);
-        assert_eq!(per_group(Group::Stock), 27);
+        assert_eq!(per_group(Group::News), 9);
+        assert_eq!(per_group(Group::Stock), 42);
         assert_eq!(per_group(Group::Macro), 22);
         assert_eq!(per_group(Group::Fund), 10);
-        assert_eq!(per_group(Group::Market), 6);
+        assert_eq!(per_group(Group::Market), 6 + 4);
     }
 
-    /// The spec's rules are in the data: required endDate, required codes, keyword default.
+    /// The docs' rules are in the data: required parameters, defaults, one-of.
     #[test]
-    fn spec_rules_are_data() {
+    fn documented_rules_are_data() {
         let c = catalog();
         let research = c.by_path("/stock/shareholder/research/{code}").unwrap();
         assert!(research.query_param("endDate").unwrap().required);
@@ -935,6 +578,10 @@ mod tests {
             headlines.query_param("keyword").unwrap().default,
             Some("新闻联播要闻")
         );
+        assert_eq!(
+            headlines.query_param("pageSize").unwrap().default,
+            Some("10")
+        );
         assert!(
             c.by_path("/news/feed")
                 .unwrap()
@@ -942,6 +589,18 @@ mod tests {
                 .unwrap()
                 .empty_is_absent
         );
+        assert!(
+            c.by_path("/stock/list")
+                .unwrap()
+                .query_param("codes")
+                .unwrap()
+                .required
+        );
+        let topic = c.by_path("/news/topic-subject").unwrap();
+        assert_eq!(topic.one_of, ["subjectKey", "subjectId"]);
+        let fund = c.by_path("/fund/kline").unwrap();
+        assert_eq!(fund.query_param("fqt").unwrap().default, Some("pre"));
+        assert_eq!(fund.patience, Patience::Long);
     }
 
     #[test]
@@ -955,5 +614,24 @@ mod tests {
             c.by_path("/stock/kline").unwrap().example_target(),
             "/stock/kline?code=600519"
         );
+        assert_eq!(
+            c.by_path("/news/topic-subject").unwrap().example_target(),
+            "/news/topic-subject?subjectKey=morning_brief"
+        );
+    }
+
+    #[test]
+    fn classes_of_an_endpoint_include_its_rules_and_settling() {
+        let kline = catalog().by_path("/stock/kline").unwrap();
+        assert_eq!(
+            kline.classes(),
+            [
+                FreshnessClass::Intraday,
+                FreshnessClass::Minute,
+                FreshnessClass::Immutable
+            ]
+        );
+        let detail = catalog().by_path("/stock/detail/{code}").unwrap();
+        assert_eq!(detail.classes(), [FreshnessClass::Live]);
     }
 }

@@ -5,6 +5,7 @@
 //! document states.
 
 pub mod catalog;
+pub mod code;
 pub mod memo;
 pub mod openapi;
 pub mod params;

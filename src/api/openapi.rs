@@ -23,10 +23,6 @@ use crate::error::Error;
 /// of the API: it is public and never reaches the upstream.
 pub const DOCUMENT_PATH: &str = "/openapi.json";
 
-/// A stock code as `params::stock_code` accepts it: the exchange suffix in any case.
-const STOCK_CODE: &str = r"[0-9]{6}(\.([Ss][HhZz]|[Bb][Jj]))?";
-/// An ETF code as `params::fund_code` accepts it.
-const FUND_CODE: &str = r"[0-9]{6}(\.[Ss][HhZz])?";
 /// What `str::trim` removes around each code of a list: Unicode `White_Space`.
 /// Spelled out because `\s` means other sets in ECMA-262 and in Python.
 const TRIMMED: &str =
@@ -161,15 +157,24 @@ fn typed(kind: ParamKind, value: &str) -> Value {
 fn kind_schema(kind: ParamKind) -> Value {
     let pattern = |p: String| json!({ "type": "string", "pattern": p });
     match kind {
-        ParamKind::StockCode => pattern(format!("^{STOCK_CODE}$")),
-        ParamKind::FundCode => pattern(format!("^{FUND_CODE}$")),
-        ParamKind::StockCodes => {
-            let code = format!("{TRIMMED}{STOCK_CODE}{TRIMMED}");
+        ParamKind::Code(rule) => {
+            let mut schema = pattern(format!("^{}$", rule.pattern()));
+            schema["description"] = format!("A code: {}.", rule.forms()).into();
+            schema
+        }
+        ParamKind::Codes(rule) => {
+            let code = format!("{TRIMMED}{}{TRIMMED}", rule.pattern());
             let more = MAX_CODES - 1;
             let mut schema = pattern(format!("^{code}(,{code}){{0,{more}}}$"));
-            schema["description"] =
-                format!("Comma-separated stock codes, at most {MAX_CODES}.").into();
+            schema["description"] = format!(
+                "Comma-separated codes, at most {MAX_CODES}, each {}.",
+                rule.forms()
+            )
+            .into();
             schema
+        }
+        ParamKind::Period => {
+            pattern("^([0-9]{4}(0[1-9]|1[0-2])|[0-9]{4}-[0-9]{2}-[0-9]{2})$".into())
         }
         ParamKind::HolderCode | ParamKind::Ident => pattern("^[0-9A-Za-z._-]{1,64}$".into()),
         ParamKind::Choice(values) => json!({ "type": "string", "enum": values }),
@@ -231,6 +236,7 @@ fn every_error() -> Vec<Error> {
         Error::Unauthorized,
         Error::NotFound,
         Error::GET_OR_HEAD,
+        Error::NotImplemented { reason: "" },
         Error::UriTooLong { max_bytes: 0 },
         Error::RateLimited {
             retry_after_secs: 1,
@@ -250,6 +256,7 @@ fn every_error() -> Vec<Error> {
             | Error::Unauthorized
             | Error::NotFound
             | Error::MethodNotAllowed { .. }
+            | Error::NotImplemented { .. }
             | Error::UriTooLong { .. }
             | Error::RateLimited { .. }
             | Error::UpstreamError { .. }

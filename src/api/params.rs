@@ -4,7 +4,11 @@
 
 use std::borrow::Cow;
 
-use crate::api::catalog::{Endpoint, FreshnessClass, KeyRole, MAX_CODES, Param, ParamKind};
+use chrono::{Months, NaiveDate};
+
+use crate::api::catalog::{
+    ClassRule, Endpoint, FreshnessClass, KeyRole, MAX_CODES, Param, ParamKind,
+};
 use crate::error::Error;
 
 /// The browser cache-buster (`?_=1700000000000`): accepted, never part of a key.
@@ -19,23 +23,38 @@ pub fn is_ignored(name: &str) -> bool {
     name == CACHE_BUSTER || name == API_KEY
 }
 
-/// Most query parameters any endpoint takes (the shareholder list takes six).
-const MAX_QUERY: usize = 8;
+/// Most query parameters any endpoint takes (the regulatory events take ten).
+const MAX_QUERY: usize = 12;
+
+/// The start of every pass-through cache key. No catalogue key (a path) starts with
+/// it, so a pass-through answer can never stand in for a catalogue one.
+pub const PASSTHROUGH_KEY: &str = "passthrough:";
 
 /// A request that passed validation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Valid {
     pub endpoint: &'static Endpoint,
-    /// Path and canonical query relative to `/api/v1`, e.g.
-    /// `/stock/kline?code=600519&period=day`: the cache key and the upstream target.
+    /// The cache key: the path and canonical query relative to `/api/v1`, e.g.
+    /// `/stock/kline?code=600519&period=day`, which is also what is sent upstream;
+    /// for a pass-through request the same behind [`PASSTHROUGH_KEY`].
     pub target: String,
     /// The freshness class of this particular request.
     pub class: FreshnessClass,
     /// This answer expires at the next open whatever its class says.
     pub until_open: bool,
+    /// The first China date on which an answer fetched is final ([`FreshnessClass::Immutable`]):
+    /// the catalogue's `settles` rule applied to this request's date.
+    pub settles: Option<NaiveDate>,
 }
 
 impl Valid {
+    /// What is sent upstream: the key without the pass-through namespace.
+    pub fn upstream_target(&self) -> &str {
+        self.target
+            .strip_prefix(PASSTHROUGH_KEY)
+            .unwrap_or(&self.target)
+    }
+
     /// The canonical value of a query parameter (after defaults), if present.
     pub fn query_value(&self, name: &str) -> Option<Cow<'_, str>> {
         let (_, query) = self.target.split_once('?')?;
@@ -53,7 +72,7 @@ impl Valid {
 /// let kline = catalog().by_path("/stock/kline").unwrap();
 /// let valid = mdproxy::api::params::validate(kline, &[], Some("fqt=pre&code=000001&_=17")).unwrap();
 /// // Canonical order and code; the cache-buster is not part of the key.
-/// assert_eq!(valid.target, "/stock/kline?code=000001&fqt=pre");
+/// assert_eq!(valid.target, "/stock/kline?code=000001&period=day&fqt=pre");
 /// let err = mdproxy::api::params::validate(kline, &[], Some("code=000001&period=hour")).unwrap_err();
 /// assert_eq!((err.code(), err.param()), ("invalid_parameter", Some("period")));
 /// ```
@@ -91,11 +110,22 @@ pub fn validate(
         values[index] = Some(canonical(param, value)?);
     }
 
-    check_range(endpoint, &values)?;
+    check_ranges(endpoint, &values)?;
+    if !endpoint.one_of.is_empty()
+        && !endpoint.one_of.iter().any(|name| {
+            let index = endpoint.query.iter().position(|p| p.name == *name);
+            index.is_some_and(|i| values[i].is_some())
+        })
+    {
+        return Err(Error::MissingParameter {
+            param: endpoint.one_of.join(" or "),
+        });
+    }
 
     let mut class = endpoint.class;
     // Absent counts as the value: the upstream's default adjustment is forward.
     let mut until_open = endpoint.until_open_when.is_some();
+    let mut settles = None;
     let mut target = String::with_capacity(endpoint.path.len() + 48);
     let mut path_params = raw_path_params.iter();
     let mut path_specs = endpoint.path_params.iter();
@@ -135,15 +165,26 @@ pub fn validate(
                 None => continue,
             },
         };
-        if let Some((name, other)) = endpoint.class_when_present
-            && name == param.name
-        {
-            class = other;
+        for rule in endpoint.class_rules {
+            match *rule {
+                ClassRule::Present(name, other) if name == param.name => class = other,
+                ClassRule::OneOf(name, values, other)
+                    if name == param.name && values.contains(&value.as_ref()) =>
+                {
+                    class = other;
+                }
+                _ => {}
+            }
         }
         if let Some((name, when)) = endpoint.until_open_when
             && name == param.name
         {
             until_open = value == when;
+        }
+        if let Some(rule) = endpoint.settles
+            && rule.param == param.name
+        {
+            settles = settled_from(&value, rule.months);
         }
         if param.role == KeyRole::Key {
             query.append_pair(param.name, &value);
@@ -158,7 +199,16 @@ pub fn validate(
         target,
         class,
         until_open,
+        // Forward adjustment rewrites history at every ex-dividend date: never final.
+        settles: settles.filter(|_| !until_open),
     })
+}
+
+/// The first day on which data bounded by the date `value` is final, `months` after
+/// it (the next day for 0). `None` for a value that is not a `YYYY-MM-DD` date.
+fn settled_from(value: &str, months: u32) -> Option<NaiveDate> {
+    let date = NaiveDate::parse_from_str(value, "%Y-%m-%d").ok()?;
+    date.checked_add_months(Months::new(months))?.succ_opt()
 }
 
 /// A query's name/value pairs (`application/x-www-form-urlencoded`: `+` is a
@@ -204,20 +254,27 @@ fn form_decode(s: &str) -> Option<Cow<'_, str>> {
     }
 }
 
-/// A K-line range must not end before it starts (both are `YYYY-MM-DD`, so the
-/// text order is the date order).
-fn check_range(endpoint: &Endpoint, values: &[Option<Cow<'_, str>>]) -> Result<(), Error> {
+/// Date ranges whose end must not come before their start (both are `YYYY-MM-DD`,
+/// so the text order is the date order).
+const RANGES: [(&str, &str); 2] = [("from", "to"), ("startDate", "endDate")];
+
+/// A range must not end before it starts.
+fn check_ranges(endpoint: &Endpoint, values: &[Option<Cow<'_, str>>]) -> Result<(), Error> {
     let value = |name: &str| {
         let index = endpoint.query.iter().position(|p| p.name == name)?;
         values[index].as_deref()
     };
-    match (value("from"), value("to")) {
-        (Some(from), Some(to)) if from > to => Err(Error::invalid(
-            "to",
-            format!("to ({to}) must not be before from ({from})"),
-        )),
-        _ => Ok(()),
+    for (start, end) in RANGES {
+        if let (Some(from), Some(to)) = (value(start), value(end))
+            && from > to
+        {
+            return Err(Error::invalid(
+                end,
+                format!("{end} ({to}) must not be before {start} ({from})"),
+            ));
+        }
     }
+    Ok(())
 }
 
 fn truncate(s: &str, max_chars: usize) -> String {
@@ -228,19 +285,11 @@ fn truncate(s: &str, max_chars: usize) -> String {
 fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a, str>, Error> {
     let name = param.name;
     match param.kind {
-        ParamKind::StockCode => stock_code(&value).map(Cow::Owned).ok_or_else(|| {
-            Error::invalid(
-                name,
-                format!("{name} must be 6 digits, optionally with .SH, .SZ or .BJ"),
-            )
-        }),
-        ParamKind::FundCode => fund_code(&value).map(Cow::Owned).ok_or_else(|| {
-            Error::invalid(
-                name,
-                format!("{name} must be 6 digits, optionally with .SH or .SZ"),
-            )
-        }),
-        ParamKind::StockCodes => {
+        ParamKind::Code(rule) => rule
+            .canonical(&value)
+            .map(Cow::Owned)
+            .ok_or_else(|| Error::invalid(name, format!("{name} must be {}", rule.forms()))),
+        ParamKind::Codes(rule) => {
             let mut out = String::with_capacity(value.len() + 16);
             let mut count = 0;
             for code in value.split(',') {
@@ -251,10 +300,13 @@ fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a, str>, Err
                         format!("{name} holds more than {MAX_CODES} codes"),
                     ));
                 }
-                let code = stock_code(code.trim()).ok_or_else(|| {
+                let code = rule.canonical(code.trim()).ok_or_else(|| {
                     Error::invalid(
                         name,
-                        format!("{name} must be comma-separated stock codes of 6 digits, optionally with .SH, .SZ or .BJ"),
+                        format!(
+                            "{name} must be comma-separated codes, each {}",
+                            rule.forms()
+                        ),
                     )
                 })?;
                 if !out.is_empty() {
@@ -321,6 +373,18 @@ fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a, str>, Err
                 ))
             }
         }
+        ParamKind::Period => {
+            if is_date(&value) || is_month(&value) {
+                Ok(value)
+            } else {
+                Err(Error::invalid(
+                    name,
+                    format!(
+                        "{name} must be a real month written YYYYMM or a real date written YYYY-MM-DD"
+                    ),
+                ))
+            }
+        }
         ParamKind::Text { max_chars } => {
             if value.chars().count() > max_chars {
                 Err(Error::invalid(
@@ -361,70 +425,11 @@ fn is_date(s: &str) -> bool {
         && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
 }
 
-/// Splits `600519`, `600519.SH` or `600519.sh` into digits and an upper-case suffix.
-fn split_code<'a>(s: &'a str, suffixes: &[&str]) -> Option<(&'a str, Option<String>)> {
-    let (digits, suffix) = match s.split_once('.') {
-        Some((d, sfx)) => {
-            let sfx = sfx.to_ascii_uppercase();
-            if !suffixes.contains(&sfx.as_str()) {
-                return None;
-            }
-            (d, Some(sfx))
-        }
-        None => (s, None),
-    };
-    (digits.len() == 6 && digits.bytes().all(|b| b.is_ascii_digit())).then_some((digits, suffix))
-}
-
-/// The exchange a stock code's prefix implies (docs/DOMAIN.md §5.1): 60/68/90 SH;
-/// 00/30/20 SZ; 92 and the retired 43/83/87/88 BJ. `None` where the prefix does not
-/// tell (an index range such as 399xxx).
-pub fn implied_exchange(digits: &str) -> Option<&'static str> {
-    match digits.get(..2)? {
-        "60" | "68" | "90" => Some("SH"),
-        "00" | "30" | "20" => Some("SZ"),
-        "92" | "43" | "83" | "87" | "88" => Some("BJ"),
-        _ => None,
-    }
-}
-
-/// The canonical form: the 6 digits alone when the suffix is absent or is the one
-/// the prefix implies, `digits.SUFFIX` when the suffix says something the digits do
-/// not (`000001.SH` is the Shanghai index, `000001` the Shenzhen bank). Bare digits
-/// are also what the real upstream documents, so the canonical form is the one sent.
-fn canonical_code(digits: &str, suffix: Option<String>, implied: Option<&str>) -> String {
-    match suffix {
-        Some(sfx) if Some(sfx.as_str()) != implied => format!("{digits}.{sfx}"),
-        _ => digits.to_owned(),
-    }
-}
-
-/// Canonical stock code: `600519`, `600519.SH` and `600519.sh` → `600519`;
-/// `000001.SH` (a suffix the prefix does not imply) stays `000001.SH`.
-///
-/// ```
-/// use mdproxy::api::params::stock_code;
-/// assert_eq!(stock_code("600519.sh").as_deref(), Some("600519"));
-/// assert_eq!(stock_code("000001.SZ").as_deref(), Some("000001"));
-/// assert_eq!(stock_code("000001.SH").as_deref(), Some("000001.SH"));
-/// assert_eq!(stock_code("399001.SZ").as_deref(), Some("399001.SZ"));
-/// assert_eq!(stock_code("SH600519"), None);
-/// ```
-pub fn stock_code(s: &str) -> Option<String> {
-    let (digits, suffix) = split_code(s, &["SH", "SZ", "BJ"])?;
-    Some(canonical_code(digits, suffix, implied_exchange(digits)))
-}
-
-/// Canonical ETF code, by the same rule: 5xxxxx implies `.SH`, 1xxxxx `.SZ`
-/// (docs/DOMAIN.md §5.2).
-pub fn fund_code(s: &str) -> Option<String> {
-    let (digits, suffix) = split_code(s, &["SH", "SZ"])?;
-    let implied = match digits.as_bytes()[0] {
-        b'5' => Some("SH"),
-        b'1' => Some("SZ"),
-        _ => None,
-    };
-    Some(canonical_code(digits, suffix, implied))
+/// `YYYYMM` with a month from 01 to 12.
+fn is_month(s: &str) -> bool {
+    s.len() == 6
+        && s.bytes().all(|b| b.is_ascii_digit())
+        && (1..=12).contains(&s[4..].parse::<u32>().unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -438,23 +443,6 @@ mod tests {
 
     fn check(path: &str, params: &[&str], query: &str) -> Result<Valid, Error> {
         validate(ep(path), params, (!query.is_empty()).then_some(query))
-    }
-
-    #[test]
-    fn codes_are_canonical() {
-        assert_eq!(stock_code("600519.SH").as_deref(), Some("600519"));
-        assert_eq!(stock_code("000001.sz").as_deref(), Some("000001"));
-        assert_eq!(stock_code("920819.BJ").as_deref(), Some("920819"));
-        assert_eq!(stock_code("900901").as_deref(), Some("900901"));
-        assert_eq!(stock_code("399001").as_deref(), Some("399001"));
-        assert_eq!(stock_code("000001.SH").as_deref(), Some("000001.SH"));
-        assert_eq!(stock_code("600519.SZ").as_deref(), Some("600519.SZ"));
-        assert_eq!(stock_code("60051"), None);
-        assert_eq!(stock_code("600519.HK"), None);
-        assert_eq!(stock_code("SH600519"), None);
-        assert_eq!(fund_code("510300.sh").as_deref(), Some("510300"));
-        assert_eq!(fund_code("159915.SZ").as_deref(), Some("159915"));
-        assert_eq!(fund_code("159915.SH").as_deref(), Some("159915.SH"));
     }
 
     #[test]
@@ -481,6 +469,78 @@ mod tests {
         assert_eq!(p.target, "/stock/detail/600519");
         let n = check("/macro/pmi", &[], "page=001&pageSize=20").unwrap();
         assert_eq!(n.target, "/macro/pmi?page=1&pageSize=20");
+    }
+
+    /// Codes as people type them are one key, forwarded in the documented form.
+    #[test]
+    fn typed_codes_are_one_key() {
+        let forms = ["600519", "600519.SH", "sh600519", "SH.600519", "1.600519"];
+        for form in forms {
+            let v = check("/stock/detail/{code}", &[form], "").unwrap();
+            assert_eq!(v.target, "/stock/detail/600519", "{form}");
+            let v = check("/stock/kline", &[], &format!("code={form}")).unwrap();
+            assert_eq!(v.target, "/stock/kline?code=600519&period=day", "{form}");
+        }
+        let hk = check("/stock/kline", &[], "code=0700.HK&period=5m").unwrap();
+        assert_eq!(hk.target, "/stock/kline?code=00700&period=5m");
+        let list = check("/stock/list", &[], "codes=SH600519,sz000001").unwrap();
+        assert_eq!(list.target, "/stock/list?codes=600519%2C000001");
+        let fund = check("/fund/kline", &[], "code=SZ159915").unwrap();
+        assert_eq!(fund.target, "/fund/kline?code=159915&period=day&fqt=pre");
+    }
+
+    /// Documented defaults are applied: an absent parameter and its default are one key.
+    #[test]
+    fn documented_defaults_make_one_key() {
+        for (path, bare, spelled) in [
+            (
+                "/fund/kline",
+                "code=510300",
+                "code=510300&period=day&fqt=pre",
+            ),
+            ("/news/headlines", "", "page=0&pageSize=10"),
+            ("/stock/selection", "", "page=1&pageSize=50"),
+            ("/stock/kline", "code=600519", "code=600519&period=day"),
+            (
+                "/market/sector-flow/list",
+                "",
+                "dimension=industry&page=1&pageSize=50",
+            ),
+            (
+                "/stock/screener/universe",
+                "",
+                "market=CN_A&page=1&pageSize=100",
+            ),
+        ] {
+            let a = check(path, &[], bare).unwrap();
+            let b = check(path, &[], spelled).unwrap();
+            assert_eq!(a.target, b.target, "{path}");
+        }
+    }
+
+    /// Minute periods have their own class; a range that ended settles unless it is
+    /// forward-adjusted.
+    #[test]
+    fn minute_klines_and_settled_ranges() {
+        let minute = check("/stock/kline", &[], "code=600519&period=1m").unwrap();
+        assert_eq!(minute.class, FreshnessClass::Minute);
+        let day = check("/stock/kline", &[], "code=600519").unwrap();
+        assert_eq!(day.class, FreshnessClass::Intraday);
+        let ended = check("/stock/kline", &[], "code=600519&fqt=none&to=2024-12-31").unwrap();
+        assert_eq!(ended.settles, NaiveDate::from_ymd_opt(2025, 1, 1));
+        let pre = check("/stock/kline", &[], "code=600519&fqt=pre&to=2024-12-31").unwrap();
+        assert_eq!(pre.settles, None, "forward adjustment never settles");
+        let absent = check("/stock/kline", &[], "code=600519&to=2024-12-31").unwrap();
+        assert_eq!(absent.settles, None, "an absent fqt is the upstream's pre");
+        let fund = check("/fund/kline", &[], "code=510300&fqt=after").unwrap();
+        assert_eq!(fund.settles, None, "no range, nothing final");
+        let snapshot = check(
+            "/stock/financial/snapshot/{code}",
+            &["000001"],
+            "reportDate=2024-12-31",
+        )
+        .unwrap();
+        assert_eq!(snapshot.settles, NaiveDate::from_ymd_opt(2026, 5, 1));
     }
 
     #[test]
@@ -547,9 +607,81 @@ mod tests {
             (
                 "/stock/kline",
                 &[],
-                "code=12345",
+                "code=1234",
                 "invalid_parameter",
                 "code",
+            ),
+            (
+                "/stock/detail/{code}",
+                &["00700"],
+                "",
+                "invalid_parameter",
+                "code",
+            ),
+            ("/stock/list", &[], "", "missing_parameter", "codes"),
+            ("/stock/search", &[], "", "missing_parameter", "keyword"),
+            (
+                "/stock/news",
+                &[],
+                "pageSize=5",
+                "missing_parameter",
+                "code",
+            ),
+            (
+                "/stock/performance/ten-years",
+                &[],
+                "industryName=%E9%93%B6%E8%A1%8C",
+                "missing_parameter",
+                "year",
+            ),
+            (
+                "/market/trading-calendar",
+                &[],
+                "market=HK&from=2024-01-01&to=2024-12-31",
+                "invalid_parameter",
+                "market",
+            ),
+            (
+                "/market/trading-calendar",
+                &[],
+                "market=CN_A&from=2024-01-01",
+                "missing_parameter",
+                "to",
+            ),
+            (
+                "/stock/financial/snapshot/{code}",
+                &["000001"],
+                "",
+                "missing_parameter",
+                "reportDate",
+            ),
+            (
+                "/news/topic-subject",
+                &[],
+                "pageSize=5",
+                "missing_parameter",
+                "subjectKey or subjectId",
+            ),
+            (
+                "/stock/governance/events/{code}",
+                &["000001"],
+                "startDate=2024-05-01&endDate=2024-04-01",
+                "invalid_parameter",
+                "endDate",
+            ),
+            (
+                "/stock/screener/universe",
+                &[],
+                "pageSize=501",
+                "invalid_parameter",
+                "pageSize",
+            ),
+            (
+                "/stock/topic/operations-insight/{code}",
+                &["000001"],
+                "reportDate=202413",
+                "invalid_parameter",
+                "reportDate",
             ),
             ("/market/flow", &[], "type=4", "invalid_parameter", "type"),
             (

@@ -1,25 +1,30 @@
 //! The canonical target of a request the catalogue does not know (`[passthrough]`):
 //! the path as sent, checked so it cannot leave `/api/v1` upstream, and the query
-//! sorted by name with credentials and the cache-buster removed. The target is the
-//! cache key and the upstream request, like a catalogue request's.
+//! sorted by name with credentials and the cache-buster removed. That target is sent
+//! upstream; its cache key is the same in a namespace of its own, so a pass-through
+//! answer never shares a key with the catalogue's.
 
 use crate::api::catalog::{FreshnessClass, catalog};
-use crate::api::params::{Valid, is_ignored, query_pairs};
+use crate::api::params::{PASSTHROUGH_KEY, Valid, is_ignored, query_pairs};
 use crate::error::Error;
 
 /// Query parameters that carry a client credential: never keyed, never forwarded.
 const CREDENTIALS: [&str; 1] = ["access_token"];
 
 /// The pass-through request for `path` (relative to `/api/v1`) and `query`, cached
-/// under `class`.
+/// under `class`. A request that is a catalogue request once its credentials are
+/// removed is answered as the catalogue's (its class, its key).
 ///
 /// ```
 /// use mdproxy::api::catalog::FreshnessClass;
 /// use mdproxy::api::passthrough::target;
-/// let v = target("/market/sector-flow/list", Some("pageSize=50&x-api-key=k&dimension=region&_=1"),
+/// let v = target("/market/newer-route", Some("pageSize=50&x-api-key=k&dimension=region&_=1"),
 ///     FreshnessClass::Intraday, 2048).unwrap();
-/// assert_eq!(v.target, "/market/sector-flow/list?dimension=region&pageSize=50");
+/// assert_eq!(v.upstream_target(), "/market/newer-route?dimension=region&pageSize=50");
+/// assert_eq!(v.target, "passthrough:/market/newer-route?dimension=region&pageSize=50");
 /// assert_eq!(v.endpoint.path, "passthrough");
+/// let known = target("/market/indices", Some("access_token=t"), FreshnessClass::Immutable, 2048).unwrap();
+/// assert_eq!((known.target.as_str(), known.endpoint.path.as_str()), ("/market/indices", "/market/indices"));
 /// assert!(target("/a/../../admin", None, FreshnessClass::Intraday, 2048).is_err());
 /// ```
 ///
@@ -57,11 +62,24 @@ pub fn target(
     if target.len() > max_bytes {
         return Err(Error::UriTooLong { max_bytes });
     }
+    // Without its credentials it may be a catalogue request after all: then it is one.
+    let (known, stripped) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target.as_str(), None),
+    };
+    if let Some(route) = crate::api::router().route(known)
+        && !route.endpoint.streaming
+        && let Ok(valid) = crate::api::validate(&route, stripped)
+    {
+        return Ok(valid);
+    }
+    target.insert_str(0, PASSTHROUGH_KEY);
     Ok(Valid {
         endpoint: catalog().passthrough(),
         target,
         class,
         until_open: false,
+        settles: None,
     })
 }
 
@@ -144,9 +162,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            v.target,
+            v.upstream_target(),
             "/news/search?keyword=%E9%93%B6&keyword=b&pageSize=20"
         );
+        assert!(v.target.starts_with(PASSTHROUGH_KEY));
         assert_eq!(v.class, FreshnessClass::News);
         assert_eq!(v.endpoint.id, catalog().len());
         let e = target("/a", Some(&"q=x".repeat(1000)), FreshnessClass::News, 100).unwrap_err();

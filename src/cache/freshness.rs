@@ -3,7 +3,7 @@
 //! the pure function that places an instant among them. The cache stores the
 //! lifetimes; moka's expiry is only the memory bound.
 
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, NaiveDate, Timelike, Utc};
 
 use crate::api::catalog::{FreshnessClass, catalog};
 use crate::cache::market::Calendar;
@@ -78,6 +78,36 @@ pub struct Rule {
     pub until_open: bool,
     /// An upstream "not found": cached briefly, never served stale.
     pub negative: bool,
+    /// The first China date on which an answer fetched is final: then it lives
+    /// under the [`FreshnessClass::Immutable`] TTLs whatever its class.
+    pub settles: Option<NaiveDate>,
+}
+
+impl Rule {
+    /// The rule of a validated request.
+    pub fn of(valid: &crate::api::params::Valid) -> Rule {
+        Rule {
+            endpoint_id: valid.endpoint.id,
+            class: valid.class,
+            until_open: valid.until_open,
+            negative: false,
+            settles: valid.settles,
+        }
+    }
+
+    /// The class an answer fetched at `fetched_at` lives under: `Immutable` once its
+    /// data can no longer change, else its own.
+    pub fn class_at(&self, fetched_at: DateTime<Utc>) -> FreshnessClass {
+        match self.settles {
+            Some(day) if china_date(fetched_at) >= day => FreshnessClass::Immutable,
+            _ => self.class,
+        }
+    }
+}
+
+/// The date in China at `at`.
+fn china_date(at: DateTime<Utc>) -> NaiveDate {
+    at.with_timezone(&chrono_tz::Asia::Shanghai).date_naive()
 }
 
 /// The TTL table resolved for every endpoint and class, and the market calendar.
@@ -153,7 +183,7 @@ impl Policy {
 
     /// The TTLs of an endpoint for an answer of `class`.
     pub fn ttl(&self, endpoint_id: usize, class: FreshnessClass) -> ClassTtl {
-        self.table[endpoint_id][class as usize]
+        self.table[endpoint_id][class.index()]
     }
 
     /// The market calendar.
@@ -169,6 +199,17 @@ impl Policy {
                 fresh_until: until,
                 stale_until: until,
                 error_until: until,
+            };
+        }
+        let class = rule.class_at(fetched_at);
+        if class != rule.class {
+            // Final: the same lifetimes in and out of session, never until the open.
+            let ttl = self.ttl(rule.endpoint_id, class);
+            let fresh_until = fetched_at + secs(ttl.closed_fresh_secs);
+            return Lifetimes {
+                fresh_until,
+                stale_until: fresh_until + secs(ttl.closed_stale_secs),
+                error_until: fresh_until + secs(ttl.error_secs.max(ttl.closed_stale_secs)),
             };
         }
         let ttl = self.ttl(rule.endpoint_id, rule.class);
@@ -229,6 +270,7 @@ mod tests {
             class: e.class,
             until_open: false,
             negative: false,
+            settles: None,
         }
     }
 
@@ -297,6 +339,25 @@ mod tests {
             p.lifetimes(r, evening).fresh_until,
             cst("2026-03-09 09:16:00")
         );
+    }
+
+    /// A K-line range that ended before the day it was fetched on lives for days,
+    /// in session too; the same range fetched on its last day keeps the session rule.
+    #[test]
+    fn settled_answers_live_under_the_immutable_class() {
+        let p = Policy::new(&Config::default(), 0);
+        let mut r = rule("/stock/kline");
+        r.settles = Some(chrono::NaiveDate::from_ymd_opt(2026, 3, 3).unwrap());
+        let monday = cst("2026-03-02 10:00:00");
+        assert_eq!(
+            p.lifetimes(r, monday).fresh_until,
+            cst("2026-03-02 10:00:15"),
+            "the range ends today: intraday"
+        );
+        let tuesday = cst("2026-03-03 10:00:00");
+        let l = p.lifetimes(r, tuesday);
+        assert_eq!(l.fresh_until, cst("2026-03-10 10:00:00"), "seven days");
+        assert_eq!(r.class_at(tuesday), FreshnessClass::Immutable);
     }
 
     #[test]

@@ -104,8 +104,8 @@ struct Inner {
     warnings: Throttle,
     /// The other nodes (`[cluster]`), when there are any.
     cluster: Option<Cluster>,
-    /// How long a node holds the cluster's right to fill a key (the upstream
-    /// timeout plus the budget wait): past it another node takes over.
+    /// How long a node holds the cluster's right to fill a key beyond the upstream
+    /// timeout of its endpoint (the budget wait): past both another node takes over.
     lease: Duration,
 }
 
@@ -360,16 +360,13 @@ impl ReadThrough {
         let s = &*self.inner;
         let now = s.clock.now();
         let usable = |entry: &CachedBody| !force && policy.is_fresh(entry, now);
-        let rule = Rule {
-            endpoint_id: valid.endpoint.id,
-            class: valid.class,
-            until_open: valid.until_open,
-            negative: false,
-        };
+        let rule = Rule::of(valid);
         let (upstream, clock, policy) =
             (s.upstream.clone(), Arc::clone(&s.clock), Arc::clone(policy));
-        let (cluster, lease) = (s.cluster.clone().filter(Cluster::is_up), s.lease);
-        let target = valid.target.clone();
+        let lease = s.lease + upstream.timeout_for(valid.endpoint);
+        let cluster = s.cluster.clone().filter(Cluster::is_up);
+        let target = valid.upstream_target().to_owned();
+        let key = valid.target.clone();
         s.store
             .fill(&valid.target, usable, move || {
                 crate::upstream::trace::within(context, async move {
@@ -380,13 +377,13 @@ impl ReadThrough {
                         None
                     } else {
                         let fresh = |e: &CachedBody| policy.is_fresh(e, clock.now());
-                        match shared::before_fill(&cluster, &target, &policy, lease, fresh).await {
+                        match shared::before_fill(&cluster, &key, &policy, lease, fresh).await {
                             Share::Found(entry) => return Ok(entry),
                             Share::Fetch(held) => held,
                         }
                     };
                     let result = fetch(&upstream, &target, priority, rule, &clock, &policy).await;
-                    shared::after_fill(&cluster, &target, result.as_ref().ok(), held).await;
+                    shared::after_fill(&cluster, &key, result.as_ref().ok(), held).await;
                     result
                 })
             })

@@ -301,6 +301,15 @@ impl Cache {
         dropped
     }
 
+    /// Every key cached now (for inspection; a walk over the store).
+    pub fn keys(&self) -> Vec<String> {
+        self.inner
+            .entries
+            .iter()
+            .map(|(key, _)| String::clone(&key))
+            .collect()
+    }
+
     /// Whether a fill for `key` is under way (best effort: `false` when unsure).
     pub fn is_filling(&self, key: &str) -> bool {
         self.inner
@@ -419,6 +428,7 @@ mod tests {
             class: crate::api::catalog::FreshnessClass::Live,
             until_open: false,
             negative: false,
+            settles: None,
         };
         CachedBody::new(
             Bytes::from_static(s.as_bytes()),

@@ -354,6 +354,7 @@ fn schema() -> Shape {
         targets: vec!["/market/indices".into()],
         session_only: true,
     })));
+    *root.at(&["upstream", "endpoint_timeouts_ms"]) = Shape::Map(Box::new(Shape::Integer));
     *root.at(&["freshness", "endpoints"]) = Shape::Map(Box::new(Shape::entry(&TtlOverride {
         session_fresh_secs: Some(1),
         session_stale_secs: Some(1),

@@ -19,7 +19,7 @@ use crate::api::catalog::Endpoint;
 use crate::api::params::Valid;
 use crate::api::router::API_PREFIX;
 use crate::cache::readthrough::{Answer, Waiting};
-use crate::config::Config;
+use crate::config::{Config, ErrorMode};
 use crate::edge::auth::Tokens;
 use crate::edge::body::{self, Body};
 use crate::edge::cors::Cors;
@@ -47,6 +47,8 @@ struct Access {
     cors: Cors,
     /// `log.access`.
     access_log: bool,
+    /// `server.error_mode`.
+    error_mode: ErrorMode,
 }
 
 impl Access {
@@ -56,6 +58,7 @@ impl Access {
             tokens: Tokens::new(clients.iter().map(|c| c.token.clone()).collect()),
             names: clients.iter().map(|c| c.name.clone()).collect(),
             access_log: config.log.access,
+            error_mode: config.server.error_mode,
             limits: ClientLimits::new(&clients, &config.limits, clock, previous.map(|p| &p.limits)),
             cors: Cors::new(&config.server.cors_origins),
         }
@@ -386,7 +389,17 @@ impl Edge {
                     self.state.stats().errors.fetch_add(1, Ordering::Relaxed);
                 }
                 let code = error.code();
-                (error.to_response(), Some(code))
+                let response = match access.error_mode {
+                    ErrorMode::Upstream if error.is_on_upstreams_behalf() => {
+                        let message = trail.endpoint.map_or(
+                            crate::api::catalog::catalog().passthrough().failure_message,
+                            |e| e.failure_message,
+                        );
+                        response::upstream_style(&error, message)
+                    }
+                    _ => error.to_response(),
+                };
+                (response, Some(code))
             }
         };
         access.cors.apply(head.origin, response.headers_mut());
@@ -483,6 +496,12 @@ impl Edge {
             .limits
             .check(client.0)
             .map_err(|retry_after_secs| Error::RateLimited { retry_after_secs })?;
+        if let Some((_, reason)) = crate::api::catalog::REFUSED
+            .iter()
+            .find(|(path, _)| *path == api_path)
+        {
+            return Err(Error::NotImplemented { reason });
+        }
         let passthrough = &snap.config.passthrough;
         if endpoint.is_none() && !passthrough.enabled {
             return Err(Error::NotFound);

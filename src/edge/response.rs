@@ -337,6 +337,20 @@ impl IntoResponse for Error {
     }
 }
 
+/// An error mdproxy makes on the upstream's behalf, in the upstream-compatible
+/// error mode (`server.error_mode = "upstream"`): HTTP 200 with `success: false`
+/// and the upstream's own `message` for the endpoint, never cached.
+pub fn upstream_style(error: &Error, message: &str) -> Response<Body> {
+    let mut response = Response::new(body::full(error.upstream_envelope(message)));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,6 +418,7 @@ mod tests {
             class: crate::api::catalog::FreshnessClass::Live,
             until_open: false,
             negative: false,
+            settles: None,
         };
         let body = Bytes::from(vec![b' '; 4096]);
         let entry = CachedBody::new(body, 200, fetched_at, rule, lifetimes, 0);

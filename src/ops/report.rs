@@ -3,29 +3,34 @@
 
 use std::fmt::Write;
 
-use crate::api::catalog::catalog;
+use crate::api::catalog::{FreshnessClass, catalog};
 use crate::cache::freshness::Policy;
 use crate::config::Config;
 
 /// The effective TTLs of every endpoint under `config`, in and out of session, one
-/// line per endpoint and class (`mdproxy check-config`).
+/// line per endpoint and class, with its upstream timeout (`mdproxy check-config`).
 pub fn ttl_table(config: &Config) -> String {
     let policy = Policy::new(config, 0);
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<46} {:<10} {:>9} {:>9} {:>12} {:>9} {:>9}",
-        "endpoint", "class", "in:fresh", "in:stale", "out:fresh", "out:stale", "if-error"
+        "{:<46} {:<10} {:>9} {:>9} {:>12} {:>9} {:>9} {:>8}",
+        "endpoint",
+        "class",
+        "in:fresh",
+        "in:stale",
+        "out:fresh",
+        "out:stale",
+        "if-error",
+        "timeout"
     );
     // The stream is never cached.
     for e in catalog().endpoints().iter().filter(|e| !e.streaming) {
-        let mut classes = vec![e.class];
-        if let Some((_, other)) = e.class_when_present {
-            classes.push(other);
-        }
-        for class in classes {
+        for class in e.classes() {
             let ttl = policy.ttl(e.id, class);
-            let until_open = policy.until_open(e.id, class, e.until_open_when.is_some());
+            // A final answer is never held to the open (freshness.rs).
+            let until_open = class != FreshnessClass::Immutable
+                && policy.until_open(e.id, class, e.until_open_when.is_some());
             let out_fresh = if until_open {
                 format!("≤open+{}", config.freshness.open_grace_secs)
             } else {
@@ -33,18 +38,28 @@ pub fn ttl_table(config: &Config) -> String {
             };
             let _ = writeln!(
                 out,
-                "{:<46} {:<10} {:>9} {:>9} {:>12} {:>9} {:>9}",
+                "{:<46} {:<10} {:>9} {:>9} {:>12} {:>9} {:>9} {:>8}",
                 e.path,
                 class.as_str(),
                 human(ttl.session_fresh_secs),
                 human(ttl.session_stale_secs),
                 out_fresh,
                 human(ttl.closed_stale_secs),
-                human(ttl.error_secs)
+                human(ttl.error_secs),
+                human_ms(config.upstream.timeout_for(e).as_millis())
             );
         }
     }
     out
+}
+
+/// `1500` → `1500ms`, `90000` → `90s` (whole seconds as [`human`] writes them).
+fn human_ms(ms: u128) -> String {
+    if ms % 1_000 == 0 {
+        human(u64::try_from(ms / 1_000).unwrap_or(u64::MAX))
+    } else {
+        format!("{ms}ms")
+    }
 }
 
 /// `90` → `90s`, `3600` → `1h`, `86400` → `1d`.

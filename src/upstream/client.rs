@@ -31,7 +31,7 @@ pub struct Fetched {
 /// every coalesced waiter.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum FetchError {
-    /// No answer within `upstream.timeout_ms` (or connect timeout).
+    /// No answer within the endpoint's upstream timeout (or the connect timeout).
     #[error("the upstream did not answer in time")]
     Timeout,
     /// Connection refused, reset, DNS failure: the upstream is not there.
@@ -208,9 +208,9 @@ impl UpstreamClient {
     /// # Errors
     /// When the TLS backend cannot initialise or the token is not a valid header value.
     pub fn new(config: &UpstreamConfig) -> Result<UpstreamClient, String> {
+        // The whole-request timeout is the endpoint's, set per request.
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .timeout(Duration::from_millis(config.timeout_ms))
             .pool_max_idle_per_host(config.pool_max_idle_per_host)
             .pool_idle_timeout(Duration::from_secs(60))
             .tcp_nodelay(true)
@@ -242,11 +242,12 @@ impl UpstreamClient {
         &self.config
     }
 
-    /// GETs `target` (path and canonical query relative to `/api/v1`).
+    /// GETs `target` (path and canonical query relative to `/api/v1`), waiting at
+    /// most `timeout` for the whole answer.
     ///
     /// # Errors
     /// A [`FetchError`] for everything but a 2xx `"success": true` answer.
-    pub async fn fetch(&self, target: &str) -> Result<Fetched, FetchError> {
+    pub async fn fetch(&self, target: &str, timeout: Duration) -> Result<Fetched, FetchError> {
         let started = Instant::now();
         let mut url = String::with_capacity(self.base.len() + target.len());
         url.push_str(&self.base);
@@ -254,6 +255,7 @@ impl UpstreamClient {
         let mut request = self
             .client
             .get(url)
+            .timeout(timeout)
             .header(http::header::ACCEPT, "application/json");
         if let Some(auth) = &self.authorization {
             request = request.header(http::header::AUTHORIZATION, auth.clone());

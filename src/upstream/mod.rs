@@ -156,7 +156,7 @@ impl Upstream {
         match &result {
             Ok(fetched) => {
                 stats.upstream(UpstreamOutcome::Ok);
-                stats.upstream_answered(endpoint_of(target), fetched.elapsed, None);
+                stats.upstream_answered(endpoint_of(target).id, fetched.elapsed, None);
                 tracing::info!(
                     target = %target,
                     priority = priority.as_str(),
@@ -174,13 +174,13 @@ impl Upstream {
                     // An answer: the upstream is there (a 404 or a 4xx is its
                     // business, not a failure of the upstream).
                     (Some(elapsed), FetchError::Answer { .. }) => {
-                        stats.upstream_answered(endpoint_of(target), elapsed, None);
+                        stats.upstream_answered(endpoint_of(target).id, elapsed, None);
                     }
                     (Some(_), FetchError::Timeout | FetchError::Unreachable) => {
                         stats.upstream_unanswered(outcome.as_str(), e.to_string());
                     }
                     (Some(elapsed), e) => stats.upstream_answered(
-                        endpoint_of(target),
+                        endpoint_of(target).id,
                         elapsed,
                         Some((outcome.as_str(), e.to_string())),
                     ),
@@ -207,11 +207,12 @@ impl Upstream {
         priority: Priority,
     ) -> (Result<Fetched, FetchError>, Option<Duration>) {
         let client = self.inner.client.load_full();
+        let timeout = client.config().timeout_for(endpoint_of(target));
         let mut asked = None;
         let attempt = async {
             self.permit(priority).await?;
             let started = Instant::now();
-            let result = client.fetch(target).await;
+            let result = client.fetch(target, timeout).await;
             asked = Some(started.elapsed());
             result
         };
@@ -246,6 +247,12 @@ impl Upstream {
         alone.acquire(priority).await
     }
 
+    /// How long the upstream may take to answer `endpoint` (`[upstream]`'s
+    /// timeouts as they stand now).
+    pub fn timeout_for(&self, endpoint: &crate::api::catalog::Endpoint) -> Duration {
+        self.inner.client.load().config().timeout_for(endpoint)
+    }
+
     /// Whether the circuit breaker is open now.
     pub fn breaker_open(&self) -> bool {
         self.inner.breaker.load().is_open()
@@ -253,14 +260,12 @@ impl Upstream {
 }
 
 /// The catalogue's endpoint for an upstream target (the pass-through pseudo-endpoint
-/// for a path it does not know), to label upstream latency.
-fn endpoint_of(target: &str) -> usize {
+/// for a path it does not know), for its timeout and to label upstream latency.
+fn endpoint_of(target: &str) -> &'static crate::api::catalog::Endpoint {
     let path = target.split_once('?').map_or(target, |(path, _)| path);
     crate::api::router()
         .route(path)
-        .map_or(crate::api::catalog::catalog().passthrough().id, |r| {
-            r.endpoint.id
-        })
+        .map_or(crate::api::catalog::catalog().passthrough(), |r| r.endpoint)
 }
 
 /// The breaker settings of `[upstream]`.

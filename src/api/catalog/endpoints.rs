@@ -1,0 +1,940 @@
+//! The rows of the catalogue: every documented GET endpoint (docs/upstream-endpoints.json)
+//! with its parameters as documented (types, enums, defaults, required flags), its
+//! freshness class and why, when its answers become final, and its upstream timeout.
+//! A data table: it is long because the API is.
+
+use super::{
+    ClassRule, Endpoint, FreshnessClass, Group, MAX_PAGE_SIZE, Param, ParamKind, Patience, Settles,
+    param_name,
+};
+use crate::api::code::CodeRule;
+
+use FreshnessClass::{
+    Calendar, Daily, Filings, Immutable, Intraday, Live, Minute, News, Periodic, Reference,
+};
+
+/// The stream endpoint's path.
+pub const STREAM_PATH: &str = "/stock/indicator/realtime/sse";
+
+/// The upstream's message when its own request to a source breaks, documented for the
+/// fund endpoints; the message of every endpoint whose docs name no other.
+pub const TRANSPORT_FAILURE: &str = "socket hang up";
+
+/// Documented endpoints mdproxy does not serve, with why: each is refused with
+/// `501 not_implemented` and this reason, whatever the method.
+pub const REFUSED: &[(&str, &str)] = &[(
+    "/stock/report/download",
+    "POST /stock/report/download is not forwarded: it makes the upstream download a file into a directory of its own (a side effect with nothing to cache); call the upstream directly for it",
+)];
+
+/// The minute periods of `/stock/kline`.
+const MINUTE_PERIODS: &[&str] = &["1m", "5m", "15m", "30m", "60m"];
+
+const STOCK_PERIOD: Param = Param::new(
+    "period",
+    ParamKind::Choice(&["1m", "5m", "15m", "30m", "60m", "day", "week", "month"]),
+)
+.default("day");
+const FUND_PERIOD: Param =
+    Param::new("period", ParamKind::Choice(&["day", "week", "month"])).default("day");
+/// The adjustment of a K-line: forward (`pre`), backward or none. The upstream
+/// documents backward adjustment as `after`; docs/API-SPEC.md calls it `post`. Both
+/// are accepted, and `post` is keyed and forwarded as `after`.
+const FQT: Param = Param::new("fqt", ParamKind::Choice(&["pre", "after", "post", "none"]))
+    .synonyms(&[("post", "after")]);
+const FROM: Param = Param::new("from", ParamKind::Date);
+const TO: Param = Param::new("to", ParamKind::Date);
+const START_DATE: Param = Param::new("startDate", ParamKind::Date);
+const END_DATE: Param = Param::new("endDate", ParamKind::Date);
+const FLOW_TYPE: Param = Param::new("type", ParamKind::Choice(&["1", "2", "3"]));
+const DIMENSION: Param = Param::new(
+    "dimension",
+    ParamKind::Choice(&["region", "industry", "concept"]),
+)
+.default("industry");
+const PAGE: Param = Param::new(
+    "page",
+    ParamKind::Int {
+        min: 0,
+        max: 100_000,
+    },
+);
+const PAGE_INDEX: Param = Param::new(
+    "pageIndex",
+    ParamKind::Int {
+        min: 0,
+        max: 100_000,
+    },
+);
+const PAGE_SIZE: Param = Param::new(
+    "pageSize",
+    ParamKind::Int {
+        min: 1,
+        max: MAX_PAGE_SIZE,
+    },
+);
+const YEAR: Param = Param::new(
+    "year",
+    ParamKind::Int {
+        min: 1990,
+        max: 2100,
+    },
+);
+const KEYWORD: Param = Param::new("keyword", ParamKind::Text { max_chars: 64 });
+const FILTER: Param = Param::new("filter", ParamKind::Text { max_chars: 512 });
+const STOCK_NAME: Param = Param::new("stockName", ParamKind::Text { max_chars: 64 });
+const TIME_RANGE: Param = Param::new(
+    "timeRange",
+    ParamKind::Choice(&["3m", "6m", "1y", "3y", "5y"]),
+);
+/// The financial series' report type: values undocumented (the samples say `annual`).
+const REPORT_TYPE: Param = Param::new("reportType", ParamKind::Ident);
+const YEARS: Param = Param::new("years", ParamKind::Int { min: 1, max: 50 });
+const FINANCIAL_SERIES: &[Param] = &[REPORT_TYPE, YEARS];
+
+/// The code of a stock, in a path or query.
+const STOCK_CODE: Param = Param::new("code", ParamKind::Code(CodeRule::Stock));
+const KLINE_CODE: Param = Param::new("code", ParamKind::Code(CodeRule::Kline));
+const FUND_CODE: Param = Param::new("code", ParamKind::Code(CodeRule::Fund));
+const THEME_ID: Param = Param::new("themeId", ParamKind::Ident);
+
+/// K-line ranges settle once they end before today; forward adjustment never settles.
+const RANGE_ENDED: Settles = Settles {
+    param: "to",
+    months: 0,
+    why: "a range that ended before today (not `fqt=pre`)",
+};
+
+/// A row of the table below; expanded into an [`Endpoint`].
+struct Def {
+    path: &'static str,
+    class: FreshnessClass,
+    query: &'static [Param],
+    summary: &'static str,
+    why: &'static str,
+    one_of: &'static [&'static str],
+    class_rules: &'static [ClassRule],
+    settles: Option<Settles>,
+    patience: Patience,
+    failure_message: &'static str,
+}
+
+const fn def(
+    path: &'static str,
+    class: FreshnessClass,
+    query: &'static [Param],
+    summary: &'static str,
+    why: &'static str,
+) -> Def {
+    Def {
+        path,
+        class,
+        query,
+        summary,
+        why,
+        one_of: &[],
+        class_rules: &[],
+        settles: None,
+        patience: Patience::Standard,
+        failure_message: TRANSPORT_FAILURE,
+    }
+}
+
+impl Def {
+    const fn rules(self, class_rules: &'static [ClassRule]) -> Def {
+        Def {
+            class_rules,
+            ..self
+        }
+    }
+    const fn settles(self, settles: Settles) -> Def {
+        Def {
+            settles: Some(settles),
+            ..self
+        }
+    }
+    const fn one_of(self, one_of: &'static [&'static str]) -> Def {
+        Def { one_of, ..self }
+    }
+    /// The failure message the docs show for this endpoint.
+    const fn fails_with(self, failure_message: &'static str) -> Def {
+        Def {
+            failure_message,
+            ..self
+        }
+    }
+    const fn long(self) -> Def {
+        Def {
+            patience: Patience::Long,
+            ..self
+        }
+    }
+}
+
+/// The eleven macro indicators: (path slug, what it measures). Each has a paged
+/// table `/macro/<slug>` and a chart series `/macro/<slug>/series`.
+pub const MACRO_INDICATORS: [(&str, &str); 11] = [
+    ("pmi", "PMI (purchasing managers index)"),
+    ("cpi", "CPI (consumer prices)"),
+    ("ppi", "PPI (producer prices)"),
+    ("gdp", "GDP"),
+    ("currency-supply", "Money supply (M0, M1, M2)"),
+    ("lpr", "LPR (loan prime rate)"),
+    ("new-loans", "New loans"),
+    ("fixed-asset-investment", "Fixed-asset investment (urban)"),
+    ("total-retail", "Total retail sales of consumer goods"),
+    ("customs-trade", "Customs import and export change"),
+    ("gold-currency", "Foreign-exchange and gold reserves"),
+];
+
+const QUOTE: &str = "a quote: moves with every trade";
+const BOARD: &str = "follows the session's trading";
+const REPORTS: &str = "changes when a report is published";
+const DAILY: &str = "computed once a day";
+const LIST: &str = "changes with listings, a few times a day at most";
+
+/// News, then stock, in the docs' order (the macro pairs and the fund and market
+/// groups follow in [`all`]).
+static NEWS_AND_STOCK: &[Def] = &[
+    // News
+    def("/news/overview", News, &[], "Market overview data", "news flows day and night"),
+    def(
+        "/news/mainline",
+        News,
+        &[],
+        "Market main-line themes and hot topics",
+        "news flows day and night",
+    ),
+    def(
+        "/news/topic/library/list",
+        Reference,
+        &[],
+        "Theme library category list",
+        LIST,
+    ),
+    def(
+        "/news/topic/library/detail/{themeId}",
+        Reference,
+        &[],
+        "Detail of one theme",
+        LIST,
+    )
+    .fails_with("Failed to get topic library detail"),
+    def(
+        "/news/topic/library/stocks/{themeId}",
+        Intraday,
+        &[],
+        "Stocks associated with the theme",
+        BOARD,
+    ),
+    def(
+        "/news/headlines",
+        News,
+        &[
+            PAGE.default("0"),
+            PAGE_SIZE.default("10"),
+            KEYWORD.default("新闻联播要闻"),
+        ],
+        "Headline summaries and selected news, paged, filtered by keyword",
+        "news flows day and night",
+    ),
+    def(
+        "/news/feed",
+        News,
+        &[Param::new("cursor", ParamKind::Text { max_chars: 128 }).empty_is_absent()],
+        "Flash-news and headline stream with cursor pagination",
+        "the head page is news; a page addressed by its cursor never changes",
+    )
+    .rules(&[ClassRule::Present("cursor", Immutable)]),
+    def(
+        "/news/search",
+        News,
+        &[
+            PAGE.default("0"),
+            PAGE_SIZE.default("20"),
+            KEYWORD.default("新闻联播要闻"),
+        ],
+        "Keyword search over news summaries, 0-based pages",
+        "a search over news: new items arrive day and night",
+    ),
+    def(
+        "/news/topic-subject",
+        News,
+        &[
+            Param::new("subjectKey", ParamKind::Ident),
+            Param::new(
+                "subjectId",
+                ParamKind::Int {
+                    min: 1,
+                    max: 1_000_000_000,
+                },
+            ),
+            PAGE_SIZE.default("20"),
+            // The time cursor: Unix seconds of the last item seen.
+            Param::new(
+                "lastTime",
+                ParamKind::Int {
+                    min: 0,
+                    max: 4_102_444_800,
+                },
+            ),
+        ],
+        "Topic/subject news stream (morning_brief...) with a lastTime cursor",
+        "the head page is news; a page addressed by its time cursor never changes",
+    )
+    .one_of(&["subjectKey", "subjectId"])
+    .rules(&[ClassRule::Present("lastTime", Immutable)]),
+    // Stock: basic information
+    def(
+        "/stock/list",
+        Live,
+        &[Param::new("codes", ParamKind::Codes(CodeRule::Stock)).required()],
+        "Batch stock information by code",
+        QUOTE,
+    ),
+    def(
+        "/stock/detail/{code}",
+        Live,
+        &[],
+        "Basic information of one stock",
+        QUOTE,
+    ),
+    def(
+        "/stock/search",
+        Reference,
+        &[KEYWORD.required()],
+        "Stocks whose code or name matches the keyword",
+        LIST,
+    ),
+    def(
+        "/stock/selection",
+        Intraday,
+        &[PAGE.default("1"), PAGE_SIZE.default("50"), FILTER],
+        "Paged stock screening list",
+        BOARD,
+    ),
+    // Stock: market data
+    def(
+        "/stock/kline",
+        Intraday,
+        &[KLINE_CODE.required(), STOCK_PERIOD, FQT, FROM, TO],
+        "K-line (minute, day, week, month) of an A-share, HK or US code, with the chosen adjustment",
+        "the last bar moves in session; minute bars have their own class; a past range is final",
+    )
+    .rules(&[ClassRule::OneOf("period", MINUTE_PERIODS, Minute)])
+    .settles(RANGE_ENDED)
+    .long()
+    .fails_with("Failed to fetch kline"),
+    def(
+        "/stock/indicator/realtime/{code}",
+        Live,
+        &[],
+        "Real-time quote of one stock",
+        QUOTE,
+    ),
+    def(
+        STREAM_PATH,
+        Live,
+        &[
+            Param::new("codes", ParamKind::Codes(CodeRule::Stock)).required(),
+            Param::new("pz", ParamKind::Int { min: 1, max: 100 }).default("20"),
+            // EventSource cannot send headers: the token may come as RFC 6750's
+            // `access_token` query parameter. Never keyed, never forwarded.
+            Param::new("access_token", ParamKind::Text { max_chars: 256 }).dropped(),
+        ],
+        "Stream of real-time quotes (text/event-stream)",
+        "never cached: one upstream poll fanned out",
+    ),
+    // Stock: financial data
+    def(
+        "/stock/indicator/financial/{code}",
+        Periodic,
+        &[],
+        "Financial indicators of one stock",
+        REPORTS,
+    ),
+    def(
+        "/stock/business/main/{code}",
+        Periodic,
+        &[],
+        "Main-business composition and revenue structure",
+        REPORTS,
+    ),
+    def(
+        "/stock/financial/snapshot/{code}",
+        Periodic,
+        &[Param::new("reportDate", ParamKind::Date).required()],
+        "One annual consolidated financial snapshot (millions of yuan)",
+        REPORTS,
+    )
+    .settles(Settles {
+        param: "reportDate",
+        months: 16,
+        why: "16 months after `reportDate` (the annual report is due in 4, and the next one may restate it)",
+    }),
+    def(
+        "/stock/financial/history/{code}",
+        Periodic,
+        FINANCIAL_SERIES,
+        "Annual consolidated financial history",
+        REPORTS,
+    ),
+    def(
+        "/stock/financial/statements/{code}",
+        Periodic,
+        FINANCIAL_SERIES,
+        "Main indicators and the balance, income and cash-flow statements (large)",
+        REPORTS,
+    ),
+    def(
+        "/stock/financial/ratio/{code}",
+        Periodic,
+        FINANCIAL_SERIES,
+        "Common-size statements: percent of revenue per report date",
+        REPORTS,
+    ),
+    def(
+        "/stock/financial/dupont/{code}",
+        Periodic,
+        FINANCIAL_SERIES,
+        "Annual DuPont analysis series",
+        REPORTS,
+    ),
+    // Stock: classification lists
+    def(
+        "/stock/industry/list",
+        Reference,
+        &[],
+        "Industry classification list",
+        LIST,
+    ),
+    def(
+        "/stock/area/list",
+        Reference,
+        &[],
+        "Region classification list",
+        LIST,
+    ),
+    def("/stock/concept/list", Reference, &[], "Concept-board list", LIST),
+    def(
+        "/stock/style/list",
+        Reference,
+        &[],
+        "Style classification list",
+        LIST,
+    ),
+    // Stock: shareholders
+    def(
+        "/stock/shareholder/research/{code}",
+        Periodic,
+        &[END_DATE.required()],
+        "Top ten circulating shareholders of the stock",
+        REPORTS,
+    )
+    .settles(Settles {
+        param: "endDate",
+        months: 4,
+        why: "4 months after `endDate` (the last periodic report of a period is due by then)",
+    }),
+    def(
+        "/stock/shareholder/list",
+        Periodic,
+        &[
+            Param::new("code", ParamKind::HolderCode),
+            END_DATE,
+            Param::new("type", ParamKind::Choice(&["top10", "top10Float"])),
+            PAGE,
+            PAGE_SIZE,
+            // Undocumented values: a short free text, keyed and forwarded as given.
+            Param::new("holdNumChange", ParamKind::Text { max_chars: 32 }),
+        ],
+        "Stocks held by a shareholder",
+        REPORTS,
+    ),
+    def(
+        "/stock/shareholder/research/latest/{code}",
+        Periodic,
+        &[],
+        "Latest report date of shareholder research for the stock",
+        REPORTS,
+    ),
+    // Stock: earnings
+    def(
+        "/stock/earnings-forecast",
+        Periodic,
+        &[Param::new("reportDate", ParamKind::Date), PAGE, PAGE_SIZE],
+        "Paged earnings-forecast list for a report period",
+        REPORTS,
+    ),
+    def(
+        "/stock/performance/ten-years",
+        Periodic,
+        &[
+            Param::new("industryName", ParamKind::Text { max_chars: 64 }).required(),
+            YEAR.required(),
+            // The column the upstream sorts by (its UPPER_SNAKE names).
+            Param::new("sortColumn", ParamKind::Ident).default("PARENT_NI_3Q"),
+        ],
+        "Ten-year performance by industry and year",
+        REPORTS,
+    )
+    .fails_with("Failed to get performance ten years"),
+    def(
+        "/stock/performance/ten-years/latest/{code}",
+        Periodic,
+        &[],
+        "Latest report date of ten-year performance for the stock",
+        REPORTS,
+    ),
+    def(
+        "/stock/corporate-actions",
+        Periodic,
+        &[STOCK_CODE.required(), FROM, TO],
+        "Corporate actions (dividends, splits) by ex-date: a bare array",
+        "plans come with reports; a past range of ex-dates is final",
+    )
+    .settles(Settles {
+        param: "to",
+        months: 0,
+        why: "a range of ex-dates that ended before today",
+    }),
+    def(
+        "/stock/valuation/historical-pe",
+        Daily,
+        &[
+            STOCK_CODE.required(),
+            // Months of history.
+            Param::new("interval", ParamKind::Int { min: 1, max: 600 }).default("60"),
+        ],
+        "Historical PE-TTM series and percentile statistics",
+        "a daily series: one new point per trading day",
+    ),
+    def(
+        "/stock/peers/{code}",
+        Periodic,
+        &[
+            YEAR,
+            Param::new("topN", ParamKind::Int { min: 1, max: 20 }),
+            Param::new("sortColumn", ParamKind::Ident),
+        ],
+        "Automatic peer-comparison pool in the same industry",
+        REPORTS,
+    ),
+    def(
+        "/stock/company/operations/{code}",
+        Daily,
+        &[
+            YEAR,
+            Param::new("topN", ParamKind::Int { min: 1, max: 20 }).default("10"),
+        ],
+        "Company operations profile (F10 aggregate: business, themes, industry, peers, signals)",
+        "an aggregate with daily signals",
+    ),
+    def(
+        "/stock/industry/cycle/{code}",
+        Periodic,
+        &[YEAR],
+        "Industry-cycle snapshot of the stock's industry",
+        REPORTS,
+    ),
+    def(
+        "/stock/governance/events/{code}",
+        Filings,
+        &[
+            YEAR,
+            Param::new("limit", ParamKind::Int { min: 1, max: 30 }),
+            TIME_RANGE,
+            Param::new("dedupe", ParamKind::Choice(&["true", "false"])),
+            Param::new("source", ParamKind::Choice(&["aggregate", "cninfo", "sse"])),
+            START_DATE,
+            END_DATE,
+            STOCK_NAME,
+        ],
+        "Negative governance events (cninfo and SSE), with per-source status",
+        "announcements arrive through the day and evening",
+    ),
+    def(
+        "/stock/regulatory/events",
+        Filings,
+        &[
+            STOCK_CODE.required(),
+            Param::new(
+                "source",
+                ParamKind::Choice(&["aggregate", "cninfo", "sse", "szse", "bse"]),
+            ),
+            Param::new(
+                "exchange",
+                ParamKind::Choice(&["auto", "sse", "szse", "bse", "all"]),
+            ),
+            // Comma-separated kinds (inquiry, regulatory_measure, discipline...).
+            Param::new("eventKinds", ParamKind::Text { max_chars: 128 }),
+            START_DATE,
+            END_DATE,
+            PAGE,
+            Param::new("limit", ParamKind::Int { min: 1, max: 100 }),
+            KEYWORD,
+            STOCK_NAME,
+        ],
+        "Regulatory, inquiry and disciplinary events, with per-source status",
+        "announcements arrive through the day and evening",
+    ),
+    def(
+        "/stock/report/search",
+        Filings,
+        &[
+            STOCK_CODE.required(),
+            // Chinese category names, `;` between several (年报;半年报).
+            Param::new("category", ParamKind::Text { max_chars: 128 }).required(),
+            YEAR,
+            Param::new(
+                "limit",
+                ParamKind::Int {
+                    min: 1,
+                    max: MAX_PAGE_SIZE,
+                },
+            ),
+            KEYWORD,
+            TIME_RANGE.default("3y"),
+            STOCK_NAME,
+            Param::new("item", ParamKind::Text { max_chars: 64 }),
+        ],
+        "Candidate announcement and periodic-report PDF links (cninfo)",
+        "announcements arrive through the day and evening",
+    ),
+    def(
+        "/stock/topic/operations-insight/{code}",
+        Filings,
+        &[
+            YEAR,
+            Param::new("reportDate", ParamKind::Period),
+            TIME_RANGE,
+            Param::new("governanceLimit", ParamKind::Int { min: 1, max: 100 }),
+            Param::new("forecastPageSize", ParamKind::Int { min: 1, max: 100 }),
+        ],
+        "Operations and management insight (industry cycle, governance timeline, guidance, operations)",
+        "aggregates governance events and forecasts: announcements arrive through the day",
+    ),
+    def(
+        "/stock/screener/universe",
+        Daily,
+        &[
+            Param::new("market", ParamKind::Choice(&["CN_A", "HK"])).default("CN_A"),
+            PAGE.default("1"),
+            Param::new("pageSize", ParamKind::Int { min: 1, max: 500 }).default("100"),
+            FILTER,
+        ],
+        "Normalised screener universe (CN_A or HK), up to 500 rows a page; page until total",
+        "a daily snapshot of fundamentals and the close",
+    ),
+    // Stock: board and industry
+    def(
+        "/stock/board/info/{code}",
+        Intraday,
+        &[],
+        "Boards and industries the stock belongs to",
+        BOARD,
+    ),
+    def(
+        "/stock/industry/info/{code}",
+        Intraday,
+        &[],
+        "Industry of the stock, and industry information",
+        BOARD,
+    ),
+    // Stock: diagnosis
+    def(
+        "/stock/diagnosis/comprehensive/{code}",
+        Daily,
+        &[],
+        "Comprehensive diagnosis score",
+        DAILY,
+    ),
+    def(
+        "/stock/diagnosis/message/{code}",
+        Daily,
+        &[],
+        "News-side diagnosis",
+        DAILY,
+    ),
+    def(
+        "/stock/diagnosis/financial/evaluation/{code}",
+        Daily,
+        &[],
+        "Financial health and risk analysis",
+        DAILY,
+    ),
+    def(
+        "/stock/diagnosis/financial/portrait/{code}",
+        Daily,
+        &[],
+        "Detailed financial portrait and trends",
+        DAILY,
+    )
+    .fails_with("Failed to get financial portrait"),
+    // Stock: other
+    def(
+        "/stock/news",
+        News,
+        &[STOCK_CODE.required(), PAGE_INDEX, PAGE_SIZE],
+        "Paged news related to the stock",
+        "news flows day and night",
+    ),
+    def(
+        "/stock/theme/core/{code}",
+        Periodic,
+        &[],
+        "Core concepts and themes of the stock",
+        REPORTS,
+    ),
+];
+
+/// The fund and market groups.
+static FUND_AND_MARKET: &[Def] = &[
+    // Fund (ETF)
+    def(
+        "/fund/all-etf-list",
+        Reference,
+        &[],
+        "Full ETF list, unfiltered",
+        LIST,
+    ),
+    def(
+        "/fund/detail/{code}",
+        Live,
+        &[],
+        "Basic information of one fund",
+        QUOTE,
+    ),
+    def(
+        "/fund/selection",
+        Intraday,
+        &[FILTER],
+        "Fund screening list",
+        BOARD,
+    ),
+    def(
+        "/fund/kline",
+        Intraday,
+        // The docs give no `from`/`to` here (the stock K-line has them), and the
+        // upstream refuses what its docs do not list.
+        &[FUND_CODE.required(), FUND_PERIOD, FQT.default("pre")],
+        "ETF K-line (day, week, month)",
+        "the last bar moves in session",
+    )
+    .long(),
+    def(
+        "/fund/holdings/{code}",
+        Periodic,
+        &[],
+        "Holding details (stocks and bonds)",
+        REPORTS,
+    ),
+    def(
+        "/fund/asset-allocation/{code}",
+        Periodic,
+        &[],
+        "Asset allocation structure",
+        REPORTS,
+    ),
+    def(
+        "/fund/industry-allocation/{code}",
+        Periodic,
+        &[],
+        "Industry allocation distribution",
+        REPORTS,
+    ),
+    def(
+        "/fund/transactions/{code}",
+        Periodic,
+        &[],
+        "Historical position-adjustment records",
+        REPORTS,
+    ),
+    def(
+        "/fund/following-index/{code}",
+        Reference,
+        &[],
+        "Information on the tracked index",
+        LIST,
+    ),
+    def(
+        "/fund/valuation-analysis/{code}",
+        Daily,
+        &[],
+        "Valuation analysis",
+        DAILY,
+    ),
+    // Market
+    def(
+        "/market/indices",
+        Live,
+        &[],
+        "Real-time data of the major stock indices",
+        QUOTE,
+    ),
+    def(
+        "/market/flow",
+        Intraday,
+        &[FLOW_TYPE],
+        "Capital flow by type 1/2/3 (retired from the docs: /market/sector-flow/summary)",
+        "kept for clients of the original contract",
+    ),
+    def(
+        "/market/flow/list",
+        Intraday,
+        &[FLOW_TYPE],
+        "Capital-flow list by type 1/2/3 (retired from the docs: /market/sector-flow/list)",
+        "kept for clients of the original contract",
+    ),
+    def(
+        "/market/sector-flow/summary",
+        Live,
+        &[DIMENSION],
+        "Sector capital-flow summary by dimension (region, industry, concept)",
+        "sector flows move every few seconds in session",
+    ),
+    def(
+        "/market/sector-flow/list",
+        Live,
+        &[DIMENSION, PAGE.default("1"), PAGE_SIZE.default("50")],
+        "Paged sector capital-flow list by dimension, split by order size",
+        "sector flows move every few seconds in session",
+    ),
+    def(
+        "/market/stocks/realtime-list",
+        Live,
+        &[
+            Param::new(
+                "market",
+                ParamKind::Choice(&["cn_a", "bj", "cyb", "kcb", "hk", "hk_main", "hk_gem"]),
+            )
+            .required(),
+            PAGE.default("1"),
+            PAGE_SIZE.default("50"),
+        ],
+        "Real-time quote list of a whole market or board (Eastmoney x100 integers)",
+        QUOTE,
+    ),
+    def(
+        "/market/hotmap",
+        Intraday,
+        &[Param::new("quotedata_hash", ParamKind::Hash).dropped()],
+        "Heat-map data of the whole market",
+        BOARD,
+    ),
+    def(
+        "/market/fund-analysis",
+        Daily,
+        &[],
+        "Capital-side analysis data",
+        DAILY,
+    ),
+    def(
+        "/market/global-index",
+        Live,
+        &[],
+        "Quotes of major global indices",
+        "overseas markets trade while China is closed",
+    ),
+    def(
+        "/market/trading-calendar",
+        Calendar,
+        &[
+            // The docs list HK and US too, and say the upstream answers them 400.
+            Param::new("market", ParamKind::Choice(&["CN_A"])).required(),
+            FROM.required(),
+            TO.required(),
+        ],
+        "Trading calendar of the A-share market for a date range: a bare array",
+        "published once a year; a past range is final",
+    )
+    .settles(Settles {
+        param: "to",
+        months: 0,
+        why: "a range that ended before today",
+    }),
+];
+
+/// Every endpoint in the docs' order: news and stock, then macro, then fund and market.
+pub(super) fn all() -> Vec<Endpoint> {
+    let mut endpoints = Vec::with_capacity(96);
+    for d in NEWS_AND_STOCK {
+        endpoints.push(expand(d.path.to_owned(), d, d.summary.to_owned()));
+    }
+    const MACRO_TABLE: Def = def(
+        "",
+        FreshnessClass::Macro,
+        &[PAGE, PAGE_SIZE],
+        "",
+        "a release about once a month (pages shift with each release: never final)",
+    );
+    const MACRO_SERIES: Def = def(
+        "",
+        FreshnessClass::Macro,
+        &[],
+        "",
+        "a release about once a month",
+    );
+    for (slug, name) in MACRO_INDICATORS {
+        endpoints.push(expand(
+            format!("/macro/{slug}"),
+            &MACRO_TABLE,
+            format!("{name}: paged table"),
+        ));
+        endpoints.push(expand(
+            format!("/macro/{slug}/series"),
+            &MACRO_SERIES,
+            format!("{name}: chart series"),
+        ));
+    }
+    for d in FUND_AND_MARKET {
+        endpoints.push(expand(d.path.to_owned(), d, d.summary.to_owned()));
+    }
+    endpoints
+}
+
+fn expand(path: String, d: &Def, summary: String) -> Endpoint {
+    let group = match path.split('/').nth(1) {
+        Some("news") => Group::News,
+        Some("stock") => Group::Stock,
+        Some("macro") => Group::Macro,
+        Some("fund") => Group::Fund,
+        Some("market") => Group::Market,
+        other => panic!("catalogue path {path} has an unknown group {other:?}"),
+    };
+    // {code} is a stock code under /stock and an ETF code under /fund; {themeId} is
+    // a theme.
+    let path_params = path
+        .split('/')
+        .filter_map(param_name)
+        .map(|name| match (group, name) {
+            (Group::Fund, "code") => FUND_CODE.required(),
+            (_, "code") => STOCK_CODE.required(),
+            (_, "themeId") => THEME_ID.required(),
+            (_, other) => panic!("catalogue path {path} has an unknown parameter {other}"),
+        })
+        .collect();
+    let until_open_when = d
+        .query
+        .iter()
+        .any(|p| p.name == "fqt")
+        .then_some(("fqt", "pre"));
+    let streaming = path == STREAM_PATH;
+    Endpoint {
+        id: 0,
+        path,
+        group,
+        path_params,
+        query: d.query,
+        one_of: d.one_of,
+        class: d.class,
+        class_rules: d.class_rules,
+        until_open_when,
+        settles: d.settles,
+        patience: d.patience,
+        streaming,
+        summary,
+        why: d.why,
+        failure_message: d.failure_message,
+    }
+}
