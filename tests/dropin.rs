@@ -206,10 +206,10 @@ async fn every_error_mdproxy_makes_is_in_the_real_envelope() {
         serde_json::json!({
             "success": false,
             "data": null,
-            "message": "period must be one of day, week, month",
+            "message": "period must be one of 1m, 5m, 15m, 30m, 60m, day, week, month",
             "error": {
                 "code": "invalid_parameter",
-                "message": "period must be one of day, week, month",
+                "message": "period must be one of 1m, 5m, 15m, 30m, 60m, day, week, month",
                 "param": "period",
             },
         })
@@ -296,7 +296,7 @@ async fn the_stream_delivers_the_real_diff_rows_for_the_subscribers_codes() {
 // ---------------------------------------------------------------------------------
 
 /// `fqt=after` (and `post`, its synonym: one cache entry, forwarded as `after`),
-/// `from`/`to` on both K-lines, the shareholder list's paging and filters and the
+/// `from`/`to` on the stock K-line, the shareholder list's paging and filters and the
 /// ten-year performance's sort column are answered 200 and forwarded.
 #[tokio::test]
 async fn the_newer_documented_parameters_are_answered_and_forwarded() {
@@ -326,7 +326,7 @@ async fn the_newer_documented_parameters_are_answered_and_forwarded() {
     assert_eq!(header(&post, "x-cache"), "HIT", "post is after");
 
     for target in [
-        format!("/fund/kline?code=510300&fqt=after&{range}"),
+        "/fund/kline?code=510300&fqt=after".to_owned(),
         "/stock/shareholder/list".to_owned(),
         "/stock/shareholder/list?type=top10Float&page=2&pageSize=20&holdNumChange=%E5%A2%9E%E5%8A%A0"
             .to_owned(),
@@ -340,8 +340,8 @@ async fn the_newer_documented_parameters_are_answered_and_forwarded() {
     }
     let forwarded = env.sim.raw_requests().join("\n");
     for part in [
-        "/stock/kline?code=600519&fqt=after&from=2024-01-02&to=2024-03-29",
-        "/fund/kline?code=510300&fqt=after&from=2024-01-02&to=2024-03-29",
+        "/stock/kline?code=600519&period=day&fqt=after&from=2024-01-02&to=2024-03-29",
+        "/fund/kline?code=510300&period=day&fqt=after",
         "type=top10Float&page=2&pageSize=20&holdNumChange=",
         "sortColumn=PARENT_NETPROFIT",
     ] {
@@ -368,7 +368,7 @@ async fn the_newer_documented_parameters_are_answered_and_forwarded() {
 #[tokio::test]
 async fn passthrough_off_keeps_the_contract_strict() {
     let env = support::start().await;
-    let (status, code, _) = error_of(env.get("/market/sector-flow/summary").await).await;
+    let (status, code, _) = error_of(env.get("/market/sector-flow/history").await).await;
     assert_eq!((status, code.as_str()), (404, "not_found"));
     let (status, code, param) = error_of(env.get("/stock/list?codes=600519&fields=f2").await).await;
     assert_eq!(
