@@ -151,6 +151,9 @@ tokens = ["{CLIENT_TOKEN}"]
 [upstream]
 base_url = "http://127.0.0.1:{sim_port}/api/v1"
 token = "{UPSTREAM_TOKEN}"
+[limits]
+# The miss flood measures the fill path, not the budget.
+upstream_rps = 0
 [scheduler]
 enabled = false
 # Keep every measured key fresh for the whole run: this measures hits, not refreshes.
@@ -266,6 +269,10 @@ def run_wrk(url, gzip, args):
         cmd += ["-H", "Accept-Encoding: gzip"]
     cmd.append(url)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60).stdout
+    return parse_wrk(out, url)
+
+
+def parse_wrk(out, url):
     result = {"rps": None, "p50_ms": None, "p99_ms": None, "errors": 0, "non_2xx": 0, "requests": 0}
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
     if m:
@@ -286,6 +293,43 @@ def run_wrk(url, gzip, args):
     if result["rps"] is None:
         log(f"wrk gave no rate for {url}:\n{out}")
     return result
+
+
+# Every request a key no server has seen: each wrk thread counts from its own base
+# (a random offset per run, so rounds never meet each other's keys), spread over
+# page (1..100000) and pageSize (1..1000) of a macro table. Most such pages are
+# past the table's end: small answers, so the fill path is what is measured.
+MISS_LUA = """
+local counter = 0
+local base = {base}
+local threads = 0
+function setup(thread)
+  thread:set("id", threads)
+  threads = threads + 1
+end
+function request()
+  counter = counter + 1
+  local n = base + id * 50000000 + counter
+  local page = n % 100000 + 1
+  local size = math.floor(n / 100000) % 1000 + 1
+  return wrk.format("GET", "/api/v1/macro/cpi?page=" .. page .. "&pageSize=" .. size)
+end
+"""
+
+
+def run_miss(url, token, args):
+    """A miss flood against the server at `url` (its root): wrk with MISS_LUA."""
+    script = os.path.join(work, f"miss-{fastrand()}.lua")
+    with open(script, "w") as f:
+        f.write(MISS_LUA.format(base=fastrand() * 1_000_000_000))
+    cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
+           "-H", f"Authorization: Bearer {token}", "-s", script, url]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60).stdout
+    return parse_wrk(out, url)
+
+
+def fastrand():
+    return int.from_bytes(os.urandom(3), "little")
 
 
 def run_h2load(url, gzip, args):
@@ -357,6 +401,8 @@ def main():
     ap.add_argument("--h2-sizes", default="detail,watchlist")
     ap.add_argument("--h2-streams", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=1, help="seconds of wrk per server and answer before round 1")
+    ap.add_argument("--miss-rounds", type=int, default=2,
+                    help="rounds of the miss flood (every request a new key) after the hit rounds; 0: none")
     ap.add_argument("--json", default="target/load/results.json")
     args = ap.parse_args()
 
@@ -497,7 +543,7 @@ def main():
                 done += 1
                 log(f"[{done}/{total_runs}] round {r + 1} h2load {name} {server}")
                 h2runs[(name, server)].append(run_h2load(base[server] + target, gzip, args))
-    upstream_during = sim_total(ports["sim"]) - upstream_before
+    upstream_during = sim_total(ports["sim"]) - upstream_before  # before the miss flood
     if upstream_during:
         notes.append(f"the simulator got {upstream_during} requests while measuring: something was not served from cache")
     for (name, server), rs in runs.items():
@@ -508,6 +554,26 @@ def main():
         bad = sum(x["failed"] + x["non_2xx"] for x in rs)
         if bad:
             notes.append(f"h2 {name} {server}: {bad} failed or non-2xx requests under h2load")
+
+    # ---- the miss flood: every request a key never seen, in front of the simulator;
+    # the simulator asked directly is the ceiling.
+    miss_servers = [s for s in ("mdproxy", "nginx", "varnish") if s in servers] + ["simulator"]
+    miss_runs = {s: [] for s in miss_servers}
+    miss_before = sim_total(ports["sim"])
+    for r in range(args.miss_rounds):
+        order = miss_servers[r % len(miss_servers):] + miss_servers[: r % len(miss_servers)]
+        for server in order:
+            log(f"miss round {r + 1} {server}")
+            if server == "simulator":
+                url, token = f"http://127.0.0.1:{ports['sim']}", UPSTREAM_TOKEN
+            else:
+                url, token = f"http://127.0.0.1:{ports[server]}", CLIENT_TOKEN
+            miss_runs[server].append(run_miss(url, token, args))
+    miss_upstream = sim_total(ports["sim"]) - miss_before
+    for server, rs in miss_runs.items():
+        bad = sum(x["errors"] + x["non_2xx"] for x in rs)
+        if bad:
+            notes.append(f"miss flood {server}: {bad} socket errors or non-2xx answers")
 
     # ---- the table
     cols = [s for s in SERVERS if s in servers]
@@ -579,6 +645,26 @@ def main():
             print(f"  {size_label(sim_sizes[target])} {LABELS[name.removesuffix('-gz')]}{', gzip' if gzip else ''}: " + ", ".join(parts))
             h2_results.append(entry)
 
+    miss_result = {}
+    if args.miss_rounds:
+        print()
+        print(f"Miss flood: every request a new key (/macro/cpi?page=..&pageSize=..), wrk -t{args.threads} "
+              f"-c{args.connections} -d{args.duration}s, {args.miss_rounds} round(s) interleaved "
+              f"(req/s per round; the simulator asked directly is the ceiling):")
+        for server in miss_servers:
+            rates = [x["rps"] for x in miss_runs[server]]
+            p99s = [x["p99_ms"] for x in miss_runs[server]]
+            miss_result[server] = {"runs": miss_runs[server]}
+            print(f"  {TITLES.get(server, server):<10} " + " / ".join(rate(x) for x in rates)
+                  + f"   p99 " + " / ".join(ms(x) for x in p99s) + " ms")
+        if "mdproxy" in miss_runs and "nginx" in miss_runs:
+            ratios = [a["rps"] / b["rps"] for a, b in zip(miss_runs["mdproxy"], miss_runs["nginx"])
+                      if a["rps"] and b["rps"]]
+            if ratios:
+                print(f"  md/nginx by round: " + " / ".join(f"{x:.2f}" for x in ratios))
+                miss_result["mdproxy/nginx by round"] = ratios
+        print(f"  upstream requests during the flood: {miss_upstream}")
+
     print()
     print(f"upstream requests while measuring: {upstream_during} (every answer a hit when 0)")
     for n in notes:
@@ -603,7 +689,7 @@ def main():
             "versions": {"nginx": version(["nginx", "-v"]), "varnish": version(["varnishd", "-V"]),
                          "wrk": version(["wrk", "-v"]), "h2load": version(["h2load", "--version"])},
             "upstream_requests_while_measuring": upstream_during,
-            "rows": result_rows, "h2": h2_results, "notes": notes,
+            "rows": result_rows, "h2": h2_results, "miss": miss_result, "notes": notes,
         }, f, indent=2)
     print(f"raw results: {args.json}")
 

@@ -10,6 +10,7 @@
 #   ONLY=mdproxy,bare            servers (mdproxy nginx varnish bare)
 #   H2_SIZES=detail,watchlist    answers for h2load (empty: none); H2_STREAMS=10
 #   WARMUP=1                     seconds of wrk per server and answer before round 1
+#   MISS_ROUNDS=2                rounds of the miss flood (every request a new key; 0: none)
 #   KEEP=1                       keep the work directory (configs, logs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,4 +46,5 @@ exec python3 scripts/load-compare.py \
   --h2-sizes "${H2_SIZES-detail,watchlist}" \
   --h2-streams "${H2_STREAMS:-10}" \
   --warmup "${WARMUP:-1}" \
+  --miss-rounds "${MISS_ROUNDS:-2}" \
   --json "$target_dir/load/results.json"

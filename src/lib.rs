@@ -48,6 +48,7 @@ pub mod logging;
 pub mod ops;
 pub mod shutdown;
 pub mod sim;
+pub mod slots;
 pub mod state;
 pub mod stats;
 pub mod upstream;

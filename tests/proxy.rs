@@ -306,6 +306,10 @@ async fn second_request_is_a_hit_with_the_same_bytes() {
 /// `X-Request-Id`, an allowed `Origin`) is copied, never shared with the request's
 /// bytes, which would keep the buffer held.
 #[tokio::test]
+#[cfg_attr(
+    feature = "without-slot-tables",
+    ignore = "a hit is answered at once only from the hot set"
+)]
 async fn a_hit_is_answered_at_once_and_keeps_none_of_the_requests_bytes() {
     use futures_util::future::Either;
     use mdproxy::edge::handler::Handled;

@@ -8,12 +8,10 @@
 //! only ever saves work. A flood of distinct targets only makes it miss, and a
 //! lookup compares the whole path and query, so it never answers for another.
 
-use std::hash::BuildHasher;
 use std::sync::LazyLock;
 
-use arc_swap::ArcSwapOption;
-
 use crate::api::params::Valid;
+use crate::slots::Slots;
 
 /// Slots in the table.
 const SLOTS: usize = 1024;
@@ -29,40 +27,38 @@ struct Remembered {
 }
 
 struct Memo {
-    hasher: foldhash::fast::RandomState,
-    slots: Box<[ArcSwapOption<Remembered>]>,
+    slots: Slots<Remembered>,
 }
 
 impl Memo {
     fn new(slots: usize) -> Memo {
         Memo {
-            hasher: foldhash::fast::RandomState::default(),
-            slots: (0..slots).map(|_| ArcSwapOption::empty()).collect(),
+            slots: Slots::new(slots),
         }
     }
 
-    fn slot(&self, path: &str, query: Option<&str>) -> &ArcSwapOption<Remembered> {
-        let hash = self.hasher.hash_one((path, query));
-        &self.slots[(hash % self.slots.len() as u64) as usize]
-    }
-
     fn get(&self, path: &str, query: Option<&str>) -> Option<Valid> {
-        let slot = self.slot(path, query).load();
-        let remembered = slot.as_deref()?;
-        (*remembered.path == *path && remembered.query.as_deref() == query)
-            .then(|| remembered.valid.clone())
+        let hash = self.slots.hash(&(path, query));
+        let is_for = |r: &Remembered| *r.path == *path && r.query.as_deref() == query;
+        self.slots.read(hash, is_for, |r| r.valid.clone()).ok()
     }
 
     fn put(&self, path: &str, query: Option<&str>, valid: &Valid) {
         if path.len() + query.map_or(0, str::len) > MAX_RAW {
             return;
         }
+        let hash = self.slots.hash(&(path, query));
+        // What a target validates to never changes (the catalogue is fixed), so
+        // the version only guards the table's own protocol.
+        let Err(version) = self.slots.read(hash, |_| false, |_| ()) else {
+            return;
+        };
         let remembered = Remembered {
             path: path.into(),
             query: query.map(Into::into),
             valid: valid.clone(),
         };
-        self.slot(path, query).store(Some(remembered.into()));
+        self.slots.hold(hash, version, remembered);
     }
 }
 
@@ -83,6 +79,10 @@ mod tests {
     use super::*;
     use crate::api::parse_target;
 
+    #[cfg_attr(
+        feature = "without-slot-tables",
+        ignore = "tests a slot table, which the feature empties"
+    )]
     #[test]
     fn remembers_exactly_what_it_was_given() {
         let memo = Memo::new(SLOTS);
@@ -99,6 +99,10 @@ mod tests {
         assert_eq!(memo.get("/market/indices", Some(&long)), None);
     }
 
+    #[cfg_attr(
+        feature = "without-slot-tables",
+        ignore = "tests a slot table, which the feature empties"
+    )]
     #[test]
     fn a_shared_slot_answers_only_its_own_target() {
         let memo = Memo::new(1);

@@ -14,13 +14,11 @@
 //! caller's clock is also read through moka, so its recency and frequency keep a
 //! hot key from being evicted in favour of cold ones.
 
-use std::hash::BuildHasher;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
-
-use arc_swap::ArcSwapOption;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::cache::store::CachedBody;
+use crate::slots::{Slots, Version};
 
 /// Slots in the table.
 const SLOTS: usize = 1024;
@@ -29,22 +27,13 @@ const SLOTS: usize = 1024;
 /// of the default 256 MiB: a K-line history, a dashboard's heaviest hot answer).
 /// The table keeps no entry that moka dropped but for a moment: a change lets go
 /// of the key's entry, and a read that raced the change lets go of what it put
-/// there itself (see [`Hot::hold`]). Even a moment when every slot kept one would
+/// there itself (see [`Slots::hold`]). Even a moment when every slot kept one would
 /// not take more than the store's bound again.
 const HELD_SHARE: u64 = SLOTS as u64;
 
-/// One slot: the entry held, and the version it must have been read under.
-#[derive(Default)]
-struct Slot {
-    /// Bumped after every change to a key of this slot.
-    version: AtomicU64,
-    held: ArcSwapOption<Held>,
-}
-
-/// One key's entry, as read under `version`.
+/// One key's entry.
 struct Held {
     key: Box<str>,
-    version: u64,
     entry: Arc<CachedBody>,
     /// The caller's second (Unix time) when moka last saw a read of the key.
     told: AtomicI64,
@@ -56,13 +45,12 @@ pub enum Found {
     Held { entry: Arc<CachedBody>, tell: bool },
     /// Not held (or held under an older version): read moka, then [`Hot::hold`]
     /// what it gives, with this version.
-    Missing { version: u64 },
+    Missing { version: Version },
 }
 
 /// The table.
 pub struct Hot {
-    hasher: foldhash::fast::RandomState,
-    slots: Box<[Slot]>,
+    slots: Slots<Held>,
     /// Heaviest entry held (see [`HELD_SHARE`]).
     max_weight: u64,
 }
@@ -71,27 +59,19 @@ impl Hot {
     /// A table in front of a store bounded by `max_bytes`.
     pub fn new(max_bytes: u64) -> Hot {
         Hot {
-            hasher: foldhash::fast::RandomState::default(),
-            slots: (0..SLOTS).map(|_| Slot::default()).collect(),
+            slots: Slots::new(SLOTS),
             max_weight: max_bytes / HELD_SHARE,
         }
-    }
-
-    fn slot(&self, key: &str) -> &Slot {
-        let hash = self.hasher.hash_one(key);
-        &self.slots[(hash % self.slots.len() as u64) as usize]
     }
 
     /// The entry held for `key`, read at `now_secs` (Unix seconds of the caller's
     /// clock).
     pub fn get(&self, key: &str, now_secs: i64) -> Found {
-        let slot = self.slot(key);
-        // Loaded before the entry: one held under this version was read from moka
-        // after every change that came before it.
-        let version = slot.version.load(Ordering::Acquire);
-        let held = slot.held.load();
-        match held.as_deref() {
-            Some(held) if held.version == version && *held.key == *key => {
+        let hash = self.slots.hash(key);
+        let found = self.slots.read(
+            hash,
+            |held| *held.key == *key,
+            |held| {
                 let tell = held.told.load(Ordering::Relaxed) < now_secs;
                 if tell {
                     held.told.store(now_secs, Ordering::Relaxed);
@@ -100,9 +80,9 @@ impl Hot {
                     entry: Arc::clone(&held.entry),
                     tell,
                 }
-            }
-            _ => Found::Missing { version },
-        }
+            },
+        );
+        found.unwrap_or_else(|version| Found::Missing { version })
     }
 
     /// Holds `entry` (read from moka for `key` under `version`), when it is light
@@ -110,7 +90,7 @@ impl Hot {
     pub fn hold(
         &self,
         key: &str,
-        version: u64,
+        version: Version,
         entry: &Arc<CachedBody>,
         weight: u64,
         now_secs: i64,
@@ -120,46 +100,23 @@ impl Hot {
         }
         let held = Held {
             key: key.into(),
-            version,
             entry: Arc::clone(entry),
             told: AtomicI64::new(now_secs),
         };
-        let slot = self.slot(key);
-        let held = Arc::new(held);
-        slot.held.store(Some(Arc::clone(&held)));
-        // A change that came after moka's read let go of what the slot held before
-        // this store, and this entry may be one moka has dropped since: let it go
-        // too. The fences pair with `changed`'s: either it sees this entry or this
-        // sees its version.
-        fence(Ordering::SeqCst);
-        if slot.version.load(Ordering::Relaxed) != version {
-            let current = slot.held.load();
-            if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &held)) {
-                slot.held.compare_and_swap(&current, None);
-            }
-        }
+        self.slots.hold(self.slots.hash(key), version, held);
     }
 
     /// Says that `key` changed in the store: what its slot holds is read from moka
     /// again, and an entry held for it is let go. Call it after the change is made.
     pub fn changed(&self, key: &str) {
-        let slot = self.slot(key);
-        slot.version.fetch_add(1, Ordering::Release);
-        fence(Ordering::SeqCst);
-        let held = slot.held.load();
-        if held.as_deref().is_some_and(|h| *h.key == *key) {
-            // Only if no read has put another entry there meanwhile.
-            slot.held.compare_and_swap(&held, None);
-        }
+        self.slots
+            .changed(self.slots.hash(key), |held| *held.key == *key);
     }
 
     /// Whether the slot of `key` keeps an entry for it, usable or not.
     #[cfg(test)]
     pub fn keeps(&self, key: &str) -> bool {
-        self.slot(key)
-            .held
-            .load()
-            .as_deref()
-            .is_some_and(|h| *h.key == *key)
+        self.slots
+            .keeps(self.slots.hash(key), |held| *held.key == *key)
     }
 }

@@ -359,7 +359,10 @@ impl ReadThrough {
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
         let s = &*self.inner;
         let now = s.clock.now();
-        let usable = |entry: &CachedBody| !force && policy.is_fresh(entry, now);
+        let usable = {
+            let policy = Arc::clone(policy);
+            move |entry: &CachedBody| !force && policy.is_fresh(entry, now)
+        };
         let rule = Rule::of(valid);
         let (upstream, clock, policy) =
             (s.upstream.clone(), Arc::clone(&s.clock), Arc::clone(policy));

@@ -1,9 +1,8 @@
 //! The answer store: a moka future cache bounded by bytes, plus single-flight fills so
-//! that concurrent misses on one key make exactly one upstream request. What to do
-//! with an entry is `readthrough`'s decision; moka's per-entry expiry only bounds how
-//! long memory is held.
+//! that concurrent misses on one key make exactly one upstream request (the flights
+//! themselves are `flight`'s). What to do with an entry is `readthrough`'s decision;
+//! moka's per-entry expiry only bounds how long memory is held.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -11,11 +10,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
-use futures_util::future::{BoxFuture, Shared};
 use http::HeaderValue;
 use moka::Expiry;
 use tokio_util::task::TaskTracker;
 
+use crate::cache::flight::{Ending, Filled, Flights};
 use crate::cache::freshness::{Lifetimes, Rule};
 use crate::cache::hot::{Found, Hot};
 use crate::upstream::client::FetchError;
@@ -132,8 +131,6 @@ fn weight(key: &str, value: &CachedBody) -> u64 {
     key.len() as u64 + body + gzip + ENTRY_OVERHEAD
 }
 
-type Fill = Shared<BoxFuture<'static, Result<Arc<CachedBody>, FetchError>>>;
-
 /// What a fill reports besides its result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FillRole {
@@ -159,10 +156,8 @@ struct Inner {
     entries: moka::future::Cache<String, Arc<CachedBody>>,
     /// Small entries recently read, in front of `entries`; told of every change.
     hot: Arc<Hot>,
-    /// Fills under way, by key. A tokio mutex because a miss re-checks `entries`
-    /// (an async call) while holding it: that closes the race where a fill lands
-    /// between a caller's lookup and its joining. Only misses take it.
-    inflight: tokio::sync::Mutex<HashMap<String, Fill>>,
+    /// Fills under way, by key.
+    flights: Arc<Flights>,
     /// Fills run as tasks of the application's tracker, awaited at shutdown.
     tracker: TaskTracker,
     /// Largest weight cached (see [`MAX_ENTRY_SHARE`]).
@@ -170,6 +165,23 @@ struct Inner {
     max_bytes: u64,
     /// Entries evicted for room, counted by moka's eviction listener.
     evictions: Arc<AtomicU64>,
+}
+
+impl Inner {
+    /// Stores a filled answer, unless it is too large to cache (then it is served
+    /// and let go).
+    async fn keep(&self, key: &str, entry: &Arc<CachedBody>) {
+        if weight(key, entry) <= self.max_entry {
+            self.entries.insert(key.to_owned(), Arc::clone(entry)).await;
+            self.hot.changed(key);
+        } else {
+            tracing::info!(
+                bytes = entry.body.len(),
+                max_entry_bytes = self.max_entry,
+                "answer served but too large to cache"
+            );
+        }
+    }
 }
 
 struct KeepFor;
@@ -226,7 +238,7 @@ impl Cache {
                 max_entry: max_bytes / MAX_ENTRY_SHARE,
                 max_bytes,
                 evictions,
-                inflight: tokio::sync::Mutex::new(HashMap::new()),
+                flights: Arc::default(),
                 tracker,
             }),
         }
@@ -310,12 +322,9 @@ impl Cache {
             .collect()
     }
 
-    /// Whether a fill for `key` is under way (best effort: `false` when unsure).
+    /// Whether a fill for `key` is under way.
     pub fn is_filling(&self, key: &str) -> bool {
-        self.inner
-            .inflight
-            .try_lock()
-            .is_ok_and(|inflight| inflight.contains_key(key))
+        self.inner.flights.contains(key)
     }
 
     /// Number of entries (approximate until moka's pending tasks run).
@@ -345,68 +354,64 @@ impl Cache {
 
     /// Fills `key` through one upstream request shared by every concurrent caller.
     ///
-    /// `usable` tells whether an entry that is already cached will do (it is asked
-    /// under the in-flight lock, so an answer that landed a moment ago is found).
-    /// `fetch` runs in its own task: a caller that goes away does not cancel the
-    /// request the others wait on. A successful body is cached before any waiter
-    /// is released; errors are not cached.
+    /// The first caller of a key starts a flight that later callers join (no lock is
+    /// held across an await). The flight's work runs in its own task: a caller that
+    /// goes away does not cancel the request the others wait on. It first looks at
+    /// what the store holds and uses it when `usable` says it will do: that closes
+    /// the race where another fill landed between a caller's lookup and its flight
+    /// (a flight ends only after its answer is stored). A successful body is stored
+    /// before any waiter is released; errors are not stored.
     pub async fn fill<F, Fut>(
         &self,
         key: &str,
-        usable: impl Fn(&CachedBody) -> bool,
+        usable: impl Fn(&CachedBody) -> bool + Send + 'static,
         fetch: F,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole)
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
     {
-        let mut inflight = self.inner.inflight.lock().await;
-        if let Some(fill) = inflight.get(key) {
-            let fill = fill.clone();
-            drop(inflight);
-            return (fill.await, FillRole::Joined);
-        }
-        if let Some(entry) = self.inner.entries.get(key).await
-            && usable(&entry)
-        {
-            return (Ok(entry), FillRole::Found);
-        }
-        let fut = fetch();
-        let inner = Arc::clone(&self.inner);
-        let owned_key = key.to_owned();
-        let task = self.inner.tracker.spawn(async move {
-            let result = fut.await.map(Arc::new);
-            match &result {
-                Ok(entry) if weight(&owned_key, entry) <= inner.max_entry => {
-                    inner
-                        .entries
-                        .insert(owned_key.clone(), Arc::clone(entry))
-                        .await;
-                    inner.hot.changed(&owned_key);
+        let (flight, leader) = self.inner.flights.join_or_start(key, || {
+            let inner = Arc::clone(&self.inner);
+            let ending = Ending::new(Arc::clone(&self.inner.flights), key.to_owned());
+            let fut = fetch();
+            let work = async move {
+                if let Some(entry) = inner.entries.get(ending.key()).await
+                    && usable(&entry)
+                {
+                    return Ok(Filled {
+                        entry,
+                        fetched: false,
+                    });
                 }
-                Ok(entry) => tracing::info!(
-                    bytes = entry.body.len(),
-                    max_entry_bytes = inner.max_entry,
-                    "answer served but too large to cache"
-                ),
-                Err(_) => {}
+                let entry = Arc::new(fut.await?);
+                inner.keep(ending.key(), &entry).await;
+                // The flight ends here, after the insert: a caller that finds no
+                // flight is sure to find the answer in `entries`.
+                drop(ending);
+                Ok(Filled {
+                    entry,
+                    fetched: true,
+                })
+            };
+            let tracker = self.inner.tracker.clone();
+            // Spawned when first polled: the starting caller polls it at once.
+            async move {
+                tracker.spawn(work).await.unwrap_or_else(|e| {
+                    tracing::error!(error = %e, "cache fill task failed");
+                    Err(FetchError::Unreachable)
+                })
             }
-            // Removed only after the insert: a caller that finds no fill in flight
-            // is sure to find its answer in `entries`.
-            inner.inflight.lock().await.remove(&owned_key);
-            result
+            .boxed()
+            .shared()
         });
-        let fill: Fill = async move {
-            task.await.unwrap_or_else(|e| {
-                tracing::error!(error = %e, "cache fill task failed");
-                Err(FetchError::Unreachable)
-            })
-        }
-        .boxed()
-        .shared();
-        inflight.insert(key.to_owned(), fill.clone());
-        drop(inflight);
-        (fill.await, FillRole::Leader)
+        let result = flight.await;
+        let role = match &result {
+            Ok(filled) if leader && !filled.fetched => FillRole::Found,
+            _ if leader => FillRole::Leader,
+            _ => FillRole::Joined,
+        };
+        (result.map(|filled| filled.entry), role)
     }
 }
 
@@ -513,6 +518,10 @@ mod tests {
         read_at(cache, key, 0).await
     }
 
+    #[cfg_attr(
+        feature = "without-slot-tables",
+        ignore = "tests a slot table, which the feature empties"
+    )]
     #[tokio::test]
     async fn the_hot_set_never_answers_with_a_replaced_or_dropped_entry() {
         let cache = Cache::new(64 * 1024 * 1024, TaskTracker::new());
@@ -547,6 +556,10 @@ mod tests {
         assert!(read(&cache, "k").await.is_none());
     }
 
+    #[cfg_attr(
+        feature = "without-slot-tables",
+        ignore = "tests a slot table, which the feature empties"
+    )]
     #[tokio::test]
     async fn moka_sees_a_hot_keys_reads_once_a_second_and_heavy_entries_are_not_held() {
         let cache = Cache::new(64 * 1024 * 1024, TaskTracker::new());
@@ -574,6 +587,10 @@ mod tests {
         assert!(holds(&cache, "k", &entry));
     }
 
+    #[cfg_attr(
+        feature = "without-slot-tables",
+        ignore = "tests a slot table, which the feature empties"
+    )]
     #[tokio::test]
     async fn a_read_that_raced_a_change_keeps_nothing() {
         let cache = Cache::new(64 * 1024 * 1024, TaskTracker::new());
