@@ -81,7 +81,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?;
     println!("{}", sim.base_url());
-    mdproxy::shutdown::signal().await;
+    mdproxy::shutdown::Signals::install()
+        .expect("signal handlers install")
+        .recv()
+        .await;
     sim.shutdown().await;
     Ok(())
 }

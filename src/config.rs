@@ -136,6 +136,24 @@ impl<'de> Deserialize<'de> for Secret {
     }
 }
 
+/// `url` without the user name and password it may carry (`http://user:pass@host`
+/// becomes `http://***@host`), for logs, banners and the status page.
+pub fn redacted_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
+            let _ = parsed.set_username("***");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        Ok(_) => url.to_owned(),
+        // Not a URL: shown only up to a credential's `@`, if it has one.
+        Err(_) => match url.rsplit_once('@') {
+            Some((_, host)) => format!("***@{host}"),
+            None => url.to_owned(),
+        },
+    }
+}
+
 /// The whole configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

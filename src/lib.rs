@@ -37,6 +37,7 @@ pub const GIT_COMMIT: &str = env!("BUILD_GIT_COMMIT");
 pub mod api;
 pub mod app;
 pub mod cache;
+pub mod cli;
 pub mod closing;
 pub mod cluster;
 pub mod config;

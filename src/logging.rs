@@ -1,10 +1,49 @@
-//! Rate-limited warnings: a warning that repeats (every request for a stale key
+//! The log: its set-up (stderr, text or JSON lines, written by a background thread),
+//! and rate-limited warnings: a warning that repeats (every request for a stale key
 //! while the upstream is down) is written at most once per interval per kind, with
 //! the number of occurrences it stands for, instead of once per request.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// Logs to stderr, filtered by `filter` (tokio-cron-scheduler's own chatter is
+/// kept at `warn` unless the filter names it), as text or JSON lines. Lines are
+/// written by a background thread (tracing-appender), so a slow stderr (a pipe to
+/// journald under load) never blocks a worker in the middle of a request; when its
+/// buffer is full, logging waits rather than dropping lines. The returned guard
+/// flushes it.
+pub fn init(
+    filter: &str,
+    format: crate::config::LogFormat,
+) -> tracing_appender::non_blocking::WorkerGuard {
+    let mut directives = filter.to_owned();
+    if !directives.contains("tokio_cron_scheduler") {
+        directives.push_str(",tokio_cron_scheduler=warn");
+    }
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(|e| {
+        eprintln!("warning: log filter {filter:?} is invalid ({e}); using info");
+        tracing_subscriber::EnvFilter::new("info,tokio_cron_scheduler=warn")
+    });
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("mdproxy-log")
+        .finish(std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer);
+    match format {
+        // Colours only on a terminal: journald and log files get plain text.
+        crate::config::LogFormat::Text => builder.with_ansi(ansi).init(),
+        crate::config::LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+    }
+    guard
+}
 
 /// A warning kind: what happened and why (both static labels).
 pub type Kind = (&'static str, &'static str);

@@ -108,19 +108,52 @@ async fn request_ids_and_trace_context_reach_the_upstream() {
     assert_eq!(support::header(&r, "x-request-id").len(), 16);
 }
 
+/// Counts the members named `name` at the top level of a JSON object's text (serde
+/// keeps only the last of two equal keys, so the text is what tells).
+fn top_level_keys(line: &str, name: &str) -> usize {
+    let (mut depth, mut count, mut in_string, mut escaped) = (0usize, 0, false, false);
+    let bytes = line.as_bytes();
+    let quoted = format!("\"{name}\":");
+    for (i, &b) in bytes.iter().enumerate() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'"' => {
+                if depth == 1 && line[i..].starts_with(&quoted) {
+                    count += 1;
+                }
+                in_string = true;
+            }
+            _ => {}
+        }
+    }
+    count
+}
+
 /// `mdproxy serve --log-format json`: the probe's verdict at start, one JSON access
-/// line per request with every field, no cron-library lines, no secret anywhere.
+/// line per request with every field, no cron-library lines, no secret anywhere;
+/// every line is one JSON object whose keys are each there once (the upstream
+/// fetch's line carried a second `target`), the start-up banner is a log event too
+/// (nothing on stdout), and a listener is written as its address.
 #[tokio::test]
 async fn serve_writes_json_access_lines_and_the_probe_verdict() {
     let sim = support::sim_with_token(UPSTREAM_SECRET).await;
-    let port = support::free_port();
     let dir = std::env::temp_dir().join(format!("mdproxy-logs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("serve.toml");
     std::fs::write(
         &path,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\n[auth]\ntokens = [\"{CLIENT_SECRET}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{UPSTREAM_SECRET}\"\n[log]\nformat = \"json\"\n",
+            "[server]\nlisten = \"127.0.0.1:0\"\n[auth]\ntokens = [\"{CLIENT_SECRET}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{UPSTREAM_SECRET}\"\n[log]\nformat = \"json\"\n",
             sim.base_url()
         ),
     )
@@ -128,14 +161,32 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
         .args(["serve", "--config"])
         .arg(&path)
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
     let mut lines = support::stderr_lines(&mut child);
+    let mut seen = Vec::new();
+    // The banner, as a log event, says where it listens.
+    let base = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.recv().await {
+            seen.push(line.clone());
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if let Some(rest) = v["banner"]
+                .as_str()
+                .and_then(|b| b.strip_prefix("mdproxy serving "))
+            {
+                return rest.split_whitespace().next().unwrap().to_owned();
+            }
+        }
+        panic!("no banner event");
+    })
+    .await
+    .expect("serve came up");
     let client = support::client();
-    let url = format!("http://127.0.0.1:{port}/api/v1/stock/detail/600519");
+    let url = format!("{base}/stock/detail/600519");
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut up = false;
     while Instant::now() < deadline && !up {
@@ -158,8 +209,8 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
         .await
         .unwrap();
     assert_eq!(unauthorized.status(), 401);
-    let mut seen = Vec::new();
     let (mut access, mut refused, mut probe, mut prewarm) = (None, None, None, None);
+    let mut fetch = None;
     let collected = tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(line) = lines.recv().await {
             let v: serde_json::Value = serde_json::from_str(&line)
@@ -181,17 +232,52 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
                 .is_some_and(|m| m.starts_with("start-up prewarm done"))
             {
                 prewarm = Some(v.clone());
+            } else if v["message"] == "upstream fetch" && v["priority"] == "client" {
+                fetch = Some(v.clone());
             }
             seen.push(line);
-            if access.is_some() && refused.is_some() && probe.is_some() && prewarm.is_some() {
+            if access.is_some()
+                && refused.is_some()
+                && probe.is_some()
+                && prewarm.is_some()
+                && fetch.is_some()
+            {
                 return;
             }
         }
     })
     .await;
-    child.kill().await.unwrap();
-    std::fs::remove_dir_all(&dir).ok();
     assert!(collected.is_ok(), "lines seen:\n{}", seen.join("\n"));
+    // A clean stop: the listener's closing line names its address.
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let closed = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.recv().await {
+            seen.push(line.clone());
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v.get("listener").is_some() {
+                return v;
+            }
+        }
+        panic!("no listener line");
+    })
+    .await
+    .expect("the listener's closing line");
+    let listener = closed["listener"].as_str().unwrap();
+    assert!(listener.starts_with("127.0.0.1:"), "{closed}");
+    assert!(child.wait().await.unwrap().success());
+    let mut out = String::new();
+    stdout.read_to_string(&mut out).await.unwrap();
+    assert_eq!(out, "", "with JSON logs nothing else is written to stdout");
+    std::fs::remove_dir_all(&dir).ok();
+    let fetch = fetch.unwrap();
+    assert_eq!(fetch["key"], "/stock/detail/600519", "{fetch}");
     let access = access.unwrap();
     assert_eq!(access["level"], "INFO");
     assert_eq!(access["method"], "GET");
@@ -220,6 +306,7 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
     assert!(prewarm["jobs"].as_u64().unwrap() > 0, "{prewarm}");
     assert!(prewarm["filled"].as_u64().is_some(), "{prewarm}");
     for line in &seen {
+        assert!(top_level_keys(line, "target") <= 1, "a key twice: {line}");
         for secret in [CLIENT_SECRET, UPSTREAM_SECRET, "wrong-key-99"] {
             assert!(!line.contains(secret), "a secret in the log: {line}");
         }

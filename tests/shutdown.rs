@@ -159,49 +159,7 @@ struct Serve {
 
 impl Serve {
     async fn start(upstream: &mdproxy::sim::SimHandle, name: &str, grace_ms: u64) -> Serve {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let dir = std::env::temp_dir().join(format!("mdproxy-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("serve.toml");
-        std::fs::write(
-            &path,
-            format!(
-                "[server]\nlisten = \"{addr}\"\nreload_poll_ms = 0\nshutdown_grace_ms = {grace_ms}\n[auth]\ntokens = [\"{TOKEN}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{}\"\ntimeout_ms = {LONG_UPSTREAM_TIMEOUT_MS}\n[scheduler]\nenabled = false\n",
-                upstream.base_url(),
-                support::UPSTREAM_TOKEN
-            ),
-        )
-        .unwrap();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
-            .args(["serve", "--log", "warn", "--config"])
-            .arg(&path)
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        // `serve` prints this line after binding, immediately before it installs its
-        // SIGTERM handler; a signal sent earlier would kill it with the default
-        // action, so the line (and a short settle) gates every signal below.
-        let stdout = child.stdout.take().unwrap();
-        let ready = async {
-            use tokio::io::AsyncBufReadExt;
-            let mut lines = tokio::io::BufReader::new(stdout).lines();
-            while let Some(line) = lines.next_line().await.unwrap() {
-                if line.starts_with("mdproxy serving") {
-                    return;
-                }
-            }
-            panic!("mdproxy serve ended before serving");
-        };
-        tokio::time::timeout(Duration::from_secs(20), ready)
-            .await
-            .expect("mdproxy serve came up");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (child, addr, dir) = Serve::spawn(upstream, name, grace_ms, "warn").await;
         let serve = Serve { child, addr, dir };
         // It answers (and the target held later is still cold).
         let r = support::client()
@@ -213,6 +171,57 @@ impl Serve {
         assert_eq!(r.status(), 200);
         assert_eq!(header(&r, "x-cache"), "MISS");
         serve
+    }
+
+    /// Starts `mdproxy serve` on an ephemeral port in front of `upstream` and reads
+    /// the address it bound from its start-up line (no port is guessed ahead).
+    async fn spawn(
+        upstream: &mdproxy::sim::SimHandle,
+        name: &str,
+        grace_ms: u64,
+        log: &str,
+    ) -> (tokio::process::Child, SocketAddr, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("mdproxy-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("serve.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[server]\nlisten = \"127.0.0.1:0\"\nreload_poll_ms = 0\nshutdown_grace_ms = {grace_ms}\n[auth]\ntokens = [\"{TOKEN}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{}\"\ntimeout_ms = {LONG_UPSTREAM_TIMEOUT_MS}\n[scheduler]\nenabled = false\n",
+                upstream.base_url(),
+                support::UPSTREAM_TOKEN
+            ),
+        )
+        .unwrap();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+            .args(["serve", "--log", log, "--config"])
+            .arg(&path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        // Drained (and kept for the tests that read it) so the pipe never fills.
+        let mut errors = support::stderr_lines(&mut child);
+        tokio::spawn(async move { while errors.recv().await.is_some() {} });
+        // The signal handlers are installed before anything is started, so no settle
+        // is needed after this line (tests/shutdown.rs checks an earlier signal too).
+        let stdout = child.stdout.take().unwrap();
+        let ready = async {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if let Some(rest) = line.strip_prefix("mdproxy serving http://") {
+                    let addr = rest.split('/').next().unwrap();
+                    return addr.parse::<SocketAddr>().unwrap();
+                }
+            }
+            panic!("mdproxy serve ended before serving");
+        };
+        let addr = tokio::time::timeout(Duration::from_secs(20), ready)
+            .await
+            .expect("mdproxy serve came up");
+        (child, addr, dir)
     }
 
     fn url(&self, target: &str) -> String {
@@ -277,6 +286,72 @@ async fn sigterm_drains_the_open_request_then_exits() {
         .expect("answered in full, not cut");
     assert_eq!(status, 200);
     assert!(serve.exit().await.success());
+}
+
+/// A SIGTERM sent as soon as `mdproxy serve` has written its first log line (the
+/// listener it bound: before it serves, long before its start-up banner) is a
+/// clean stop, exit 0: the handlers are installed before anything starts. Before
+/// the fix they were installed only once the banner was printed, so a supervisor
+/// that stopped the process right after start killed it by the signal's default
+/// action.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_right_after_start_is_a_clean_stop() {
+    use std::os::unix::process::ExitStatusExt;
+    let sim = upstream().await;
+    let dir = std::env::temp_dir().join(format!("mdproxy-early-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("serve.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nreload_poll_ms = 0\n[auth]\ntokens = [\"{TOKEN}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{}\"\n[scheduler]\nenabled = false\n",
+            sim.base_url(),
+            support::UPSTREAM_TOKEN
+        ),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+        .args(["serve", "--log", "info", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = support::stderr_lines(&mut child);
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.recv())
+        .await
+        .expect("a first log line")
+        .expect("stderr open");
+    assert!(!first.is_empty());
+    let pid = child.id().unwrap().to_string();
+    // By then the process already catches SIGTERM (bit 15 of SigCgt, /proc's mask
+    // of the signals it has handlers for).
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let caught = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .map(|mask| u64::from_str_radix(mask.trim(), 16).unwrap())
+        .unwrap();
+    assert!(
+        caught & (1 << (15 - 1)) != 0,
+        "SIGTERM is not caught yet: {first}"
+    );
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("mdproxy serve exits")
+        .unwrap();
+    assert_eq!(status.signal(), None, "killed by the signal: {status:?}");
+    assert!(status.success(), "{status:?}");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// `mdproxy serve` on SIGTERM with a short grace and an upstream that never answers:

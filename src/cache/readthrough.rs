@@ -299,7 +299,7 @@ impl ReadThrough {
                     let lifetimes = policy.lifetimes_of(&entry);
                     if lifetimes.decide(now).is_usable_on_error() {
                         if let Some(held) = s.warnings.admit(("stale", error.as_str())) {
-                            tracing::warn!(target = %valid.target, upstream_error = error.as_str(), held_back = held, "serving stale answer");
+                            tracing::warn!(key = %valid.target, upstream_error = error.as_str(), held_back = held, "serving stale answer");
                         }
                         return Ok(Answer {
                             entry,
@@ -310,7 +310,7 @@ impl ReadThrough {
                     }
                 }
                 if let Some(held) = s.warnings.admit(("failed", error.as_str())) {
-                    tracing::warn!(target = %valid.target, upstream_error = error.as_str(), held_back = held, "upstream fetch failed");
+                    tracing::warn!(key = %valid.target, upstream_error = error.as_str(), held_back = held, "upstream fetch failed");
                 }
                 Err(error)
             }
@@ -405,7 +405,7 @@ impl ReadThrough {
         let (this, policy, valid) = (self.clone(), Arc::clone(policy), valid.clone());
         self.inner.tracker.spawn(async move {
             if let (Err(e), _) = this.fill(&policy, &valid, Priority::Background, false).await {
-                tracing::debug!(target = %valid.target, error = e.as_str(), "background refresh failed");
+                tracing::debug!(key = %valid.target, error = e.as_str(), "background refresh failed");
             }
         });
     }

@@ -354,7 +354,10 @@ pub async fn serve<H, F>(
     F: Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send + 'static,
 {
     let occupancy = Arc::new(Occupancy::default());
-    let local = listener.local_addr().ok();
+    // The address as text ("-" if the socket cannot say), not an `Option`'s Debug.
+    let local = listener
+        .local_addr()
+        .map_or_else(|_| "-".to_owned(), |a| a.to_string());
     let builders = Arc::new(Builders::new(builder(&limits)));
     let streams = streams.map(Arc::new);
     tokio::pin!(shutdown);
@@ -416,9 +419,9 @@ pub async fn serve<H, F>(
     drop(listener);
     occupancy.drain_all();
     tokio::select! {
-        () = occupancy.emptied() => tracing::info!(listener = ?local, "all connections closed"),
+        () = occupancy.emptied() => tracing::info!(listener = %local, "all connections closed"),
         () = tokio::time::sleep(grace) => {
-            tracing::warn!(listener = ?local, grace_ms = grace.as_millis() as u64, "connections still open after the grace period; closing them");
+            tracing::warn!(listener = %local, grace_ms = grace.as_millis() as u64, "connections still open after the grace period; closing them");
             occupancy.close_all();
         }
     }

@@ -54,7 +54,7 @@ pub async fn probe(state: &AppState) -> Option<Probe> {
     };
     match &probe {
         Probe::Ok { millis } => {
-            tracing::info!(%base_url, target = %target, upstream_ms = millis, "upstream probe: reachable, our token accepted");
+            tracing::info!(%base_url, probe_target = %target, upstream_ms = millis, "upstream probe: reachable, our token accepted");
         }
         Probe::TokenRefused { status } => tracing::error!(
             %base_url,

@@ -338,7 +338,7 @@ pub async fn run(state: &AppState, plan: &Plan) -> Ran {
             Ok(true) => filled += 1,
             Ok(false) => fresh += 1,
             Err(e) => {
-                tracing::debug!(job = %plan.name, target = %valid.target, error = e.as_str(), "prewarm failed");
+                tracing::debug!(job = %plan.name, key = %valid.target, error = e.as_str(), "prewarm failed");
                 failed += 1;
                 first_error.get_or_insert_with(|| format!("{}: {e}", valid.target));
             }

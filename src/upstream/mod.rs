@@ -158,7 +158,7 @@ impl Upstream {
                 stats.upstream(UpstreamOutcome::Ok);
                 stats.upstream_answered(endpoint_of(target).id, fetched.elapsed, None);
                 tracing::info!(
-                    target = %target,
+                    key = %target,
                     priority = priority.as_str(),
                     upstream_ms = fetched.elapsed.as_millis() as u64,
                     bytes = fetched.body.len(),

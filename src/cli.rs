@@ -1,0 +1,337 @@
+//! The `mdproxy` command line: its subcommands, and running each (the binary's
+//! `main` only picks the allocator and calls [`main`]).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+use crate::cache::market::SystemClock;
+use crate::config::{Config, LogFormat, Secret};
+use crate::sim::SimConfig;
+
+/// A caching read-through proxy for a Chinese market data API.
+#[derive(Parser)]
+#[command(name = "mdproxy", version, about)]
+pub struct Cli {
+    /// Log filter (tracing EnvFilter syntax), e.g. `info`, `mdproxy=debug` or
+    /// `info,access=off` (no access log).
+    #[arg(long, global = true, env = "MDPROXY_LOG", default_value = "info")]
+    log: String,
+    /// Log line format: `text` or `json` (default: `log.format` of the config, else text).
+    #[arg(long, global = true, value_enum)]
+    log_format: Option<LogFormat>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// The proxy in front of an in-process simulated upstream.
+    Demo {
+        /// Client listener address.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: String,
+        /// Client token to accept.
+        #[arg(long, default_value = "demo-token")]
+        token: String,
+        /// Latency the simulated upstream adds to each answer.
+        #[arg(long, default_value_t = 20)]
+        upstream_latency_ms: u64,
+        /// Admin listener (/metrics, /status, ...); empty to turn it off.
+        #[arg(long, default_value = "127.0.0.1:9091")]
+        admin_listen: String,
+        /// Admin token for `POST /purge` (default: a random one, printed at start).
+        #[arg(long)]
+        admin_token: Option<String>,
+        /// A browser origin allowed to call the proxy (CORS), such as
+        /// `http://localhost:5173`; repeat for several.
+        #[arg(long = "cors-origin")]
+        cors_origins: Vec<String>,
+    },
+    /// The proxy in front of the real upstream configured in FILE.
+    Serve {
+        /// TOML configuration file (every key overridable by MDPROXY_* variables).
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// The simulated upstream alone.
+    Sim {
+        #[arg(long, default_value = "127.0.0.1:9090")]
+        listen: String,
+        /// API key the simulator requires, as a bearer token, an `x-api-key` header or
+        /// query parameter (empty: none).
+        #[arg(long, default_value = "sim-upstream-token")]
+        token: String,
+        #[arg(long, default_value_t = 0)]
+        latency_ms: u64,
+        /// Random extra latency, up to this many ms.
+        #[arg(long, default_value_t = 0)]
+        jitter_ms: u64,
+        /// Fraction of requests answered 500, 0.0 to 1.0.
+        #[arg(long, default_value_t = 0.0)]
+        error_rate: f64,
+        /// Push interval of the stream endpoint.
+        #[arg(long, default_value_t = 3000)]
+        stream_interval_ms: u64,
+        /// Answer the heat map, the ETF list and the fund screen with raw control
+        /// characters inside strings (invalid JSON), as the real upstream may.
+        #[arg(long)]
+        dirty_bodies: bool,
+    },
+    /// Prints README's generated tables (endpoints, configuration keys).
+    #[command(hide = true)]
+    Docs,
+    /// Prints the OpenAPI 3.1 document of the API (also served at /api/v1/openapi.json).
+    Openapi,
+    /// Validates FILE and prints the effective TTL table per endpoint.
+    CheckConfig {
+        /// TOML configuration file.
+        file: PathBuf,
+    },
+}
+
+impl Command {
+    /// The subcommand's name, for the start-up log line.
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Demo { .. } => "demo",
+            Command::Serve { .. } => "serve",
+            Command::Sim { .. } => "sim",
+            Command::Docs => "docs",
+            Command::Openapi => "openapi",
+            Command::CheckConfig { .. } => "check-config",
+        }
+    }
+}
+
+/// Runs the command line: parses it, loads `serve`'s file, starts the log, then
+/// runs the command in a tokio runtime with the shutdown signals caught first.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // `serve` reads its file first: the log format may be in it, and a file that
+    // does not load is reported on stderr before anything else happens.
+    let served = match &cli.command {
+        Command::Serve { config } => match crate::ops::reload::load(config, &process_env()) {
+            Ok(loaded) => Some(loaded),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
+    let format = cli
+        .log_format
+        .or(served.as_ref().map(|c| c.log.format))
+        .unwrap_or(LogFormat::Text);
+    // Flushes the log's background writer when this returns.
+    let _log_writer = crate::logging::init(&cli.log, format);
+    match cli.command {
+        Command::Docs => {
+            print_or_exit(&format!(
+                "{}\n{}\n{}",
+                crate::api::catalog::catalog().markdown_table(),
+                crate::ops::report::config_reference(),
+                crate::ops::report::ttl_table(&Config::default())
+            ));
+            return ExitCode::SUCCESS;
+        }
+        Command::Openapi => {
+            let document = crate::api::openapi::document();
+            let text =
+                serde_json::to_string_pretty(&document).expect("a JSON value always serialises");
+            print_or_exit(&format!("{text}\n"));
+            return ExitCode::SUCCESS;
+        }
+        Command::CheckConfig { file } => {
+            return match crate::ops::reload::load(&file, &process_env()) {
+                Ok(config) => {
+                    print_or_exit(&format!(
+                        "{}{}: OK\n",
+                        crate::ops::report::ttl_table(&config),
+                        file.display()
+                    ));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    // One problem a line (`FILE:LINE: key: what`), then their number.
+                    eprintln!("{e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        _ => {}
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("the tokio runtime starts");
+    match runtime.block_on(run(cli.command, served, format)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Writes `text` to stdout; a reader that went away (`mdproxy openapi | head`)
+/// ends the process quietly rather than with a panic.
+fn print_or_exit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        std::process::exit(0);
+    }
+}
+
+/// Says that a server is up: lines on stdout for a person (and scripts that wait
+/// for them), or, with JSON logs, one log event each, as every other line.
+fn announce(format: LogFormat, lines: &[String]) {
+    for line in lines {
+        match format {
+            LogFormat::Text => print_or_exit(&format!("{line}\n")),
+            LogFormat::Json => tracing::info!(banner = %line, "started"),
+        }
+    }
+}
+
+async fn run(
+    command: Command,
+    served: Option<Config>,
+    format: LogFormat,
+) -> Result<(), Box<dyn std::error::Error>> {
+    // Before anything starts: a SIGTERM from now on is a clean stop.
+    let signals = crate::shutdown::Signals::install()?;
+    tracing::info!(
+        version = crate::VERSION,
+        commit = crate::GIT_COMMIT,
+        command = command.name(),
+        "starting"
+    );
+    let clock = Arc::new(SystemClock);
+    match command {
+        Command::Demo {
+            listen,
+            token,
+            upstream_latency_ms,
+            admin_listen,
+            admin_token,
+            cors_origins,
+        } => {
+            let admin_token =
+                admin_token.unwrap_or_else(|| format!("admin-{:012x}", fastrand::u64(..) >> 16));
+            let options = crate::demo::DemoOptions {
+                listen,
+                admin_listen,
+                token: Secret::new(token.clone()),
+                admin_token: Secret::new(admin_token.clone()),
+                cors_origins: cors_origins.clone(),
+                latency_ms: upstream_latency_ms,
+            };
+            let demo = crate::demo::start(&options, clock).await?;
+            let base = demo.proxy.base_url();
+            let mut lines = vec![format!(
+                "mdproxy demo: proxy {base} in front of a simulated upstream at {}",
+                demo.sim.base_url()
+            )];
+            if let Some(admin) = demo.proxy.admin_addr {
+                lines.push(format!(
+                    "admin: http://{admin}/status and http://{admin}/metrics"
+                ));
+                // --globoff: curl would read `{code}` as a glob.
+                lines.push(format!(
+                    "purge: curl -s --globoff -X POST -H 'Authorization: Bearer {admin_token}' 'http://{admin}/purge?endpoint=/stock/detail/{{code}}'"
+                ));
+            }
+            for origin in &cors_origins {
+                lines.push(format!("CORS: browsers at {origin} may call the proxy"));
+            }
+            lines.push(format!(
+                "try:\n  curl -s -H 'Authorization: Bearer {token}' {base}/stock/detail/600519 -D - -o /dev/null"
+            ));
+            lines.push(format!(
+                "  curl -s -H 'Authorization: Bearer {token}' '{base}/stock/kline?code=000001&period=week&fqt=pre' | head -c 300; echo"
+            ));
+            announce(format, &lines);
+            signals.recv().await;
+            demo.shutdown().await;
+            Ok(())
+        }
+        Command::Serve { config: path } => {
+            let env = process_env();
+            let config = served.expect("serve's config is loaded before logging starts");
+            let proxy = crate::app::start(&config, clock).await?;
+            proxy.watch_config(path, Arc::new(env));
+            announce(
+                format,
+                &[format!(
+                    "mdproxy serving {} in front of {}",
+                    proxy.base_url(),
+                    crate::config::redacted_url(&config.upstream.base_url)
+                )],
+            );
+            signals.recv().await;
+            proxy.shutdown().await;
+            Ok(())
+        }
+        Command::Sim {
+            listen,
+            token,
+            latency_ms,
+            jitter_ms,
+            error_rate,
+            stream_interval_ms,
+            dirty_bodies,
+        } => {
+            let config = SimConfig {
+                listen,
+                token: Secret::new(token),
+                latency_ms,
+                jitter_ms,
+                error_rate,
+                stream_interval_ms,
+                dirty_bodies,
+            };
+            let sim = crate::sim::start(&config, clock).await?;
+            announce(
+                format,
+                &[format!(
+                    "simulated upstream at {} (counters at http://{}/_sim/stats)",
+                    sim.base_url(),
+                    sim.addr
+                )],
+            );
+            signals.recv().await;
+            sim.shutdown().await;
+            Ok(())
+        }
+        Command::CheckConfig { .. } | Command::Docs | Command::Openapi => Ok(()),
+    }
+}
+
+/// The environment configuration reads, less the `MDPROXY_*` variables the command
+/// line itself reads (clap's `env = ...`, such as `MDPROXY_LOG`): those are not
+/// configuration keys, and not misspellings either.
+pub fn process_env() -> crate::config::ProcessEnv {
+    fn walk(command: &clap::Command, out: &mut Vec<String>) {
+        out.extend(
+            command
+                .get_arguments()
+                .filter_map(|arg| arg.get_env())
+                .map(|name| name.to_string_lossy().into_owned()),
+        );
+        for sub in command.get_subcommands() {
+            walk(sub, out);
+        }
+    }
+    let mut names = Vec::new();
+    walk(&<Cli as clap::CommandFactory>::command(), &mut names);
+    crate::config::ProcessEnv::new(names)
+}
