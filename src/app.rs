@@ -17,8 +17,9 @@ use crate::api::catalog::STREAM_PATH;
 use crate::api::router::API_PREFIX;
 use crate::cache::market::Clock;
 use crate::config::Config;
+use crate::edge::ConnectionLimits;
 use crate::edge::handler::Edge;
-use crate::edge::server::{ConnectionLimits, Streams};
+use crate::edge::server::{Listening, Streams};
 use crate::edge::tls::Tls;
 use crate::hub::QuoteHub;
 use crate::ops::admin::Admin;
@@ -155,14 +156,17 @@ pub async fn start_with(
         }),
     };
     let stopped = stop.clone();
-    tracker.spawn(crate::edge::server::serve(
+    let listening = Listening {
         listener,
+        limits: ConnectionLimits::from(&config.server),
+        tls: tls.clone(),
+        streams: Some(streams),
+        grace: Duration::from_millis(config.server.shutdown_grace_ms),
+        tracker: tracker.clone(),
+    };
+    tracker.spawn(crate::edge::server::serve(
+        listening,
         move |req, connection| handler_edge.handle(req, connection),
-        Some(streams),
-        ConnectionLimits::from(&config.server),
-        tls.clone(),
-        Duration::from_millis(config.server.shutdown_grace_ms),
-        tracker.clone(),
         async move { stopped.cancelled().await },
     ));
     let jobs = scheduler::Jobs::default();
@@ -175,21 +179,24 @@ pub async fn start_with(
             history,
         ));
         let stopped = stop.clone();
-        tracker.spawn(crate::edge::server::serve(
+        let listening = Listening {
             listener,
-            move |req, _connection| {
-                let admin = Arc::clone(&admin);
-                async move { admin.handle(req).await }
-            },
-            None,
-            ConnectionLimits::internal(
+            limits: ConnectionLimits::internal(
                 ADMIN_MAX_CONNECTIONS,
                 ADMIN_MAX_CONNECTIONS / 4,
                 ADMIN_HEADER_READ_TIMEOUT,
             ),
-            None,
-            ADMIN_GRACE,
-            tracker.clone(),
+            tls: None,
+            streams: None,
+            grace: ADMIN_GRACE,
+            tracker: tracker.clone(),
+        };
+        tracker.spawn(crate::edge::server::serve(
+            listening,
+            move |req, _connection| {
+                let admin = Arc::clone(&admin);
+                async move { admin.handle(req).await }
+            },
             async move { stopped.cancelled().await },
         ));
         tracing::info!(addr = %admin_addr, "admin listening");

@@ -311,3 +311,79 @@ async fn a_silent_connection_is_closed_after_the_header_timeout() {
         "closed, not left open: {closed:?}"
     );
 }
+
+/// Past the connection limit a TLS listener refuses in TLS: the handshake completes
+/// and the client reads `503 overloaded` in the envelope, over h2 or HTTP/1.1 as ALPN
+/// chose. (It used to write a plain-text `HTTP/1.1 503` before any handshake, which a
+/// TLS client reads as garbage.)
+#[tokio::test]
+async fn past_the_limit_a_tls_listener_refuses_in_tls() {
+    let (cert, key, der) = certificate();
+    let files = TlsFiles::new("refusal", &cert, &key);
+    let (cert_path, key_path) = (
+        files.cert.display().to_string(),
+        files.key.display().to_string(),
+    );
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.server.tls_cert = cert_path;
+            c.server.tls_key = key_path;
+            c.server.max_connections = 1;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    // The one connection the listener admits, held open.
+    let _held = served_certificate(env.proxy.addr, &[&der]).await;
+    let held = {
+        let mut store = rustls::RootCertStore::empty();
+        store
+            .add(rustls_pki_types::CertificateDer::from(der.clone()))
+            .unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(store)
+        .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(env.proxy.addr)
+            .await
+            .unwrap();
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .unwrap()
+    };
+    let root = reqwest::Certificate::from_pem(cert.as_bytes()).unwrap();
+    for h1 in [true, false] {
+        let builder = reqwest::Client::builder()
+            .no_proxy()
+            .resolve("localhost", env.proxy.addr)
+            .add_root_certificate(root.clone());
+        let client = if h1 { builder.http1_only() } else { builder }
+            .build()
+            .unwrap();
+        let r = client
+            .get(format!(
+                "https://localhost:{}/api/v1/market/indices",
+                env.proxy.addr.port()
+            ))
+            .bearer_auth(support::TOKEN)
+            .send()
+            .await
+            .expect("an answer in TLS, not garbage");
+        let expected = if h1 {
+            Version::HTTP_11
+        } else {
+            Version::HTTP_2
+        };
+        assert_eq!(r.version(), expected);
+        assert_eq!(support::header(&r, "retry-after"), "1");
+        let (status, code, _) = support::error_of(r).await;
+        assert_eq!((status, code.as_str()), (503, "overloaded"));
+    }
+    drop(held);
+}

@@ -404,8 +404,8 @@ async fn answer_from(ip: &str, env: &support::Env) -> u16 {
 }
 
 /// Slow-loris and idle connections from one address take at most its share of
-/// `max_connections`; the excess is answered `503 overloaded` at once, and a client
-/// from another address is served meanwhile.
+/// `max_connections`; the excess is answered `503 overloaded` as soon as it asks,
+/// and a client from another address is served meanwhile.
 #[tokio::test]
 async fn a_flood_from_one_address_cannot_take_every_connection() {
     let env = support::start_with(
@@ -430,9 +430,16 @@ async fn a_flood_from_one_address_cannot_take_every_connection() {
         }
         held.push(socket);
     }
-    // The first ten hold slots; the other twenty were answered and closed.
+    // The first ten hold slots; the other twenty are answered 503 as soon as their
+    // request is complete, and closed.
     let mut refused = 0;
-    for socket in held.drain(10..) {
+    for (i, mut socket) in held.drain(10..).enumerate() {
+        let rest: &[u8] = if (i + 10) % 2 == 0 {
+            b"\r\n\r\n"
+        } else {
+            b"GET /api/v1/market/indices HTTP/1.1\r\nHost: x\r\n\r\n"
+        };
+        socket.write_all(rest).await.unwrap();
         let answer = read_all(socket).await;
         assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
         assert!(answer.contains(r#""code":"overloaded""#), "{answer}");
@@ -443,8 +450,8 @@ async fn a_flood_from_one_address_cannot_take_every_connection() {
     drop(held);
 }
 
-/// Past `max_connections` in all, new connections get an immediate 503 instead of
-/// waiting in the backlog; idle ones are closed after `header_read_timeout_ms`,
+/// Past `max_connections` in all, a new connection's request gets an immediate 503
+/// instead of waiting in the backlog; idle ones are closed after `header_read_timeout_ms`,
 /// which frees their slots.
 #[tokio::test]
 async fn past_the_limit_new_connections_get_503_and_idle_ones_time_out() {
@@ -465,7 +472,12 @@ async fn past_the_limit_new_connections_get_503_and_idle_ones_time_out() {
             idle.push(connect_from(ip, addr).await);
         }
     }
-    let extra = read_all(connect_from("127.0.0.12", addr).await).await;
+    let mut extra = connect_from("127.0.0.12", addr).await;
+    extra
+        .write_all(b"GET /api/v1/market/indices HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let extra = read_all(extra).await;
     assert!(extra.starts_with("HTTP/1.1 503"), "{extra}");
     // The idle connections are closed by the header timeout (EOF, no answer) ...
     for socket in idle {

@@ -3,6 +3,7 @@
 //! answers and errors are written. Below it, the cache knows nothing of HTTP, and the hub only how an
 //! HTTP/1.1 chunk is framed (it writes stream events to bare sockets itself).
 
+pub(crate) mod admission;
 pub(crate) mod auth;
 pub mod body;
 pub(crate) mod cors;
@@ -11,7 +12,9 @@ pub(crate) mod head;
 pub(crate) mod limit;
 pub(crate) mod response;
 pub(crate) mod server;
+pub(crate) mod sniff;
 pub(crate) mod sse;
 pub mod tls;
 
-pub use server::Connection;
+pub use admission::ConnectionLimits;
+pub use server::{Connection, Listening};

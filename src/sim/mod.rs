@@ -347,16 +347,17 @@ pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> std::io::Result
     };
     let stop = shared.stop.clone();
     let tracker = tokio_util::task::TaskTracker::new();
-    let task = tokio::spawn(crate::edge::server::serve(
+    let listening = crate::edge::Listening {
         listener,
-        handler,
-        None,
-        crate::edge::server::ConnectionLimits::internal(10_000, 10_000, Duration::from_secs(30)),
-        None,
-        Duration::from_secs(1),
+        limits: crate::edge::ConnectionLimits::internal(10_000, 10_000, Duration::from_secs(30)),
+        tls: None,
+        streams: None,
+        grace: Duration::from_secs(1),
         tracker,
-        async move { stop.cancelled().await },
-    ));
+    };
+    let task = tokio::spawn(crate::edge::server::serve(listening, handler, async move {
+        stop.cancelled().await
+    }));
     tracing::info!(%addr, "simulated upstream listening");
     Ok(SimHandle {
         addr,

@@ -1,0 +1,273 @@
+//! Who gets a connection: the limits of a listener (in all and per client address),
+//! the table of open connections that drains and closes them at shutdown, and the
+//! refusal past the limits, answered `503 overloaded` at once in the protocol the
+//! client speaks (over TLS, after the handshake) rather than left in the backlog.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{HeaderValue, Request, Response, header};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio_util::task::TaskTracker;
+
+use crate::closing::Closer;
+use crate::config::{HYPER_MAX_HEADERS, ServerConfig};
+use crate::edge::body::Body;
+use crate::edge::response::IntoResponse;
+use crate::edge::sniff::{self, Builders, Protocol};
+use crate::edge::tls::Tls;
+use crate::error::Error;
+
+/// What one listener allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Connections served at once; past it new ones are refused with a 503.
+    pub max_connections: usize,
+    /// Connections from one client address.
+    pub max_per_client: usize,
+    /// How long a client may take to send a request's headers (hyper starts the
+    /// timer when it waits for a request, so it also ends idle keep-alives).
+    pub header_read_timeout: Duration,
+    pub keep_alive: bool,
+    pub max_headers: usize,
+    /// Largest request head; hyper's read buffer (at least 8192).
+    pub max_header_bytes: usize,
+    /// Streams one HTTP/2 connection may have open at once.
+    pub h2_max_streams: u32,
+}
+
+impl From<&ServerConfig> for ConnectionLimits {
+    fn from(server: &ServerConfig) -> ConnectionLimits {
+        let share =
+            server.max_connections * server.max_connections_per_client_percent as usize / 100;
+        ConnectionLimits {
+            max_connections: server.max_connections,
+            max_per_client: share.max(1),
+            header_read_timeout: Duration::from_millis(server.header_read_timeout_ms),
+            keep_alive: server.keep_alive,
+            max_headers: server.max_headers,
+            max_header_bytes: server.max_header_bytes,
+            h2_max_streams: server.h2_max_streams,
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// Limits for an internal listener (admin, simulator): `max` connections,
+    /// `per_client` from one address, and its own header timeout.
+    pub fn internal(
+        max: usize,
+        per_client: usize,
+        header_read_timeout: Duration,
+    ) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: max,
+            max_per_client: per_client,
+            header_read_timeout,
+            keep_alive: true,
+            max_headers: HYPER_MAX_HEADERS,
+            max_header_bytes: 16 * 1024,
+            h2_max_streams: 32,
+        }
+    }
+}
+
+/// How long a refused connection is given to send its request and take the 503.
+const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Refusals answered at once; past this many in flight a new connection is dropped
+/// without an answer (a flood must not turn the answers into the next flood).
+const MAX_REFUSALS_IN_FLIGHT: usize = 1_024;
+
+/// Open connections, in all and per client address, and the handles that drain and
+/// close them at shutdown; one lock, taken when a connection comes and when it goes.
+#[derive(Default)]
+pub(crate) struct Occupancy {
+    table: Mutex<Table>,
+    refusing: AtomicUsize,
+    /// Told when the last open connection goes.
+    emptied: Notify,
+}
+
+#[derive(Default)]
+struct Table {
+    /// Every open connection's closer, by its id (their number is the total).
+    open: HashMap<u64, Closer>,
+    per_client: HashMap<IpAddr, usize>,
+    next: u64,
+}
+
+/// One admitted connection; frees its slot when dropped.
+pub(crate) struct Slot {
+    occupancy: Arc<Occupancy>,
+    ip: IpAddr,
+    id: u64,
+}
+
+impl Occupancy {
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().expect("occupancy lock is never poisoned")
+    }
+
+    /// A slot for a connection from `ip`, closed by `close`, or why not.
+    pub(crate) fn admit(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        limits: &ConnectionLimits,
+        close: Closer,
+    ) -> Result<Slot, &'static str> {
+        let mut table = self.table();
+        if table.open.len() >= limits.max_connections {
+            return Err("the proxy serves its maximum number of connections");
+        }
+        let mine = table.per_client.entry(ip).or_default();
+        if *mine >= limits.max_per_client {
+            return Err("this client address holds its maximum number of connections");
+        }
+        *mine += 1;
+        let id = table.next;
+        table.next += 1;
+        table.open.insert(id, close);
+        Ok(Slot {
+            occupancy: Arc::clone(self),
+            ip,
+            id,
+        })
+    }
+
+    /// Drains every open connection (see [`Closer::drain`]).
+    pub(crate) fn drain_all(&self) {
+        for close in self.table().open.values() {
+            close.drain();
+        }
+    }
+
+    /// Closes every open connection.
+    pub(crate) fn close_all(&self) {
+        for close in self.table().open.values() {
+            close.close();
+        }
+    }
+
+    /// Returns once no connection is open.
+    pub(crate) async fn emptied(&self) {
+        loop {
+            let emptied = self.emptied.notified();
+            tokio::pin!(emptied);
+            // Listening before looking: a last connection that goes in between
+            // is not missed.
+            emptied.as_mut().enable();
+            if self.table().open.is_empty() {
+                return;
+            }
+            emptied.await;
+        }
+    }
+}
+
+/// Gives a flood's room back once it has passed (amortised: only when three
+/// quarters of the table are free).
+fn shrink_after_flood<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 64 && map.len() * 4 < map.capacity() {
+        let keep = map.len() * 2;
+        map.shrink_to(keep);
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut table = self.occupancy.table();
+        table.open.remove(&self.id);
+        shrink_after_flood(&mut table.open);
+        if table.open.is_empty() {
+            self.occupancy.emptied.notify_waiters();
+        }
+        if let Some(n) = table.per_client.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                table.per_client.remove(&self.ip);
+                shrink_after_flood(&mut table.per_client);
+            }
+        }
+    }
+}
+
+/// Answers a connection past the limits with `503 overloaded` and closes it
+/// (Envoy's overload manager and nginx's `limit_conn` answer; leaving it in the
+/// kernel backlog would make every client wait, the legitimate ones too). The
+/// answer is hyper's, in the protocol the connection speaks: HTTP/1.1 or h2 by its
+/// first bytes, and over TLS after the handshake, by ALPN (a plain-text answer
+/// before the handshake is garbage to a TLS client). At most
+/// [`MAX_REFUSALS_IN_FLIGHT`] at once, each for at most [`REFUSAL_TIMEOUT`].
+pub(crate) fn refuse(
+    stream: TcpStream,
+    peer: SocketAddr,
+    reason: &'static str,
+    refusal: Refusal,
+    occupancy: &Arc<Occupancy>,
+    tracker: &TaskTracker,
+) {
+    if occupancy.refusing.fetch_add(1, Ordering::Relaxed) >= MAX_REFUSALS_IN_FLIGHT {
+        occupancy.refusing.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    tracing::debug!(%peer, reason, "connection refused");
+    let occupancy = Arc::clone(occupancy);
+    tracker.spawn(async move {
+        let service = service_fn(move |_: Request<Incoming>| {
+            std::future::ready(Ok::<_, Infallible>(overloaded(reason)))
+        });
+        let answer = async {
+            match refusal.tls {
+                None => {
+                    let protocol = sniff::sniff(&stream)
+                        .await
+                        .map_or(Protocol::Unknown, |(protocol, _)| protocol);
+                    let connection = refusal.builders.pick(protocol);
+                    let _ = connection
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                }
+                Some(tls) => {
+                    let Ok(stream) = tls.acceptor().accept(stream).await else {
+                        return;
+                    };
+                    let protocol = sniff::by_alpn(stream.get_ref().1.alpn_protocol());
+                    let connection = refusal.builders.pick(protocol);
+                    let _ = connection
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(REFUSAL_TIMEOUT, answer).await;
+        occupancy.refusing.fetch_sub(1, Ordering::Relaxed);
+    });
+}
+
+/// How a listener answers a refused connection: its builders, and its TLS if any.
+#[derive(Clone)]
+pub(crate) struct Refusal {
+    pub builders: Arc<Builders>,
+    pub tls: Option<Arc<Tls>>,
+}
+
+/// `503 overloaded` in the envelope, with `Retry-After: 1`, closing the connection.
+fn overloaded(reason: &'static str) -> Response<Body> {
+    let mut response = Error::Overloaded {
+        reason: reason.to_owned(),
+    }
+    .to_response();
+    let headers = response.headers_mut();
+    headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
