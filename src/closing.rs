@@ -201,14 +201,37 @@ mod tests {
 
         let serving = Closer::new();
         serving.serving();
-        let task = tokio::spawn(serving.guard(forever()));
-        tokio::task::yield_now().await;
+        // Counts its polls: the drain's wake must poll it again, and leave it running.
+        let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = {
+            let polls = Arc::clone(&polls);
+            std::future::poll_fn(move |_| {
+                polls.fetch_add(1, Ordering::SeqCst);
+                Poll::<()>::Pending
+            })
+        };
+        let task = tokio::spawn(serving.guard(counted));
+        let first = async {
+            while polls.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), first)
+            .await
+            .expect("the task runs");
         serving.drain();
-        // Polled again after the drain's wake, and still running.
-        for _ in 0..3 {
-            tokio::task::yield_now().await;
-        }
-        assert!(!task.is_finished());
+        let again = async {
+            while polls.load(Ordering::SeqCst) < 2 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), again)
+            .await
+            .expect("the drain woke the task, which polled its work again");
+        assert!(
+            !task.is_finished(),
+            "a serving task is not ended by a drain"
+        );
         // The drain's wake took the waker; the poll it caused registered it again.
         serving.close();
         let ended = tokio::time::timeout(std::time::Duration::from_secs(10), task)

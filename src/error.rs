@@ -54,6 +54,55 @@ impl Error {
         }
     }
 
+    /// One error of each kind, in declaration order (the OpenAPI document lists
+    /// their statuses; a test keeps [`CODES`](Self::CODES) equal to their codes). The
+    /// match has no wildcard, so a new variant stops the build here until it is added.
+    pub fn one_of_each() -> Vec<Error> {
+        let none = String::new;
+        let all = vec![
+            Error::BadRequest { reason: none() },
+            Error::MissingParameter { param: none() },
+            Error::InvalidParameter {
+                param: none(),
+                reason: none(),
+            },
+            Error::UnknownParameter { param: none() },
+            Error::Unauthorized,
+            Error::NotFound,
+            Error::GET_OR_HEAD,
+            Error::NotImplemented { reason: "" },
+            Error::UriTooLong { max_bytes: 0 },
+            Error::RateLimited {
+                retry_after_secs: 1,
+            },
+            Error::UpstreamError { reason: none() },
+            Error::UpstreamTimeout,
+            Error::StreamUnavailable { reason: none() },
+            Error::Overloaded { reason: none() },
+            Error::Internal,
+        ];
+        for error in &all {
+            match error {
+                Error::BadRequest { .. }
+                | Error::MissingParameter { .. }
+                | Error::InvalidParameter { .. }
+                | Error::UnknownParameter { .. }
+                | Error::Unauthorized
+                | Error::NotFound
+                | Error::MethodNotAllowed { .. }
+                | Error::NotImplemented { .. }
+                | Error::UriTooLong { .. }
+                | Error::RateLimited { .. }
+                | Error::UpstreamError { .. }
+                | Error::UpstreamTimeout
+                | Error::StreamUnavailable { .. }
+                | Error::Overloaded { .. }
+                | Error::Internal => {}
+            }
+        }
+        all
+    }
+
     /// Every error code of the contract, in declaration order.
     pub const CODES: [&'static str; 15] = [
         "bad_request",
@@ -188,6 +237,12 @@ mod tests {
         assert_eq!(v["error"]["code"], "invalid_parameter");
         assert_eq!(v["error"]["param"], "period");
         assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn the_code_list_is_every_error_in_order() {
+        let codes: Vec<&str> = Error::one_of_each().iter().map(Error::code).collect();
+        assert_eq!(codes, Error::CODES);
     }
 
     #[test]

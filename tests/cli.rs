@@ -196,13 +196,12 @@ fn an_unknown_variable_is_refused_with_a_suggestion() {
 async fn serve_reloads_on_sighup() {
     use std::time::{Duration, Instant};
     let sim = support::sim_with_token("hup-upstream").await;
-    let port = support::free_port();
     let (dir, path) = scratch("mdproxy-hup", "serve.toml");
     let write = |token: &str| {
         std::fs::write(
             &path,
             format!(
-                "[server]\nlisten = \"127.0.0.1:{port}\"\nreload_poll_ms = 0\n[auth]\ntokens = [\"{token}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"hup-upstream\"\n[scheduler]\nenabled = false\n",
+                "[server]\nlisten = \"127.0.0.1:0\"\nreload_poll_ms = 0\n[auth]\ntokens = [\"{token}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"hup-upstream\"\n[scheduler]\nenabled = false\n",
                 sim.base_url()
             ),
         )
@@ -216,18 +215,34 @@ async fn serve_reloads_on_sighup() {
     let mut child = child
         .args(["serve", "--log", "warn", "--config"])
         .arg(&path)
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
     let pid = child.id().unwrap().to_string();
+    // Where it listens: its start-up line says (no port is guessed ahead).
+    let base = {
+        use tokio::io::AsyncBufReadExt;
+        let stdout = child.stdout.take().unwrap();
+        let mut out = tokio::io::BufReader::new(stdout).lines();
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while let Ok(Some(line)) = out.next_line().await {
+                if let Some(rest) = line.strip_prefix("mdproxy serving ") {
+                    return rest.split_whitespace().next().unwrap().to_owned();
+                }
+            }
+            panic!("serve ended before serving");
+        })
+        .await
+        .expect("serve came up")
+    };
     // A refused reload changes nothing observable over HTTP (that is the point), so
     // its one outside sign is the error line on stderr. Every line is forwarded
     // (which also keeps the pipe drained).
     let mut lines = support::stderr_lines(&mut child);
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
-    let url = format!("http://127.0.0.1:{port}/api/v1/market/indices");
+    let url = format!("{base}/market/indices");
     let status = |token: &'static str| {
         let req = client.get(&url).bearer_auth(token);
         async move { req.send().await.map(|r| r.status().as_u16()).unwrap_or(0) }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mdproxy::api::catalog::catalog;
-use support::{Env, TOKEN, UPSTREAM_TOKEN, error_of, header, headers};
+use support::{Env, TOKEN, UPSTREAM_TOKEN, error_of, eventually, header, headers};
 
 /// Every non-stream endpoint answers `success: true` through the proxy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -415,28 +415,49 @@ async fn defaults_share_one_cache_entry() {
 /// 200 concurrent requests on a cold key reach the upstream exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cold_key_reaches_upstream_once() {
-    let env = Arc::new(support::start_with(|s| s.latency_ms = 200, |_| {}, None).await);
-    let barrier = Arc::new(tokio::sync::Barrier::new(200));
+    const N: usize = 200;
+    const TARGET: &str = "/stock/indicator/financial/600519";
+    let env = Arc::new(support::start().await);
+    // The upstream holds its answer until every request waits on the one fill, so
+    // the collapse is exercised whatever the machine's speed.
+    env.sim.set_hang(true);
     let mut tasks = Vec::new();
-    for _ in 0..200 {
-        let (env, barrier) = (env.clone(), barrier.clone());
+    for _ in 0..N {
+        let env = env.clone();
         tasks.push(tokio::spawn(async move {
-            barrier.wait().await;
-            let r = env.get("/stock/indicator/financial/600519").await;
+            let r = env.get(TARGET).await;
             assert_eq!(r.status(), 200);
-            r.bytes().await.unwrap()
+            let status = header(&r, "cache-status");
+            (status, r.bytes().await.unwrap())
         }));
     }
-    let mut bodies = Vec::new();
+    let store = env.proxy.state().cache().store();
+    assert!(
+        eventually(Duration::from_secs(20), || store.waiters(TARGET) == N).await,
+        "every request waits on one fill: {}",
+        store.waiters(TARGET)
+    );
+    assert_eq!(env.sim.hits("/stock/indicator/financial/{code}"), 1);
+    env.sim.set_hang(false);
+    let mut answers = Vec::new();
     for t in tasks {
-        bodies.push(
+        answers.push(
             tokio::time::timeout(Duration::from_secs(30), t)
                 .await
                 .unwrap()
                 .unwrap(),
         );
     }
-    assert!(bodies.windows(2).all(|w| w[0] == w[1]));
+    assert!(answers.windows(2).all(|w| w[0].1 == w[1].1), "one body");
+    let collapsed = answers
+        .iter()
+        .filter(|(status, _)| status.ends_with("fwd=miss; collapsed"))
+        .count();
+    assert_eq!(
+        collapsed,
+        N - 1,
+        "one fill, every other request waited on it"
+    );
     assert_eq!(env.sim.hits("/stock/indicator/financial/{code}"), 1);
 }
 

@@ -95,29 +95,6 @@ async fn in_flight_request_completes_while_new_connections_are_refused() {
     assert_eq!(sim.hits(HELD), 1);
 }
 
-/// A merely slow upstream (the latency switch) does not lose the request that was
-/// waiting on it when shutdown started: the client gets the whole 200, and
-/// `shutdown()` does not return before it was sent.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_request_in_flight_at_shutdown_gets_its_answer() {
-    let env = env_with_grace(30_000).await;
-    env.sim.set_latency(Duration::from_millis(500));
-    let request = spawn_get(&env.client, env.url(HELD));
-    assert!(eventually(Duration::from_secs(10), || env.sim.hits(HELD) == 1).await);
-    let Env { sim, proxy, .. } = env;
-    tokio::time::timeout(Duration::from_secs(20), proxy.shutdown())
-        .await
-        .expect("shutdown ends once the slow request is answered");
-    let (status, body) = tokio::time::timeout(Duration::from_secs(20), request)
-        .await
-        .expect("the request ends")
-        .unwrap()
-        .expect("answered, not cut");
-    assert_eq!(status, 200);
-    assert!(serde_json::from_slice::<serde_json::Value>(&body).is_ok());
-    drop(sim);
-}
-
 /// With a short grace and an upstream that never answers, `shutdown()` returns after
 /// the grace and the request still open is cut: its client sees the connection end
 /// without an answer.

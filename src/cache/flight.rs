@@ -70,6 +70,15 @@ impl Flights {
         self.shard(key).remove(key);
     }
 
+    /// How many callers wait on the fill of `key` now (the one that started it too).
+    pub fn waiters(&self, key: &str) -> usize {
+        self.shard(key)
+            .get(key)
+            .and_then(Shared::strong_count)
+            // The map holds one of the clones.
+            .map_or(0, |n| n.saturating_sub(1))
+    }
+
     /// Whether a fill of `key` is under way.
     pub fn contains(&self, key: &str) -> bool {
         self.shard(key).contains_key(key)

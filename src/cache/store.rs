@@ -327,6 +327,11 @@ impl Cache {
         self.inner.flights.contains(key)
     }
 
+    /// How many requests wait on the fill of `key` now (0 when none is under way).
+    pub fn waiters(&self, key: &str) -> usize {
+        self.inner.flights.waiters(key)
+    }
+
     /// Number of entries (approximate until moka's pending tasks run).
     pub fn entry_count(&self) -> u64 {
         self.inner.entries.entry_count()

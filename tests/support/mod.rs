@@ -550,15 +550,6 @@ pub fn python_tools() -> std::path::PathBuf {
     std::path::PathBuf::from(String::from_utf8(stdout).unwrap().trim())
 }
 
-/// A loopback port that was free a moment ago (for a child process to bind).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A simulator on a loopback port that takes `token` as its API key.
 pub async fn sim_with_token(token: &str) -> SimHandle {
     mdproxy::sim::start(
