@@ -212,4 +212,33 @@ impl AppState {
     pub fn stop(&self) -> &CancellationToken {
         &self.inner.stop
     }
+
+    /// Whether the proxy is ready for traffic, and why: once an upstream request has
+    /// succeeded (the upstream is there and takes our token) or the cache holds
+    /// entries (it can answer from them whatever the upstream does). Until then
+    /// `/readyz` answers 503 with the reason, so a rollout does not send traffic to a
+    /// node that can only answer errors.
+    ///
+    /// # Errors
+    /// Why it is not ready, with the upstream's last failure when there is one.
+    pub fn readiness(&self) -> Result<String, String> {
+        let stats = self.stats();
+        if stats.upstream_seen() {
+            return Ok("the upstream answered".into());
+        }
+        let entries = self.cache().store().entry_count();
+        if entries > 0 {
+            return Ok(format!(
+                "the cache holds {entries} entries (the upstream has not answered yet)"
+            ));
+        }
+        Err(match stats.upstream_health().last_error {
+            Some((_, label, detail)) => {
+                format!(
+                    "no upstream request has succeeded yet; the last one failed ({label}): {detail}"
+                )
+            }
+            None => "no upstream request has succeeded yet and the cache is empty".into(),
+        })
+    }
 }

@@ -11,6 +11,7 @@ pub mod openapi;
 pub mod params;
 pub mod passthrough;
 pub mod router;
+pub(crate) mod value;
 
 use std::sync::OnceLock;
 

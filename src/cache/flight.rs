@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures_util::future::{BoxFuture, Shared};
 
-use crate::cache::store::CachedBody;
+use crate::cache::entry::CachedBody;
 use crate::upstream::client::FetchError;
 
 /// What a fill ended with: the entry, and whether the upstream was asked for it

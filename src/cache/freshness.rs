@@ -7,7 +7,6 @@ use chrono::{DateTime, NaiveDate, Timelike, Utc};
 
 use crate::api::catalog::{FreshnessClass, catalog};
 use crate::cache::market::Calendar;
-use crate::cache::store::CachedBody;
 use crate::config::{ClassTtl, Config};
 
 /// The state of a cached answer at a moment.
@@ -155,22 +154,6 @@ impl Policy {
     /// The configuration generation this policy belongs to.
     pub fn generation(&self) -> u64 {
         self.generation
-    }
-
-    /// The lifetimes of `entry` under this policy: as stored when it was filled
-    /// under this generation, recomputed from its rule and fetch time after a reload
-    /// (so new TTLs also apply to answers already cached).
-    pub fn lifetimes_of(&self, entry: &CachedBody) -> Lifetimes {
-        if entry.generation == self.generation {
-            entry.lifetimes
-        } else {
-            self.lifetimes(entry.rule, entry.fetched_at)
-        }
-    }
-
-    /// Whether `entry` is fresh at `now`.
-    pub fn is_fresh(&self, entry: &CachedBody, now: DateTime<Utc>) -> bool {
-        matches!(self.lifetimes_of(entry).decide(now), Freshness::Fresh)
     }
 
     /// Whether an answer of `endpoint_id` and `class` fetched out of session stays

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use crate::cache::store::CachedBody;
+use crate::cache::entry::CachedBody;
 use crate::slots::{Slots, Version};
 
 /// Slots in the table.

@@ -2,6 +2,7 @@
 //! read-through decision, the cluster's share of a fill, the freshness policy and
 //! the market clock it is computed from.
 
+pub mod entry;
 mod flight;
 pub mod freshness;
 mod hot;

@@ -12,10 +12,11 @@ use chrono::{DateTime, Utc};
 use tokio_util::task::TaskTracker;
 
 use crate::api::params::Valid;
+use crate::cache::entry::CachedBody;
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
 use crate::cache::market::Clock;
 use crate::cache::shared::{self, Share};
-use crate::cache::store::{Cache, CachedBody, FillRole, Unheld};
+use crate::cache::store::{Cache, FillRole, Unheld};
 use crate::cluster::Cluster;
 use crate::logging::Throttle;
 use crate::stats::{CacheStatus, Stats};
@@ -235,7 +236,7 @@ impl ReadThrough {
         let Some(entry) = cached else {
             return Err(None);
         };
-        let lifetimes = policy.lifetimes_of(&entry);
+        let lifetimes = entry.lifetimes_under(policy);
         let served = match lifetimes.decide(now) {
             Freshness::Fresh if entry.status == 200 => Served::Hit,
             Freshness::Fresh => Served::Negative,
@@ -282,7 +283,7 @@ impl ReadThrough {
                     FillRole::Leader => Served::Stored,
                     FillRole::Joined => Served::Collapsed,
                 };
-                let lifetimes = policy.lifetimes_of(&entry);
+                let lifetimes = entry.lifetimes_under(policy);
                 Ok(Answer {
                     entry,
                     served,
@@ -296,7 +297,7 @@ impl ReadThrough {
                     && let Some(entry) = cached
                     && entry.status == 200
                 {
-                    let lifetimes = policy.lifetimes_of(&entry);
+                    let lifetimes = entry.lifetimes_under(policy);
                     if lifetimes.decide(now).is_usable_on_error() {
                         if let Some(held) = s.warnings.admit(("stale", error.as_str())) {
                             tracing::warn!(key = %valid.target, upstream_error = error.as_str(), held_back = held, "serving stale answer");
@@ -361,7 +362,7 @@ impl ReadThrough {
         let now = s.clock.now();
         let usable = {
             let policy = Arc::clone(policy);
-            move |entry: &CachedBody| !force && policy.is_fresh(entry, now)
+            move |entry: &CachedBody| !force && entry.is_fresh_under(&policy, now)
         };
         let rule = Rule::of(valid);
         let (upstream, clock, policy) =
@@ -379,7 +380,7 @@ impl ReadThrough {
                     let held = if force {
                         None
                     } else {
-                        let fresh = |e: &CachedBody| policy.is_fresh(e, clock.now());
+                        let fresh = |e: &CachedBody| e.is_fresh_under(&policy, clock.now());
                         match shared::before_fill(&cluster, &key, &policy, lease, fresh).await {
                             Share::Found(entry) => return Ok(entry),
                             Share::Fetch(held) => held,

@@ -11,8 +11,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 
 use crate::api::catalog::{FreshnessClass, catalog};
+use crate::cache::entry::CachedBody;
 use crate::cache::freshness::{Policy, Rule};
-use crate::cache::store::CachedBody;
 use crate::cluster::{Cluster, Lease};
 
 /// Format tag of a stored entry, bumped with any change of the layout below or of

@@ -3,133 +3,23 @@
 //! themselves are `flight`'s). What to do with an entry is `readthrough`'s decision;
 //! moka's per-entry expiry only bounds how long memory is held.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
-use http::HeaderValue;
 use moka::Expiry;
 use tokio_util::task::TaskTracker;
 
+use crate::cache::entry::{CachedBody, weight};
 use crate::cache::flight::{Ending, Filled, Flights};
-use crate::cache::freshness::{Lifetimes, Rule};
 use crate::cache::hot::{Found, Hot};
 use crate::upstream::client::FetchError;
-
-/// Bodies shorter than this are not worth compressing (nginx's `gzip_min_length`
-/// default is 20; a gzip header and trailer alone are 18 bytes, and small JSON
-/// gains little).
-pub const GZIP_MIN_BYTES: usize = 1024;
-
-/// One cached answer: the upstream's body as it came, and what we know about it.
-#[derive(Debug)]
-pub struct CachedBody {
-    /// The upstream's body, byte for byte; a hit clones this refcount only.
-    pub body: Bytes,
-    /// The status to answer with: 200, or 404 for a negatively cached "not found".
-    pub status: u16,
-    /// When the upstream produced it (per the proxy's clock).
-    pub fetched_at: DateTime<Utc>,
-    /// What decided its lifetimes.
-    pub rule: Rule,
-    /// Its lifetimes under the policy of `generation`.
-    pub lifetimes: Lifetimes,
-    /// The config generation `lifetimes` were computed under; after a reload they
-    /// are recomputed from `rule` and `fetched_at`.
-    pub generation: u64,
-    /// Strong validator of `body` (`"<xxh3 hex>"`).
-    pub etag: HeaderValue,
-    /// Validator of the gzip representation.
-    pub etag_gzip: HeaderValue,
-    /// The gzip representation, made on first demand, once per entry.
-    gzip: OnceLock<Option<Bytes>>,
-    /// How long moka may keep it in memory (until its stale-if-error time).
-    pub keep_for: Duration,
-    /// Read from the cluster's shared store (another node's fill, or this node's
-    /// before a restart), not fetched by this node.
-    pub shared: bool,
-}
-
-impl CachedBody {
-    /// Wraps a body, computing its validators once.
-    pub fn new(
-        body: Bytes,
-        status: u16,
-        fetched_at: DateTime<Utc>,
-        rule: Rule,
-        lifetimes: Lifetimes,
-        generation: u64,
-    ) -> CachedBody {
-        let hash = xxhash_rust::xxh3::xxh3_64(&body);
-        let header =
-            |s: String| HeaderValue::from_str(&s).expect("hex digits are a valid header value");
-        let keep_for = (lifetimes.error_until - fetched_at)
-            .to_std()
-            .unwrap_or(Duration::ZERO)
-            // Room for a clock that runs ahead of moka's, and for a refresh to land.
-            + Duration::from_secs(60);
-        CachedBody {
-            body,
-            status,
-            fetched_at,
-            rule,
-            lifetimes,
-            generation,
-            etag: header(format!("\"{hash:016x}\"")),
-            etag_gzip: header(format!("\"{hash:016x}-gz\"")),
-            gzip: OnceLock::new(),
-            keep_for,
-            shared: false,
-        }
-    }
-
-    /// The gzip representation, compressed on first call and kept; `None` when the
-    /// body is too small to gain from it.
-    pub fn gzip(&self) -> Option<&Bytes> {
-        if self.body.len() < GZIP_MIN_BYTES {
-            return None;
-        }
-        self.gzip
-            .get_or_init(|| {
-                use std::io::Write;
-                let mut encoder = flate2::write::GzEncoder::new(
-                    Vec::with_capacity(self.body.len() / 4),
-                    flate2::Compression::default(),
-                );
-                encoder.write_all(&self.body).ok()?;
-                encoder.finish().ok().map(Bytes::from)
-            })
-            .as_ref()
-    }
-}
-
-/// Bookkeeping bytes counted per entry beside body and key (the `CachedBody`, its
-/// two ETag header values, the `Arc`, moka's node and the key's copy in its index):
-/// an estimate that keeps many tiny entries from escaping the bound.
-const ENTRY_OVERHEAD: u64 = 512;
-
-/// The gzip copy is made on first demand, after the entry is weighed, so its room
-/// is reserved up front: JSON compresses to well under a third of its size.
-const GZIP_SHARE: u64 = 3;
 
 /// An entry larger than `max_bytes / MAX_ENTRY_SHARE` is served but not cached: one
 /// answer must not evict most of the cache (nginx's `proxy_max_temp_file_size`
 /// spirit, Varnish's transient storage).
 const MAX_ENTRY_SHARE: u64 = 8;
-
-/// What an entry holds in memory: key, body, the gzip copy it may get, bookkeeping.
-fn weight(key: &str, value: &CachedBody) -> u64 {
-    let body = value.body.len() as u64;
-    let gzip = if value.body.len() >= GZIP_MIN_BYTES {
-        body / GZIP_SHARE
-    } else {
-        0
-    };
-    key.len() as u64 + body + gzip + ENTRY_OVERHEAD
-}
 
 /// What a fill reports besides its result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -423,6 +313,9 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::freshness::{Lifetimes, Rule};
+    use bytes::Bytes;
+    use chrono::Utc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn body(s: &'static str) -> CachedBody {

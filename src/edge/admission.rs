@@ -19,66 +19,12 @@ use tokio::sync::Notify;
 use tokio_util::task::TaskTracker;
 
 use crate::closing::Closer;
-use crate::config::{HYPER_MAX_HEADERS, ServerConfig};
 use crate::edge::body::Body;
+use crate::edge::protocol::{self, Builders, ConnectionLimits, Protocol};
 use crate::edge::response::IntoResponse;
-use crate::edge::sniff::{self, Builders, Protocol};
+use crate::edge::sniff;
 use crate::edge::tls::Tls;
 use crate::error::Error;
-
-/// What one listener allows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConnectionLimits {
-    /// Connections served at once; past it new ones are refused with a 503.
-    pub max_connections: usize,
-    /// Connections from one client address.
-    pub max_per_client: usize,
-    /// How long a client may take to send a request's headers (hyper starts the
-    /// timer when it waits for a request, so it also ends idle keep-alives).
-    pub header_read_timeout: Duration,
-    pub keep_alive: bool,
-    pub max_headers: usize,
-    /// Largest request head; hyper's read buffer (at least 8192).
-    pub max_header_bytes: usize,
-    /// Streams one HTTP/2 connection may have open at once.
-    pub h2_max_streams: u32,
-}
-
-impl From<&ServerConfig> for ConnectionLimits {
-    fn from(server: &ServerConfig) -> ConnectionLimits {
-        let share =
-            server.max_connections * server.max_connections_per_client_percent as usize / 100;
-        ConnectionLimits {
-            max_connections: server.max_connections,
-            max_per_client: share.max(1),
-            header_read_timeout: Duration::from_millis(server.header_read_timeout_ms),
-            keep_alive: server.keep_alive,
-            max_headers: server.max_headers,
-            max_header_bytes: server.max_header_bytes,
-            h2_max_streams: server.h2_max_streams,
-        }
-    }
-}
-
-impl ConnectionLimits {
-    /// Limits for an internal listener (admin, simulator): `max` connections,
-    /// `per_client` from one address, and its own header timeout.
-    pub fn internal(
-        max: usize,
-        per_client: usize,
-        header_read_timeout: Duration,
-    ) -> ConnectionLimits {
-        ConnectionLimits {
-            max_connections: max,
-            max_per_client: per_client,
-            header_read_timeout,
-            keep_alive: true,
-            max_headers: HYPER_MAX_HEADERS,
-            max_header_bytes: 16 * 1024,
-            h2_max_streams: 32,
-        }
-    }
-}
 
 /// How long a refused connection is given to send its request and take the 503.
 const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
@@ -240,7 +186,7 @@ pub(crate) fn refuse(
                     let Ok(stream) = tls.acceptor().accept(stream).await else {
                         return;
                     };
-                    let protocol = sniff::by_alpn(stream.get_ref().1.alpn_protocol());
+                    let protocol = protocol::by_alpn(stream.get_ref().1.alpn_protocol());
                     let connection = refusal.builders.pick(protocol);
                     let _ = connection
                         .serve_connection(TokioIo::new(stream), service)

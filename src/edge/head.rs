@@ -11,7 +11,8 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use crate::edge::response::X_REQUEST_ID;
+/// `X-Request-Id`: the client's, or one made for the request.
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 const X_API_KEY: HeaderName = HeaderName::from_static(crate::api::params::API_KEY);
 

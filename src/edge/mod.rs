@@ -10,11 +10,12 @@ pub(crate) mod cors;
 pub mod handler;
 pub(crate) mod head;
 pub(crate) mod limit;
+pub(crate) mod protocol;
 pub(crate) mod response;
 pub(crate) mod server;
 pub(crate) mod sniff;
 pub(crate) mod sse;
 pub mod tls;
 
-pub use admission::ConnectionLimits;
+pub use protocol::ConnectionLimits;
 pub use server::{Connection, Listening};

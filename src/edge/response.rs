@@ -12,7 +12,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, hea
 use crate::cache::freshness;
 use crate::cache::readthrough::{Answer, Served};
 use crate::edge::body::{self, Body};
-use crate::edge::head::Head;
+use crate::edge::head::{Head, X_REQUEST_ID};
 use crate::error::Error;
 use crate::stats::CacheStatus;
 
@@ -20,8 +20,6 @@ use crate::stats::CacheStatus;
 pub const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 /// `Cache-Status` (RFC 9211).
 pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
-/// `X-Request-Id`: the client's, or one made for the request.
-pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// A cached answer's headers, in the order of [`HEADS`]: the five values that
 /// change from hit to hit come first and are written in place by position.
@@ -404,8 +402,8 @@ mod tests {
 
     /// An answer `after_ms` after its entry was fetched; fresh for 20 s, stale 10 s more.
     fn answer_at(served: Served, request: &HeaderMap, after_ms: i64) -> Response<Body> {
+        use crate::cache::entry::CachedBody;
         use crate::cache::freshness::{Lifetimes, Rule};
-        use crate::cache::store::CachedBody;
         let fetched_at = chrono::Utc::now();
         let now = fetched_at + chrono::Duration::milliseconds(after_ms);
         let lifetimes = Lifetimes {

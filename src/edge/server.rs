@@ -18,9 +18,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::task::TaskTracker;
 
 use crate::closing::Closer;
-use crate::edge::admission::{self, ConnectionLimits, Occupancy, Refusal};
+use crate::edge::admission::{self, Occupancy, Refusal};
 use crate::edge::body::Body;
-use crate::edge::sniff::{self, Builders, Protocol};
+use crate::edge::protocol::{self, Builders, ConnectionLimits, Protocol};
+use crate::edge::sniff;
 use crate::edge::sse::{self, Taken};
 use crate::edge::tls::Tls;
 use crate::hub::Outlet;
@@ -83,7 +84,7 @@ where
     let local = listener
         .local_addr()
         .map_or_else(|_| "-".to_owned(), |a| a.to_string());
-    let builders = Arc::new(Builders::new(sniff::builder(&limits)));
+    let builders = Arc::new(Builders::new(protocol::builder(&limits)));
     let refusal = Refusal {
         builders: Arc::clone(&builders),
         tls: tls.clone(),
@@ -237,7 +238,7 @@ where
                 return Ok(());
             }
         };
-        let protocol = sniff::by_alpn(stream.get_ref().1.alpn_protocol());
+        let protocol = protocol::by_alpn(stream.get_ref().1.alpn_protocol());
         let service = self.service();
         let conn = self
             .builders

@@ -72,7 +72,7 @@ impl Admin {
                 r
             }
             (&Method::GET, "/healthz") => json_response(StatusCode::OK, &json!({ "status": "ok" })),
-            (&Method::GET, "/readyz") => match readiness(state) {
+            (&Method::GET, "/readyz") => match state.readiness() {
                 Ok(why) => json_response(StatusCode::OK, &json!({ "ready": true, "reason": why })),
                 Err(why) => json_response(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -93,35 +93,6 @@ impl Admin {
         };
         Ok(response)
     }
-}
-
-/// Whether the proxy is ready for traffic, and why: once an upstream request has
-/// succeeded (the upstream is there and takes our token) or the cache holds
-/// entries (it can answer from them whatever the upstream does). Until then
-/// `/readyz` answers 503 with the reason, so a rollout does not send traffic to a
-/// node that can only answer errors.
-///
-/// # Errors
-/// Why it is not ready, with the upstream's last failure when there is one.
-pub fn readiness(state: &AppState) -> Result<String, String> {
-    let stats = state.stats();
-    if stats.upstream_seen() {
-        return Ok("the upstream answered".into());
-    }
-    let entries = state.cache().store().entry_count();
-    if entries > 0 {
-        return Ok(format!(
-            "the cache holds {entries} entries (the upstream has not answered yet)"
-        ));
-    }
-    Err(match stats.upstream_health().last_error {
-        Some((_, label, detail)) => {
-            format!(
-                "no upstream request has succeeded yet; the last one failed ({label}): {detail}"
-            )
-        }
-        None => "no upstream request has succeeded yet and the cache is empty".into(),
-    })
 }
 
 /// Drops cached answers: `POST /purge` with `Authorization: Bearer <admin.token>`
@@ -281,7 +252,7 @@ impl Admin {
             "commit": crate::GIT_COMMIT,
             "started": china_time(stats.started),
             "uptime_secs": uptime.num_seconds(),
-            "ready": match readiness(state) {
+            "ready": match state.readiness() {
                 Ok(why) => json!({ "ready": true, "reason": why }),
                 Err(why) => json!({ "ready": false, "reason": why }),
             },

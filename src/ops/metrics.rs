@@ -268,7 +268,7 @@ impl Collector for StatsCollector {
             (
                 "ready",
                 "1 once /readyz answers 200 (the upstream answered, or the cache is warm)",
-                u64::from(crate::ops::admin::readiness(&self.state).is_ok()),
+                u64::from(self.state.readiness().is_ok()),
             ),
         ] {
             gauge(&mut encoder, name, help, value)?;
