@@ -347,6 +347,11 @@ pub struct UpstreamConfig {
     /// Allow `http://` to a host that is not loopback: the upstream token would
     /// cross the network in the clear. Off: such a `base_url` is refused.
     pub allow_plain_http: bool,
+    /// Other instances of the upstream (`[[upstream.fallback]]`: another key, a
+    /// mirror), tried in order when the one before is down (its breaker open),
+    /// paused by `Retry-After`, or out of quota. Each has its own breaker, budget,
+    /// quota, adaptive rate and metrics label (`fallback-1`, ...).
+    pub fallback: Vec<FallbackConfig>,
     /// What the start-up (and reload) probe asks for, a request target such as
     /// `/market/indices`: an unreachable upstream or a refused token is logged at
     /// once. Empty: no probe.
@@ -428,9 +433,30 @@ impl Default for UpstreamConfig {
             breaker_max_open_ms: 30_000,
             max_body_bytes: 16 * 1024 * 1024,
             allow_plain_http: false,
+            fallback: Vec::new(),
             probe_target: "/market/indices".into(),
         }
     }
+}
+
+/// One `[[upstream.fallback]]`: another instance of the upstream. Unset limits are
+/// the primary's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackConfig {
+    /// Its base URL, ending with `/api/v1`.
+    pub base_url: String,
+    /// Its bearer token (a secret: never logged).
+    #[serde(default)]
+    pub token: Secret,
+    #[serde(default)]
+    pub upstream_rps: Option<u32>,
+    #[serde(default)]
+    pub upstream_burst: Option<u32>,
+    #[serde(default)]
+    pub upstream_per_minute: Option<u64>,
+    #[serde(default)]
+    pub upstream_per_day: Option<u64>,
 }
 
 /// `[cache]`: memory bounds.
@@ -603,6 +629,34 @@ pub struct LimitsConfig {
     pub client_rps: u32,
     /// Burst per client token.
     pub client_burst: u32,
+    /// Adapt the upstream rate to what the upstream tolerates: throttling answers,
+    /// a rising share of reported failures or timeouts, or latency far above its
+    /// normal halve it; quiet time brings it back to `upstream_rps`.
+    pub adaptive: bool,
+    /// The lowest rate the adaptation goes to, requests per second.
+    pub adaptive_floor_rps: u32,
+    /// How long the rate takes to climb from the floor back to `upstream_rps`.
+    pub adaptive_recovery_secs: u64,
+    /// How long a `429`/`503` without a readable `Retry-After` pauses the upstream.
+    pub retry_after_default_secs: u64,
+    /// The longest pause a `Retry-After` may ask for.
+    pub retry_after_max_secs: u64,
+    /// Most upstream requests in a minute (0: no minute quota), per upstream.
+    pub upstream_per_minute: u64,
+    /// Most upstream requests in a day (0: no day quota), per upstream; the day
+    /// starts at `quota_day_start`, China time.
+    pub upstream_per_day: u64,
+    /// Percent of the day's quota kept for client misses: background refreshes and
+    /// prewarm stop when less is left, and below half of it stale answers are
+    /// preferred to refreshes.
+    pub quota_reserve_percent: u32,
+    /// When the vendor's day starts, `HH:MM` China time.
+    pub quota_day_start: String,
+    /// After a key's fetch fails, later requests get its stale answer at once while
+    /// one background retry per key runs after this long, doubling each time (with
+    /// jitter) up to `failure_backoff_max_ms`.
+    pub failure_backoff_ms: u64,
+    pub failure_backoff_max_ms: u64,
 }
 
 impl Default for LimitsConfig {
@@ -615,6 +669,17 @@ impl Default for LimitsConfig {
             client_wait_ms: 5_000,
             client_rps: 0,
             client_burst: 100,
+            adaptive: true,
+            adaptive_floor_rps: 1,
+            adaptive_recovery_secs: 300,
+            retry_after_default_secs: 30,
+            retry_after_max_secs: 3_600,
+            upstream_per_minute: 0,
+            upstream_per_day: 0,
+            quota_reserve_percent: 20,
+            quota_day_start: "00:00".into(),
+            failure_backoff_ms: 1_000,
+            failure_backoff_max_ms: 60_000,
         }
     }
 }
@@ -1024,6 +1089,38 @@ impl Config {
         if self.upstream.timeout_ms == 0 {
             problems.push("upstream.timeout_ms must be at least 1".into());
         }
+        for (i, fallback) in self.upstream.fallback.iter().enumerate() {
+            let as_primary = UpstreamConfig {
+                base_url: fallback.base_url.clone(),
+                ..self.upstream.clone()
+            };
+            if let Some(problem) = as_primary.base_url_problem() {
+                problems.push(problem.replacen(
+                    "upstream.base_url",
+                    &format!("upstream.fallback[{i}].base_url"),
+                    1,
+                ));
+            }
+        }
+        if self.limits.adaptive_floor_rps == 0 {
+            problems.push("limits.adaptive_floor_rps must be at least 1".into());
+        }
+        if self.limits.quota_reserve_percent > 100 {
+            problems.push("limits.quota_reserve_percent must be 0 to 100".into());
+        }
+        if chrono::NaiveTime::parse_from_str(&self.limits.quota_day_start, "%H:%M").is_err() {
+            problems.push(format!(
+                "limits.quota_day_start: {:?} is not a time written HH:MM",
+                self.limits.quota_day_start
+            ));
+        }
+        if self.limits.failure_backoff_ms == 0
+            || self.limits.failure_backoff_max_ms < self.limits.failure_backoff_ms
+        {
+            problems.push(
+                "limits.failure_backoff_ms must be at least 1 and at most limits.failure_backoff_max_ms".into(),
+            );
+        }
         if self.upstream.long_timeout_ms == 0 {
             problems.push("upstream.long_timeout_ms must be at least 1".into());
         }
@@ -1125,7 +1222,13 @@ pub fn env_keys() -> Vec<EnvKey> {
 
 /// Keys whose values are tables of the operator's own naming or lists of tables:
 /// set in the file only.
-const FILE_ONLY: &[&str] = &["auth.clients", "scheduler.jobs", "freshness.endpoints"];
+const FILE_ONLY: &[&str] = &[
+    "auth.clients",
+    "scheduler.jobs",
+    "freshness.endpoints",
+    "upstream.endpoint_timeouts_ms",
+    "upstream.fallback",
+];
 
 fn collect(table: &toml::Table, path: &mut Vec<String>, out: &mut Vec<EnvKey>) {
     for (key, value) in table {

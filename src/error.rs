@@ -35,6 +35,11 @@ pub enum Error {
     #[error("the upstream did not answer in time")]
     UpstreamTimeout,
     #[error("{reason}")]
+    UpstreamThrottled {
+        reason: String,
+        retry_after_secs: u64,
+    },
+    #[error("{reason}")]
     StreamUnavailable { reason: String },
     #[error("{reason}")]
     Overloaded { reason: String },
@@ -77,6 +82,10 @@ impl Error {
             },
             Error::UpstreamError { reason: none() },
             Error::UpstreamTimeout,
+            Error::UpstreamThrottled {
+                reason: none(),
+                retry_after_secs: 1,
+            },
             Error::StreamUnavailable { reason: none() },
             Error::Overloaded { reason: none() },
             Error::Internal,
@@ -95,6 +104,7 @@ impl Error {
                 | Error::RateLimited { .. }
                 | Error::UpstreamError { .. }
                 | Error::UpstreamTimeout
+                | Error::UpstreamThrottled { .. }
                 | Error::StreamUnavailable { .. }
                 | Error::Overloaded { .. }
                 | Error::Internal => {}
@@ -104,7 +114,7 @@ impl Error {
     }
 
     /// Every error code of the contract, in declaration order.
-    pub const CODES: [&'static str; 15] = [
+    pub const CODES: [&'static str; 16] = [
         "bad_request",
         "missing_parameter",
         "invalid_parameter",
@@ -117,6 +127,7 @@ impl Error {
         "rate_limited",
         "upstream_error",
         "upstream_timeout",
+        "upstream_throttled",
         "stream_unavailable",
         "overloaded",
         "internal_error",
@@ -137,6 +148,7 @@ impl Error {
             Error::RateLimited { .. } => "rate_limited",
             Error::UpstreamError { .. } => "upstream_error",
             Error::UpstreamTimeout => "upstream_timeout",
+            Error::UpstreamThrottled { .. } => "upstream_throttled",
             Error::StreamUnavailable { .. } => "stream_unavailable",
             Error::Overloaded { .. } => "overloaded",
             Error::Internal => "internal_error",
@@ -157,9 +169,9 @@ impl Error {
             Error::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::UpstreamError { .. } => StatusCode::BAD_GATEWAY,
-            Error::StreamUnavailable { .. } | Error::Overloaded { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Error::StreamUnavailable { .. }
+            | Error::Overloaded { .. }
+            | Error::UpstreamThrottled { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             Error::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -181,7 +193,10 @@ impl Error {
     pub fn is_on_upstreams_behalf(&self) -> bool {
         matches!(
             self,
-            Error::UpstreamError { .. } | Error::UpstreamTimeout | Error::Overloaded { .. }
+            Error::UpstreamError { .. }
+                | Error::UpstreamTimeout
+                | Error::UpstreamThrottled { .. }
+                | Error::Overloaded { .. }
         )
     }
 

@@ -77,7 +77,13 @@ impl AppState {
         } else {
             Some(Cluster::start(&config.cluster, &tracker, stop.clone())?)
         };
-        let upstream = Upstream::new(&config, rate_clock, Arc::clone(&stats), cluster.clone())?;
+        let upstream = Upstream::new(
+            &config,
+            rate_clock,
+            Arc::clone(&clock),
+            Arc::clone(&stats),
+            cluster.clone(),
+        )?;
         // Another node's fill outlives ours by at most the budget wait and the
         // upstream's timeout of its endpoint (added per fill).
         let lease = Duration::from_millis(config.limits.client_wait_ms + 1_000);
@@ -89,6 +95,7 @@ impl AppState {
             Arc::clone(&clock),
             tracker.clone(),
             cluster,
+            backoff(&config),
         );
         if let Some(cluster) = cache.cluster() {
             // Purges made on any node drop the key here too.
@@ -166,6 +173,7 @@ impl AppState {
             needs_restart.push("scheduler");
         }
         self.inner.upstream.reconfigure(&config)?;
+        self.inner.cache.failures().set_backoff(backoff(&config));
         self.inner
             .snapshot
             .store(Arc::new(Snapshot::new(config, old.generation + 1)));
@@ -240,5 +248,13 @@ impl AppState {
             }
             None => "no upstream request has succeeded yet and the cache is empty".into(),
         })
+    }
+}
+
+/// The backoff of a failing key (`limits.failure_backoff_*`).
+fn backoff(config: &Config) -> crate::cache::failures::Backoff {
+    crate::cache::failures::Backoff {
+        base: Duration::from_millis(config.limits.failure_backoff_ms),
+        max: Duration::from_millis(config.limits.failure_backoff_max_ms),
     }
 }

@@ -48,11 +48,19 @@ pub enum UpstreamOutcome {
     Overloaded,
     /// Background work found no budget and was dropped.
     Dropped,
+    /// `429` or `503`: the upstream throttles us (it pauses the upstream).
+    Throttled,
+    /// Not asked: the upstream's `Retry-After` pause runs.
+    Paused,
+    /// Not asked: a vendor quota is spent (or background work kept the reserve).
+    OverQuota,
+    /// A 2xx whose body was cut short (no length, the connection closed early).
+    Truncated,
 }
 
 impl UpstreamOutcome {
     /// Every outcome, in counter order.
-    pub const ALL: [UpstreamOutcome; 13] = [
+    pub const ALL: [UpstreamOutcome; 17] = [
         UpstreamOutcome::Ok,
         UpstreamOutcome::NotFound,
         UpstreamOutcome::Timeout,
@@ -66,6 +74,10 @@ impl UpstreamOutcome {
         UpstreamOutcome::CircuitOpen,
         UpstreamOutcome::Overloaded,
         UpstreamOutcome::Dropped,
+        UpstreamOutcome::Throttled,
+        UpstreamOutcome::Paused,
+        UpstreamOutcome::OverQuota,
+        UpstreamOutcome::Truncated,
     ];
 
     /// Stable label for logs and metrics.
@@ -84,21 +96,26 @@ impl UpstreamOutcome {
             UpstreamOutcome::CircuitOpen => "circuit_open",
             UpstreamOutcome::Overloaded => "overloaded",
             UpstreamOutcome::Dropped => "dropped",
+            UpstreamOutcome::Throttled => "throttled",
+            UpstreamOutcome::Paused => "paused",
+            UpstreamOutcome::OverQuota => "over_quota",
+            UpstreamOutcome::Truncated => "truncated",
         }
     }
 }
 
 /// Upper bounds of the latency histograms' buckets, in seconds (Prometheus `le`);
-/// from a cache hit (tens of µs) to an upstream at its timeout (seconds).
-pub const LATENCY_BUCKETS: [f64; 16] = [
+/// from a cache hit (tens of µs) to an upstream at its timeout (seconds; a K-line's
+/// is 90).
+pub const LATENCY_BUCKETS: [f64; 18] = [
     0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0,
+    5.0, 10.0, 30.0, 90.0,
 ];
 
 /// Bucket bounds in microseconds, for [`Histogram::observe`].
-const BUCKET_MICROS: [u64; 16] = [
+const BUCKET_MICROS: [u64; 18] = [
     100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
-    1_000_000, 2_500_000, 5_000_000, 10_000_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 90_000_000,
 ];
 
 /// Shards of the counters every request adds to.
@@ -548,14 +565,14 @@ mod tests {
     #[test]
     fn histograms_bucket_and_estimate_quantiles() {
         let h = Histogram::default();
-        for micros in [50, 100, 101, 3_000, 20_000_000] {
+        for micros in [50, 100, 101, 3_000, 200_000_000] {
             h.observe(Duration::from_micros(micros));
         }
         assert_eq!(h.count(), 5);
         let buckets = h.buckets();
         assert_eq!(buckets[0], (0.000_1, 2), "100 µs is ≤ the first bound");
         assert_eq!(buckets[1], (0.000_25, 1));
-        assert_eq!(*buckets.last().unwrap(), (f64::INFINITY, 1), "20 s");
+        assert_eq!(*buckets.last().unwrap(), (f64::INFINITY, 1), "200 s");
         let mut totals = [0; LATENCY_BUCKETS.len() + 1];
         h.merge_into(&mut totals);
         assert_eq!(quantile(&totals, 0.5), Some(0.000_25));

@@ -3,6 +3,7 @@
 //! the market clock it is computed from.
 
 pub mod entry;
+pub mod failures;
 mod flight;
 pub mod freshness;
 mod hot;

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::api::params::Valid;
 use crate::cache::entry::CachedBody;
+use crate::cache::failures::{Backoff, Failures};
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
 use crate::cache::market::Clock;
 use crate::cache::shared::{self, Share};
@@ -40,6 +41,8 @@ pub enum Served {
     Revalidating,
     /// Stale, served because the upstream failed.
     StaleIfError,
+    /// Stale, served without asking the upstream, which holds us back (why).
+    StaleHeldBack(HeldBack),
     /// Fetched for this request and stored.
     Stored,
     /// An expired entry was refetched for this request.
@@ -56,8 +59,35 @@ impl Served {
     pub fn x_cache(self) -> CacheStatus {
         match self {
             Served::Hit | Served::Negative | Served::Shared => CacheStatus::Hit,
-            Served::Revalidating | Served::StaleIfError => CacheStatus::Stale,
+            Served::Revalidating | Served::StaleIfError | Served::StaleHeldBack(_) => {
+                CacheStatus::Stale
+            }
             Served::Stored | Served::RefetchedStale | Served::Collapsed => CacheStatus::Miss,
+        }
+    }
+}
+
+/// Why a stale answer was served without asking the upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeldBack {
+    /// The upstream asked us to wait (`Retry-After`).
+    Paused,
+    /// A vendor quota is spent.
+    OverQuota,
+    /// This key's last fill failed and its backoff runs; one retry will try again.
+    FailingKey,
+    /// The day's quota is nearly spent: a stale answer is preferred to a refresh.
+    Thrifty,
+}
+
+impl HeldBack {
+    /// The `Cache-Status` detail that says it.
+    pub fn detail(self) -> &'static str {
+        match self {
+            HeldBack::Paused => "stale-upstream-paused",
+            HeldBack::OverQuota => "stale-over-quota",
+            HeldBack::FailingKey => "stale-key-backing-off",
+            HeldBack::Thrifty => "stale-saving-quota",
         }
     }
 }
@@ -108,6 +138,8 @@ struct Inner {
     /// How long a node holds the cluster's right to fill a key beyond the upstream
     /// timeout of its endpoint (the budget wait): past both another node takes over.
     lease: Duration,
+    /// Keys whose fill just failed, held back while their backoff runs.
+    failures: Failures,
 }
 
 impl ReadThrough {
@@ -119,6 +151,7 @@ impl ReadThrough {
         clock: Arc<dyn Clock>,
         tracker: TaskTracker,
         cluster: Option<(Cluster, Duration)>,
+        backoff: Backoff,
     ) -> ReadThrough {
         let (cluster, lease) = match cluster {
             Some((cluster, lease)) => (Some(cluster), lease),
@@ -134,8 +167,14 @@ impl ReadThrough {
                 warnings: Throttle::new(WARN_EVERY),
                 cluster,
                 lease,
+                failures: Failures::new(backoff),
             }),
         }
+    }
+
+    /// The keys held back after a failure (their count, for the status page).
+    pub fn failures(&self) -> &Failures {
+        &self.inner.failures
     }
 
     /// The store (inspection, purge).
@@ -266,6 +305,40 @@ impl ReadThrough {
         context: Context,
     ) -> Result<Answer, FetchError> {
         let s = &*self.inner;
+        let now = s.clock.now();
+        // A stale entry that may stand in for a failure.
+        let standing = cached
+            .as_ref()
+            .filter(|e| e.status == 200)
+            .map(|e| (Arc::clone(e), e.lifetimes_under(policy)))
+            .filter(|(_, lifetimes)| lifetimes.decide(now).is_usable_on_error());
+        // A key whose last fill failed is not asked again until its backoff ends:
+        // the stale entry, or the failure, at once (and one retry, scheduled).
+        if let Some((error, schedule)) = s.failures.held(&valid.target) {
+            if let Some(at) = schedule {
+                self.retry_at(policy, valid, at);
+            }
+            return match standing {
+                Some((entry, lifetimes)) => Ok(Answer {
+                    entry,
+                    served: Served::StaleHeldBack(HeldBack::FailingKey),
+                    lifetimes,
+                    now,
+                }),
+                None => Err(error),
+            };
+        }
+        // The day's quota nearly spent: what may stand in does, rather than a refresh.
+        if let Some((entry, lifetimes)) = &standing
+            && s.upstream.is_thrifty()
+        {
+            return Ok(Answer {
+                entry: Arc::clone(entry),
+                served: Served::StaleHeldBack(HeldBack::Thrifty),
+                lifetimes: *lifetimes,
+                now,
+            });
+        }
         let fill = |context| self.fill_for(policy, valid, Priority::Client, false, context);
         let (mut result, mut role) = fill(Some(context.clone())).await;
         if matches!(result, Err(FetchError::Dropped)) {
@@ -294,21 +367,24 @@ impl ReadThrough {
             Err(error) => {
                 // Stale-if-error: a failing upstream never loses a cached answer.
                 if error.is_failure()
-                    && let Some(entry) = cached
-                    && entry.status == 200
+                    && let Some((entry, lifetimes)) = standing
                 {
-                    let lifetimes = entry.lifetimes_under(policy);
-                    if lifetimes.decide(now).is_usable_on_error() {
-                        if let Some(held) = s.warnings.admit(("stale", error.as_str())) {
-                            tracing::warn!(key = %valid.target, upstream_error = error.as_str(), held_back = held, "serving stale answer");
-                        }
-                        return Ok(Answer {
-                            entry,
-                            served: Served::StaleIfError,
-                            lifetimes,
-                            now,
-                        });
+                    if let Some(held) = s.warnings.admit(("stale", error.as_str())) {
+                        tracing::warn!(key = %valid.target, upstream_error = error.as_str(), held_back = held, "serving stale answer");
                     }
+                    let served = match error {
+                        FetchError::Paused { .. } | FetchError::Throttled { .. } => {
+                            Served::StaleHeldBack(HeldBack::Paused)
+                        }
+                        FetchError::OverQuota { .. } => Served::StaleHeldBack(HeldBack::OverQuota),
+                        _ => Served::StaleIfError,
+                    };
+                    return Ok(Answer {
+                        entry,
+                        served,
+                        lifetimes,
+                        now,
+                    });
                 }
                 if let Some(held) = s.warnings.admit(("failed", error.as_str())) {
                     tracing::warn!(key = %valid.target, upstream_error = error.as_str(), held_back = held, "upstream fetch failed");
@@ -316,6 +392,22 @@ impl ReadThrough {
                 Err(error)
             }
         }
+    }
+
+    /// Retries `valid` in the background at `at` (the end of its backoff): one fill
+    /// at prewarm priority, whose outcome the failure memory takes in as any fill's.
+    fn retry_at(&self, policy: &Arc<Policy>, valid: &Valid, at: tokio::time::Instant) {
+        let (this, policy, valid) = (self.clone(), Arc::clone(policy), valid.clone());
+        let stop = self.inner.upstream.clone();
+        self.inner.tracker.spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep_until(at) => {}
+                () = stop.halted() => return,
+            }
+            if let (Err(e), _) = this.fill(&policy, &valid, Priority::Prewarm, true).await {
+                tracing::debug!(key = %valid.target, error = e.as_str(), "retry of a failing key failed");
+            }
+        });
     }
 
     /// Fetches `valid` for the scheduler: unless `force`, an answer that is still
@@ -370,12 +462,23 @@ impl ReadThrough {
         let lease = s.lease + upstream.timeout_for(valid.endpoint);
         let cluster = s.cluster.clone().filter(Cluster::is_up);
         let target = valid.upstream_target().to_owned();
+        let passthrough = valid.endpoint == crate::api::catalog::catalog().passthrough();
         let key = valid.target.clone();
-        s.store
+        let outcome = s
+            .store
             .fill(&valid.target, usable, move || {
                 crate::upstream::trace::within(context, async move {
                     let Some(cluster) = cluster else {
-                        return fetch(&upstream, &target, priority, rule, &clock, &policy).await;
+                        return fetch(
+                            &upstream,
+                            &target,
+                            passthrough,
+                            priority,
+                            rule,
+                            &clock,
+                            &policy,
+                        )
+                        .await;
                     };
                     let held = if force {
                         None
@@ -386,12 +489,33 @@ impl ReadThrough {
                             Share::Fetch(held) => held,
                         }
                     };
-                    let result = fetch(&upstream, &target, priority, rule, &clock, &policy).await;
+                    let result = fetch(
+                        &upstream,
+                        &target,
+                        passthrough,
+                        priority,
+                        rule,
+                        &clock,
+                        &policy,
+                    )
+                    .await;
                     shared::after_fill(&cluster, &key, result.as_ref().ok(), held).await;
                     result
                 })
             })
-            .await
+            .await;
+        // What the leader's fill learnt about the key: held back after a failure of
+        // the upstream (not after a refusal of ours), let go after a success.
+        if outcome.1 == FillRole::Leader {
+            match &outcome.0 {
+                Ok(_) => s.failures.clear(&valid.target),
+                Err(e) if e.is_failure() && e.was_asked() => {
+                    s.failures.record(&valid.target, e);
+                }
+                Err(_) => {}
+            }
+        }
+        outcome
     }
 
     /// Starts a background refresh of `valid` unless one is already under way.
@@ -417,12 +541,18 @@ impl ReadThrough {
 async fn fetch(
     upstream: &Upstream,
     target: &str,
+    passthrough: bool,
     priority: Priority,
     rule: Rule,
     clock: &Arc<dyn Clock>,
     policy: &Arc<Policy>,
 ) -> Result<CachedBody, FetchError> {
-    let (body, status, rule) = match upstream.fetch(target, priority).await {
+    let request = crate::upstream::UpstreamRequest {
+        target,
+        priority,
+        passthrough,
+    };
+    let (body, status, rule) = match upstream.request(request).await {
         Ok(fetched) => (fetched.body, 200, rule),
         // Negative caching: an unknown code stays unknown for a while.
         Err(FetchError::Answer { status: 404, body }) => (

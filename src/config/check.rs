@@ -19,8 +19,8 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::{
-    ClientConfig, Config, ConfigError, ENV_PREFIX, Env, FILE_ONLY, JobConfig, Secret, TtlOverride,
-    env_keys, env_var, parse_like,
+    ClientConfig, Config, ConfigError, ENV_PREFIX, Env, FILE_ONLY, FallbackConfig, JobConfig,
+    Secret, TtlOverride, env_keys, env_var, parse_like,
 };
 
 /// One thing wrong with a configuration: where, and what (starting with the key).
@@ -355,6 +355,14 @@ fn schema() -> Shape {
         session_only: true,
     })));
     *root.at(&["upstream", "endpoint_timeouts_ms"]) = Shape::Map(Box::new(Shape::Integer));
+    *root.at(&["upstream", "fallback"]) = Shape::Array(Box::new(Shape::entry(&FallbackConfig {
+        base_url: "https://example.com/api/v1".into(),
+        token: Secret::new("example"),
+        upstream_rps: Some(1),
+        upstream_burst: Some(1),
+        upstream_per_minute: Some(1),
+        upstream_per_day: Some(1),
+    })));
     *root.at(&["freshness", "endpoints"]) = Shape::Map(Box::new(Shape::entry(&TtlOverride {
         session_fresh_secs: Some(1),
         session_stale_secs: Some(1),

@@ -10,7 +10,7 @@ use headers::{ETag, HeaderMapExt, IfNoneMatch};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, header};
 
 use crate::cache::freshness;
-use crate::cache::readthrough::{Answer, Served};
+use crate::cache::readthrough::{Answer, HeldBack, Served};
 use crate::edge::body::{self, Body};
 use crate::edge::head::{Head, X_REQUEST_ID};
 use crate::error::Error;
@@ -137,6 +137,12 @@ fn cache_status(served: Served, ttl: i64) -> HeaderValue {
         Served::Revalidating => "; detail=stale-while-revalidate",
         Served::Shared => "; detail=shared",
         Served::StaleIfError => "; detail=stale-if-error",
+        Served::StaleHeldBack(why) => match why {
+            HeldBack::Paused => "; detail=stale-upstream-paused",
+            HeldBack::OverQuota => "; detail=stale-over-quota",
+            HeldBack::FailingKey => "; detail=stale-key-backing-off",
+            HeldBack::Thrifty => "; detail=stale-saving-quota",
+        },
         Served::Stored => return HeaderValue::from_static("mdproxy; fwd=miss; stored"),
         Served::RefetchedStale => return HeaderValue::from_static("mdproxy; fwd=stale; stored"),
         Served::Collapsed => return HeaderValue::from_static("mdproxy; fwd=miss; collapsed"),
@@ -326,7 +332,10 @@ impl IntoResponse for Error {
             Error::MethodNotAllowed { allow } => {
                 headers.insert(header::ALLOW, HeaderValue::from_static(allow));
             }
-            Error::RateLimited { retry_after_secs } => {
+            Error::RateLimited { retry_after_secs }
+            | Error::UpstreamThrottled {
+                retry_after_secs, ..
+            } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
             }
             _ => {}

@@ -480,8 +480,11 @@ impl QuoteHub {
             let board = self.publish(&codes, fetched);
             self.fan_out(board).await;
             let cluster = state.cache().cluster().filter(|_| following);
+            // An upstream that asked us to wait (Retry-After) is not polled before
+            // its time: subscribers keep their last quotes and keepalives meanwhile.
+            let wait = interval.max(state.upstream().paused_for().unwrap_or_default());
             tokio::select! {
-                () = tokio::time::sleep(interval) => {}
+                () = tokio::time::sleep(wait) => {}
                 () = self.inner.wake.notified() => {}
                 () = state.stop().cancelled() => {}
                 // A follower publishes each board the leader sends, as it arrives.
@@ -549,10 +552,15 @@ impl QuoteHub {
                         state.stats().hub_polls.fetch_add(1, Ordering::Relaxed);
                         parse_items(&fetched.body)
                     }
-                    Err(e @ (FetchError::Overloaded | FetchError::Dropped)) => {
+                    Err(
+                        e @ (FetchError::Overloaded
+                        | FetchError::Dropped
+                        | FetchError::Paused { .. }
+                        | FetchError::OverQuota { .. }),
+                    ) => {
                         tracing::warn!(
                             error = e.as_str(),
-                            "quote poll skipped: upstream budget exhausted"
+                            "quote poll skipped: the upstream budget, pause or quota holds it back"
                         );
                         Vec::new()
                     }

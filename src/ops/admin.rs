@@ -95,6 +95,40 @@ impl Admin {
     }
 }
 
+/// One upstream instance's protections as `/status.json` shows them.
+fn target_json(t: &crate::upstream::target::TargetReport) -> serde_json::Value {
+    let secs = |d: std::time::Duration| (d.as_secs_f64() * 10.0).round() / 10.0;
+    json!({
+        "label": t.label,
+        "base_url": t.base_url,
+        "paused_for_secs": t.paused_for.map(secs),
+        "pauses": t.pauses,
+        "breaker_open": t.breaker_open,
+        "open_routes": t.open_routes,
+        "rate": {
+            "current_rps": (t.pace.rate * 100.0).round() / 100.0,
+            "ceiling_rps": t.pace.ceiling,
+            "floor_rps": t.pace.floor,
+            "last_decrease_reason": t.pace.reason,
+            "decreases": t.pace.decreases,
+            "full_rate_in_secs": secs(t.pace.full_in),
+        },
+        "quota": {
+            "per_minute": t.quota.per_minute,
+            "per_day": t.quota.per_day,
+            "this_minute": t.quota.this_minute,
+            "today": t.quota.today,
+            "projected_today": t.quota.projected_day,
+            "skipped_today": t.quota.skipped_today,
+            "preferring_stale": t.quota.thrifty,
+        },
+        "outcomes": t.outcomes.iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(o, n)| (o.as_str().to_owned(), json!(n)))
+            .collect::<serde_json::Map<_, _>>(),
+    })
+}
+
 /// Drops cached answers: `POST /purge` with `Authorization: Bearer <admin.token>`
 /// and one of
 /// - `target=/stock/detail/600519`: that one answer (canonicalised like a request,
@@ -279,8 +313,10 @@ impl Admin {
                 }),
             ),
             "upstream": {
-                "base_url": snap.config.upstream.base_url,
+                "base_url": crate::config::redacted_url(&snap.config.upstream.base_url),
                 "breaker_open": state.upstream().breaker_open(),
+                "targets": state.upstream().report().iter().map(target_json).collect::<Vec<_>>(),
+                "keys_backing_off": state.cache().failures().len(),
                 "last_ok": health.last_ok.map(china_time),
                 "last_error": health.last_error.map(|(at, outcome, detail)| json!({
                     "at": china_time(at), "outcome": outcome, "detail": detail,

@@ -61,6 +61,9 @@ impl fmt::Debug for StatsCollector {
     }
 }
 
+/// One gauge of an upstream instance, read off its report.
+type TargetGauge = fn(&crate::upstream::target::TargetReport) -> f64;
+
 fn counter(encoder: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: u64) -> fmt::Result {
     let c = ConstCounter::new(value);
     c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)
@@ -154,6 +157,85 @@ impl Collector for StatsCollector {
             ConstCounter::new(stats.upstream_count(outcome))
                 .encode(family.encode_family(&labels)?)?;
         }
+
+        // Each upstream instance (the primary, the fallbacks): its requests, its
+        // pause, its adaptive rate and its quota spend.
+        let targets = self.state.upstream().report();
+        let mut family = encoder.encode_descriptor(
+            "upstream_target_requests",
+            "Requests per upstream instance by outcome (refusals of its pause, breakers, quota and budget included)",
+            None,
+            MetricType::Counter,
+        )?;
+        for t in &targets {
+            for (outcome, n) in &t.outcomes {
+                let labels = [
+                    ("upstream", t.label.as_str()),
+                    ("outcome", outcome.as_str()),
+                ];
+                ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        let gauges: [(&str, &str, TargetGauge); 7] = [
+            (
+                "upstream_paused_seconds",
+                "Seconds left of the pause a Retry-After asked for (0: not paused)",
+                |t| t.paused_for.map_or(0.0, |d| d.as_secs_f64()),
+            ),
+            (
+                "upstream_rate",
+                "The adaptive upstream rate now, requests per second",
+                |t| t.pace.rate,
+            ),
+            (
+                "upstream_rate_full_in_seconds",
+                "Seconds until the adaptive rate is back at limits.upstream_rps without another signal",
+                |t| t.pace.full_in.as_secs_f64(),
+            ),
+            (
+                "upstream_quota_day_used",
+                "Upstream requests spent today (the vendor's day)",
+                |t| t.quota.today as f64,
+            ),
+            (
+                "upstream_quota_day_projected",
+                "Today's spend carried to the end of the day at today's pace",
+                |t| t.quota.projected_day as f64,
+            ),
+            (
+                "upstream_quota_skipped",
+                "Background and prewarm requests that stepped back today to keep the reserve",
+                |t| t.quota.skipped_today as f64,
+            ),
+            (
+                "upstream_breaker_open",
+                "1 while the upstream-wide circuit breaker is open",
+                |t| f64::from(u8::from(t.breaker_open)),
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for t in &targets {
+                ConstGauge::new(value(t))
+                    .encode(family.encode_family(&[("upstream", t.label.as_str())])?)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "upstream_rate_decreases",
+            "Times the adaptive rate was halved, by upstream instance",
+            None,
+            MetricType::Counter,
+        )?;
+        for t in &targets {
+            ConstCounter::new(t.pace.decreases)
+                .encode(family.encode_family(&[("upstream", t.label.as_str())])?)?;
+        }
+        gauge(
+            &mut encoder,
+            "keys_backing_off",
+            "Keys whose last fill failed, answered from stale (or with the failure) until their backoff ends",
+            self.state.cache().failures().len() as u64,
+        )?;
 
         let mut family = encoder.encode_descriptor(
             "upstream_duration",

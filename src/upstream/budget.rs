@@ -96,6 +96,17 @@ pub fn limiter(rps: u32, burst: u32, clock: &RateClock) -> Option<Limiter> {
     ))
 }
 
+/// `rate` per second (fractional rates too: one permit per `1 / rate` s) with bursts
+/// of `burst`; `None` for a rate of zero (no cap).
+pub fn limiter_at(rate: f64, burst: u32, clock: &RateClock) -> Option<Limiter> {
+    if rate <= 0.0 {
+        return None;
+    }
+    let period = Duration::from_secs_f64(1.0 / rate).max(Duration::from_nanos(1));
+    let quota = Quota::with_period(period)?.allow_burst(NonZeroU32::new(burst.max(1))?);
+    Some(RateLimiter::direct_with_clock(quota, clock.clone()))
+}
+
 /// Takes one permit from `limiter`, or the time to wait for the next one.
 pub fn check(limiter: &Limiter, clock: &RateClock) -> Result<(), Duration> {
     limiter
@@ -156,6 +167,9 @@ impl From<&crate::config::LimitsConfig> for BudgetSettings {
 /// and never queues.
 pub struct UpstreamBudget {
     settings: BudgetSettings,
+    /// The rate it grants, requests per second: `settings.upstream_rps`, or the
+    /// adaptive pace below it.
+    rate: f64,
     all: Option<Limiter>,
     background: Option<Limiter>,
     clock: RateClock,
@@ -179,11 +193,57 @@ impl UpstreamBudget {
         };
         UpstreamBudget {
             settings,
+            rate: f64::from(settings.upstream_rps),
             all,
             background,
             clock,
             stats,
         }
+    }
+
+    /// The budget of `settings` at `rate` requests per second (the adaptive pace,
+    /// at most `settings.upstream_rps`), bursts scaled alike, its buckets empty: a
+    /// change of pace never hands out a fresh burst.
+    pub fn paced(
+        settings: BudgetSettings,
+        rate: f64,
+        clock: RateClock,
+        stats: Arc<Stats>,
+    ) -> UpstreamBudget {
+        let ceiling = f64::from(settings.upstream_rps);
+        if settings.upstream_rps == 0 || rate >= ceiling {
+            return UpstreamBudget::new(settings, clock, stats);
+        }
+        let scale = |n: u32| ((f64::from(n) * rate / ceiling).floor() as u32).max(1);
+        let burst = scale(settings.upstream_burst);
+        let all = limiter_at(rate, burst, &clock);
+        let share = f64::from(settings.background_percent) / 100.0;
+        let background = (settings.background_percent > 0)
+            .then(|| {
+                limiter_at(
+                    rate * share,
+                    scale(settings.upstream_burst).min(burst),
+                    &clock,
+                )
+            })
+            .flatten();
+        for limiter in all.iter().chain(background.iter()) {
+            // Empty from the start: what the old buckets held was already spent.
+            while limiter.check().is_ok() {}
+        }
+        UpstreamBudget {
+            settings,
+            rate,
+            all,
+            background,
+            clock,
+            stats,
+        }
+    }
+
+    /// The rate it grants, requests per second (0: no cap).
+    pub fn rate(&self) -> f64 {
+        self.rate
     }
 
     /// The settings this budget was built from.
@@ -213,7 +273,7 @@ impl UpstreamBudget {
         if s.upstream_rps == 0 {
             return Ok(Ok(()));
         }
-        let interval = Duration::from_secs(1) / s.upstream_rps;
+        let interval = Duration::from_secs_f64(1.0 / self.rate.max(f64::MIN_POSITIVE));
         let full = interval * s.upstream_burst.saturating_sub(1);
         let share = full * s.background_percent / 100;
         let (tolerance, limit) = match priority {

@@ -18,6 +18,11 @@ use crate::upstream::breaker::Verdict;
 use crate::upstream::budget::Denied;
 use crate::upstream::envelope::{Flag, success_flag};
 
+/// `42 s` for error messages.
+fn secs(d: &Duration) -> String {
+    format!("{} s", d.as_secs_f64().ceil() as u64)
+}
+
 /// A successful upstream answer: 2xx with `"success": true`, the body as it came
 /// (not necessarily strict JSON).
 #[derive(Clone, Debug)]
@@ -37,10 +42,29 @@ pub enum FetchError {
     /// Connection refused, reset, DNS failure: the upstream is not there.
     #[error("the upstream is unreachable")]
     Unreachable,
-    /// The upstream answered with a status that says it failed (5xx, a 3xx
-    /// redirect, which is never followed, or a 429 aimed at the proxy's own rate).
+    /// The upstream answered with a status that says it failed (5xx but 503, or a
+    /// 3xx redirect, which is never followed).
     #[error("the upstream failed with status {0}")]
     Failed(u16),
+    /// `429` or `503`: the upstream throttles us, asking (or not) to wait this long
+    /// (`Retry-After`, unreadable or absent: `None`). It pauses the upstream.
+    #[error("the upstream throttles our requests (status {status})")]
+    Throttled {
+        status: u16,
+        retry_after: Option<Duration>,
+    },
+    /// Not asked: the upstream asked us to wait (`Retry-After`) for this long yet.
+    #[error("the upstream asked us to wait; retry in {}", secs(.remaining))]
+    Paused { remaining: Duration },
+    /// Not asked: a quota of the vendor's is spent (`limits.upstream_per_minute`,
+    /// `upstream_per_day`) until `resets_in`; or background work stepped back for
+    /// the day's reserve (`resets_in` zero).
+    #[error("the upstream quota is spent; it resets in {}", secs(.resets_in))]
+    OverQuota { resets_in: Duration },
+    /// A 2xx whose body ended (the connection closed, no length announced) before
+    /// its JSON did: never cached.
+    #[error("the upstream's answer was cut short")]
+    Truncated,
     /// 401 or 403: the upstream refused the proxy's own token (`upstream.token`
     /// missing, wrong or revoked). An operator's problem, not the client's.
     #[error("the upstream refused our token (status {0})")]
@@ -104,6 +128,27 @@ impl FetchError {
             FetchError::Failed(status) => Error::UpstreamError {
                 reason: format!("the upstream failed with status {status}"),
             },
+            FetchError::Throttled { retry_after, .. } => Error::UpstreamThrottled {
+                reason: "the upstream throttles our requests; retry later".into(),
+                retry_after_secs: retry_after.map_or(1, |d| d.as_secs().max(1)),
+            },
+            FetchError::Paused { remaining } => Error::UpstreamThrottled {
+                reason: format!(
+                    "the upstream asked us to wait; retry in {}",
+                    secs(remaining)
+                ),
+                retry_after_secs: remaining.as_secs().max(1),
+            },
+            FetchError::OverQuota { resets_in } => Error::UpstreamThrottled {
+                reason: format!(
+                    "the upstream quota is spent; it resets in {}",
+                    secs(resets_in)
+                ),
+                retry_after_secs: resets_in.as_secs().max(1),
+            },
+            FetchError::Truncated => Error::UpstreamError {
+                reason: "the upstream's answer was cut short".into(),
+            },
             FetchError::TokenRefused(status) => Error::UpstreamError {
                 reason: format!("the upstream refused the proxy's credentials (status {status})"),
             },
@@ -135,6 +180,10 @@ impl FetchError {
             FetchError::Timeout => UpstreamOutcome::Timeout,
             FetchError::Unreachable => UpstreamOutcome::Unreachable,
             FetchError::Failed(_) => UpstreamOutcome::Failed,
+            FetchError::Throttled { .. } => UpstreamOutcome::Throttled,
+            FetchError::Paused { .. } => UpstreamOutcome::Paused,
+            FetchError::OverQuota { .. } => UpstreamOutcome::OverQuota,
+            FetchError::Truncated => UpstreamOutcome::Truncated,
             FetchError::TokenRefused(_) => UpstreamOutcome::TokenRefused,
             FetchError::InvalidBody => UpstreamOutcome::InvalidBody,
             FetchError::TooLarge { .. } => UpstreamOutcome::TooLarge,
@@ -161,15 +210,39 @@ impl FetchError {
             | FetchError::Unreachable
             | FetchError::Failed(_)
             | FetchError::TokenRefused(_)
-            | FetchError::InvalidBody => Verdict::Down,
+            | FetchError::InvalidBody
+            | FetchError::Truncated => Verdict::Down,
             // The upstream is up; this one answer is what is wrong.
             FetchError::Answer { .. }
             | FetchError::Reported { .. }
             | FetchError::TooLarge { .. } => Verdict::Up,
-            FetchError::CircuitOpen { .. } | FetchError::Overloaded | FetchError::Dropped => {
-                Verdict::Unknown
-            }
+            // Throttling is the pause's business, not an outage.
+            FetchError::CircuitOpen { .. }
+            | FetchError::Overloaded
+            | FetchError::Dropped
+            | FetchError::Throttled { .. }
+            | FetchError::Paused { .. }
+            | FetchError::OverQuota { .. } => Verdict::Unknown,
         }
+    }
+
+    /// Whether the upstream was asked and failed (not a refusal of ours: budget,
+    /// breaker, pause, quota).
+    pub fn was_asked(&self) -> bool {
+        !matches!(
+            self,
+            FetchError::CircuitOpen { .. }
+                | FetchError::Overloaded
+                | FetchError::Dropped
+                | FetchError::Paused { .. }
+                | FetchError::OverQuota { .. }
+        )
+    }
+
+    /// Whether it says the upstream itself is unreachable or does not answer (as
+    /// opposed to one route failing): what the upstream-wide breaker counts.
+    pub fn is_transport(&self) -> bool {
+        matches!(self, FetchError::Timeout | FetchError::Unreachable)
     }
 }
 
@@ -247,7 +320,12 @@ impl UpstreamClient {
     ///
     /// # Errors
     /// A [`FetchError`] for everything but a 2xx `"success": true` answer.
-    pub async fn fetch(&self, target: &str, timeout: Duration) -> Result<Fetched, FetchError> {
+    pub async fn fetch(
+        &self,
+        target: &str,
+        timeout: Duration,
+        passthrough: bool,
+    ) -> Result<Fetched, FetchError> {
         let started = Instant::now();
         let mut url = String::with_capacity(self.base.len() + target.len());
         url.push_str(&self.base);
@@ -270,9 +348,29 @@ impl UpstreamClient {
         }
         let mut response = request.send().await.map_err(classify)?;
         let status = response.status();
+        let retry_after = response.headers().get(http::header::RETRY_AFTER).cloned();
+        // Without a length or chunked framing the body ends where the connection
+        // does: a cut is seen only by the JSON not closing.
+        let close_delimited = response.version() <= http::Version::HTTP_11
+            && response.content_length().is_none()
+            && !response
+                .headers()
+                .get(http::header::TRANSFER_ENCODING)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
         let body = read_body(&mut response, self.config.max_body_bytes).await?;
         let elapsed = started.elapsed();
-        classify_answer(status, body).map(|body| Fetched { body, elapsed })
+        if status.is_success() && close_delimited && !crate::upstream::envelope::is_complete(&body)
+        {
+            return Err(FetchError::Truncated);
+        }
+        let answer = Answered {
+            status,
+            body,
+            retry_after,
+            passthrough,
+        };
+        answer.classify().map(|body| Fetched { body, elapsed })
     }
 }
 
@@ -304,31 +402,82 @@ fn classify(e: reqwest::Error) -> FetchError {
     }
 }
 
-/// Decides what an upstream answer is: a cacheable body or a [`FetchError`].
+/// An upstream answer, read whole.
+struct Answered {
+    status: StatusCode,
+    body: Bytes,
+    retry_after: Option<HeaderValue>,
+    /// A pass-through request: its 3xx and 4xx are answers to relay, not failures.
+    passthrough: bool,
+}
+
+impl Answered {
+    /// Decides what the answer is: a cacheable body or a [`FetchError`].
+    fn classify(self) -> Result<Bytes, FetchError> {
+        let Answered {
+            status,
+            body,
+            retry_after,
+            passthrough,
+        } = self;
+        if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+            return Err(FetchError::TokenRefused(status.as_u16()));
+        }
+        if matches!(
+            status,
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+        ) {
+            let retry_after = retry_after.as_ref().and_then(|v| {
+                let text = v.to_str().ok()?.trim();
+                match text.parse::<u64>() {
+                    Ok(secs) => Some(Duration::from_secs(secs)),
+                    Err(_) => httpdate::parse_http_date(text).ok().map(|at| {
+                        at.duration_since(std::time::SystemTime::now())
+                            .unwrap_or(Duration::ZERO)
+                    }),
+                }
+            });
+            return Err(FetchError::Throttled {
+                status: status.as_u16(),
+                retry_after,
+            });
+        }
+        if passthrough && (status.is_redirection() || status.is_client_error()) {
+            return Err(FetchError::Answer {
+                status: status.as_u16(),
+                body,
+            });
+        }
+        if status.is_server_error() || status.is_redirection() {
+            return Err(FetchError::Failed(status.as_u16()));
+        }
+        if !status.is_success() {
+            return Err(FetchError::Answer {
+                status: status.as_u16(),
+                body,
+            });
+        }
+        match success_flag(&body) {
+            Flag::Success => Ok(body),
+            Flag::Failure => Err(FetchError::Reported {
+                status: status.as_u16(),
+                body,
+            }),
+            Flag::Missing => Err(FetchError::InvalidBody),
+        }
+    }
+}
+
+/// [`Answered::classify`] of a catalogue request without headers (the tests').
+#[cfg(test)]
 fn classify_answer(status: StatusCode, body: Bytes) -> Result<Bytes, FetchError> {
-    if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
-        return Err(FetchError::TokenRefused(status.as_u16()));
+    Answered {
+        status,
+        body,
+        retry_after: None,
+        passthrough: false,
     }
-    if status.is_server_error()
-        || status.is_redirection()
-        || status == StatusCode::TOO_MANY_REQUESTS
-    {
-        return Err(FetchError::Failed(status.as_u16()));
-    }
-    if !status.is_success() {
-        return Err(FetchError::Answer {
-            status: status.as_u16(),
-            body,
-        });
-    }
-    match success_flag(&body) {
-        Flag::Success => Ok(body),
-        Flag::Failure => Err(FetchError::Reported {
-            status: status.as_u16(),
-            body,
-        }),
-        Flag::Missing => Err(FetchError::InvalidBody),
-    }
+    .classify()
 }
 
 #[cfg(test)]
@@ -369,6 +518,36 @@ mod tests {
         assert!(matches!(
             classify_answer(StatusCode::OK, Bytes::from_static(b"<html>")),
             Err(FetchError::InvalidBody)
+        ));
+        assert!(matches!(
+            classify_answer(StatusCode::TOO_MANY_REQUESTS, Bytes::new()),
+            Err(FetchError::Throttled {
+                status: 429,
+                retry_after: None
+            })
+        ));
+        let relayed = Answered {
+            status: StatusCode::FOUND,
+            body: Bytes::new(),
+            retry_after: None,
+            passthrough: true,
+        };
+        assert!(matches!(
+            relayed.classify(),
+            Err(FetchError::Answer { status: 302, .. })
+        ));
+        let throttled = Answered {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            body: Bytes::new(),
+            retry_after: Some(HeaderValue::from_static("120")),
+            passthrough: false,
+        };
+        assert!(matches!(
+            throttled.classify(),
+            Err(FetchError::Throttled {
+                status: 503,
+                retry_after: Some(d)
+            }) if d == Duration::from_secs(120)
         ));
     }
 }

@@ -35,6 +35,24 @@ pub fn success_flag(body: &[u8]) -> Flag {
     scan.flag().unwrap_or(Flag::Missing)
 }
 
+/// Whether `body` is one whole JSON value and nothing after it but whitespace, read
+/// as forgivingly as [`success_flag`] (raw control characters inside strings pass):
+/// a body cut short, as a connection that closes mid-answer leaves it, is not.
+///
+/// ```
+/// use mdproxy::upstream::envelope::is_complete;
+/// assert!(is_complete(b"{\"success\":true,\"data\":{\"a\":[1,\"}\"]}}\n"));
+/// assert!(!is_complete(br#"{"success": true, "data": {"list": [1, 2"#));
+/// assert!(!is_complete(br#"{"success":true} {"#));
+/// ```
+pub fn is_complete(body: &[u8]) -> bool {
+    let mut scan = Scan { body, at: 0 };
+    if scan.peek() != Some(b'{') || scan.value().is_none() {
+        return false;
+    }
+    scan.peek().is_none()
+}
+
 /// A cursor over the body; every step returns `None` on bytes that cannot continue
 /// an object (the scan then reports [`Flag::Missing`]).
 struct Scan<'a> {

@@ -1,11 +1,17 @@
-//! The way to the upstream: the pooled client and the budget every request passes.
-//! Both outlive a configuration reload (a reload rebuilds one only when its own
-//! settings changed), so the connection pool and the rate buckets are kept.
+//! The way to the upstream: one or more instances of it (the primary and its
+//! `[[upstream.fallback]]`s), each with its own client, breakers, `Retry-After`
+//! pause, adaptive pace, budget and quotas (`target`); a request goes to the first
+//! that may take it. Everything outlives a configuration reload unless its own
+//! settings changed, so pools, buckets, pauses and counts are kept.
 
 pub mod breaker;
 pub mod budget;
 pub mod client;
 pub mod envelope;
+pub mod pace;
+pub mod pause;
+pub mod quota;
+pub mod target;
 pub mod trace;
 
 use std::sync::Arc;
@@ -14,30 +20,42 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use tokio_util::sync::CancellationToken;
 
+use crate::cache::market::Clock;
 use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::logging::Throttle;
 use crate::stats::{Stats, UpstreamOutcome};
-use breaker::{Breaker, BreakerSettings, Verdict};
 use budget::{BudgetSettings, Denied, Priority, RateClock, UpstreamBudget};
-use client::{FetchError, Fetched, UpstreamClient};
+use client::{FetchError, Fetched};
+use target::{Target, TargetReport, TargetSettings};
 
-/// The client and the budget, shared by the read-through cache, the hub and the
-/// scheduler. Cheap to clone.
+/// One request to the upstream.
+#[derive(Clone, Copy, Debug)]
+pub struct UpstreamRequest<'a> {
+    /// Path and canonical query relative to `/api/v1`.
+    pub target: &'a str,
+    pub priority: Priority,
+    /// A pass-through request: its 3xx and 4xx are answers, never failures.
+    pub passthrough: bool,
+}
+
+/// The instances of the upstream, shared by the read-through cache, the hub and
+/// the scheduler. Cheap to clone.
 #[derive(Clone)]
 pub struct Upstream {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    client: ArcSwap<UpstreamClient>,
-    budget: ArcSwap<UpstreamBudget>,
-    breaker: ArcSwap<Breaker>,
+    /// The primary, then the fallbacks, in the order they are tried.
+    targets: ArcSwap<Vec<Arc<Target>>>,
     /// The cluster whose budget this node shares (`[cluster]`), if any.
     cluster: Option<Cluster>,
     /// This node's share of the cluster's budget while Redis is away.
     alone: ArcSwap<UpstreamBudget>,
     clock: RateClock,
+    /// The wall clock quotas count days on.
+    wall: Arc<dyn Clock>,
     stats: Arc<Stats>,
     /// Repeated warnings (the upstream refusing our token) at most once a minute.
     warnings: Throttle,
@@ -47,23 +65,21 @@ struct Inner {
 }
 
 impl Upstream {
-    /// The client and budget of `config`, counting into `stats`.
+    /// The upstream instances of `config`, counting into `stats`.
     ///
     /// # Errors
-    /// When the client cannot be built (TLS backend, token not a header value).
+    /// When a client cannot be built (TLS backend, token not a header value).
     pub fn new(
         config: &Config,
         clock: RateClock,
+        wall: Arc<dyn Clock>,
         stats: Arc<Stats>,
         cluster: Option<Cluster>,
     ) -> Result<Upstream, String> {
-        let client = UpstreamClient::new(&config.upstream)?;
-        let budget = UpstreamBudget::new(
-            BudgetSettings::from(&config.limits),
-            clock.clone(),
-            Arc::clone(&stats),
-        );
-        let breaker = Breaker::new(breaker_settings(config), clock.clone());
+        let targets = TargetSettings::all(config)
+            .into_iter()
+            .map(|s| Target::new(s, &clock, Arc::clone(&wall), Arc::clone(&stats)).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
         let alone = UpstreamBudget::new(
             BudgetSettings::from(&config.limits),
             clock.clone(),
@@ -71,12 +87,11 @@ impl Upstream {
         );
         Ok(Upstream {
             inner: Arc::new(Inner {
-                client: ArcSwap::from_pointee(client),
-                budget: ArcSwap::from_pointee(budget),
-                breaker: ArcSwap::from_pointee(breaker),
+                targets: ArcSwap::from_pointee(targets),
                 cluster,
                 alone: ArcSwap::from_pointee(alone),
                 clock,
+                wall,
                 stats,
                 warnings: Throttle::new(Duration::from_secs(60)),
                 halt: CancellationToken::new(),
@@ -84,35 +99,30 @@ impl Upstream {
         })
     }
 
-    /// Applies `config`: the client is rebuilt only when `[upstream]` changed, the
-    /// budget only when its limits changed; otherwise both are kept as they are.
+    /// Applies `config`: a target is rebuilt only when its own settings changed (a
+    /// new pool, new buckets, its pause and pace forgotten); the others are kept as
+    /// they are.
     ///
     /// # Errors
     /// When a new client cannot be built; nothing is changed then.
     pub fn reconfigure(&self, config: &Config) -> Result<(), String> {
-        let client = if *self.inner.client.load().config() == config.upstream {
-            None
-        } else {
-            Some(UpstreamClient::new(&config.upstream)?)
-        };
-        if let Some(client) = client {
-            self.inner.client.store(Arc::new(client));
-            tracing::info!("upstream settings changed: new connection pool");
+        let current = self.inner.targets.load_full();
+        let mut next = Vec::new();
+        for settings in TargetSettings::all(config) {
+            match current.iter().find(|t| t.settings == settings) {
+                Some(kept) => next.push(Arc::clone(kept)),
+                None => {
+                    tracing::info!(upstream = %settings.label, "upstream settings changed: new pool, budget and breakers");
+                    next.push(Arc::new(Target::new(
+                        settings,
+                        &self.inner.clock,
+                        Arc::clone(&self.inner.wall),
+                        Arc::clone(&self.inner.stats),
+                    )?));
+                }
+            }
         }
-        let settings = BudgetSettings::from(&config.limits);
-        if self.inner.budget.load().settings() != settings {
-            self.inner.budget.store(Arc::new(UpstreamBudget::new(
-                settings,
-                self.inner.clock.clone(),
-                Arc::clone(&self.inner.stats),
-            )));
-            tracing::info!("upstream budget changed: new rate buckets");
-        }
-        let settings = breaker_settings(config);
-        if self.inner.breaker.load().settings() != settings {
-            let breaker = Breaker::new(settings, self.inner.clock.clone());
-            self.inner.breaker.store(Arc::new(breaker));
-        }
+        self.inner.targets.store(Arc::new(next));
         Ok(())
     }
 
@@ -122,44 +132,91 @@ impl Upstream {
         self.inner.halt.cancel();
     }
 
-    /// Passes the circuit breaker, takes budget at `priority`, then GETs `target`;
-    /// every outcome, refusals included, is counted once, and every answer's latency
-    /// is observed under the endpoint `target` routes to.
+    /// Resolves once [`halt`](Self::halt) was called (background waits end with it).
+    pub async fn halted(&self) {
+        self.inner.halt.cancelled().await;
+    }
+
+    /// [`request`](Self::request) of a catalogue target.
     ///
     /// # Errors
-    /// A budget refusal or the fetch's [`FetchError`].
+    /// As [`request`](Self::request).
     pub async fn fetch(&self, target: &str, priority: Priority) -> Result<Fetched, FetchError> {
-        let breaker = self.inner.breaker.load_full();
-        let (result, asked) = match breaker.admit() {
-            Ok(admitted) => {
-                let (result, asked) = self.attempt(target, priority).await;
-                let verdict = match &result {
-                    Ok(_) => Verdict::Up,
-                    Err(e) => e.verdict(),
-                };
-                if let Some(interval) = breaker.record(admitted, verdict) {
-                    tracing::warn!(
-                        open_ms = interval.as_millis() as u64,
-                        "upstream failing: circuit breaker opened"
-                    );
+        self.request(UpstreamRequest {
+            target,
+            priority,
+            passthrough: false,
+        })
+        .await
+    }
+
+    /// Sends `request` to the first instance that may take it: one that is not
+    /// paused, whose breakers let it through and whose quota has room (then its
+    /// budget, at its pace); a throttling answer pauses that instance and the next
+    /// one is tried. Every outcome, refusals included, is counted once, and every
+    /// answer's latency is observed under the endpoint the target routes to.
+    ///
+    /// # Errors
+    /// The answer's [`FetchError`], or the first instance's refusal when none took it.
+    pub async fn request(&self, request: UpstreamRequest<'_>) -> Result<Fetched, FetchError> {
+        let endpoint = endpoint_of(request.target);
+        let targets = self.inner.targets.load_full();
+        // The first refusal (the primary's, when it refused) is what the client is
+        // told if no instance takes the request.
+        let mut outcome = None;
+        for target in targets.iter() {
+            let passed = match target.admit(endpoint.id) {
+                Ok(passed) => passed,
+                Err(e) => {
+                    target.count(e.outcome());
+                    outcome.get_or_insert((Err(e), None));
+                    continue;
                 }
-                (result, asked)
+            };
+            let (result, asked) = self.attempt(target, request).await;
+            target.record(
+                endpoint.id,
+                passed,
+                result.as_ref().map(|f| f.elapsed),
+                asked.is_some(),
+            );
+            target.count(match &result {
+                Ok(_) => UpstreamOutcome::Ok,
+                Err(e) => e.outcome(),
+            });
+            // Throttled, or its quota spent: the next instance may answer.
+            let next = matches!(
+                result,
+                Err(FetchError::Throttled { .. } | FetchError::OverQuota { .. })
+            );
+            if next {
+                outcome.get_or_insert((result, asked));
+            } else {
+                outcome = Some((result, asked));
+                break;
             }
-            Err(open) => (
-                Err(FetchError::CircuitOpen {
-                    remaining_ms: open.remaining.as_millis() as u64,
-                }),
-                None,
-            ),
-        };
+        }
+        let (result, asked) = outcome.unwrap_or((Err(FetchError::Unreachable), None));
+        self.observe(request, endpoint.id, &result, asked);
+        result
+    }
+
+    /// Counts and logs the outcome of a request.
+    fn observe(
+        &self,
+        request: UpstreamRequest<'_>,
+        endpoint: usize,
+        result: &Result<Fetched, FetchError>,
+        asked: Option<Duration>,
+    ) {
         let stats = &self.inner.stats;
-        match &result {
+        match result {
             Ok(fetched) => {
                 stats.upstream(UpstreamOutcome::Ok);
-                stats.upstream_answered(endpoint_of(target).id, fetched.elapsed, None);
+                stats.upstream_answered(endpoint, fetched.elapsed, None);
                 tracing::info!(
-                    key = %target,
-                    priority = priority.as_str(),
+                    key = %request.target,
+                    priority = request.priority.as_str(),
                     upstream_ms = fetched.elapsed.as_millis() as u64,
                     bytes = fetched.body.len(),
                     "upstream fetch"
@@ -169,50 +226,56 @@ impl Upstream {
                 let outcome = e.outcome();
                 stats.upstream(outcome);
                 match (asked, e) {
-                    // Not asked: the budget or the breaker said no.
+                    // Not asked: the budget, the breaker, the pause or a quota said no.
                     (None, _) => {}
                     // An answer: the upstream is there (a 404 or a 4xx is its
                     // business, not a failure of the upstream).
                     (Some(elapsed), FetchError::Answer { .. }) => {
-                        stats.upstream_answered(endpoint_of(target).id, elapsed, None);
+                        stats.upstream_answered(endpoint, elapsed, None);
                     }
                     (Some(_), FetchError::Timeout | FetchError::Unreachable) => {
                         stats.upstream_unanswered(outcome.as_str(), e.to_string());
                     }
                     (Some(elapsed), e) => stats.upstream_answered(
-                        endpoint_of(target).id,
+                        endpoint,
                         elapsed,
                         Some((outcome.as_str(), e.to_string())),
                     ),
                 }
-                if let FetchError::TokenRefused(status) = e {
-                    if let Some(held) = self.inner.warnings.admit(("upstream", "token")) {
-                        tracing::error!(
-                            status,
-                            held_back = held,
-                            "the upstream refused our token: check upstream.token (MDPROXY_UPSTREAM_TOKEN)"
-                        );
-                    }
+                if let FetchError::TokenRefused(status) = e
+                    && let Some(held) = self.inner.warnings.admit(("upstream", "token"))
+                {
+                    tracing::error!(
+                        status,
+                        held_back = held,
+                        "the upstream refused our token: check upstream.token (MDPROXY_UPSTREAM_TOKEN)"
+                    );
                 }
             }
         }
-        result
     }
 
-    /// Budget, then the request; ended early by [`halt`](Self::halt). Also returns
-    /// how long the upstream itself took, when it was asked.
+    /// The quota, the budget at `target`'s pace, then the request; ended early by
+    /// [`halt`](Self::halt). Also returns how long the upstream itself took, when it
+    /// was asked.
     async fn attempt(
         &self,
-        target: &str,
-        priority: Priority,
+        target: &Target,
+        request: UpstreamRequest<'_>,
     ) -> (Result<Fetched, FetchError>, Option<Duration>) {
-        let client = self.inner.client.load_full();
-        let timeout = client.config().timeout_for(endpoint_of(target));
+        let timeout = target
+            .client
+            .config()
+            .timeout_for(endpoint_of(request.target));
         let mut asked = None;
         let attempt = async {
-            self.permit(priority).await?;
+            self.permit(target, request.priority).await?;
+            target.take_quota(request.priority)?;
             let started = Instant::now();
-            let result = client.fetch(target, timeout).await;
+            let result = target
+                .client
+                .fetch(request.target, timeout, request.passthrough)
+                .await;
             asked = Some(started.elapsed());
             result
         };
@@ -224,9 +287,10 @@ impl Upstream {
     }
 
     /// One permit: from the cluster's budget when this node is in a cluster whose
-    /// Redis answers, else from this node's share of it, else from its own budget.
-    async fn permit(&self, priority: Priority) -> Result<(), Denied> {
-        let budget = self.inner.budget.load_full();
+    /// Redis answers, else from this node's share of it, else from the target's own
+    /// budget (at its pace).
+    async fn permit(&self, target: &Target, priority: Priority) -> Result<(), Denied> {
+        let budget = target.budget();
         let Some(cluster) = &self.inner.cluster else {
             return budget.acquire(priority).await;
         };
@@ -247,15 +311,44 @@ impl Upstream {
         alone.acquire(priority).await
     }
 
+    /// Whether the primary's upstream-wide breaker is open now.
+    pub fn breaker_open(&self) -> bool {
+        self.inner.targets.load()[0].report().breaker_open
+    }
+
     /// How long the upstream may take to answer `endpoint` (`[upstream]`'s
     /// timeouts as they stand now).
     pub fn timeout_for(&self, endpoint: &crate::api::catalog::Endpoint) -> Duration {
-        self.inner.client.load().config().timeout_for(endpoint)
+        self.inner.targets.load()[0]
+            .client
+            .config()
+            .timeout_for(endpoint)
     }
 
-    /// Whether the circuit breaker is open now.
-    pub fn breaker_open(&self) -> bool {
-        self.inner.breaker.load().is_open()
+    /// Whether every instance's day quota is so low that a stale answer is better
+    /// than a refresh.
+    pub fn is_thrifty(&self) -> bool {
+        self.inner.targets.load().iter().all(|t| t.is_thrifty())
+    }
+
+    /// How long until some instance may be asked again, when none may now (all
+    /// paused): what a poll loop waits before its next try.
+    pub fn paused_for(&self) -> Option<Duration> {
+        self.report()
+            .iter()
+            .map(|r| r.paused_for)
+            .collect::<Option<Vec<_>>>()
+            .and_then(|waits| waits.into_iter().min())
+    }
+
+    /// Where every instance stands.
+    pub fn report(&self) -> Vec<TargetReport> {
+        self.inner
+            .targets
+            .load()
+            .iter()
+            .map(|t| t.report())
+            .collect()
     }
 }
 
@@ -268,47 +361,57 @@ fn endpoint_of(target: &str) -> &'static crate::api::catalog::Endpoint {
         .map_or(crate::api::catalog::catalog().passthrough(), |r| r.endpoint)
 }
 
-/// The breaker settings of `[upstream]`.
-fn breaker_settings(config: &Config) -> BreakerSettings {
-    BreakerSettings {
-        failures: config.upstream.breaker_failures,
-        open: std::time::Duration::from_millis(config.upstream.breaker_open_ms),
-        max_open: std::time::Duration::from_millis(config.upstream.breaker_max_open_ms),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::market::SystemClock;
 
-    /// Defect: a reload dropped the connection pool and refilled the budget. Only a
-    /// change of their own settings rebuilds the client or the budget.
-    #[test]
-    fn reconfigure_rebuilds_only_what_changed() {
-        let mut config = Config::default();
-        let up = Upstream::new(
-            &config,
+    fn upstream(config: &Config) -> Upstream {
+        Upstream::new(
+            config,
             RateClock::tokio(),
+            Arc::new(SystemClock),
             Arc::new(Stats::default()),
             None,
         )
-        .unwrap();
-        let (client, budget) = (up.inner.client.load_full(), up.inner.budget.load_full());
+        .unwrap()
+    }
+
+    /// Defect: a reload dropped the connection pool and refilled the budget. Only a
+    /// change of a target's own settings rebuilds it.
+    #[test]
+    fn reconfigure_rebuilds_only_what_changed() {
+        let mut config = Config::default();
+        config.upstream.base_url = "http://127.0.0.1:1/api/v1".into();
+        let up = upstream(&config);
+        let before = Arc::clone(&up.inner.targets.load()[0]);
         config.freshness.negative_secs += 1;
         config.limits.client_rps += 1;
         up.reconfigure(&config).unwrap();
-        assert!(
-            Arc::ptr_eq(&client, &up.inner.client.load_full()),
-            "pool kept"
-        );
-        assert!(
-            Arc::ptr_eq(&budget, &up.inner.budget.load_full()),
-            "buckets kept"
-        );
+        assert!(Arc::ptr_eq(&before, &up.inner.targets.load()[0]), "kept");
         config.upstream.timeout_ms += 1;
-        config.limits.upstream_rps += 1;
         up.reconfigure(&config).unwrap();
-        assert!(!Arc::ptr_eq(&client, &up.inner.client.load_full()));
-        assert!(!Arc::ptr_eq(&budget, &up.inner.budget.load_full()));
+        assert!(!Arc::ptr_eq(&before, &up.inner.targets.load()[0]));
+        config
+            .upstream
+            .fallback
+            .push(crate::config::FallbackConfig {
+                base_url: "http://127.0.0.1:2/api/v1".into(),
+                token: crate::config::Secret::new("f"),
+                upstream_rps: Some(1),
+                upstream_burst: None,
+                upstream_per_minute: None,
+                upstream_per_day: None,
+            });
+        let primary = Arc::clone(&up.inner.targets.load()[0]);
+        up.reconfigure(&config).unwrap();
+        let targets = up.inner.targets.load();
+        assert_eq!(targets.len(), 2);
+        assert!(
+            Arc::ptr_eq(&primary, &targets[0]),
+            "a new fallback keeps the primary"
+        );
+        assert_eq!(targets[1].settings.label, "fallback-1");
+        assert_eq!(targets[1].settings.budget.upstream_rps, 1);
     }
 }

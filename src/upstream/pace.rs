@@ -1,0 +1,321 @@
+//! The rate the upstream tolerates, found by additive increase and multiplicative
+//! decrease between a floor and `limits.upstream_rps`: a throttling answer (429,
+//! 503), a rising share of reported failures or timeouts among recent answers, or
+//! latency well above its recent normal halves the rate (at most once per
+//! cool-down); quiet time raises it step by step back to the ceiling. The budget
+//! takes its permits at this rate.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use governor::clock::Clock;
+
+use crate::upstream::budget::RateClock;
+
+/// How the rate adapts (`[limits] adaptive_*`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PaceSettings {
+    /// Off: the rate stays at the ceiling.
+    pub enabled: bool,
+    /// `limits.upstream_rps` (0: no cap, and nothing to adapt).
+    pub ceiling: f64,
+    /// The lowest rate a decrease goes to.
+    pub floor: f64,
+    /// How long the way from the floor back to the ceiling takes without a signal.
+    pub recovery: Duration,
+}
+
+/// What one upstream answer (or its absence) says.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Signal {
+    /// An answer, after this long.
+    Answered(Duration),
+    /// The upstream reported its own failure (`200` + `success: false`).
+    Reported,
+    /// No answer in time.
+    Timeout,
+    /// `429` or `503`: the upstream throttles us.
+    Throttled,
+}
+
+/// The recent answers looked at for shares.
+const WINDOW: usize = 20;
+/// A share of reported failures or timeouts at or past this (with at least
+/// [`MIN_SIGNALS`] of them) is a throttling signal.
+const SHARE: f64 = 0.3;
+const MIN_SIGNALS: usize = 5;
+/// Latency this many times its slow average (and at least [`SLOW_FLOOR`]) is one.
+const LATENCY_FACTOR: f64 = 3.0;
+const SLOW_FLOOR: Duration = Duration::from_millis(500);
+/// Decreases come at most this often: a burst of failures of requests sent at the
+/// same moment is one signal, not twenty.
+const COOL_DOWN: Duration = Duration::from_secs(5);
+/// The additive increase is made in steps this long.
+const STEP: Duration = Duration::from_secs(5);
+
+#[derive(Debug)]
+struct State {
+    rate: f64,
+    /// Rate-clock nanoseconds of the last decrease.
+    last_decrease: Option<u64>,
+    /// Rate-clock nanoseconds up to which increases have been applied.
+    stepped_to: u64,
+    reason: Option<String>,
+    decreases: u64,
+    recent: VecDeque<Signal>,
+    /// Exponential averages of latency: fast (the last few) and slow (the normal).
+    fast_ms: f64,
+    slow_ms: f64,
+}
+
+/// Where the pace stands, for `/status` and metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PaceReport {
+    pub rate: f64,
+    pub ceiling: f64,
+    pub floor: f64,
+    /// Why the rate last went down.
+    pub reason: Option<String>,
+    pub decreases: u64,
+    /// How long until the rate is back at the ceiling without another signal.
+    pub full_in: Duration,
+}
+
+/// The adaptive rate of one upstream.
+#[derive(Debug)]
+pub struct Pace {
+    settings: PaceSettings,
+    clock: RateClock,
+    state: Mutex<State>,
+}
+
+impl Pace {
+    /// A pace at the ceiling.
+    pub fn new(settings: PaceSettings, clock: RateClock) -> Pace {
+        let now = clock.now().as_u64();
+        Pace {
+            settings,
+            clock,
+            state: Mutex::new(State {
+                rate: settings.ceiling,
+                last_decrease: None,
+                stepped_to: now,
+                reason: None,
+                decreases: 0,
+                recent: VecDeque::with_capacity(WINDOW),
+                fast_ms: 0.0,
+                slow_ms: 0.0,
+            }),
+        }
+    }
+
+    /// Its settings.
+    pub fn settings(&self) -> PaceSettings {
+        self.settings
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The increase per step: the whole way from floor to ceiling over `recovery`.
+    fn increment(&self) -> f64 {
+        let steps = (self.settings.recovery.as_secs_f64() / STEP.as_secs_f64()).max(1.0);
+        (self.settings.ceiling - self.settings.floor).max(0.0) / steps
+    }
+
+    /// Applies the increases due since the last look.
+    fn catch_up(&self, state: &mut State, now: u64) {
+        let step = STEP.as_nanos() as u64;
+        let steps = now.saturating_sub(state.stepped_to) / step;
+        if steps > 0 {
+            state.stepped_to += steps * step;
+            state.rate = (state.rate + steps as f64 * self.increment()).min(self.settings.ceiling);
+        }
+    }
+
+    /// The rate now (requests per second; the ceiling when off or uncapped).
+    pub fn rate(&self) -> f64 {
+        if !self.settings.enabled || self.settings.ceiling <= 0.0 {
+            return self.settings.ceiling;
+        }
+        let now = self.clock.now().as_u64();
+        let mut state = self.lock();
+        self.catch_up(&mut state, now);
+        state.rate
+    }
+
+    /// Takes in one answer's signal; `Some(rate)` when it lowered the rate.
+    pub fn observe(&self, signal: Signal) -> Option<f64> {
+        if !self.settings.enabled || self.settings.ceiling <= 0.0 {
+            return None;
+        }
+        let now = self.clock.now().as_u64();
+        let mut state = self.lock();
+        self.catch_up(&mut state, now);
+        if state.recent.len() == WINDOW {
+            state.recent.pop_front();
+        }
+        state.recent.push_back(signal);
+        let reason = match signal {
+            Signal::Throttled => Some("the upstream throttled us (429 or 503)".to_owned()),
+            Signal::Answered(took) => {
+                let ms = took.as_secs_f64() * 1000.0;
+                if state.slow_ms == 0.0 {
+                    (state.fast_ms, state.slow_ms) = (ms, ms);
+                }
+                state.fast_ms = 0.7 * state.fast_ms + 0.3 * ms;
+                state.slow_ms = 0.98 * state.slow_ms + 0.02 * ms;
+                (state.fast_ms > LATENCY_FACTOR * state.slow_ms
+                    && state.fast_ms > SLOW_FLOOR.as_secs_f64() * 1000.0)
+                    .then(|| {
+                        format!(
+                            "latency {:.0} ms, {:.1} times its normal {:.0} ms",
+                            state.fast_ms,
+                            state.fast_ms / state.slow_ms,
+                            state.slow_ms
+                        )
+                    })
+            }
+            Signal::Reported | Signal::Timeout => {
+                let count = state.recent.iter().filter(|s| **s == signal).count();
+                let share = count as f64 / state.recent.len() as f64;
+                (count >= MIN_SIGNALS && share >= SHARE).then(|| {
+                    let what = if signal == Signal::Reported {
+                        "reported failures"
+                    } else {
+                        "timeouts"
+                    };
+                    format!(
+                        "{what}: {:.0} % of the last {}",
+                        share * 100.0,
+                        state.recent.len()
+                    )
+                })
+            }
+        }?;
+        let cool = COOL_DOWN.as_nanos() as u64;
+        if state
+            .last_decrease
+            .is_some_and(|last| now.saturating_sub(last) < cool)
+        {
+            return None;
+        }
+        state.rate = (state.rate / 2.0).max(self.settings.floor);
+        state.last_decrease = Some(now);
+        state.stepped_to = now;
+        state.reason = Some(reason);
+        state.decreases += 1;
+        // The window starts again: the same failures do not lower the rate twice.
+        state.recent.clear();
+        Some(state.rate)
+    }
+
+    /// Where it stands.
+    pub fn report(&self) -> PaceReport {
+        let rate = self.rate();
+        let state = self.lock();
+        let increment = self.increment();
+        let missing = (self.settings.ceiling - rate).max(0.0);
+        let full_in = if increment > 0.0 && self.settings.enabled {
+            STEP.mul_f64((missing / increment).ceil())
+        } else {
+            Duration::ZERO
+        };
+        PaceReport {
+            rate,
+            ceiling: self.settings.ceiling,
+            floor: self.settings.floor,
+            reason: state.reason.clone(),
+            decreases: state.decreases,
+            full_in,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use governor::clock::FakeRelativeClock;
+
+    fn pace() -> (Pace, FakeRelativeClock) {
+        let fake = FakeRelativeClock::default();
+        let settings = PaceSettings {
+            enabled: true,
+            ceiling: 20.0,
+            floor: 1.0,
+            recovery: Duration::from_secs(95),
+        };
+        (Pace::new(settings, RateClock::Fake(fake.clone())), fake)
+    }
+
+    #[test]
+    fn throttling_halves_once_per_cool_down_then_quiet_restores_it() {
+        let (p, clock) = pace();
+        assert_eq!(p.observe(Signal::Throttled), Some(10.0));
+        assert_eq!(p.observe(Signal::Throttled), None, "the same burst");
+        clock.advance(COOL_DOWN);
+        // One step (+1) came with the cool-down, then the rate halves: 11 / 2.
+        assert_eq!(p.observe(Signal::Throttled), Some(5.5));
+        // (20 - 1) / 19 steps of 5 s: 1 per step; 14.5 to go.
+        assert_eq!(p.report().full_in, Duration::from_secs(75));
+        clock.advance(Duration::from_secs(10));
+        assert_eq!(p.rate(), 7.5);
+        clock.advance(Duration::from_secs(600));
+        assert_eq!(p.rate(), 20.0, "never past the ceiling");
+        assert!(p.report().reason.unwrap().contains("429"));
+    }
+
+    #[test]
+    fn a_share_of_reported_failures_is_a_signal_a_few_are_not() {
+        let (p, _) = pace();
+        for _ in 0..10 {
+            assert_eq!(p.observe(Signal::Answered(Duration::from_millis(50))), None);
+        }
+        for _ in 0..4 {
+            assert_eq!(p.observe(Signal::Reported), None, "four is few");
+        }
+        assert_eq!(p.observe(Signal::Reported), Some(10.0), "5 of 15");
+        assert!(p.report().reason.unwrap().starts_with("reported failures"));
+    }
+
+    #[test]
+    fn latency_far_above_its_normal_is_a_signal() {
+        let (p, clock) = pace();
+        for _ in 0..50 {
+            assert_eq!(
+                p.observe(Signal::Answered(Duration::from_millis(100))),
+                None
+            );
+        }
+        clock.advance(Duration::from_secs(1));
+        let mut lowered = None;
+        for _ in 0..5 {
+            lowered = lowered.or(p.observe(Signal::Answered(Duration::from_secs(2))));
+        }
+        assert_eq!(lowered, Some(10.0));
+        assert!(p.report().reason.unwrap().starts_with("latency"));
+    }
+
+    #[test]
+    fn never_below_the_floor_and_off_means_the_ceiling() {
+        let (p, clock) = pace();
+        for _ in 0..10 {
+            p.observe(Signal::Throttled);
+            clock.advance(COOL_DOWN);
+        }
+        assert!(p.rate() >= 1.0);
+        let off = Pace::new(
+            PaceSettings {
+                enabled: false,
+                ..p.settings()
+            },
+            RateClock::Fake(FakeRelativeClock::default()),
+        );
+        assert_eq!(off.observe(Signal::Throttled), None);
+        assert_eq!(off.rate(), 20.0);
+    }
+}
