@@ -654,7 +654,8 @@ pub struct LimitsConfig {
     pub quota_day_start: String,
     /// After a key's fetch fails, later requests get its stale answer at once while
     /// one background retry per key runs after this long, doubling each time (with
-    /// jitter) up to `failure_backoff_max_ms`.
+    /// jitter) up to `failure_backoff_max_ms`. 0: no key is held back (every
+    /// request for a failing key asks the upstream again).
     pub failure_backoff_ms: u64,
     pub failure_backoff_max_ms: u64,
 }
@@ -1114,11 +1115,9 @@ impl Config {
                 self.limits.quota_day_start
             ));
         }
-        if self.limits.failure_backoff_ms == 0
-            || self.limits.failure_backoff_max_ms < self.limits.failure_backoff_ms
-        {
+        if self.limits.failure_backoff_max_ms < self.limits.failure_backoff_ms {
             problems.push(
-                "limits.failure_backoff_ms must be at least 1 and at most limits.failure_backoff_max_ms".into(),
+                "limits.failure_backoff_ms must be at most limits.failure_backoff_max_ms".into(),
             );
         }
         if self.upstream.long_timeout_ms == 0 {

@@ -157,7 +157,9 @@ async fn reload_lengthening_fresh_time_makes_a_stale_answer_fresh_again() {
 /// JSON envelope.
 #[tokio::test]
 async fn failing_upstream_is_hidden_until_error_until_then_502() {
-    let (env, clock, start) = saturday_env(|_| {}).await;
+    // Every request asks the upstream again here (no key held back after a failure:
+    // tests/protection.rs covers that).
+    let (env, clock, start) = saturday_env(|c| c.limits.failure_backoff_ms = 0).await;
     let body = env.get(NEWS).await.bytes().await.unwrap();
     let error_until = NEWS_CLOSED_FRESH + NEWS_ERROR;
     env.sim.set_error_rate(1.0);
@@ -217,7 +219,11 @@ async fn hanging_upstream_is_hidden_until_error_until_then_504() {
 /// expired negative entry is never served in place of an upstream failure.
 #[tokio::test]
 async fn unknown_code_is_cached_until_negative_secs_then_asked_again() {
-    let (env, clock, start) = saturday_env(|c| c.freshness.negative_secs = 12).await;
+    let (env, clock, start) = saturday_env(|c| {
+        c.freshness.negative_secs = 12;
+        c.limits.failure_backoff_ms = 0;
+    })
+    .await;
     let unknown = "/stock/detail/605999";
     let key = "/stock/detail/605999";
     let first = env.get(unknown).await;

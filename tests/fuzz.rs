@@ -98,9 +98,10 @@ fn operation_id(doc: &Value, path: &str) -> String {
 /// schemathesis' settings for single operations, from the catalogue:
 /// - the stream never ends: read its first event (the snapshot), or give up after
 ///   half a second when none of its codes has a quote;
-/// - a K-line range that ends before it starts is refused (400), and JSON Schema
-///   cannot state a relation between two parameters, so valid-looking input may be
-///   rejected there (every other check still runs).
+/// - a range that ends before it starts is refused (400), and one of two
+///   parameters may be required (topic-subject's subjectKey or subjectId): JSON
+///   Schema cannot state a relation between two parameters, so valid-looking input
+///   may be rejected there (every other check still runs).
 fn per_operation_config(doc: &Value) -> String {
     let stream = catalog()
         .endpoints()
@@ -110,7 +111,10 @@ fn per_operation_config(doc: &Value) -> String {
     let ranged: Vec<String> = catalog()
         .endpoints()
         .iter()
-        .filter(|e| e.query_param("from").is_some() && e.query_param("to").is_some())
+        .filter(|e| {
+            let pair = |a, b| e.query_param(a).is_some() && e.query_param(b).is_some();
+            pair("from", "to") || pair("startDate", "endDate") || !e.one_of.is_empty()
+        })
         .map(|e| format!("{:?}", operation_id(doc, &e.path)))
         .collect();
     format!(

@@ -202,6 +202,9 @@ async fn stale_answers_are_served_at_once_while_the_breaker_is_open() {
     let mut config = support::proxy_config(&sim);
     config.upstream.breaker_failures = 2;
     config.upstream.breaker_open_ms = 5_000;
+    // Each request asks the upstream until the breaker opens (no key held back
+    // after a failure: tests/protection.rs).
+    config.limits.failure_backoff_ms = 0;
     let fake = FakeRelativeClock::default();
     let proxy = mdproxy::app::start_with(&config, clock.clone(), RateClock::Fake(fake.clone()))
         .await

@@ -113,7 +113,7 @@ async fn document_is_openapi_3_1_listing_every_catalogue_path() {
     }
     ids.sort_unstable();
     ids.dedup();
-    assert_eq!(ids.len(), 72, "operation ids are unique");
+    assert_eq!(ids.len(), catalog().len(), "operation ids are unique");
 }
 
 /// Every catalogue parameter is documented where it goes, with its type, bounds,

@@ -133,9 +133,13 @@ fn parameter(param: &Param, location: &str) -> Value {
     out
 }
 
-/// The JSON schema of a parameter: its kind's, with the catalogue's default.
+/// The JSON schema of a parameter: its kind's, with the catalogue's default (and, for
+/// a required one, at least one character: empty counts as missing).
 fn schema(param: &Param) -> Value {
     let mut schema = kind_schema(param.kind);
+    if param.required && schema["type"] == "string" && schema.get("enum").is_none() {
+        schema["minLength"] = 1.into();
+    }
     if let Some(default) = param.default {
         schema["default"] = typed(param.kind, default);
     }
@@ -182,7 +186,7 @@ fn kind_schema(kind: ParamKind) -> Value {
         ParamKind::Date => json!({
             "type": "string",
             "format": "date",
-            "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+            "pattern": "^(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$",
         }),
         ParamKind::Text { max_chars } => json!({
             "type": "string",

@@ -106,6 +106,12 @@ pub fn validate(
         if value.is_empty() && param.empty_is_absent {
             continue;
         }
+        if value.is_empty() && param.required {
+            // The upstream refuses a required parameter given empty as missing.
+            return Err(Error::MissingParameter {
+                param: param.name.to_owned(),
+            });
+        }
         values[index] = Some(canonical(param, value)?);
     }
 

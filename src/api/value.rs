@@ -95,7 +95,7 @@ pub(crate) fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a
             } else {
                 Err(Error::invalid(
                     name,
-                    format!("{name} must be a real date written YYYY-MM-DD"),
+                    format!("{name} must be a real date from 1900 to 2099 written YYYY-MM-DD"),
                 ))
             }
         }
@@ -139,7 +139,8 @@ pub(crate) fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a
     }
 }
 
-/// `YYYY-MM-DD` and a date that exists.
+/// `YYYY-MM-DD`, a date that exists, from 1900 to 2099 (market data starts in 1990:
+/// a wider range only lets a typo ask for centuries).
 fn is_date(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() == 10
@@ -148,7 +149,8 @@ fn is_date(s: &str) -> bool {
         && b.iter()
             .enumerate()
             .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
-        && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
+        && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+            .is_ok_and(|d| (1900..=2099).contains(&chrono::Datelike::year(&d)))
 }
 
 /// `YYYYMM` with a month from 01 to 12.
@@ -167,6 +169,7 @@ mod tests {
         assert!(is_date("2024-02-29"));
         assert!(!is_date("2023-02-29"));
         assert!(!is_date("2024-6-30"));
+        assert!(!is_date("0292-03-16"), "centuries before any market");
         assert!(is_month("202412"));
         assert!(!is_month("202413"));
         assert!(!is_month("2024-12"));

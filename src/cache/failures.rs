@@ -70,9 +70,13 @@ impl Failures {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Remembers that `key`'s fill failed with `error`; returns how long it is held.
+    /// Remembers that `key`'s fill failed with `error`; returns how long it is held
+    /// (`None`: not remembered, the backoff is off or the table full).
     pub fn record(&self, key: &str, error: &FetchError) -> Option<Duration> {
         let backoff = *self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        if backoff.base.is_zero() {
+            return None;
+        }
         let now = Instant::now();
         let mut keys = self.keys();
         if keys.len() >= CAPACITY && !keys.contains_key(key) {
