@@ -409,8 +409,12 @@ async fn passthrough_on_forwards_caches_and_counts_under_one_label() {
         Some(support::saturday()),
     )
     .await;
+    // A route the upstream added after its docs, and a parameter it added to a
+    // documented one.
+    env.sim.serve_undocumented("/market/board-heat");
+    env.sim.serve_undocumented("/stock/list");
     env.sim.clear_raw_requests();
-    let target = "/market/sector-flow/summary?dimension=region";
+    let target = "/market/board-heat?dimension=region";
     let first = env.get(target).await;
     assert_eq!(first.status(), 200);
     assert_eq!(header(&first, "x-cache"), "MISS");
@@ -418,7 +422,7 @@ async fn passthrough_on_forwards_caches_and_counts_under_one_label() {
     assert_eq!(body, from_sim(&env, target).await.1);
     let again = get_as(
         &env,
-        &format!("/market/sector-flow/summary?_=17&x-api-key={TOKEN}&dimension=region"),
+        &format!("/market/board-heat?_=17&x-api-key={TOKEN}&dimension=region"),
         &[],
     )
     .await;
@@ -431,8 +435,8 @@ async fn passthrough_on_forwards_caches_and_counts_under_one_label() {
     assert_eq!(
         forwarded,
         [
-            "/api/v1/market/sector-flow/summary?dimension=region",
-            "/api/v1/market/sector-flow/summary?dimension=region",
+            "/api/v1/market/board-heat?dimension=region",
+            "/api/v1/market/board-heat?dimension=region",
             "/api/v1/stock/list?codes=600519&fields=f2",
         ],
         "one request each (the second one is this test's own, to the simulator)"
@@ -478,7 +482,7 @@ async fn passthrough_on_forwards_caches_and_counts_under_one_label() {
         "{metrics}"
     );
     assert!(
-        !metrics.contains("sector-flow"),
+        !metrics.contains("board-heat"),
         "never a raw path in metrics"
     );
 }

@@ -103,10 +103,28 @@ async fn simulator_refuses_in_its_envelope() {
         .unwrap();
     assert_eq!(post.status(), 405);
     assert_eq!(support::header(&post, "allow"), "GET, HEAD");
-    // Lenient: unknown parameters are ignored, codes come in any case.
-    let (status, v) = sim_json(&sim, &client, "/stock/detail/600519.sh?foo=bar").await;
+    // Codes come with their suffix in any case; a parameter the docs do not list,
+    // a documented one missing, a value outside its enum, a code form the docs do
+    // not list are refused, as the upstream refuses them.
+    let (status, v) = sim_json(&sim, &client, "/stock/detail/600519.sh").await;
     assert_eq!((status, v["data"]["code"].as_str()), (200, Some("600519")));
     assert_eq!(v["data"]["marketId"], 1);
+    for refused in [
+        "/stock/detail/600519?foo=bar",
+        "/stock/list",
+        "/stock/kline?code=600519&period=2m",
+        "/stock/detail/SH600519",
+        "/stock/kline?code=sh.600519",
+        "/market/trading-calendar?market=HK&from=2024-01-01&to=2024-12-31",
+        "/news/topic-subject?pageSize=5",
+    ] {
+        let (status, v) = sim_json(&sim, &client, refused).await;
+        assert_eq!(
+            (status, v["message"].as_str()),
+            (400, Some("Bad Request Exception")),
+            "{refused}"
+        );
+    }
 }
 
 /// Same request, same day, same answer; the big data sets have realistic sizes.
@@ -153,11 +171,12 @@ async fn simulator_is_deterministic_and_realistic() {
         etfs["data"]["diff"].as_array().unwrap().len(),
         etfs["data"]["total"]
     );
-    let market = json("/stock/list").await;
+    let market = json("/stock/screener/universe?pageSize=500").await;
     assert!(
-        market["data"]["diff"].as_array().unwrap().len() > 5_000,
-        "no codes: the whole market"
+        market["data"]["total"].as_u64().unwrap() > 5_000,
+        "the whole market"
     );
+    assert_eq!(market["data"]["items"].as_array().unwrap().len(), 500);
     let page1 = json("/macro/cpi?page=1&pageSize=20").await;
     let page2 = json("/macro/cpi?page=2&pageSize=20").await;
     assert_ne!(
@@ -181,7 +200,8 @@ async fn simulator_is_deterministic_and_realistic() {
     );
 }
 
-/// K-lines take `fqt` (`after`, with `post` as its synonym) and a `from`/`to` range.
+/// K-lines take `fqt` and (the stock's) a `from`/`to` range, and minute periods; the
+/// fund's K-line has no range in the docs and answers its whole history.
 #[tokio::test]
 async fn kline_takes_adjustment_and_a_date_range() {
     let (sim, client) = sim().await;
@@ -201,12 +221,22 @@ async fn kline_takes_adjustment_and_a_date_range() {
             .all(|r| r.as_str().unwrap().starts_with("2024-01-"))
     );
     let after = klines("/stock/kline?code=600519&fqt=after&to=2024-01-31").await;
-    let post = klines("/stock/kline?code=600519&fqt=post&to=2024-01-31").await;
+    let again = klines("/stock/kline?code=600519&fqt=after&to=2024-01-31").await;
     let pre = klines("/stock/kline?code=600519&fqt=pre&to=2024-01-31").await;
-    assert_eq!(after, post);
+    assert_eq!(after, again);
     assert_ne!(after, pre);
-    let weeks = klines("/fund/kline?code=159915&period=week&from=2025-01-01&to=2025-12-31").await;
-    assert!((50..=53).contains(&weeks.len()), "{}", weeks.len());
+    // Five-minute bars of one trading day: 24 in the morning, 24 in the afternoon.
+    let bars = klines("/stock/kline?code=600519&period=5m&from=2026-03-02&to=2026-03-02").await;
+    assert_eq!(bars.len(), 48);
+    assert!(bars[0].as_str().unwrap().starts_with("2026-03-02 09:35,"));
+    assert!(bars[47].as_str().unwrap().starts_with("2026-03-02 15:00,"));
+    // Minute bars are kept for about a quarter: a day two years back has none.
+    let gone = klines("/stock/kline?code=600519&period=5m&from=2024-01-02&to=2024-01-02").await;
+    assert!(gone.is_empty(), "{}", gone.len());
+    let hk = klines("/stock/kline?code=00700&period=week&from=2025-01-01&to=2025-12-31").await;
+    assert!((50..=53).contains(&hk.len()), "{}", hk.len());
+    let weeks = klines("/fund/kline?code=159915&period=week").await;
+    assert!(weeks.len() > 200, "{}", weeks.len());
     let open = weeks[0].as_str().unwrap().split(',').nth(1).unwrap();
     assert_eq!(
         open.split('.').nth(1).unwrap().len(),

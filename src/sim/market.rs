@@ -238,6 +238,66 @@ pub fn kline_rows(
         .collect()
 }
 
+/// Minute bars of `minutes` (1, 5, 15, 30 or 60) over the trading days in `days`, up
+/// to `now` (the last bar of a session in progress moves with the quote), labelled
+/// by their end, `YYYY-MM-DD HH:MM`, in the daily rows' format.
+pub fn minute_rows(
+    sec: Security,
+    limit: f64,
+    now: DateTime<Utc>,
+    minutes: u32,
+    days: RangeInclusive<NaiveDate>,
+    decimals: usize,
+) -> Vec<String> {
+    let mut rows = Vec::new();
+    let mut day = *days.start();
+    let p = decimals;
+    while day <= *days.end() {
+        if is_trading_day(day) {
+            for (start, end) in [(9 * 60 + 30, 11 * 60 + 30), (13 * 60, 15 * 60)] {
+                let mut t = start;
+                while t < end {
+                    let bar_end = (t + minutes).min(end);
+                    let at = |m: u32| {
+                        day.and_hms_opt(m / 60, m % 60, 0)
+                            .and_then(|l| l.and_local_timezone(Shanghai).single())
+                            .map(|l| l.with_timezone(&Utc))
+                    };
+                    let (Some(open_at), Some(close_at)) = (at(t), at(bar_end)) else {
+                        break;
+                    };
+                    if open_at >= now {
+                        break;
+                    }
+                    let first = quote(sec, limit, open_at);
+                    let last = quote(sec, limit, close_at.min(now));
+                    let mid = quote(sec, limit, open_at + (close_at.min(now) - open_at) / 2);
+                    let high = first.price.max(last.price).max(mid.price);
+                    let low = first.price.min(last.price).min(mid.price);
+                    let volume = (last.volume - first.volume).max(0.0);
+                    let lots = (volume / 100.0).round();
+                    let amount = volume * (first.price + last.price) / 2.0;
+                    let chg = last.price - first.price;
+                    rows.push(format!(
+                        "{} {:02}:{:02},{:.p$},{:.p$},{high:.p$},{low:.p$},{lots},{amount:.2},{:.2},{:.2},{chg:.p$},{:.2}",
+                        day,
+                        bar_end / 60,
+                        bar_end % 60,
+                        first.price,
+                        last.price,
+                        (high - low) / first.price * 100.0,
+                        chg / first.price * 100.0,
+                        volume / (sec.shares_wan * 10_000.0) * 100.0,
+                    ));
+                    t = bar_end;
+                }
+            }
+        }
+        day += Days::days(1);
+    }
+    rows
+}
+
 /// The trading date and whether the market is moving at `now` (China time): quotes
 /// move 09:15–15:00 on weekdays and stand still otherwise.
 fn session_position(now: DateTime<Utc>) -> (NaiveDate, i64, bool) {

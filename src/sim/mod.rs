@@ -3,7 +3,9 @@
 //! counters for tests. It reads requests itself; it shares paths with the proxy only.
 
 mod api;
+mod body;
 mod company;
+mod docs;
 pub mod market;
 mod request;
 mod stream;
@@ -16,18 +18,17 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::Request;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::catalog::catalog;
-use crate::api::router::{API_PREFIX, Router};
 use crate::cache::market::Clock;
 use crate::config::Secret;
 
-pub use request::EXTRA_ROUTES;
 pub use wire::DIRTY_PATHS;
+
+/// Where every path of the API lives.
+const API_PREFIX: &str = "/api/v1";
 
 /// Settings of a simulator.
 #[derive(Clone, Debug)]
@@ -80,13 +81,51 @@ struct Faults {
     failing_paths: Mutex<HashMap<String, String>>,
     /// [`DIRTY_PATHS`] answer invalid JSON.
     dirty: AtomicBool,
+    /// Paths the documentation does not list that answer anyway (a route the
+    /// upstream added after its docs were written).
+    undocumented: Mutex<Vec<String>>,
+    /// The source's own limit, when set, and its state.
+    throttling: Mutex<Option<Limit>>,
+    /// Times a ban began, and throttling answers (429s and ban answers) given.
+    bans: AtomicU64,
+    throttled: AtomicU64,
+}
+
+/// A limit the upstream (or the source behind it) enforces: at most `limit` API
+/// requests in each fixed `window` of the simulator's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Throttling {
+    pub limit: u64,
+    pub window: Duration,
+    pub mode: ThrottleMode,
+}
+
+/// What the upstream does past its limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThrottleMode {
+    /// `429` with `Retry-After`: the seconds until the window ends.
+    TooManyRequests,
+    /// The source bans the key: every request answers `200` with `success: false`
+    /// ("socket hang up") for this long, whatever the window.
+    Ban { lasts: Duration },
+}
+
+/// A throttling switch's state.
+#[derive(Debug)]
+struct Limit {
+    throttling: Throttling,
+    /// The window (in windows since the epoch of the simulator's clock) and its count.
+    window: i64,
+    count: u64,
+    /// Banned until this instant of the simulator's clock (milliseconds).
+    banned_until_ms: i64,
 }
 
 /// Request counters.
 #[derive(Debug)]
 struct Stats {
     total: AtomicU64,
-    /// By route: catalogue ids, then [`EXTRA_ROUTES`].
+    /// By documented route, in the documented list's order.
     by_route: Vec<AtomicU64>,
     /// By target as received (path relative to `/api/v1`, and query).
     by_target: Mutex<HashMap<String, u64>>,
@@ -124,7 +163,6 @@ impl RawLog {
 }
 
 struct Shared {
-    router: Router,
     token: Secret,
     faults: Faults,
     stats: Stats,
@@ -153,19 +191,13 @@ impl SimHandle {
         &self.shared.token
     }
 
-    /// Requests served for one route: a catalogue template (e.g. `/stock/kline`) or
-    /// one of [`EXTRA_ROUTES`].
+    /// Requests served for one documented route (its template, e.g. `/stock/kline`
+    /// or `/stock/financial/snapshot/{code}`).
     ///
     /// # Panics
-    /// When `template` is neither (a test bug).
+    /// When `template` is not documented (a test bug).
     pub fn hits(&self, template: &str) -> u64 {
-        let id = catalog()
-            .by_path(template)
-            .map(|e| e.id)
-            .or_else(|| {
-                let extra = EXTRA_ROUTES.iter().position(|r| *r == template)?;
-                Some(catalog().len() + extra)
-            })
+        let id = docs::position(template)
             .unwrap_or_else(|| panic!("{template} is not a route of the simulator"));
         self.shared.stats.by_route[id].load(Ordering::SeqCst)
     }
@@ -285,6 +317,43 @@ impl SimHandle {
         self.shared.faults.dirty.store(on, Ordering::SeqCst);
     }
 
+    /// Answers `path` (relative to `/api/v1`, any query) although the docs do not
+    /// list it, as a route the upstream added after them: `{"success":true,"data":
+    /// {"path":..,"query":..}}`.
+    pub fn serve_undocumented(&self, path: &str) {
+        self.shared
+            .faults
+            .undocumented
+            .lock()
+            .expect("fault lock is never poisoned")
+            .push(path.to_owned());
+    }
+
+    /// Sets (or with `None` lifts) the source's own limit.
+    pub fn set_throttling(&self, throttling: Option<Throttling>) {
+        *self
+            .shared
+            .faults
+            .throttling
+            .lock()
+            .expect("fault lock is never poisoned") = throttling.map(|throttling| Limit {
+            throttling,
+            window: i64::MIN,
+            count: 0,
+            banned_until_ms: i64::MIN,
+        });
+    }
+
+    /// Times a ban began (the source's ban mode), and throttling answers given.
+    pub fn bans(&self) -> u64 {
+        self.shared.faults.bans.load(Ordering::SeqCst)
+    }
+
+    /// Throttling answers given (429s, and answers while banned).
+    pub fn throttled(&self) -> u64 {
+        self.shared.faults.throttled.load(Ordering::SeqCst)
+    }
+
     /// Makes API requests hang while on: they answer once it is switched off (or
     /// fail when the simulator stops).
     pub fn set_hang(&self, hang: bool) {
@@ -322,14 +391,11 @@ pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> std::io::Result
     );
     faults.dirty.store(config.dirty_bodies, Ordering::SeqCst);
     let shared = Arc::new(Shared {
-        router: Router::new(catalog()),
         token: config.token.clone(),
         faults,
         stats: Stats {
             total: AtomicU64::new(0),
-            by_route: (0..catalog().len() + EXTRA_ROUTES.len())
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+            by_route: docs::routes().iter().map(|_| AtomicU64::new(0)).collect(),
             by_target: Mutex::new(HashMap::new()),
             arrivals: Mutex::new(Vec::new()),
         },
@@ -340,28 +406,47 @@ pub async fn start(config: &SimConfig, clock: Arc<dyn Clock>) -> std::io::Result
     });
     // Build the universe now rather than inside the first request.
     let _ = universe::universe();
-    let handler_shared = Arc::clone(&shared);
-    let handler = move |req: Request<hyper::body::Incoming>, _connection| {
-        let shared = Arc::clone(&handler_shared);
-        async move { Ok::<_, std::convert::Infallible>(wire::handle(&shared, req).await) }
-    };
-    let stop = shared.stop.clone();
-    let tracker = tokio_util::task::TaskTracker::new();
-    let listening = crate::edge::Listening {
-        listener,
-        limits: crate::edge::ConnectionLimits::internal(10_000, 10_000, Duration::from_secs(30)),
-        tls: None,
-        streams: None,
-        grace: Duration::from_secs(1),
-        tracker,
-    };
-    let task = tokio::spawn(crate::edge::server::serve(listening, handler, async move {
-        stop.cancelled().await
-    }));
+    let task = tokio::spawn(serve(listener, Arc::clone(&shared)));
     tracing::info!(%addr, "simulated upstream listening");
     Ok(SimHandle {
         addr,
         shared,
         task: Some(task),
     })
+}
+
+/// The simulator's own accept loop: hyper-util's auto builder (HTTP/1.1 and h2c)
+/// for each connection, until the stop token; then the connections get a second to
+/// finish.
+async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let builder =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            () = shared.stop.cancelled() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let handler_shared = Arc::clone(&shared);
+        let service = hyper::service::service_fn(move |req| {
+            let shared = Arc::clone(&handler_shared);
+            async move { Ok::<_, std::convert::Infallible>(wire::handle(&shared, req).await) }
+        });
+        let connection = builder
+            .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(stream), service)
+            .into_owned();
+        let watched = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = watched.await;
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(Duration::from_secs(1), graceful.shutdown()).await;
 }

@@ -1,22 +1,12 @@
 //! How the simulated upstream reads a request, leniently as a NestJS service would:
-//! routes (the catalogue's paths and newer ones), the raw query, codes with or without
-//! suffix. It shares no validation with the proxy, so the two sides can disagree.
+//! the route (from the documented list, `docs`), the raw query, codes with or
+//! without suffix. It shares no validation with the proxy, so the two sides can
+//! disagree.
 
 use chrono::NaiveDate;
 use percent_encoding::percent_decode_str;
 
-use crate::api::catalog::catalog;
-use crate::api::router::Router;
-
-/// Routes the upstream serves that the catalogue (docs/API-SPEC.md) does not list: newer
-/// pages of the upstream's docs (docs/UPSTREAM-SHAPES.md §4). Each is an exact path.
-pub const EXTRA_ROUTES: [&str; 5] = [
-    "/market/sector-flow/summary",
-    "/market/sector-flow/list",
-    "/market/stocks/realtime-list",
-    "/market/trading-calendar",
-    "/news/search",
-];
+use super::docs;
 
 /// Why the simulator refuses to answer with data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,9 +24,9 @@ pub type Answer = Result<serde_json::Value, Refusal>;
 /// One routed request: which route, its decoded path parameters and its query.
 #[derive(Debug)]
 pub struct Call {
-    /// The catalogue template (`/stock/detail/{code}`) or the extra route's path.
+    /// The documented template (`/stock/detail/{code}`).
     pub template: &'static str,
-    /// Position among all routes: catalogue ids first, then [`EXTRA_ROUTES`].
+    /// Position in the documented list.
     pub route_id: usize,
     /// Path parameter values, percent-decoded, in template order.
     pub params: Vec<String>,
@@ -61,23 +51,16 @@ impl Call {
     }
 }
 
-/// Finds the route of `path` (relative to `/api/v1`): an extra route, else the
-/// catalogue's. `None` for a path the upstream does not serve.
-pub fn route(router: &Router, path: &str, query: Option<&str>) -> Option<Call> {
-    let (template, route_id, params) = match EXTRA_ROUTES.iter().position(|r| *r == path) {
-        Some(i) => (EXTRA_ROUTES[i], catalog().len() + i, Vec::new()),
-        None => {
-            let route = router.route(path)?;
-            let params = route
-                .params()
-                .iter()
-                .map(|p| percent_decode_str(p).decode_utf8_lossy().into_owned())
-                .collect();
-            (route.endpoint.path.as_str(), route.endpoint.id, params)
-        }
-    };
+/// Finds the documented route of `path` (relative to `/api/v1`). `None` for a path
+/// the upstream does not serve.
+pub fn route(path: &str, query: Option<&str>) -> Option<Call> {
+    let (route_id, raw) = docs::route(path)?;
+    let params = raw
+        .iter()
+        .map(|p| percent_decode_str(p).decode_utf8_lossy().into_owned())
+        .collect();
     Some(Call {
-        template,
+        template: docs::routes()[route_id].template,
         route_id,
         params,
         query: Query::parse(query),
@@ -92,6 +75,11 @@ pub struct Query {
 }
 
 impl Query {
+    /// Every pair as sent, in order.
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.pairs
+    }
+
     /// Decodes `raw` (without the `?`).
     pub fn parse(raw: Option<&str>) -> Query {
         let pairs = raw
@@ -245,14 +233,12 @@ mod tests {
     }
 
     #[test]
-    fn extra_routes_come_before_the_catalogue() {
-        let router = Router::new(catalog());
-        let call = route(&router, "/news/search", Some("keyword=a")).unwrap();
+    fn routes_come_from_the_documented_list() {
+        let call = route("/news/search", Some("keyword=a")).unwrap();
         assert_eq!(call.template, "/news/search");
-        assert_eq!(call.route_id, catalog().len() + 4);
-        let call = route(&router, "/stock/detail/600519%2Esh", None).unwrap();
+        let call = route("/stock/detail/600519%2Esh", None).unwrap();
         assert_eq!(call.template, "/stock/detail/{code}");
         assert_eq!(call.id(), "600519.sh");
-        assert!(route(&router, "/nope", None).is_none());
+        assert!(route("/nope", None).is_none());
     }
 }

@@ -8,10 +8,10 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderValue, Response, header};
 
+use super::body::{self, Body};
 use super::request::{Call, Refusal, code_digits};
 use super::universe::{Stock, universe};
 use super::{Shared, api, market};
-use crate::edge::body::{self, Body};
 
 /// The stream's codes: `codes` is required (400 without it); unknown codes are left
 /// out.

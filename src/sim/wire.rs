@@ -9,11 +9,14 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
+use super::body::{self, Body};
 use super::request::{self, Call, Query, Refusal};
-use super::{MAX_LOGGED, Shared, api, stream};
-use crate::api::catalog::{STREAM_PATH, catalog};
-use crate::api::router::API_PREFIX;
-use crate::edge::body::{self, Body};
+use super::{MAX_LOGGED, Shared, api, docs, stream};
+
+/// The stream's path.
+const STREAM_PATH: &str = "/stock/indicator/realtime/sse";
+/// Where every path of the API lives.
+const API_PREFIX: &str = "/api/v1";
 
 /// The endpoints whose documented sample could not be parsed as JSON; with dirty
 /// bodies on they answer raw control characters inside strings.
@@ -40,7 +43,9 @@ fn failure(status: StatusCode, message: &str) -> Response<Body> {
 }
 
 /// Answers one request.
-pub(super) async fn handle<B>(shared: &Shared, req: Request<B>) -> Response<Body> {
+pub(super) async fn handle(shared: &Shared, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let req = Request::from_parts(parts, ());
     shared.raw.record(req.uri());
     let uri = req.uri();
     if uri.path() == "/_sim/stats" {
@@ -56,22 +61,44 @@ pub(super) async fn handle<B>(shared: &Shared, req: Request<B>) -> Response<Body
     let Some(api_path) = uri.path().strip_prefix(API_PREFIX) else {
         return cannot();
     };
-    let Some(call) = request::route(&shared.router, api_path, uri.query()) else {
+    if let Some(early) = undocumented(shared, api_path, req.method(), req.headers(), uri.query()) {
+        return early;
+    }
+    let Some(call) = request::route(api_path, uri.query()) else {
         return cannot();
     };
-    if !matches!(*req.method(), Method::GET | Method::HEAD) {
-        let mut r = failure(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
-        r.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return r;
+    let route = &docs::routes()[call.route_id];
+    let asked = req.method().as_str();
+    let head_for_get = *req.method() == Method::HEAD && route.method == "GET";
+    if asked != route.method && !head_for_get {
+        if route.method == "GET" {
+            let mut r = failure(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        return cannot();
     }
     if !authorized(shared, req.headers(), &call.query) {
         return failure(StatusCode::UNAUTHORIZED, "Unauthorized");
     }
-    // The answer is built first: a request whose parameters the upstream refuses is
-    // not counted as served.
+    // The documented parameters first, then the answer: a request the upstream
+    // refuses is not counted as served.
+    if route.check(call.query.pairs()).is_err() || !documented_codes(&call) {
+        return failure(StatusCode::BAD_REQUEST, BAD_REQUEST);
+    }
+    if let Some(early) = throttled(shared) {
+        return early;
+    }
     let now = shared.clock.now();
-    let answer = if call.template == STREAM_PATH {
+    let answer = if route.method == "POST" {
+        let body = http_body_util::Limited::new(body, 64 * 1024);
+        let json = http_body_util::BodyExt::collect(body)
+            .await
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b.to_bytes()).ok());
+        api::download_record(json.as_ref(), now)
+    } else if call.template == STREAM_PATH {
         stream::codes(&call).map(|_| Value::Null)
     } else {
         api::answer(&call, now)
@@ -89,6 +116,130 @@ pub(super) async fn handle<B>(shared: &Shared, req: Request<B>) -> Response<Body
         Err(Refusal::NotFound(message)) => failure(StatusCode::NOT_FOUND, &message),
         Err(Refusal::BadRequest) => failure(StatusCode::BAD_REQUEST, BAD_REQUEST),
     }
+}
+
+/// A route the docs do not list but the upstream serves (see
+/// `SimHandle::serve_undocumented`), answered with the key's check only.
+fn undocumented(
+    shared: &Shared,
+    path: &str,
+    method: &Method,
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Option<Response<Body>> {
+    let listed = shared
+        .faults
+        .undocumented
+        .lock()
+        .expect("fault lock is never poisoned")
+        .iter()
+        .any(|p| p == path);
+    if !listed {
+        return None;
+    }
+    let parsed = Query::parse(query);
+    if !authorized(shared, headers, &parsed) {
+        return Some(failure(StatusCode::UNAUTHORIZED, "Unauthorized"));
+    }
+    if !matches!(*method, Method::GET | Method::HEAD) {
+        return Some(failure(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method Not Allowed",
+        ));
+    }
+    shared.stats.total.fetch_add(1, Ordering::SeqCst);
+    let data = json!({ "path": path, "query": query.unwrap_or_default() });
+    Some(success(shared, path, data))
+}
+
+/// The source's own limit (`SimHandle::set_throttling`): past it, a `429` with
+/// `Retry-After`, or a ban answered `200` + `success: false` for a while.
+fn throttled(shared: &Shared) -> Option<Response<Body>> {
+    let faults = &shared.faults;
+    let mut limit = faults
+        .throttling
+        .lock()
+        .expect("fault lock is never poisoned");
+    let limit = limit.as_mut()?;
+    let now_ms = shared.clock.now().timestamp_millis();
+    if now_ms < limit.banned_until_ms {
+        faults.throttled.fetch_add(1, Ordering::SeqCst);
+        return Some(failure(StatusCode::OK, "socket hang up"));
+    }
+    let window_ms = i64::try_from(limit.throttling.window.as_millis())
+        .unwrap_or(i64::MAX)
+        .max(1);
+    let window = now_ms.div_euclid(window_ms);
+    if window != limit.window {
+        limit.window = window;
+        limit.count = 0;
+    }
+    limit.count += 1;
+    if limit.count <= limit.throttling.limit {
+        return None;
+    }
+    faults.throttled.fetch_add(1, Ordering::SeqCst);
+    match limit.throttling.mode {
+        super::ThrottleMode::TooManyRequests => {
+            let left_ms = (window + 1) * window_ms - now_ms;
+            let secs = u64::try_from((left_ms + 999) / 1000).unwrap_or(1).max(1);
+            let mut r = failure(
+                StatusCode::TOO_MANY_REQUESTS,
+                "ThrottlerException: Too Many Requests",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            Some(r)
+        }
+        super::ThrottleMode::Ban { lasts } => {
+            limit.banned_until_ms =
+                now_ms + i64::try_from(lasts.as_millis()).unwrap_or(i64::MAX / 2);
+            faults.bans.fetch_add(1, Ordering::SeqCst);
+            Some(failure(StatusCode::OK, "socket hang up"))
+        }
+    }
+}
+
+/// Whether every code of the request is in a form the docs list: six digits with
+/// or without an exchange suffix (`600519`, `600519.SH`); on the K-line also an HK
+/// code (five digits) or a US secid (`105.AAPL`). The prefix forms people type
+/// (`SH600519`, `sh.600519`) and A-share secids are not documented.
+fn documented_codes(call: &Call) -> bool {
+    let kline = call.template == "/stock/kline";
+    let one = |code: &str| {
+        let code = code.trim();
+        if code.is_empty() {
+            return true;
+        }
+        let six = |d: &str| d.len() == 6 && d.bytes().all(|b| b.is_ascii_digit());
+        match code.split_once('.') {
+            None => {
+                six(code) || (kline && code.len() == 5 && code.bytes().all(|b| b.is_ascii_digit()))
+            }
+            Some((digits, suffix)) if six(digits) => ["SH", "SZ", "BJ"]
+                .iter()
+                .any(|s| s.eq_ignore_ascii_case(suffix)),
+            Some((market, ticker)) => {
+                kline
+                    && matches!(market, "105" | "106" | "107")
+                    && !ticker.is_empty()
+                    && ticker
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            }
+        }
+    };
+    let path_code = call.template.contains("{code}").then(|| call.id());
+    // The shareholder list's `code` is a holder's, not a security's.
+    let holder = call.template == "/stock/shareholder/list";
+    let query_codes = ["code", "codes"]
+        .into_iter()
+        .filter(|_| !holder)
+        .filter_map(|name| call.query.get(name));
+    path_code
+        .into_iter()
+        .chain(query_codes)
+        .all(|value| value.split(',').all(one))
 }
 
 /// Whether the request carries the key in one of the three documented forms:
@@ -261,11 +412,7 @@ fn raw_controls(json: &[u8]) -> Vec<u8> {
 
 /// `/_sim/stats`: the total and the count per route that was asked at least once.
 fn stats_response(shared: &Shared) -> Response<Body> {
-    let names = catalog()
-        .endpoints()
-        .iter()
-        .map(|e| e.path.as_str())
-        .chain(request::EXTRA_ROUTES);
+    let names = docs::routes().iter().map(|r| r.template);
     let endpoints: serde_json::Map<String, Value> = names
         .zip(&shared.stats.by_route)
         .filter_map(|(name, n)| {

@@ -12,7 +12,6 @@ use crate::sim::request::{Answer, Call};
 use crate::sim::universe::{Etf, TRACKED_INDICES, rng, universe};
 
 pub(super) fn answer(call: &Call, now: DateTime<Utc>) -> Answer {
-    let today = market::trading_date(now);
     let one = |f: fn(&Etf, DateTime<Utc>) -> Value| etf(call.id()).map(|e| f(e, now));
     match call.template {
         "/fund/all-etf-list" => Ok(etf_list(universe().etfs.iter(), now)),
@@ -33,8 +32,9 @@ pub(super) fn answer(call: &Call, now: DateTime<Utc>) -> Answer {
                 name: &e.name,
                 decimals: ETF_DECIMALS as usize,
                 security: security(e),
+                limit: 0.10,
             };
-            super::stock::kline(call, &listing, today)
+            super::stock::kline(call, &listing, now)
         }
         "/fund/holdings/{code}" => one(holdings),
         "/fund/asset-allocation/{code}" => one(asset_allocation),

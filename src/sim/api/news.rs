@@ -23,7 +23,7 @@ pub(super) fn answer(call: &Call, now: DateTime<Utc>) -> Answer {
             let keyword = call.query.text("keyword", DEFAULT_KEYWORD);
             news_page(call, keyword, 10, now)
         }
-        "/news/search" => news_page(call, call.query.required("keyword")?, 20, now),
+        "/news/search" => news_page(call, call.query.text("keyword", DEFAULT_KEYWORD), 20, now),
         "/news/feed" => Ok(feed(call.query.get("cursor"), now)),
         _ => unrouted(call),
     }

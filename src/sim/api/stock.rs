@@ -10,20 +10,19 @@ use serde_json::{Value, json};
 use super::{r2, scaled, stock};
 use crate::sim::company::{self, security};
 use crate::sim::market::{self, Adjust, Security};
-use crate::sim::request::{Answer, Call, Refusal};
+use crate::sim::request::{Answer, Call, Refusal, code_digits};
 use crate::sim::universe::{
     INDUSTRIES, REGIONS, STYLES, Stock, industry_code, province, rng, universe,
 };
 
 /// The stock routes this file serves, or `None` for the company data (`company`).
 pub(super) fn answer(call: &Call, now: DateTime<Utc>) -> Option<Answer> {
-    let today = market::trading_date(now);
     Some(match call.template {
         "/stock/list" => Ok(stock_list(call.query.get("codes"), now)),
         "/stock/detail/{code}" => stock(call.id()).map(|s| quote_row(s, now)),
         "/stock/search" => Ok(search(call.query.text("keyword", ""))),
         "/stock/selection" => super::screen::selection(call, now),
-        "/stock/kline" => stock_kline(call, today),
+        "/stock/kline" => stock_kline(call, now),
         "/stock/indicator/realtime/{code}" => stock(call.id()).map(|s| indicator(s, now)),
         "/stock/industry/list" => Ok(list(
             (0..INDUSTRIES.len()).map(|i| (industry_code(i), INDUSTRIES[i].to_owned())),
@@ -183,17 +182,62 @@ fn list(items: impl Iterator<Item = (String, String)>) -> Value {
     json!({ "list": list })
 }
 
-fn stock_kline(call: &Call, today: NaiveDate) -> Answer {
-    let s = stock(call.query.required("code")?)?;
-    let listing = Listing {
-        code: &s.code,
-        market: s.exchange.market(),
-        name: &s.name,
-        decimals: 2,
-        security: security(s),
+fn stock_kline(call: &Call, now: DateTime<Utc>) -> Answer {
+    let code = call.query.required("code")?;
+    let listing = match code_digits(code).and_then(|d| universe().stock(d)) {
+        Some(s) => Listing {
+            code: &s.code,
+            market: s.exchange.market(),
+            name: &s.name,
+            decimals: 2,
+            security: security(s),
+            limit: s.limit(),
+        },
+        None => abroad(code).ok_or_else(|| Refusal::NotFound(format!("Stock {code} not found")))?,
     };
-    kline(call, &listing, today)
+    kline(call, &listing, now)
 }
+
+/// An HK code (five digits) or a US secid the K-line knows: a few large listings.
+fn abroad(code: &str) -> Option<Listing<'static>> {
+    let (market, name) = HK_AND_US
+        .iter()
+        .find(|(c, _, _)| *c == code)
+        .map(|(_, m, n)| (*m, *n))?;
+    let seed = crate::sim::universe::seed_of(code);
+    Some(Listing {
+        code: HK_AND_US.iter().find(|(c, _, _)| *c == code)?.0,
+        market,
+        name,
+        decimals: 3,
+        security: Security {
+            seed,
+            base_price: 20.0 + (seed % 300) as f64,
+            listed: NaiveDate::from_ymd_opt(2004, 6, 16).unwrap_or(NaiveDate::MIN),
+            shares_wan: 900_000.0,
+        },
+        // No daily limit in Hong Kong or New York: a wide bound on the walk.
+        limit: 0.5,
+    })
+}
+
+/// The HK codes and US secids the simulated K-line knows, with Eastmoney's market
+/// number (116 HK, 105 NASDAQ, 106 NYSE).
+const HK_AND_US: &[(&str, u8, &str)] = &[
+    ("00700", 116, "腾讯控股"),
+    ("09988", 116, "阿里巴巴-W"),
+    ("03690", 116, "美团-W"),
+    ("00005", 116, "汇丰控股"),
+    ("01810", 116, "小米集团-W"),
+    ("00941", 116, "中国移动"),
+    ("01299", 116, "友邦保险"),
+    ("00388", 116, "香港交易所"),
+    ("09618", 116, "京东集团-SW"),
+    ("02318", 116, "中国平安"),
+    ("105.AAPL", 105, "苹果"),
+    ("105.MSFT", 105, "微软"),
+    ("106.BABA", 106, "阿里巴巴"),
+];
 
 /// A priced security as a K-line answer names it.
 pub(super) struct Listing<'a> {
@@ -204,6 +248,8 @@ pub(super) struct Listing<'a> {
     /// Decimal places of its prices (2 for stocks, 3 for funds).
     pub decimals: usize,
     pub security: Security,
+    /// Its daily price limit (the bound of the intraday walk).
+    pub limit: f64,
 }
 
 /// A K-line answer. The upstream's only sample is a failure ("Failed to fetch
@@ -211,21 +257,61 @@ pub(super) struct Listing<'a> {
 /// name, decimal, dktotal, klines: ["date,open,close,high,low,volume,amount,
 /// amplitude,changeRate,change,turnover"]}`. Takes `period` (`day|week|month`),
 /// `fqt` (`pre|after|none`, `post` = `after`) and `from`/`to` (`YYYY-MM-DD`).
-pub(super) fn kline(call: &Call, listing: &Listing<'_>, today: NaiveDate) -> Answer {
+pub(super) fn kline(call: &Call, listing: &Listing<'_>, now: DateTime<Utc>) -> Answer {
     let q = &call.query;
-    let period = q.choice("period", &["day", "week", "month"], "day")?;
+    let today = market::trading_date(now);
+    let periods: &[&str] = if call.template == "/stock/kline" {
+        &["1m", "5m", "15m", "30m", "60m", "day", "week", "month"]
+    } else {
+        &["day", "week", "month"]
+    };
+    let period = q.choice("period", periods, "day")?;
     let adjust =
         Adjust::from_fqt(q.choice("fqt", &Adjust::FQT, "pre")?).ok_or(Refusal::BadRequest)?;
-    let range: RangeInclusive<NaiveDate> =
-        q.date("from")?.unwrap_or(NaiveDate::MIN)..=q.date("to")?.unwrap_or(today);
-    let rows = market::kline_rows(
-        listing.security,
-        today,
-        period,
-        adjust,
-        range,
-        listing.decimals,
-    );
+    let rows = match period.strip_suffix('m').and_then(|m| m.parse::<u32>().ok()) {
+        Some(minutes) => {
+            // Without a range, the last few trading days (more for longer bars).
+            let days = match minutes {
+                1 => 5,
+                5 => 10,
+                15 => 20,
+                30 => 40,
+                _ => 60,
+            };
+            let mut first = today;
+            for _ in 1..days {
+                first = market::last_trading_day(first - Days::days(1));
+            }
+            // Minute bars are kept for about a quarter (60 trading days); an earlier
+            // `from` starts there.
+            let mut kept = today;
+            for _ in 1..60 {
+                kept = market::last_trading_day(kept - Days::days(1));
+            }
+            let from = q.date("from")?.unwrap_or(first).max(kept);
+            let to = q.date("to")?.unwrap_or(today);
+            market::minute_rows(
+                listing.security,
+                listing.limit,
+                now,
+                minutes,
+                from..=to,
+                listing.decimals,
+            )
+        }
+        None => {
+            let range: RangeInclusive<NaiveDate> =
+                q.date("from")?.unwrap_or(NaiveDate::MIN)..=q.date("to")?.unwrap_or(today);
+            market::kline_rows(
+                listing.security,
+                today,
+                period,
+                adjust,
+                range,
+                listing.decimals,
+            )
+        }
+    };
     Ok(json!({
         "code": listing.code,
         "market": listing.market,
