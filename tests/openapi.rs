@@ -41,6 +41,14 @@ fn documented<'d>(op: &'d Value, name: &str, location: &str) -> &'d Value {
     found[0]
 }
 
+/// `value`, or what it refers to when it is a `$ref` into the document.
+fn resolve<'d>(doc: &'d Value, value: &'d Value) -> &'d Value {
+    match value["$ref"].as_str() {
+        Some(pointer) => doc.pointer(pointer.strip_prefix('#').unwrap()).unwrap(),
+        None => value,
+    }
+}
+
 /// What a documented parameter must say, given the catalogue's row.
 fn check_parameter(doc: &Value, p: &Param, required: bool) {
     let schema = &doc["schema"];
@@ -154,16 +162,10 @@ async fn auth_stream_and_errors_are_documented() {
         doc["security"],
         serde_json::json!([{ "bearer": [] }, { "apiKeyHeader": [] }, { "apiKeyQuery": [] }])
     );
-    let responses = &doc["components"]["responses"];
     for endpoint in catalog().endpoints() {
         let op = operation(&doc, endpoint);
-        let name = op["responses"]["200"]["$ref"]
-            .as_str()
-            .unwrap()
-            .rsplit('/')
-            .next()
-            .unwrap();
-        let content = responses[name]["content"].as_object().unwrap();
+        let success = resolve(&doc, &op["responses"]["200"]);
+        let content = success["content"].as_object().unwrap();
         let media = if endpoint.streaming {
             "text/event-stream"
         } else {
@@ -203,6 +205,63 @@ async fn auth_stream_and_errors_are_documented() {
                 .contains(&field.into()),
             "{field}"
         );
+    }
+}
+
+/// The schema of an operation's successful `data`: what `success: true` carries,
+/// beside the upstream's own failure relayed with 200.
+fn data_schema<'d>(doc: &'d Value, path: &str) -> &'d Value {
+    let op = &doc["paths"][path]["get"];
+    let either = &op["responses"]["200"]["content"]["application/json"]["schema"]["oneOf"];
+    assert_eq!(
+        either[1]["$ref"], "#/components/schemas/UpstreamFailure",
+        "{path}"
+    );
+    let success = &either[0];
+    assert_eq!(success["properties"]["success"]["const"], true, "{path}");
+    resolve(doc, &success["properties"]["data"])
+}
+
+/// Every JSON endpoint's success has a named `data` schema; where the docs show a
+/// successful example it is typed from it (keys, JSON types, arrays of rows), loose
+/// where the upstream varies (numbers, nulls, optional keys); where they show only
+/// a failure, a placeholder or a copied sample it is left open.
+#[tokio::test]
+async fn success_data_is_typed_from_the_documented_examples() {
+    let doc = served().await;
+    for endpoint in catalog().endpoints().iter().filter(|e| !e.streaming) {
+        let schema = data_schema(&doc, &endpoint.path);
+        assert!(schema.get("description").is_some(), "{}", endpoint.path);
+    }
+    let detail = data_schema(&doc, "/stock/detail/{code}");
+    assert_eq!(detail["type"], serde_json::json!(["object", "null"]));
+    let number = serde_json::json!({ "type": ["number", "null"] });
+    assert_eq!(detail["properties"]["newPrice"], number);
+    assert_eq!(
+        detail["properties"]["name"],
+        serde_json::json!({ "type": ["string", "null"] })
+    );
+    assert!(detail.get("required").is_none(), "keys are optional");
+    let calendar = data_schema(&doc, "/market/trading-calendar");
+    assert_eq!(calendar["type"], serde_json::json!(["array", "null"]));
+    assert_eq!(calendar["items"]["type"], "object", "a row is never null");
+    assert_eq!(
+        calendar["items"]["properties"]["isTradingDay"],
+        serde_json::json!({ "type": ["boolean", "null"] })
+    );
+    let indices = data_schema(&doc, "/market/indices");
+    assert_eq!(
+        indices["properties"]["diff"]["items"]["properties"]["changeRate"],
+        number
+    );
+    for open in [
+        "/stock/kline",
+        "/market/hotmap",
+        "/stock/board/info/{code}",
+        "/market/flow",
+    ] {
+        let schema = data_schema(&doc, open);
+        assert!(schema.get("type").is_none(), "{open}: {schema}");
     }
 }
 
