@@ -1,8 +1,9 @@
 //! The OpenAPI document: served without a token at `/api/v1/openapi.json` (GET, HEAD,
 //! `If-None-Match`), printed the same by `mdproxy openapi`, a 3.1 document listing
-//! every catalogue path once with its parameters, the three auth forms and the
-//! stream's `text/event-stream`. Validation against the 3.1 schema and fuzzing are
-//! in `fuzz.rs`.
+//! every catalogue path once with its parameters, the three auth forms, the
+//! stream's `text/event-stream` and each answer's `data` typed from the documented
+//! examples; a TypeScript client generated from it type-checks (scripts/ts-client).
+//! Validation against the 3.1 schema and fuzzing are in `fuzz.rs`.
 
 mod support;
 
@@ -294,4 +295,57 @@ async fn cli_prints_the_served_document() {
     );
     let printed: Value = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(printed, served().await);
+}
+
+/// Bounds a run of scripts/ts-client (npm installs its tools on first use).
+const TS_CLIENT_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Runs scripts/ts-client on `program` in a fresh directory named `name`: generates
+/// the TypeScript types of `mdproxy openapi` and type-checks the program with them.
+async fn ts_client(program: &std::path::Path, name: &str) -> std::process::Output {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let work = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let mut command = tokio::process::Command::new(root.join("scripts/ts-client"));
+    command
+        .arg(program)
+        .arg(&work)
+        .env("MDPROXY", env!("CARGO_BIN_EXE_mdproxy"))
+        .kill_on_drop(true);
+    tokio::time::timeout(TS_CLIENT_LIMIT, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("scripts/ts-client ran past {TS_CLIENT_LIMIT:?}"))
+        .unwrap()
+}
+
+/// A dashboard developer's typed client: openapi-typescript's types of the document
+/// type-check `tests/ts/client.ts` (a stock's quote, the indices, the trading
+/// calendar); the same program reading a field the document does not have fails
+/// the check, naming the field.
+#[tokio::test]
+async fn a_typescript_client_type_checks_against_the_document() {
+    let program = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ts/client.ts");
+    let out = ts_client(&program, "ts-client").await;
+    let printed = |out: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    assert!(out.status.success(), "{}", printed(&out));
+
+    let source = std::fs::read_to_string(&program).unwrap();
+    let wrong = source.replace("price(quote?.newPrice)", "price(quote?.openPrice)");
+    assert_ne!(wrong, source, "the program reads newPrice");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("ts-client-wrong-src");
+    std::fs::create_dir_all(&dir).unwrap();
+    let wrong_program = dir.join("client.ts");
+    std::fs::write(&wrong_program, wrong).unwrap();
+    let out = ts_client(&wrong_program, "ts-client-wrong").await;
+    assert!(!out.status.success(), "{}", printed(&out));
+    assert!(
+        printed(&out).contains("error TS2339: Property 'openPrice' does not exist"),
+        "{}",
+        printed(&out)
+    );
 }
