@@ -137,19 +137,30 @@ fn target_json(t: &crate::upstream::target::TargetReport) -> serde_json::Value {
 ///   in the catalogue);
 /// - `prefix=/stock/`: every key starting so (like a Varnish ban on the URL).
 ///
+/// Any other parameter is refused by name; one beside a `target` is the target's own
+/// query sent unencoded (see [`unencoded_target`]).
+///
 /// Reports how many entries this node held and dropped (in a cluster the same keys
 /// are dropped from the shared store and the other nodes too).
 async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::Value, Error> {
     let snap = state.snapshot();
     let presented = crate::edge::auth::bearer(request.headers()).unwrap_or_default();
     if snap.config.admin.token.is_empty() || !snap.config.admin.token.matches(presented) {
-        return Err(Error::Unauthorized);
+        return Err(Error::ADMIN_UNAUTHORIZED);
     }
     let query = request.uri().query().unwrap_or_default();
-    let given: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
-        .filter(|(k, _)| matches!(k.as_ref(), "target" | "endpoint" | "prefix"))
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
+    let (given, others): (Vec<(String, String)>, Vec<(String, String)>) =
+        form_urlencoded::parse(query.as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .partition(|(k, _)| matches!(k.as_str(), "target" | "endpoint" | "prefix"));
+    if let Some((name, _)) = others.first() {
+        return Err(match given.as_slice() {
+            [(mode, target)] if mode == "target" => unencoded_target(target, &others),
+            _ => Error::UnknownParameter {
+                param: name.clone(),
+            },
+        });
+    }
     let [(mode, raw)] = given.as_slice() else {
         return Err(Error::BadRequest {
             reason: "give exactly one of target (a request path and query), endpoint (a path template such as /stock/detail/{code}) or prefix (a key prefix such as /stock/)".into(),
@@ -206,6 +217,23 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
     };
     tracing::info!(mode = %mode, what = %what, purged, "purged");
     Ok(json!({ "mode": mode, "purged": purged, mode.as_str(): what }))
+}
+
+/// The refusal of `target=/stock/kline?code=000001&period=week`: the target's own
+/// query came unencoded, so its `&period=week` reached the purge as a parameter of
+/// its own and the target read would be another key. Names `target` and gives the
+/// encoded form of what was probably meant.
+fn unencoded_target(target: &str, others: &[(String, String)]) -> Error {
+    let rest: Vec<String> = others.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let meant = format!("{target}&{}", rest.join("&"));
+    let encoded: String = form_urlencoded::byte_serialize(meant.as_bytes()).collect();
+    Error::invalid(
+        "target",
+        format!(
+            "{} reached the purge as its own parameter: percent-encode the target's query (& as %26), as in target={encoded}",
+            others[0].0
+        ),
+    )
 }
 
 /// A time as an operator in China reads it: `2026-11-23 09:30:00 CST`.
