@@ -406,6 +406,67 @@ async fn an_ambiguous_purge_target_is_refused() {
     assert_eq!(header(&env.get(kline).await, "x-cache"), "MISS");
 }
 
+/// The metric names README mentions (`mdproxy_*`, `process_*`), anywhere in it.
+fn readme_metric_names() -> Vec<String> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let mut names = Vec::new();
+    for prefix in ["mdproxy_", "process_"] {
+        for (at, _) in readme.match_indices(prefix) {
+            let before = readme[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                continue;
+            }
+            let name: String = readme[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// Every metric name README mentions is one `/metrics` exports (a family or a
+/// sample's name), the cluster's included (a node whose Redis is away still
+/// reports it). README once named the refused reloads' counter wrongly.
+#[tokio::test]
+async fn every_metric_readme_names_is_exported() {
+    let (env, admin) = admin_env_with(|c| {
+        // A closed port: the node works alone, and says so in its metrics.
+        c.cluster.redis_url = mdproxy::config::Secret::new("redis://127.0.0.1:1/0");
+        c.cluster.timeout_ms = 50;
+    })
+    .await;
+    env.get("/market/indices").await;
+    let text = env.text(&format!("{admin}/metrics")).await;
+    let mut exported: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        let name = match line.strip_prefix("# TYPE ") {
+            Some(rest) => rest.split(' ').next(),
+            None if line.starts_with('#') => None,
+            None => line.split(['{', ' ']).next(),
+        };
+        exported.extend(name);
+    }
+    let names = readme_metric_names();
+    assert!(names.len() > 30, "{names:?}");
+    // A name ending in `_` is a prefix (`mdproxy_heap_*`): some metric starts so.
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|n| match n.ends_with('_') {
+            true => !exported.iter().any(|e| e.starts_with(n.as_str())),
+            false => !exported.contains(&n.as_str()),
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "README names {missing:?}, /metrics has:\n{text}"
+    );
+}
+
 /// The start-up probe: against an upstream that takes our token, the proxy is
 /// ready before any client asked; against one that refuses it, `/readyz` says so
 /// and the refusal is its own outcome, not a generic failure.

@@ -132,7 +132,8 @@ fn target_json(t: &crate::upstream::target::TargetReport) -> serde_json::Value {
 /// Drops cached answers: `POST /purge` with `Authorization: Bearer <admin.token>`
 /// and one of
 /// - `target=/stock/detail/600519`: that one answer (canonicalised like a request,
-///   so parameter order and defaults do not matter);
+///   so parameter order and defaults do not matter; its own query percent-encoded,
+///   `target=%2Fstock%2Fkline%3Fcode%3D600519%26period%3Dweek`);
 /// - `endpoint=/stock/detail/{code}`: every answer of that endpoint (the template as
 ///   in the catalogue);
 /// - `prefix=/stock/`: every key starting so (like a Varnish ban on the URL).
