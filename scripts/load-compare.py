@@ -53,8 +53,8 @@ ANSWERS = {
 LABELS = {"detail": "stock detail", "indices": "indices", "watchlist": "7-stock list",
           "week": "weekly K-line", "day": "daily K-line"}
 DEFAULT_SIZES = "detail,watchlist,watchlist-gz,week,week-gz,day"
-SERVERS = ["mdproxy", "nginx", "varnish", "bare"]
-TITLES = {"mdproxy": "mdproxy", "nginx": "nginx", "varnish": "Varnish", "bare": "bare hyper"}
+SERVERS = ["mdproxy", "before", "nginx", "varnish", "bare"]
+TITLES = {"mdproxy": "mdproxy", "before": "before", "nginx": "nginx", "varnish": "Varnish", "bare": "bare hyper"}
 CLIENT_TOKEN = "load-token"
 UPSTREAM_TOKEN = "sim-secret"
 START_WAIT = 20.0  # seconds any server may take to listen
@@ -247,7 +247,7 @@ sub vcl_deliver {{
 
 
 def is_hit(server, headers):
-    if server == "mdproxy" or server == "bare":
+    if server in ("mdproxy", "before", "bare"):
         return headers.get("x-cache", "").upper().startswith("HIT")
     return headers.get("x-cache", "").upper() == "HIT"
 
@@ -404,6 +404,8 @@ def main():
     ap.add_argument("--miss-rounds", type=int, default=2,
                     help="rounds of the miss flood (every request a new key) after the hit rounds; 0: none")
     ap.add_argument("--json", default="target/load/results.json")
+    ap.add_argument("--before", default="",
+                    help="another mdproxy binary (an earlier build) measured beside --bin as 'before'")
     args = ap.parse_args()
 
     sizes = [s for s in args.sizes.split(",") if s]
@@ -411,6 +413,10 @@ def main():
         if s not in ANSWERS:
             raise SystemExit(f"SIZES: unknown answer {s!r}; known: {', '.join(ANSWERS)}")
     servers = [s for s in args.only.split(",") if s]
+    if args.before and "before" not in servers:
+        servers.insert(servers.index("mdproxy") + 1 if "mdproxy" in servers else 0, "before")
+    if "before" in servers and not args.before:
+        raise SystemExit("ONLY names 'before' but BEFORE (an earlier mdproxy binary) is not set")
     for s in servers:
         if s not in SERVERS:
             raise SystemExit(f"ONLY: unknown server {s!r}; known: {', '.join(SERVERS)}")
@@ -438,6 +444,11 @@ def main():
         mdproxy_config(cfg, ports["mdproxy"], ports["sim"])
         p = start("mdproxy", [args.bin, "serve", "--config", cfg, "--log", "warn"])
         wait_listening("mdproxy", ports["mdproxy"], p)
+    if "before" in servers:
+        cfg = os.path.join(work, "before.toml")
+        mdproxy_config(cfg, ports["before"], ports["sim"])
+        p = start("before", [args.before, "serve", "--config", cfg, "--log", "warn"])
+        wait_listening("before", ports["before"], p)
     if "nginx" in servers:
         cfg = os.path.join(work, "nginx.conf")
         nginx_config(cfg, ports["nginx"], ports["sim"])
@@ -557,7 +568,7 @@ def main():
 
     # ---- the miss flood: every request a key never seen, in front of the simulator;
     # the simulator asked directly is the ceiling.
-    miss_servers = [s for s in ("mdproxy", "nginx", "varnish") if s in servers] + ["simulator"]
+    miss_servers = [s for s in ("mdproxy", "before", "nginx", "varnish") if s in servers] + ["simulator"]
     miss_runs = {s: [] for s in miss_servers}
     miss_before = sim_total(ports["sim"])
     for r in range(args.miss_rounds):
@@ -580,6 +591,8 @@ def main():
     header = ["answer"] + [TITLES[s] for s in cols]
     if "mdproxy" in cols and "bare" in cols:
         header += ["md/bare", "by round"]
+    if "mdproxy" in cols and "before" in cols:
+        header += ["md/before", "by round"]
     if "mdproxy" in cols and "nginx" in cols:
         header.append("md/nginx")
     header += [f"p99 {TITLES[s]}" for s in cols]
@@ -601,6 +614,12 @@ def main():
             row.append("-" if ratios["mdproxy/bare"] is None else f"{ratios['mdproxy/bare']:.2f}")
             paired = round_ratios(runs[(name, "mdproxy")], runs[(name, "bare")])
             ratios["mdproxy/bare by round"] = paired
+            row.append(f"{min(paired):.2f}-{max(paired):.2f}" if paired else "-")
+        if "mdproxy" in cols and "before" in cols:
+            ratios["mdproxy/before"] = rps["mdproxy"] / rps["before"] if rps["mdproxy"] and rps["before"] else None
+            row.append("-" if ratios["mdproxy/before"] is None else f"{ratios['mdproxy/before']:.2f}")
+            paired = round_ratios(runs[(name, "mdproxy")], runs[(name, "before")])
+            ratios["mdproxy/before by round"] = paired
             row.append(f"{min(paired):.2f}-{max(paired):.2f}" if paired else "-")
         if "mdproxy" in cols and "nginx" in cols:
             ratios["mdproxy/nginx"] = rps["mdproxy"] / rps["nginx"] if rps["mdproxy"] and rps["nginx"] else None
@@ -663,6 +682,12 @@ def main():
             if ratios:
                 print(f"  md/nginx by round: " + " / ".join(f"{x:.2f}" for x in ratios))
                 miss_result["mdproxy/nginx by round"] = ratios
+        if "mdproxy" in miss_runs and "before" in miss_runs:
+            ratios = [a["rps"] / b["rps"] for a, b in zip(miss_runs["mdproxy"], miss_runs["before"])
+                      if a["rps"] and b["rps"]]
+            if ratios:
+                print(f"  md/before by round: " + " / ".join(f"{x:.2f}" for x in ratios))
+                miss_result["mdproxy/before by round"] = ratios
         print(f"  upstream requests during the flood: {miss_upstream}")
 
     print()
