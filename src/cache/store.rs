@@ -498,13 +498,13 @@ mod tests {
         assert!(!tell(101));
         assert!(tell(102));
 
-        // 64 MiB / 1024: entries weighing up to 64 KiB (the body, a third for its
-        // gzip, the key and 512 bytes) are held.
+        // 64 MiB / 512: entries weighing up to 128 KiB (the body, its compressed
+        // copies, the key and 640 bytes) are held.
         let text = |n: usize| -> &'static str { Box::leak("x".repeat(n).into_boxed_str()) };
-        let heavy = put(&cache, "heavy", text(64 * 1024)).await;
+        let heavy = put(&cache, "heavy", text(128 * 1024)).await;
         assert!(read(&cache, "heavy").await.is_some());
         assert!(!holds(&cache, "heavy", &heavy));
-        let light = put(&cache, "light", text(40 * 1024)).await;
+        let light = put(&cache, "light", text(100 * 1024)).await;
         assert!(read(&cache, "light").await.is_some());
         assert!(holds(&cache, "light", &light));
         assert!(holds(&cache, "k", &entry));
