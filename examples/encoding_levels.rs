@@ -75,7 +75,11 @@ async fn main() {
                     size = packed.len();
                 }
                 times.sort();
-                let marker = if level == coding.level() { " (chosen)" } else { "" };
+                let marker = if level == coding.level() {
+                    " (chosen)"
+                } else {
+                    ""
+                };
                 println!(
                     "| {label} | {} | {level}{marker} | {size} | {:.3} | {:.3} |",
                     coding.as_str(),

@@ -130,7 +130,10 @@ pub fn main() -> ExitCode {
     // `OTEL_*` variables for both. Exports what is left when this returns.
     let telemetry = match &cli.command {
         Command::Serve { .. } | Command::Demo { .. } => {
-            let config = served.as_ref().map(|c| c.telemetry.clone()).unwrap_or_default();
+            let config = served
+                .as_ref()
+                .map(|c| c.telemetry.clone())
+                .unwrap_or_default();
             match start_telemetry(&config) {
                 Ok(telemetry) => telemetry,
                 Err(e) => {

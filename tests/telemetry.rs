@@ -93,7 +93,9 @@ impl Collector {
                     let (kept, seen) = (Arc::clone(&kept), Arc::clone(&seen));
                     let service = hyper::service::service_fn(move |req| {
                         let (kept, seen) = (Arc::clone(&kept), Arc::clone(&seen));
-                        async move { Ok::<_, std::convert::Infallible>(receive(req, &kept, &seen).await) }
+                        async move {
+                            Ok::<_, std::convert::Infallible>(receive(req, &kept, &seen).await)
+                        }
                     });
                     tokio::spawn(async move {
                         let _ = hyper::server::conn::http1::Builder::new()
@@ -121,7 +123,10 @@ impl Collector {
 
     /// The spans of `trace`.
     fn trace(&self, trace: &str) -> Vec<Exported> {
-        self.spans().into_iter().filter(|s| s.trace() == trace).collect()
+        self.spans()
+            .into_iter()
+            .filter(|s| s.trace() == trace)
+            .collect()
     }
 
     /// Waits (bounded) until `found` finds what it looks for among the spans,
@@ -248,7 +253,10 @@ async fn a_coalesced_miss_is_traced_from_request_to_upstream() {
     env.sim.set_hang(true);
     let leader = {
         let env = Arc::clone(&env);
-        tokio::spawn(async move { env.get_with(TARGET, &[("x-request-id", "trace-leader")]).await })
+        tokio::spawn(async move {
+            env.get_with(TARGET, &[("x-request-id", "trace-leader")])
+                .await
+        })
     };
     let store = env.proxy.state().cache().store();
     let key = TARGET;
@@ -278,7 +286,10 @@ async fn a_coalesced_miss_is_traced_from_request_to_upstream() {
     let leader = leader.await.unwrap();
     let waiter = waiter.await.unwrap();
     assert_eq!(header(&leader, "cache-status"), "mdproxy; fwd=miss; stored");
-    assert_eq!(header(&waiter, "cache-status"), "mdproxy; fwd=miss; collapsed");
+    assert_eq!(
+        header(&waiter, "cache-status"),
+        "mdproxy; fwd=miss; collapsed"
+    );
     assert_eq!(env.sim.hits("/stock/indicator/financial/{code}"), 1);
     let upstream_saw = env.sim.last_request_headers().unwrap();
     let hit = env.get_with(TARGET, &[("x-request-id", "trace-hit")]).await;
@@ -293,9 +304,18 @@ async fn a_coalesced_miss_is_traced_from_request_to_upstream() {
                 .cloned()
         }
     };
-    let leading = traced.collector.wait_for(flush, by_request_id("trace-leader")).await;
-    let waiting = traced.collector.wait_for(flush, by_request_id("trace-waiter")).await;
-    let hitting = traced.collector.wait_for(flush, by_request_id("trace-hit")).await;
+    let leading = traced
+        .collector
+        .wait_for(flush, by_request_id("trace-leader"))
+        .await;
+    let waiting = traced
+        .collector
+        .wait_for(flush, by_request_id("trace-waiter"))
+        .await;
+    let hitting = traced
+        .collector
+        .wait_for(flush, by_request_id("trace-hit"))
+        .await;
 
     // The request spans: server spans named by route, with the cache's outcome.
     for (span, cache, detail) in [
@@ -303,7 +323,10 @@ async fn a_coalesced_miss_is_traced_from_request_to_upstream() {
         (&waiting, "MISS", "mdproxy; fwd=miss; collapsed"),
         (&hitting, "HIT", "mdproxy; hit; ttl="),
     ] {
-        assert_eq!(span.span.name, "GET /api/v1/stock/indicator/financial/{code}");
+        assert_eq!(
+            span.span.name,
+            "GET /api/v1/stock/indicator/financial/{code}"
+        );
         assert_eq!(span.span.kind, SpanKind::Server as i32);
         assert_eq!(span.service, "mdproxy-test");
         assert_eq!(
@@ -314,7 +337,11 @@ async fn a_coalesced_miss_is_traced_from_request_to_upstream() {
         assert_eq!(span.attr("url.path").unwrap(), format!("/api/v1{TARGET}"));
         assert_eq!(span.attr("http.response.status_code").unwrap(), "200");
         assert_eq!(span.attr("mdproxy.cache").unwrap(), cache);
-        assert!(span.attr("mdproxy.cache_status").unwrap().starts_with(detail));
+        assert!(
+            span.attr("mdproxy.cache_status")
+                .unwrap()
+                .starts_with(detail)
+        );
         assert_eq!(span.attr("mdproxy.cache_key").unwrap(), key);
         assert!(span.parent().is_empty(), "no traceparent came: a root span");
     }
@@ -324,7 +351,11 @@ async fn a_coalesced_miss_is_traced_from_request_to_upstream() {
     let trace = traced
         .collector
         .wait_for(flush, |spans| {
-            let trace: Vec<_> = spans.iter().filter(|s| s.trace() == leading.trace()).cloned().collect();
+            let trace: Vec<_> = spans
+                .iter()
+                .filter(|s| s.trace() == leading.trace())
+                .cloned()
+                .collect();
             (trace.len() >= 4).then_some(trace)
         })
         .await;
@@ -347,7 +378,10 @@ async fn a_coalesced_miss_is_traced_from_request_to_upstream() {
     assert_eq!(fetch.span.name, "GET");
     assert_eq!(fetch.parent(), fill.id());
     assert!(
-        fetch.attr("url.full").unwrap().ends_with(&format!("/api/v1{TARGET}")),
+        fetch
+            .attr("url.full")
+            .unwrap()
+            .ends_with(&format!("/api/v1{TARGET}")),
         "{:?}",
         fetch.attr("url.full")
     );
@@ -374,15 +408,26 @@ async fn a_coalesced_miss_is_traced_from_request_to_upstream() {
         .iter()
         .map(|l| (hex(&l.trace_id), hex(&l.span_id)))
         .collect();
-    assert_eq!(links, [(fill.trace(), fill.id())], "linked to the fill it waited on");
+    assert_eq!(
+        links,
+        [(fill.trace(), fill.id())],
+        "linked to the fill it waited on"
+    );
     assert!(
-        traced.collector.trace(&waiting.trace()).iter().all(|s| s.span.name != "cache.fill"),
+        traced
+            .collector
+            .trace(&waiting.trace())
+            .iter()
+            .all(|s| s.span.name != "cache.fill"),
         "the waiter made no fill"
     );
 
     // Nothing anywhere carries the client key or the query it came in.
     let values = every_value(&traced.collector.spans());
-    assert!(!values.contains(TOKEN) && !values.contains("x-api-key"), "{values}");
+    assert!(
+        !values.contains(TOKEN) && !values.contains("x-api-key"),
+        "{values}"
+    );
     // The exporter sent the configured header, percent-decoded.
     let exports = traced.collector.exports.lock().unwrap().clone();
     assert!(exports.iter().all(|h| h["x-collector-key"] == "k ey"));
@@ -424,7 +469,10 @@ async fn an_incoming_traceparent_is_honoured() {
             .await;
         assert_eq!(request.parent(), parent, "a child of the client's span");
         let sent = upstream_saw["traceparent"].to_str().unwrap().to_owned();
-        assert!(sent.starts_with(&format!("00-{trace}-")) && sent.ends_with("-01"), "{sent}");
+        assert!(
+            sent.starts_with(&format!("00-{trace}-")) && sent.ends_with("-01"),
+            "{sent}"
+        );
         let fetch = traced
             .collector
             .wait_for(flush, |spans| {
@@ -440,7 +488,10 @@ async fn an_incoming_traceparent_is_honoured() {
     // Not sampled by the client: nothing exported, the decision passed on.
     let unsampled = "00-2af7651916cd43dd8448eb211c80319c-d7ad6b7169203331-00";
     let r = env
-        .get_with("/stock/kline?code=000858&period=week", &[("traceparent", unsampled)])
+        .get_with(
+            "/stock/kline?code=000858&period=week",
+            &[("traceparent", unsampled)],
+        )
         .await;
     assert_eq!(r.status(), 200);
     let sent = env.sim.last_request_headers().unwrap()["traceparent"]
@@ -453,7 +504,10 @@ async fn an_incoming_traceparent_is_honoured() {
     );
     // A later request's spans arriving shows the export has caught up.
     let r = env
-        .get_with("/stock/detail/600519", &[("x-request-id", "trace-after-unsampled")])
+        .get_with(
+            "/stock/detail/600519",
+            &[("x-request-id", "trace-after-unsampled")],
+        )
         .await;
     assert_eq!(r.status(), 200);
     traced
@@ -466,7 +520,10 @@ async fn an_incoming_traceparent_is_honoured() {
         })
         .await;
     assert!(
-        traced.collector.trace("2af7651916cd43dd8448eb211c80319c").is_empty(),
+        traced
+            .collector
+            .trace("2af7651916cd43dd8448eb211c80319c")
+            .is_empty(),
         "an unsampled trace is not exported"
     );
     // A malformed traceparent (short trace ID) is ignored: a root span.
@@ -520,7 +577,9 @@ async fn banner(child: &mut tokio::process::Child, prefix: &str) -> String {
         }
         panic!("the process ended before printing {prefix:?}");
     };
-    let rest = tokio::time::timeout(Duration::from_secs(20), found).await.unwrap();
+    let rest = tokio::time::timeout(Duration::from_secs(20), found)
+        .await
+        .unwrap();
     // Drained so the pipe never fills.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     rest
@@ -564,11 +623,13 @@ async fn serve_exports_spans_configured_by_its_file() {
         ),
     )
     .unwrap();
-    let mut child = hermetic(&mut tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy")))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .spawn()
-        .unwrap();
+    let mut child = hermetic(&mut tokio::process::Command::new(env!(
+        "CARGO_BIN_EXE_mdproxy"
+    )))
+    .args(["serve", "--config"])
+    .arg(&path)
+    .spawn()
+    .unwrap();
     let base = banner(&mut child, "mdproxy serving ").await;
     let base = base.split_whitespace().next().unwrap().to_owned();
     let traceparent = "00-3af7651916cd43dd8448eb211c80319c-e7ad6b7169203331-01";
@@ -608,13 +669,18 @@ async fn serve_exports_spans_configured_by_its_file() {
 #[tokio::test]
 async fn demo_exports_spans_configured_by_otel_variables() {
     let collector = Collector::start();
-    let mut child = hermetic(&mut tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy")))
-        .args(["demo", "--listen", "127.0.0.1:0", "--admin-listen", ""])
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.base())
-        .env("OTEL_SERVICE_NAME", "md-demo")
-        .env("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20otel-s3cret")
-        .spawn()
-        .unwrap();
+    let mut child = hermetic(&mut tokio::process::Command::new(env!(
+        "CARGO_BIN_EXE_mdproxy"
+    )))
+    .args(["demo", "--listen", "127.0.0.1:0", "--admin-listen", ""])
+    .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.base())
+    .env("OTEL_SERVICE_NAME", "md-demo")
+    .env(
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "authorization=Bearer%20otel-s3cret",
+    )
+    .spawn()
+    .unwrap();
     let mut log = support::stderr_lines(&mut child);
     let base = banner(&mut child, "mdproxy demo: proxy ").await;
     let base = base.split_whitespace().next().unwrap().to_owned();
@@ -635,7 +701,11 @@ async fn demo_exports_spans_configured_by_otel_variables() {
     assert_eq!(request.service, "md-demo");
     let exports = collector.exports.lock().unwrap().clone();
     assert!(!exports.is_empty());
-    assert!(exports.iter().all(|h| h["authorization"] == "Bearer otel-s3cret"));
+    assert!(
+        exports
+            .iter()
+            .all(|h| h["authorization"] == "Bearer otel-s3cret")
+    );
     let mut lines = Vec::new();
     while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(5), log.recv()).await {
         lines.push(line);

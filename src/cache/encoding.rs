@@ -144,7 +144,11 @@ mod tests {
         let body = "{\"success\":true,\"data\":[1,2,3]}".repeat(200);
         for coding in Coding::ALL {
             let packed = coding.compress(body.as_bytes()).unwrap();
-            assert!(packed.len() < body.len() / 4, "{coding:?}: {}", packed.len());
+            assert!(
+                packed.len() < body.len() / 4,
+                "{coding:?}: {}",
+                packed.len()
+            );
             assert_eq!(decompress(coding, &packed), body.as_bytes(), "{coding:?}");
             assert_eq!(Coding::ALL[coding.index()], coding);
         }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use moka::Expiry;
-use tracing::Instrument;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::cache::entry::{CachedBody, weight};
 use crate::cache::flight::{Ending, Filled, Flights};
@@ -312,10 +312,13 @@ impl Cache {
             let tracker = self.inner.tracker.clone();
             // Spawned when first polled: the starting caller polls it at once.
             let flight = async move {
-                tracker.spawn(work.instrument(span)).await.unwrap_or_else(|e| {
-                    tracing::error!(error = %e, "cache fill task failed");
-                    Err(FetchError::Unreachable)
-                })
+                tracker
+                    .spawn(work.instrument(span))
+                    .await
+                    .unwrap_or_else(|e| {
+                        tracing::error!(error = %e, "cache fill task failed");
+                        Err(FetchError::Unreachable)
+                    })
             }
             .boxed()
             .shared();
@@ -559,7 +562,11 @@ mod tests {
             );
             weighed += made.len();
         }
-        assert_eq!(weight("k", &entry), weighed as u64, "every representation weighed");
+        assert_eq!(
+            weight("k", &entry),
+            weighed as u64,
+            "every representation weighed"
+        );
         let mut out = String::new();
         use std::io::Read;
         flate2::read::GzDecoder::new(&entry.encoded(Coding::Gzip).unwrap()[..])

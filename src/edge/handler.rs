@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use futures_util::future::{BoxFuture, Either};
-use tracing::Instrument;
 use http::{HeaderValue, Method, Request, Response, header};
+use tracing::Instrument;
 
 use crate::api::catalog::Endpoint;
 use crate::api::params::Valid;

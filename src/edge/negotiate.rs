@@ -178,7 +178,10 @@ mod tests {
         assert_eq!(pick(&["gzip;q=0.5, identity;q=0.5"]), Some("gzip"));
         // `*` weighs the codings not listed, not identity, the fallback.
         assert_eq!(pick(&["gzip;q=0.2, *;q=0.3"]), Some("zstd"));
-        assert_eq!(pick(&["gzip;q=0.2, br;q=0.1, zstd;q=0.1, *;q=0.3"]), Some("gzip"));
+        assert_eq!(
+            pick(&["gzip;q=0.2, br;q=0.1, zstd;q=0.1, *;q=0.3"]),
+            Some("gzip")
+        );
         assert_eq!(pick(&["gzip;q=0.2, identity;q=0.1, *;q=0"]), Some("gzip"));
         assert_eq!(pick(&["gzip;q=0.2, identity;q=0.3"]), None);
         assert_eq!(pick(&["gzip;q=0.001"]), Some("gzip"));
@@ -188,7 +191,14 @@ mod tests {
 
     #[test]
     fn invalid_q_values_are_ignored() {
-        for bad in ["gzip;q=1.5", "gzip;q=2", "gzip;q=0.0001", "gzip;q=.5", "gzip;q=x", "gzip;q="] {
+        for bad in [
+            "gzip;q=1.5",
+            "gzip;q=2",
+            "gzip;q=0.0001",
+            "gzip;q=.5",
+            "gzip;q=x",
+            "gzip;q=",
+        ] {
             assert_eq!(pick(&[bad]), None, "{bad}");
         }
         assert_eq!(pick(&["br;q=1.5, gzip"]), Some("gzip"));

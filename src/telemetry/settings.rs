@@ -88,7 +88,10 @@ impl Settings {
     ///
     /// # Errors
     /// Every problem found, each naming its key or variable.
-    pub fn resolve(config: &TelemetryConfig, env: &dyn Env) -> Result<Option<Settings>, Vec<String>> {
+    pub fn resolve(
+        config: &TelemetryConfig,
+        env: &dyn Env,
+    ) -> Result<Option<Settings>, Vec<String>> {
         let var = |name: &'static str| {
             env.var(name)
                 .map(|v| v.trim().to_owned())
@@ -154,18 +157,21 @@ impl Settings {
         if service_name.is_empty() {
             problems.push("telemetry.service_name must not be empty".into());
         }
-        let (sampler_from, sampler) = var(SAMPLER)
-            .unwrap_or(("telemetry.sampler", config.sampler.trim().to_owned()));
+        let (sampler_from, sampler) =
+            var(SAMPLER).unwrap_or(("telemetry.sampler", config.sampler.trim().to_owned()));
         let ratio = match var(SAMPLER_ARG) {
             Some((name, v)) => v.parse::<f64>().map_err(|_| name),
             None => Ok(config.sampler_arg),
         }
         .and_then(|r| {
-            (0.0..=1.0).contains(&r).then_some(r).ok_or(if var(SAMPLER_ARG).is_some() {
-                SAMPLER_ARG
-            } else {
-                "telemetry.sampler_arg"
-            })
+            (0.0..=1.0)
+                .contains(&r)
+                .then_some(r)
+                .ok_or(if var(SAMPLER_ARG).is_some() {
+                    SAMPLER_ARG
+                } else {
+                    "telemetry.sampler_arg"
+                })
         });
         let (parent_based, root) = match sampler.as_str() {
             "always_on" => (false, Some(Sampling::AlwaysOn)),
@@ -185,7 +191,9 @@ impl Settings {
             (Some(root), _) => root,
             (None, Ok(ratio)) => Sampling::Ratio(ratio),
             (None, Err(from)) => {
-                problems.push(format!("{from}: the sampler's ratio must be a number from 0.0 to 1.0"));
+                problems.push(format!(
+                    "{from}: the sampler's ratio must be a number from 0.0 to 1.0"
+                ));
                 Sampling::AlwaysOn
             }
         };
@@ -259,7 +267,10 @@ mod tests {
             .collect()
     }
 
-    fn resolve(config: &TelemetryConfig, vars: &[(&str, &str)]) -> Result<Option<Settings>, Vec<String>> {
+    fn resolve(
+        config: &TelemetryConfig,
+        vars: &[(&str, &str)],
+    ) -> Result<Option<Settings>, Vec<String>> {
         Settings::resolve(config, &env(vars))
     }
 
@@ -269,7 +280,9 @@ mod tests {
     fn an_endpoint_turns_traces_on() {
         let none = TelemetryConfig::default();
         assert_eq!(resolve(&none, &[]), Ok(None));
-        let on = resolve(&none, &[(ENDPOINT, "http://collector:4318/")]).unwrap().unwrap();
+        let on = resolve(&none, &[(ENDPOINT, "http://collector:4318/")])
+            .unwrap()
+            .unwrap();
         assert_eq!(on.endpoint, "http://collector:4318/v1/traces");
         assert_eq!(on.service_name, "mdproxy");
         assert!(on.parent_based && on.root == Sampling::AlwaysOn);
@@ -280,15 +293,23 @@ mod tests {
         };
         let s = resolve(&file, &[]).unwrap().unwrap();
         assert_eq!(s.endpoint, "https://otel.example:4318/v1/traces");
-        let s = resolve(&file, &[(ENDPOINT, "http://a:4318")]).unwrap().unwrap();
+        let s = resolve(&file, &[(ENDPOINT, "http://a:4318")])
+            .unwrap()
+            .unwrap();
         assert_eq!(s.endpoint, "http://a:4318/v1/traces");
         let s = resolve(
             &file,
-            &[(ENDPOINT, "http://a:4318"), (TRACES_ENDPOINT, "http://b:9/spans")],
+            &[
+                (ENDPOINT, "http://a:4318"),
+                (TRACES_ENDPOINT, "http://b:9/spans"),
+            ],
         )
         .unwrap()
         .unwrap();
-        assert_eq!(s.endpoint, "http://b:9/spans", "the traces URL is used as it is");
+        assert_eq!(
+            s.endpoint, "http://b:9/spans",
+            "the traces URL is used as it is"
+        );
         assert_eq!(resolve(&file, &[(SDK_DISABLED, "true")]), Ok(None));
         assert_eq!(resolve(&file, &[(TRACES_EXPORTER, "none")]), Ok(None));
     }
@@ -375,15 +396,24 @@ mod tests {
         let text = problems.join("\n");
         assert!(text.contains("OTEL_TRACES_SAMPLER_ARG:"), "{text}");
         assert!(text.contains("OTEL_EXPORTER_OTLP_PROTOCOL:"), "{text}");
-        assert!(text.contains("OTEL_EXPORTER_OTLP_HEADERS: the value of api-key"), "{text}");
+        assert!(
+            text.contains("OTEL_EXPORTER_OTLP_HEADERS: the value of api-key"),
+            "{text}"
+        );
         assert!(!text.contains("s3cr3t"), "{text}");
         let s = resolve(
             &TelemetryConfig::default(),
-            &[(ENDPOINT, "http://u:pw@c:4318"), (HEADERS, "api-key=s3cr3t")],
+            &[
+                (ENDPOINT, "http://u:pw@c:4318"),
+                (HEADERS, "api-key=s3cr3t"),
+            ],
         )
         .unwrap()
         .unwrap();
         let shown = format!("{s:?}");
-        assert!(shown.contains("api-key") && !shown.contains("s3cr3t") && !shown.contains("pw"), "{shown}");
+        assert!(
+            shown.contains("api-key") && !shown.contains("s3cr3t") && !shown.contains("pw"),
+            "{shown}"
+        );
     }
 }

@@ -74,7 +74,9 @@ pub fn record_response<B>(
         let route = format!("{}{route}", crate::api::router::API_PREFIX);
         // By the span itself: a span already started (it has children) takes a new
         // name only this way.
-        span.context().span().update_name(format!("{method} {route}"));
+        span.context()
+            .span()
+            .update_name(format!("{method} {route}"));
         span.record("http.route", route);
     }
     let status = response.status().as_u16();

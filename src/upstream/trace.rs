@@ -129,7 +129,10 @@ mod tests {
             assert_eq!(t.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
             let child = t.child();
             let child = child.to_str().unwrap();
-            assert!(child.starts_with("00-4bf92f") && child.ends_with("-01"), "{child}");
+            assert!(
+                child.starts_with("00-4bf92f") && child.ends_with("-01"),
+                "{child}"
+            );
         }
         for bad in [
             &b"00-00000000000000000000000000000000-00f067aa0ba902b7-01"[..],
