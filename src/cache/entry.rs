@@ -32,8 +32,9 @@ pub struct CachedBody {
     pub etag: HeaderValue,
     /// The compressed representations, by [`Coding::index`]: each one's validator,
     /// and its bytes, made once per entry (by the fill that stores it, see
-    /// [`CachedBody::encode_all`], else on first demand).
-    encoded: [Encoded; 3],
+    /// [`CachedBody::encode_all`], else on first demand). Boxed: it would triple
+    /// the size of every value that carries an entry.
+    encoded: Box<[Encoded; 3]>,
     /// How long moka may keep it in memory (until its stale-if-error time).
     pub keep_for: Duration,
     /// Read from the cluster's shared store (another node's fill, or this node's
@@ -67,10 +68,10 @@ impl CachedBody {
             lifetimes,
             generation,
             etag: header(format!("\"{hash:016x}\"")),
-            encoded: Coding::ALL.map(|coding| Encoded {
+            encoded: Box::new(Coding::ALL.map(|coding| Encoded {
                 etag: header(format!("\"{hash:016x}{}\"", coding.etag_suffix())),
                 bytes: OnceLock::new(),
-            }),
+            })),
             keep_for,
             shared: false,
         }

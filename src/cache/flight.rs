@@ -27,10 +27,13 @@ pub type Flight = Shared<BoxFuture<'static, Result<Filled, FetchError>>>;
 /// for a hash map lookup and, for the first caller of a key, an insert.
 const SHARDS: usize = 64;
 
-/// The fills under way, by key, each with the span its waiters link to.
+/// One shard: the fills under way by key, each with the span its waiters link to.
+type Shard = HashMap<String, (Flight, Link)>;
+
+/// The fills under way, by key.
 pub struct Flights {
     hasher: foldhash::fast::RandomState,
-    shards: Box<[Mutex<HashMap<String, (Flight, Link)>>]>,
+    shards: Box<[Mutex<Shard>]>,
 }
 
 impl Default for Flights {
@@ -43,7 +46,7 @@ impl Default for Flights {
 }
 
 impl Flights {
-    fn shard(&self, key: &str) -> MutexGuard<'_, HashMap<String, (Flight, Link)>> {
+    fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
         let index = (self.hasher.hash_one(key) % SHARDS as u64) as usize;
         // A panic while the lock is held can only come from the map itself; its
         // contents stay consistent, so a poisoned lock is taken over.
