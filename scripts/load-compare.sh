@@ -6,7 +6,8 @@
 # Prints one table (req/s, ratios, p99) and writes target/load/results.json.
 # Installs Debian's nginx-light, varnish, wrk, nghttp2-client and curl when missing.
 #   DURATION=6 ROUNDS=5 CONNECTIONS=64 THREADS=2 scripts/load-compare.sh
-#   SIZES=detail,week-gz         answers: detail indices watchlist week day, each also -gz
+#   SIZES=detail,week-gz         answers: detail indices watchlist week day, each also -gz -br -zstd
+#                                (Accept-Encoding naming that coding; nginx-light has gzip only)
 #   ONLY=mdproxy,bare            servers (mdproxy nginx varnish bare; before with BEFORE_REV)
 #   BEFORE_REV=746a14d           also measure the release binary of that commit, as "before",
 #                                beside this one (hit rows and the miss flood gain md/before)

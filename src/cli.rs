@@ -126,8 +126,29 @@ pub fn main() -> ExitCode {
         .log_format
         .or(served.as_ref().map(|c| c.log.format))
         .unwrap_or(LogFormat::Text);
+    // Traces, for the servers: `[telemetry]` of serve's file (checked with it), the
+    // `OTEL_*` variables for both. Exports what is left when this returns.
+    let telemetry = match &cli.command {
+        Command::Serve { .. } | Command::Demo { .. } => {
+            let config = served
+                .as_ref()
+                .map(|c| c.telemetry.clone())
+                .unwrap_or_default();
+            match start_telemetry(&config) {
+                Ok(telemetry) => telemetry,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => None,
+    };
     // Flushes the log's background writer when this returns.
-    let _log_writer = crate::logging::init(&cli.log, format);
+    let _log_writer = crate::logging::init(&cli.log, format, telemetry.as_ref());
+    if let Some(telemetry) = &telemetry {
+        tracing::info!("telemetry: {}", telemetry.describe());
+    }
     match cli.command {
         Command::Docs => {
             print_or_exit(&format!(
@@ -175,6 +196,20 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Starts traces when `config` and the `OTEL_*` variables set an endpoint.
+///
+/// # Errors
+/// Every problem with them, one a line, or why the exporter could not start.
+fn start_telemetry(
+    config: &crate::config::TelemetryConfig,
+) -> Result<Option<crate::telemetry::Telemetry>, String> {
+    let settings = crate::telemetry::Settings::resolve(config, &process_env())
+        .map_err(|problems| problems.join("\n"))?;
+    settings
+        .map(|s| crate::telemetry::Telemetry::start(&s))
+        .transpose()
 }
 
 /// Writes `text` to stdout; a reader that went away (`mdproxy openapi | head`)

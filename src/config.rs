@@ -171,6 +171,50 @@ pub struct Config {
     pub cluster: ClusterConfig,
     pub admin: AdminConfig,
     pub log: LogConfig,
+    pub telemetry: TelemetryConfig,
+}
+
+/// `[telemetry]`: OpenTelemetry traces, exported over OTLP (README "Observability").
+/// Off unless an endpoint is set, here or in `OTEL_EXPORTER_OTLP_ENDPOINT`; the
+/// standard `OTEL_*` variables override these keys, as `MDPROXY_*` ones do. Applies
+/// at start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// The collector's OTLP/HTTP base URL (`http://collector:4318`; spans go to
+    /// `/v1/traces` under it), as `OTEL_EXPORTER_OTLP_ENDPOINT`. Empty: no traces.
+    pub endpoint: String,
+    /// `http/protobuf` (`OTEL_EXPORTER_OTLP_PROTOCOL`).
+    pub protocol: String,
+    /// Headers sent with every export, `name=value,name2=value2` (values
+    /// percent-encoded), as `OTEL_EXPORTER_OTLP_HEADERS`. A secret: it usually
+    /// carries the backend's key, and is never logged.
+    pub headers: Secret,
+    /// `service.name` of the spans (`OTEL_SERVICE_NAME`).
+    pub service_name: String,
+    /// `parentbased_always_on`, `parentbased_always_off`, `parentbased_traceidratio`,
+    /// `always_on`, `always_off` or `traceidratio` (`OTEL_TRACES_SAMPLER`). The
+    /// parent-based ones follow an incoming `traceparent`'s sampled flag.
+    pub sampler: String,
+    /// The ratio of the `traceidratio` samplers, 0.0 to 1.0
+    /// (`OTEL_TRACES_SAMPLER_ARG`).
+    pub sampler_arg: f64,
+    /// How long one export may take (`OTEL_EXPORTER_OTLP_TIMEOUT`).
+    pub timeout_ms: u64,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            endpoint: String::new(),
+            protocol: "http/protobuf".into(),
+            headers: Secret::new(""),
+            service_name: "mdproxy".into(),
+            sampler: "parentbased_always_on".into(),
+            sampler_arg: 1.0,
+            timeout_ms: 10_000,
+        }
+    }
 }
 
 /// `[log]`: what mdproxy writes to stderr (the filter is `--log` / `MDPROXY_LOG`).

@@ -18,6 +18,8 @@
 //!   and the OpenAPI document generated from the catalogue.
 //! - [`config`], [`stats`], [`error`], [`logging`]: configuration, counters, the
 //!   contract's errors, rate-limited warnings.
+//! - [`telemetry`]: OpenTelemetry traces (the spans of a request and of what it
+//!   causes, the W3C trace context in and out, the OTLP export); off by default.
 //! - [`sim`]: the simulated upstream (the other side of the wire), [`demo`] wires it
 //!   to a proxy; [`shutdown`] listens for signals; [`closing`] ends one connection
 //!   (the edge's listener and the hub ask for it).
@@ -52,4 +54,5 @@ pub mod sim;
 pub mod slots;
 pub mod state;
 pub mod stats;
+pub mod telemetry;
 pub mod upstream;

@@ -172,6 +172,9 @@ impl AppState {
         if config.scheduler != old.config.scheduler {
             needs_restart.push("scheduler");
         }
+        if config.telemetry != old.config.telemetry {
+            needs_restart.push("telemetry");
+        }
         self.inner.upstream.reconfigure(&config)?;
         self.inner.cache.failures().set_backoff(backoff(&config));
         self.inner

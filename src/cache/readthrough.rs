@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::api::params::Valid;
 use crate::cache::entry::CachedBody;
@@ -484,7 +485,9 @@ impl ReadThrough {
                         None
                     } else {
                         let fresh = |e: &CachedBody| e.is_fresh_under(&policy, clock.now());
-                        match shared::before_fill(&cluster, &key, &policy, lease, fresh).await {
+                        let lookup = shared::before_fill(&cluster, &key, &policy, lease, fresh)
+                            .instrument(crate::telemetry::cluster_span());
+                        match lookup.await {
                             Share::Found(entry) => return Ok(entry),
                             Share::Fetch(held) => held,
                         }

@@ -32,14 +32,16 @@ pub struct Applied {
 pub type Apply = Arc<dyn Fn(Config) -> Result<Applied, String> + Send + Sync>;
 
 /// Loads and checks `path` with overrides from `env`: the config's own keys, then
-/// the checks their owners make (the scheduler's cron expressions and targets), all
-/// reported together.
+/// the checks their owners make (the scheduler's cron expressions and targets,
+/// `[telemetry]` with the `OTEL_*` variables), all reported together.
 ///
 /// # Errors
 /// A [`ConfigError`] listing every problem with its line or variable.
 pub fn load(path: &Path, env: &dyn Env) -> Result<Config, ConfigError> {
     Config::load_checked(path, env, &|config| {
-        crate::ops::scheduler::problems(&config.scheduler.jobs)
+        let mut problems = crate::ops::scheduler::problems(&config.scheduler.jobs);
+        problems.extend(crate::telemetry::problems(&config.telemetry, env));
+        problems
     })
 }
 

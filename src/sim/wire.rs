@@ -46,7 +46,7 @@ fn failure(status: StatusCode, message: &str) -> Response<Body> {
 pub(super) async fn handle(shared: &Shared, req: Request<hyper::body::Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let req = Request::from_parts(parts, ());
-    shared.raw.record(req.uri());
+    shared.raw.record(req.uri(), req.headers());
     let uri = req.uri();
     if uri.path() == "/_sim/stats" {
         return stats_response(shared);

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::cache::market::Clock;
 use crate::cluster::Cluster;
@@ -269,13 +270,20 @@ impl Upstream {
             .timeout_for(endpoint_of(request.target));
         let mut asked = None;
         let attempt = async {
-            self.permit(target, request.priority).await?;
+            self.permit(target, request.priority)
+                .instrument(crate::telemetry::budget_span(request.priority.as_str()))
+                .await?;
             target.take_quota(request.priority)?;
             let started = Instant::now();
+            // Its context goes upstream as `traceparent` (see `client.rs`).
+            let span =
+                crate::telemetry::upstream_span(&target.client.config().base_url, request.target);
             let result = target
                 .client
                 .fetch(request.target, timeout, request.passthrough)
+                .instrument(span.clone())
                 .await;
+            crate::telemetry::record_error(&span, result.as_ref().err().map(FetchError::as_str));
             asked = Some(started.elapsed());
             result
         };
