@@ -43,7 +43,7 @@ pub trait SharedStore: Send + Sync {
     async fn purge_matching(
         &self,
         prefix: &str,
-        matches: &(dyn Fn(&str) -> bool + Sync),
+        matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
         message: &str,
     );
 
@@ -188,7 +188,7 @@ impl SharedStore for Alone {
     async fn purge_matching(
         &self,
         _prefix: &str,
-        _matches: &(dyn Fn(&str) -> bool + Sync),
+        _matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
         _message: &str,
     ) {
     }

@@ -130,7 +130,7 @@ impl SharedStore for Cluster {
     async fn purge_matching(
         &self,
         prefix: &str,
-        matches: &(dyn Fn(&str) -> bool + Sync),
+        matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
         message: &str,
     ) {
         // Round by round: Redis is never held for the whole keyspace, and each
@@ -145,7 +145,7 @@ impl SharedStore for Cluster {
             let prefix = entry_prefix();
             let doomed: Vec<String> = keys
                 .into_iter()
-                .filter(|k| k.strip_prefix(&prefix).is_some_and(matches))
+                .filter(|k| k.strip_prefix(&prefix).is_some_and(|rest| matches(rest)))
                 .collect();
             if !doomed.is_empty() && self.delete(doomed).await.is_err() {
                 break;
