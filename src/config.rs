@@ -1145,7 +1145,8 @@ impl Config {
         } else if !redis.is_empty()
             && (!redis.starts_with("redis://") || redis::Client::open(redis).is_err())
         {
-            problems.push("cluster.redis_url must be a redis://[:password@]host:port/db URL".into());
+            problems
+                .push("cluster.redis_url must be a redis://[:password@]host:port/db URL".into());
         }
         if self.cluster.timeout_ms == 0 {
             problems.push("cluster.timeout_ms must be at least 1".into());

@@ -121,8 +121,11 @@ impl AppState {
                 }
             });
             // Pauses and slow-downs of the upstream other nodes were told of.
-            let (mut heard, upstream, stop) =
-                (fleet.limits().announcements(), upstream.clone(), stop.clone());
+            let (mut heard, upstream, stop) = (
+                fleet.limits().announcements(),
+                upstream.clone(),
+                stop.clone(),
+            );
             tracker.spawn(async move {
                 loop {
                     tokio::select! {

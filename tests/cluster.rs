@@ -371,7 +371,9 @@ async fn one_hub_poll_per_interval_for_the_cluster() {
     let upstream = env.sim.hits("/stock/list");
     let sim = &env.sim;
     assert!(
-        support::eventually(Duration::from_secs(20), || sim.hits("/stock/list") >= upstream + 10).await,
+        support::eventually(Duration::from_secs(20), || sim.hits("/stock/list")
+            >= upstream + 10)
+        .await,
         "the cluster stopped polling"
     );
     let after: Vec<u64> = nodes.iter().map(|n| polls(n)).collect();
@@ -542,7 +544,12 @@ async fn a_purge_by_prefix_or_endpoint_reaches_keys_the_purging_node_never_held(
     );
     for target in ["/market/indices", "/stock/detail/600519"] {
         let r = get(&env.proxy, target).await;
-        assert_eq!(header(&r, "x-cache"), "MISS", "{target}: {}", header(&r, "cache-status"));
+        assert_eq!(
+            header(&r, "x-cache"),
+            "MISS",
+            "{target}: {}",
+            header(&r, "cache-status")
+        );
     }
     assert_eq!(env.sim.hits("/market/indices"), 2);
     assert_eq!(env.sim.hits("/stock/detail/{code}"), 2);
@@ -652,7 +659,10 @@ fn rediss_is_refused_by_check_config_as_by_serve() {
     let mut config = mdproxy::config::Config::default();
     config.cluster.redis_url = Secret::new("rediss://:tls-pw@127.0.0.1:6380/0");
     let checked = config.validate().unwrap_err().to_string();
-    assert!(checked.contains("rediss:// (TLS to Redis) is not supported yet"), "{checked}");
+    assert!(
+        checked.contains("rediss:// (TLS to Redis) is not supported yet"),
+        "{checked}"
+    );
     let served = mdproxy::cluster::Cluster::start(
         &config.cluster,
         &tokio_util::task::TaskTracker::new(),
@@ -697,7 +707,11 @@ async fn a_retry_after_seen_by_one_node_pauses_every_node() {
         assert!(r.headers().contains_key("retry-after"));
     }
     assert_eq!(env.sim.throttled(), 1, "asked during the pause");
-    assert_eq!(env.sim.hits("/stock/detail/{code}"), 1, "answered: the first");
+    assert_eq!(
+        env.sim.hits("/stock/detail/{code}"),
+        1,
+        "answered: the first"
+    );
     let rate = |n: &App| n.state().upstream().report()[0].pace.rate;
     assert!(
         support::eventually(Duration::from_secs(5), || rate(&b) < 20.0).await,
@@ -729,12 +743,21 @@ async fn the_minute_quota_is_counted_for_the_fleet() {
     let mut statuses = Vec::new();
     for (i, code) in ["600519", "000001", "300750", "601318"].iter().enumerate() {
         let n = if i % 2 == 0 { &env.proxy } else { &b };
-        statuses.push(get(n, &format!("/stock/detail/{code}")).await.status().as_u16());
+        statuses.push(
+            get(n, &format!("/stock/detail/{code}"))
+                .await
+                .status()
+                .as_u16(),
+        );
     }
     assert_eq!(env.sim.hits("/stock/detail/{code}"), 3, "{statuses:?}");
     assert_eq!(&statuses[..3], [200, 200, 200]);
     assert_ne!(statuses[3], 200);
     let spent = |n: &App| n.state().upstream().report()[0].quota.this_minute;
-    assert_eq!((spent(&env.proxy), spent(&b)), (3, 3), "each shows the fleet's spend");
+    assert_eq!(
+        (spent(&env.proxy), spent(&b)),
+        (3, 3),
+        "each shows the fleet's spend"
+    );
     drop(redis);
 }

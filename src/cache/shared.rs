@@ -208,10 +208,16 @@ mod tests {
             .unwrap()
             .with_timezone(&Utc);
         let here = entry(now, &policy);
-        for ahead in [chrono::Duration::seconds(30), chrono::Duration::days(365 * 73)] {
+        for ahead in [
+            chrono::Duration::seconds(30),
+            chrono::Duration::days(365 * 73),
+        ] {
             let read = decode(encode(&entry(now + ahead, &policy)), &policy, now).unwrap();
             assert_eq!(read.fetched_at, now, "{ahead}");
-            assert_eq!(read.lifetimes.fresh_until, here.lifetimes.fresh_until, "{ahead}");
+            assert_eq!(
+                read.lifetimes.fresh_until, here.lifetimes.fresh_until,
+                "{ahead}"
+            );
         }
     }
 }

@@ -87,7 +87,10 @@ impl Connector {
     /// # Errors
     /// Redis's, when it cannot be reached, refuses the password, or does not
     /// answer within the timeout.
-    pub(crate) async fn connect(&self, channels: &[&str]) -> redis::RedisResult<(Connection, PubSub)> {
+    pub(crate) async fn connect(
+        &self,
+        channels: &[&str],
+    ) -> redis::RedisResult<(Connection, PubSub)> {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(self.timeout)
             .set_response_timeout(self.timeout)

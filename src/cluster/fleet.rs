@@ -365,10 +365,20 @@ mod tests {
         assert!(fleet.cluster().is_none());
         assert!(!fleet.store().is_up());
         assert_eq!(fleet.store().get("/k").await, Err(Unavailable));
-        assert!(fleet.lock().try_lock("/k", Duration::ZERO).await.unwrap().is_some());
+        assert!(
+            fleet
+                .lock()
+                .try_lock("/k", Duration::ZERO)
+                .await
+                .unwrap()
+                .is_some()
+        );
         assert!(!fleet.lock().waiter("/k").wait(Duration::ZERO).await);
         assert_eq!(fleet.jobs().claim("j", 1).await, Ok(true));
-        assert_eq!(fleet.leadership().lead_hub(Duration::ZERO).await, Ok(Some(1)));
+        assert_eq!(
+            fleet.leadership().lead_hub(Duration::ZERO).await,
+            Ok(Some(1))
+        );
         assert_eq!(fleet.permits().nodes(), 1);
         assert_eq!(
             fleet

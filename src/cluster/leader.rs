@@ -49,7 +49,10 @@ impl Board {
     /// After a new subscription (Redis may have lost its data): the next board is
     /// taken whatever its term.
     pub(super) fn forget_term(&self) {
-        self.latest.lock().expect("cluster lock is never poisoned").0 = 0;
+        self.latest
+            .lock()
+            .expect("cluster lock is never poisoned")
+            .0 = 0;
     }
 
     /// Takes a published board, unless an older term's (a deposed leader's) or one
@@ -227,7 +230,11 @@ mod tests {
         board.take(format!("{}\n600519\tstray", u64::MAX).as_bytes(), NOW);
         assert_eq!(row(&board, "600519").unwrap(), "real");
         board.take(format!("{}\n600519\tnext", NOW + 1).as_bytes(), NOW + 500);
-        assert_eq!(row(&board, "600519").unwrap(), "next", "the leader's next board");
+        assert_eq!(
+            row(&board, "600519").unwrap(),
+            "next",
+            "the leader's next board"
+        );
         // A skew of minutes is no reason to refuse a board.
         board.take(format!("{}\n600519\tskewed", NOW + 300_000).as_bytes(), NOW);
         assert_eq!(row(&board, "600519").unwrap(), "skewed");

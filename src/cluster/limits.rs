@@ -106,7 +106,9 @@ impl Heard {
                 }
             }
             "slow" => {
-                let Ok(rate) = value.parse::<f64>() else { return };
+                let Ok(rate) = value.parse::<f64>() else {
+                    return;
+                };
                 if !rate.is_finite() || rate < 0.0 {
                     return;
                 }
@@ -170,13 +172,7 @@ impl FleetLimits for Cluster {
     async fn pause(&self, target: &str, wait: Duration) {
         let (key, ms) = (pause_key(target), wait.as_millis().max(1) as u64);
         let _ = self
-            .run(|mut c| async move {
-                PAUSE
-                    .key(&key)
-                    .arg(ms)
-                    .invoke_async::<i64>(&mut c)
-                    .await
-            })
+            .run(|mut c| async move { PAUSE.key(&key).arg(ms).invoke_async::<i64>(&mut c).await })
             .await;
         self.publish(format!("pause {} {target} {ms}", self.inner.node_id))
             .await;

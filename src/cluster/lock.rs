@@ -23,10 +23,13 @@ struct Filled {
     notify: Notify,
 }
 
+/// Fills waited for, by key.
+type Registry = Arc<Mutex<HashMap<String, Arc<Filled>>>>;
+
 /// The fills this node waits for, by key, woken by another node's announcement.
 #[derive(Default)]
 pub(super) struct Waiters {
-    by_key: Arc<Mutex<HashMap<String, Arc<Filled>>>>,
+    by_key: Registry,
 }
 
 impl Waiters {
@@ -61,7 +64,7 @@ impl Lease {
 /// Waits for another node's fill of one key; deregisters when dropped.
 pub struct Waiter {
     /// Where it is registered (`None`: a single node's, never woken).
-    registry: Option<(Arc<Mutex<HashMap<String, Arc<Filled>>>>, String)>,
+    registry: Option<(Registry, String)>,
     filled: Arc<Filled>,
 }
 
@@ -240,10 +243,7 @@ mod tests {
     #[tokio::test]
     async fn no_lease_while_redis_is_away() {
         let cluster = Cluster::on_mock(vec![mock::failing(
-            redis::cmd("SET")
-                .arg("mdproxy:v1:lock:/k")
-                .arg("x")
-                .clone(),
+            redis::cmd("SET").arg("mdproxy:v1:lock:/k").arg("x").clone(),
         )]);
         assert_eq!(
             cluster.try_lock("/k", Duration::from_millis(1)).await.err(),

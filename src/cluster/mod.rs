@@ -38,9 +38,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::ClusterConfig;
 use conn::{Connection, Connector};
 
-pub use fleet::{
-    Alone, FillLock, Fleet, FleetLimits, JobClaims, Leadership, Permits, SharedStore,
-};
+pub use fleet::{Alone, FillLock, Fleet, FleetLimits, JobClaims, Leadership, Permits, SharedStore};
 pub use lock::{Lease, Waiter};
 
 /// Prefix of every key and channel, versioned with the entry format.
@@ -404,7 +402,10 @@ mod mock {
     /// `EVALSHA` of `script` as `invoke_async` sends it.
     pub(super) fn eval(script: &redis::Script, keys: &[&str], args: &[&str]) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.get_hash()).arg(keys.len()).arg(keys).arg(args);
+        cmd.arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
         cmd
     }
 
@@ -483,4 +484,3 @@ mod tests {
         task.abort();
     }
 }
-

@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
-use super::{Cluster, PREFIX, SharedStore, Unavailable};
 #[cfg(test)]
 use super::SCAN_COUNT;
+use super::{Cluster, PREFIX, SharedStore, Unavailable};
 
 /// What the store keeps on this node.
 pub(super) struct Local {
@@ -145,7 +145,7 @@ impl SharedStore for Cluster {
             let prefix = entry_prefix();
             let doomed: Vec<String> = keys
                 .into_iter()
-                .filter(|k| k.strip_prefix(&prefix).is_some_and(|rest| matches(rest)))
+                .filter(|k| k.strip_prefix(&prefix).is_some_and(matches))
                 .collect();
             if !doomed.is_empty() && self.delete(doomed).await.is_err() {
                 break;
@@ -203,7 +203,12 @@ mod tests {
             MockCmd::new(redis::cmd("GET").arg(key).clone(), Ok(Value::Nil)),
             MockCmd::new(redis::cmd("GET").arg(key).clone(), Ok(bulk("body"))),
             MockCmd::new(
-                redis::cmd("SET").arg(key).arg("ok").arg("PX").arg(1_500).clone(),
+                redis::cmd("SET")
+                    .arg(key)
+                    .arg("ok")
+                    .arg("PX")
+                    .arg(1_500)
+                    .clone(),
                 Ok("OK"),
             ),
         ]);
@@ -214,11 +219,20 @@ mod tests {
         );
         assert_eq!(cluster.shared_hits(), 1);
         let large = Bytes::from(vec![0; cluster.max_body() + 1]);
-        cluster.put("/market/indices", large, Duration::from_secs(1)).await;
         cluster
-            .put("/market/indices", Bytes::from_static(b"ok"), Duration::from_millis(1_500))
+            .put("/market/indices", large, Duration::from_secs(1))
             .await;
-        assert!(Cluster::is_up(&cluster), "every command was the one expected");
+        cluster
+            .put(
+                "/market/indices",
+                Bytes::from_static(b"ok"),
+                Duration::from_millis(1_500),
+            )
+            .await;
+        assert!(
+            Cluster::is_up(&cluster),
+            "every command was the one expected"
+        );
     }
 
     /// A purge by prefix finds the stored keys round by round (none of them need be
@@ -257,7 +271,10 @@ mod tests {
                 "endpoint /stock/detail/{code}",
             )
             .await;
-        assert!(Cluster::is_up(&cluster), "every command was the one expected");
+        assert!(
+            Cluster::is_up(&cluster),
+            "every command was the one expected"
+        );
         // The publication comes back through the subscription, to this node too.
         cluster.on_event(b"purge endpoint /stock/detail/{code}");
         assert_eq!(heard.try_recv().unwrap(), "endpoint /stock/detail/{code}");
@@ -266,7 +283,10 @@ mod tests {
     /// Glob characters in a prefix are matched literally.
     #[test]
     fn a_prefix_is_matched_literally() {
-        assert_eq!(pattern("/a*b?[c]\\"), "mdproxy:v1:entry:/a\\*b\\?\\[c\\]\\\\*");
+        assert_eq!(
+            pattern("/a*b?[c]\\"),
+            "mdproxy:v1:entry:/a\\*b\\?\\[c\\]\\\\*"
+        );
     }
 
     /// Redis away in the middle of a purge: the scan stops, nothing hangs.

@@ -338,7 +338,11 @@ mod tests {
         assert!(p.follow(0.1, "x"));
         assert_eq!(p.rate(), 1.0, "the floor");
         clock.advance(Duration::from_secs(10));
-        assert_eq!(p.rate(), 3.0, "back up in steps from the moment it followed");
+        assert_eq!(
+            p.rate(),
+            3.0,
+            "back up in steps from the moment it followed"
+        );
     }
 
     #[test]

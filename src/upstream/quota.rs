@@ -357,7 +357,10 @@ mod tests {
         // Alone again: counted on from the fleet's count (2 of the day left).
         assert_eq!(q.take(Priority::Client), Ok(()));
         assert_eq!(q.take(Priority::Client), Ok(()));
-        assert!(matches!(q.take(Priority::Client), Err(Exhausted::Day { .. })));
+        assert!(matches!(
+            q.take(Priority::Client),
+            Err(Exhausted::Day { .. })
+        ));
         assert_eq!(q.ask(Priority::Client).map(|a| a.client), Some(true));
     }
 

@@ -13,6 +13,7 @@ use chrono::NaiveTime;
 
 use crate::api::catalog::catalog;
 use crate::cache::market::Clock;
+use crate::cluster::limits::{Announcement, QuotaAsk, QuotaCount};
 use crate::config::{Config, FallbackConfig, UpstreamConfig, redacted_url};
 use crate::stats::{Stats, UpstreamOutcome};
 use crate::upstream::breaker::{Admitted, Breaker, BreakerSettings, Open, Verdict};
@@ -20,7 +21,6 @@ use crate::upstream::budget::{BudgetSettings, Priority, RateClock, UpstreamBudge
 use crate::upstream::client::{FetchError, UpstreamClient};
 use crate::upstream::pace::{Pace, PaceReport, PaceSettings, Signal};
 use crate::upstream::pause::{Pause, PauseSettings};
-use crate::cluster::limits::{Announcement, QuotaAsk, QuotaCount};
 use crate::upstream::quota::{Exhausted, Quota, QuotaReport, QuotaSettings};
 
 /// Everything a target is built from: a change of any of it rebuilds the target on
