@@ -13,20 +13,8 @@ const CLAIM_KEPT_MS: u64 = 60_000;
 impl JobClaims for Cluster {
     async fn claim(&self, job: &str, slot: i64) -> Result<bool, Unavailable> {
         let key = format!("{PREFIX}:job:{job}:{slot}");
-        let node = self.inner.node_id.clone();
-        let taken: Option<String> = self
-            .run(|mut c| async move {
-                redis::cmd("SET")
-                    .arg(&key)
-                    .arg(&node)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(CLAIM_KEPT_MS)
-                    .query_async(&mut c)
-                    .await
-            })
-            .await?;
-        Ok(taken.is_some())
+        self.set_if_absent(&key, &self.inner.node_id, CLAIM_KEPT_MS)
+            .await
     }
 }
 

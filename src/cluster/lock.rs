@@ -130,24 +130,10 @@ impl FillLock for Cluster {
             key: format!("{PREFIX}:lock:{key}"),
             token: format!("{}:{:016x}", self.inner.node_id, fastrand::u64(..)),
         };
-        let (k, t, ms) = (
-            lock.key.clone(),
-            lock.token.clone(),
-            lease.as_millis() as u64,
-        );
-        let taken: Option<String> = self
-            .run(|mut c| async move {
-                redis::cmd("SET")
-                    .arg(&k)
-                    .arg(&t)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(ms)
-                    .query_async(&mut c)
-                    .await
-            })
+        let taken = self
+            .set_if_absent(&lock.key, &lock.token, lease.as_millis() as u64)
             .await?;
-        Ok(taken.map(|_| lock))
+        Ok(taken.then_some(lock))
     }
 
     async fn release(&self, lease: Lease) {

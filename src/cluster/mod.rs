@@ -367,6 +367,24 @@ impl Cluster {
         Ok((next, keys))
     }
 
+    /// `SET key value NX PX ms`: whether this call set it (no one held it).
+    async fn set_if_absent(&self, key: &str, value: &str, ms: u64) -> Result<bool, Unavailable> {
+        let (key, value) = (key.to_owned(), value.to_owned());
+        let taken: Option<String> = self
+            .run(|mut c| async move {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(&value)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(taken.is_some())
+    }
+
     /// Publishes `message` on the events channel (every node hears it, this one too).
     async fn publish(&self, message: String) {
         let _ = self
