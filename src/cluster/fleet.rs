@@ -115,13 +115,6 @@ pub trait FleetLimits: Send + Sync {
     /// Tells every node that `target`'s rate went down to `rate` (why: `reason`).
     async fn slow_down(&self, target: &str, rate: f64, reason: &str);
 
-    /// How long `target` is still paused for the fleet, if it is (a node that
-    /// joined late or missed the announcement asks this).
-    ///
-    /// # Errors
-    /// [`Unavailable`] when the fleet cannot be asked.
-    async fn paused_for(&self, target: &str) -> Result<Option<Duration>, Unavailable>;
-
     /// Counts one request against `target`'s quotas for the fleet.
     ///
     /// # Errors
@@ -228,9 +221,6 @@ impl Permits for Alone {
 impl FleetLimits for Alone {
     async fn pause(&self, _target: &str, _wait: Duration) {}
     async fn slow_down(&self, _target: &str, _rate: f64, _reason: &str) {}
-    async fn paused_for(&self, _target: &str) -> Result<Option<Duration>, Unavailable> {
-        Err(Unavailable)
-    }
     async fn take_quota(&self, _target: &str, _ask: QuotaAsk) -> Result<QuotaCount, Unavailable> {
         Err(Unavailable)
     }

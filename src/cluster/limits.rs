@@ -132,36 +132,53 @@ impl Heard {
     }
 }
 
-fn pause_key(target: &str) -> String {
-    format!("{PREFIX}:pause:{target}")
+fn pauses_key() -> String {
+    format!("{PREFIX}:pauses")
 }
 
 impl Cluster {
+    /// Runs the pause script: extends `target`'s pause to `wait` when given, and
+    /// returns every pause still running with its time left.
+    async fn pauses(
+        &self,
+        extend: Option<(&str, Duration)>,
+    ) -> Result<Vec<(String, Duration)>, Unavailable> {
+        let key = pauses_key();
+        let extend =
+            extend.map(|(target, wait)| (target.to_owned(), wait.as_millis().max(1) as u64));
+        let running: Vec<(String, u64)> = self
+            .run(|mut c| async move {
+                let mut call = PAUSE.key(&key);
+                if let Some((target, ms)) = &extend {
+                    call.arg(target).arg(*ms);
+                }
+                call.invoke_async(&mut c).await
+            })
+            .await?;
+        Ok(running
+            .into_iter()
+            .map(|(target, ms)| (target, Duration::from_millis(ms)))
+            .collect())
+    }
+
+    /// How long `target` is still paused for the fleet, if it is.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when Redis is away or slow.
+    pub async fn paused_for(&self, target: &str) -> Result<Option<Duration>, Unavailable> {
+        let running = self.pauses(None).await?;
+        Ok(running
+            .into_iter()
+            .find(|(t, _)| t == target)
+            .map(|(_, left)| left))
+    }
+
     /// After joining: the pauses the fleet keeps, told to this node as if announced
     /// (it may have missed them while Redis was away or before it started).
     pub(super) async fn recall_pauses(&self) {
-        let (pattern, prefix) = (format!("{PREFIX}:pause:*"), pause_key(""));
-        let mut keys = Vec::new();
-        let mut cursor = 0;
-        loop {
-            let Ok((next, found)) = self.scan(cursor, &pattern).await else {
-                return;
-            };
-            keys.extend(found);
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-        for key in keys {
-            let Some(target) = key.strip_prefix(&prefix) else {
-                continue;
-            };
-            if let Ok(Some(wait)) = self.paused_for(target).await {
-                self.inner.limits.tell(Announcement::Pause {
-                    target: target.to_owned(),
-                    wait,
-                });
+        if let Ok(running) = self.pauses(None).await {
+            for (target, wait) in running {
+                self.inner.limits.tell(Announcement::Pause { target, wait });
             }
         }
     }
@@ -170,10 +187,8 @@ impl Cluster {
 #[async_trait]
 impl FleetLimits for Cluster {
     async fn pause(&self, target: &str, wait: Duration) {
-        let (key, ms) = (pause_key(target), wait.as_millis().max(1) as u64);
-        let _ = self
-            .run(|mut c| async move { PAUSE.key(&key).arg(ms).invoke_async::<i64>(&mut c).await })
-            .await;
+        let _ = self.pauses(Some((target, wait))).await;
+        let ms = wait.as_millis().max(1);
         self.publish(format!("pause {} {target} {ms}", self.inner.node_id))
             .await;
     }
@@ -184,14 +199,6 @@ impl FleetLimits for Cluster {
             self.inner.node_id
         ))
         .await;
-    }
-
-    async fn paused_for(&self, target: &str) -> Result<Option<Duration>, Unavailable> {
-        let key = pause_key(target);
-        let left: i64 = self
-            .run(|mut c| async move { redis::cmd("PTTL").arg(&key).query_async(&mut c).await })
-            .await?;
-        Ok((left > 0).then(|| Duration::from_millis(left as u64)))
     }
 
     async fn take_quota(&self, target: &str, ask: QuotaAsk) -> Result<QuotaCount, Unavailable> {
@@ -254,8 +261,11 @@ mod tests {
     async fn a_pause_is_kept_and_announced_to_the_others() {
         let cluster = Cluster::on_mock(vec![
             MockCmd::new(
-                mock::eval(&PAUSE, &["mdproxy:v1:pause:primary"], &["30000"]),
-                Ok(30_000),
+                mock::eval(&PAUSE, &["mdproxy:v1:pauses"], &["primary", "30000"]),
+                Ok(Value::Array(vec![
+                    Value::BulkString(b"primary".to_vec()),
+                    Value::Int(30_000),
+                ])),
             ),
             MockCmd::new(
                 redis::cmd("PUBLISH")
@@ -265,8 +275,13 @@ mod tests {
                 Ok(3),
             ),
             MockCmd::new(
-                redis::cmd("PTTL").arg("mdproxy:v1:pause:primary").clone(),
-                Ok(12_000),
+                mock::eval(&PAUSE, &["mdproxy:v1:pauses"], &[]),
+                Ok(Value::Array(vec![
+                    Value::BulkString(b"fallback-1".to_vec()),
+                    Value::Int(1_000),
+                    Value::BulkString(b"primary".to_vec()),
+                    Value::Int(12_000),
+                ])),
             ),
         ]);
         let mut heard = cluster.announcements();
