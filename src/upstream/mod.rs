@@ -191,10 +191,13 @@ impl Upstream {
                 Ok(_) => UpstreamOutcome::Ok,
                 Err(e) => e.outcome(),
             });
-            // Throttled, or its quota spent: the next instance may answer.
+            // Throttled, paused meanwhile, or its quota spent: the next instance
+            // may answer.
             let next = matches!(
                 result,
-                Err(FetchError::Throttled { .. } | FetchError::OverQuota { .. })
+                Err(FetchError::Throttled { .. }
+                    | FetchError::Paused { .. }
+                    | FetchError::OverQuota { .. })
             );
             if next {
                 outcome.get_or_insert((result, asked));
