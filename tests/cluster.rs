@@ -740,3 +740,55 @@ async fn the_minute_quota_is_counted_for_the_fleet() {
     );
     drop(redis);
 }
+
+/// The fleet's scripts on a real Redis: the day quota keeps its reserve for client
+/// misses and then refuses everyone; a pause is only ever extended, and goes when
+/// it is over.
+#[tokio::test]
+async fn the_quota_and_pause_scripts_on_a_real_redis() {
+    use mdproxy::cluster::limits::{QuotaAsk, QuotaVerdict};
+    let (env, _redis) = cluster_env(Duration::ZERO).await;
+    joined(&[&env.proxy]).await;
+    let limits = env.proxy.state().fleet().limits().clone();
+    let ask = |client| QuotaAsk {
+        per_minute: 0,
+        per_day: 3,
+        reserve: 1,
+        client,
+        minute: 1,
+        day: "2026-03-07".into(),
+        minute_ends_in: Duration::from_secs(60),
+        day_ends_in: Duration::from_secs(3_600),
+    };
+    let mut verdicts = Vec::new();
+    for client in [false, false, false, true, true] {
+        let count = limits.take_quota("t", ask(client)).await.unwrap();
+        verdicts.push((count.verdict, count.today));
+    }
+    assert_eq!(
+        verdicts,
+        [
+            (QuotaVerdict::Counted, 1),
+            (QuotaVerdict::Counted, 2),
+            (QuotaVerdict::Reserve, 2),
+            (QuotaVerdict::Counted, 3),
+            (QuotaVerdict::DaySpent, 3),
+        ]
+    );
+    let cluster = env.proxy.state().cluster().unwrap().clone();
+    limits.pause("t", Duration::from_secs(30)).await;
+    limits.pause("t", Duration::from_millis(100)).await;
+    let left = cluster.paused_for("t").await.unwrap().unwrap();
+    assert!(left > Duration::from_secs(25), "shortened to {left:?}");
+    limits.pause("u", Duration::from_millis(50)).await;
+    let mut gone = false;
+    for _ in 0..250 {
+        if cluster.paused_for("u").await == Ok(None) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gone, "a pause outlived its end");
+    assert!(cluster.paused_for("t").await.unwrap().is_some());
+}

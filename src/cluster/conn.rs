@@ -112,3 +112,38 @@ fn timed_out() -> redis::RedisError {
         "no answer within cluster.timeout_ms",
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+
+    fn connector(url: &str) -> Result<Connector, String> {
+        Connector::new(&ClusterConfig {
+            redis_url: Secret::new(url),
+            ..ClusterConfig::default()
+        })
+    }
+
+    /// What this build cannot connect to is refused with a reason that never holds
+    /// the URL's password.
+    #[test]
+    fn urls_this_build_cannot_use_are_refused_without_their_password() {
+        assert!(connector("redis://:pw@127.0.0.1:6379/0").is_ok());
+        for url in [
+            "rediss://:pw@127.0.0.1:6380/0",
+            "http://:pw@127.0.0.1/",
+            "redis://:pw@[::1",
+        ] {
+            let refused = connector(url).err().unwrap();
+            assert!(refused.starts_with("cluster.redis_url"), "{refused}");
+            assert!(!refused.contains("pw"), "{refused}");
+        }
+        assert!(
+            connector("rediss://x")
+                .err()
+                .unwrap()
+                .contains("not supported yet")
+        );
+    }
+}
