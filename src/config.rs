@@ -1178,9 +1178,19 @@ impl Config {
                 ));
             }
         }
+        // What `serve` can connect to, and nothing else (the message never holds
+        // the URL: it may carry a password).
         let redis = self.cluster.redis_url.expose();
-        if !(redis.is_empty() || redis.starts_with("redis://") || redis.starts_with("rediss://")) {
-            problems.push("cluster.redis_url must start with redis:// or rediss://".into());
+        if redis.starts_with("rediss://") {
+            problems.push(
+                "cluster.redis_url: rediss:// (TLS to Redis) is not supported yet; use redis://"
+                    .into(),
+            );
+        } else if !redis.is_empty()
+            && (!redis.starts_with("redis://") || redis::Client::open(redis).is_err())
+        {
+            problems
+                .push("cluster.redis_url must be a redis://[:password@]host:port/db URL".into());
         }
         if self.cluster.timeout_ms == 0 {
             problems.push("cluster.timeout_ms must be at least 1".into());

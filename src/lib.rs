@@ -11,7 +11,9 @@
 //! - [`state`]: what the edge, the hub and the operations share.
 //! - [`cache`]: store and single flight, the read-through decision, freshness, market clock.
 //! - [`cluster`]: several nodes as one cache, on Redis (shared store, fill lock,
-//!   invalidations); below the cache, beside the upstream.
+//!   purges, budget, the upstream's pushback, job claims, hub leadership), seen by
+//!   the rest through narrow traits whose single-node versions are the defaults;
+//!   below the cache, beside the upstream.
 //! - [`upstream`]: the pooled client, the envelope scan, the circuit breaker and the
 //!   budget with priorities.
 //! - [`api`]: the catalogue of 72 endpoints, the router, validation, pass-through

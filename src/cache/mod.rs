@@ -10,6 +10,7 @@ mod flight;
 pub mod freshness;
 mod hot;
 pub mod market;
+pub mod purge;
 pub mod readthrough;
 pub mod shared;
 pub mod store;

@@ -321,8 +321,12 @@ pub async fn run(state: &AppState, plan: &Plan) -> Ran {
     }
     // In a cluster one node runs each firing (the first to claim its second); with
     // Redis away every node runs it.
-    if let Some(cluster) = state.cache().cluster()
-        && cluster.claim(&plan.name, now.timestamp()).await == Ok(false)
+    if state
+        .fleet()
+        .jobs()
+        .claim(&plan.name, now.timestamp())
+        .await
+        == Ok(false)
     {
         tracing::debug!(job = %plan.name, "skipped: another node runs it");
         return Ran::OtherNode;
