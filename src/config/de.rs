@@ -1,26 +1,63 @@
-//! Deserialising the merged TOML table into [`Config`] with every fault found: each
-//! serde error is typed (unknown key, missing key, wrong type, bad value) by this
-//! deserialiser's own error type and placed by `serde_path_to_error`; the faulty
-//! value is then set back to its default (or its list entry left out) and the
-//! table deserialised again, until it goes through.
+//! Deserialising the merged TOML table into [`Config`] with every fault found. The
+//! walk is serde's own (the derived code of the structs); this deserialiser gives
+//! each error a type (unknown key, missing key, wrong type, bad value) and the path
+//! it was met at, each table and list adding its key or index as the error passes
+//! back through it. The faulty value is then set back to its default (or its list
+//! entry left out) and the table deserialised again, until it goes through.
+//!
+//! The path is recorded here rather than by `serde_path_to_error`, which cannot
+//! name a table key that deserialises as an enum (`[freshness.classes.live]`).
 
 use std::collections::HashMap;
 use std::fmt;
 
-use serde::de::value::{MapDeserializer, SeqDeserializer};
-use serde::de::{self, Deserializer, IntoDeserializer, Unexpected, Visitor};
+use serde::Deserialize;
+use serde::de::{
+    self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Unexpected,
+    Visitor,
+};
 
 use super::Config;
-use super::problem::{Problem, Seg, did_you_mean, dotted, suggest};
+use super::problem::{At, Problem, Seg, did_you_mean, dotted, suggest};
 use super::secret::is_secret;
 
 /// Most faults reported from one table: every round removes one value, so this only
 /// bounds a pathological file.
 const MAX_FAULTS: usize = 200;
 
-/// Why a value did not deserialise, as serde's derived code reports it.
+/// Why a value did not deserialise, and where.
 #[derive(Debug)]
-pub(super) enum Fault {
+pub(super) struct Fault {
+    kind: Kind,
+    /// The path from the root, built backwards as the error passes each level.
+    path: Vec<Seg>,
+}
+
+impl From<Kind> for Fault {
+    fn from(kind: Kind) -> Fault {
+        Fault {
+            kind,
+            path: Vec::new(),
+        }
+    }
+}
+
+impl Fault {
+    /// The fault as seen one level up, from a table's `key` or a list's index.
+    fn within(mut self, segment: Seg) -> Fault {
+        self.path.push(segment);
+        self
+    }
+
+    /// The path, root first.
+    fn path(&self) -> Vec<Seg> {
+        self.path.iter().rev().cloned().collect()
+    }
+}
+
+/// What serde's derived code reported.
+#[derive(Debug)]
+enum Kind {
     UnknownKey {
         name: String,
         expected: &'static [&'static str],
@@ -47,7 +84,7 @@ pub(super) enum Fault {
 
 /// A value as a problem shows it: its kind, and its text unless it is a secret.
 #[derive(Debug)]
-pub(super) struct Found {
+struct Found {
     kind: &'static str,
     text: Option<String>,
     /// serde's own wording (`integer \`5\``), for "invalid value" messages.
@@ -105,13 +142,14 @@ fn describe(expected: &str) -> String {
 
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fault::UnknownKey { name, .. } => write!(f, "unknown key {name}"),
-            Fault::UnknownName { name, .. } => write!(f, "unknown name {name}"),
-            Fault::MissingKey(name) => write!(f, "missing key {name}"),
-            Fault::Type { found, expected } => write!(f, "expected {expected}, found {found:?}"),
-            Fault::Value { found, expected } => write!(f, "{found:?}: expected {expected}"),
-            Fault::Other(message) => f.write_str(message),
+        write!(f, "{}: ", dotted(&self.path()))?;
+        match &self.kind {
+            Kind::UnknownKey { name, .. } => write!(f, "unknown key {name}"),
+            Kind::UnknownName { name, .. } => write!(f, "unknown name {name}"),
+            Kind::MissingKey(name) => write!(f, "missing key {name}"),
+            Kind::Type { found, expected } => write!(f, "expected {expected}, found {}", found.kind),
+            Kind::Value { expected, .. } => write!(f, "invalid value, expected {expected}"),
+            Kind::Other(message) => f.write_str(message),
         }
     }
 }
@@ -120,39 +158,43 @@ impl std::error::Error for Fault {}
 
 impl de::Error for Fault {
     fn custom<T: fmt::Display>(msg: T) -> Self {
-        Fault::Other(msg.to_string())
+        Kind::Other(msg.to_string()).into()
     }
 
     fn invalid_type(unexp: Unexpected<'_>, exp: &dyn de::Expected) -> Self {
-        Fault::Type {
+        Kind::Type {
             found: Found::of(unexp),
             expected: exp.to_string(),
         }
+        .into()
     }
 
     fn invalid_value(unexp: Unexpected<'_>, exp: &dyn de::Expected) -> Self {
-        Fault::Value {
+        Kind::Value {
             found: Found::of(unexp),
             expected: exp.to_string(),
         }
+        .into()
     }
 
     fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
-        Fault::UnknownName {
+        Kind::UnknownName {
             name: variant.to_owned(),
             expected,
         }
+        .into()
     }
 
     fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
-        Fault::UnknownKey {
+        Kind::UnknownKey {
             name: field.to_owned(),
             expected,
         }
+        .into()
     }
 
     fn missing_field(field: &'static str) -> Self {
-        Fault::MissingKey(field)
+        Kind::MissingKey(field).into()
     }
 }
 
@@ -178,19 +220,13 @@ impl<'de> Deserializer<'de> for ValueDe {
             toml::Value::Boolean(b) => visitor.visit_bool(b),
             // A bare TOML date (`2026-10-01`) reads as the string it was written as.
             toml::Value::Datetime(d) => visitor.visit_string(d.to_string()),
-            toml::Value::Array(items) => {
-                let mut seq = SeqDeserializer::new(items.into_iter().map(ValueDe));
-                let value = visitor.visit_seq(&mut seq)?;
-                seq.end()?;
-                Ok(value)
-            }
-            toml::Value::Table(table) => {
-                let mut map =
-                    MapDeserializer::new(table.into_iter().map(|(k, v)| (k, ValueDe(v))));
-                let value = visitor.visit_map(&mut map)?;
-                map.end()?;
-                Ok(value)
-            }
+            toml::Value::Array(items) => visitor.visit_seq(Items {
+                items: items.into_iter().enumerate(),
+            }),
+            toml::Value::Table(table) => visitor.visit_map(Entries {
+                entries: table.into_iter(),
+                value: None,
+            }),
         }
     }
 
@@ -225,6 +261,61 @@ impl<'de> Deserializer<'de> for ValueDe {
     }
 }
 
+/// A list's items, each error marked with its index.
+struct Items {
+    items: std::iter::Enumerate<std::vec::IntoIter<toml::Value>>,
+}
+
+impl<'de> SeqAccess<'de> for Items {
+    type Error = Fault;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Fault> {
+        match self.items.next() {
+            Some((i, item)) => seed
+                .deserialize(ValueDe(item))
+                .map(Some)
+                .map_err(|e| e.within(Seg::Index(i))),
+            None => Ok(None),
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.items.len())
+    }
+}
+
+/// A table's entries, each value's error marked with its key (a key's own error,
+/// unknown or misspelt, names the key itself).
+struct Entries {
+    entries: toml::map::IntoIter<String, toml::Value>,
+    value: Option<(String, toml::Value)>,
+}
+
+impl<'de> MapAccess<'de> for Entries {
+    type Error = Fault;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Fault> {
+        let Some((key, value)) = self.entries.next() else {
+            return Ok(None);
+        };
+        let name = seed.deserialize(ValueDe(toml::Value::String(key.clone())))?;
+        self.value = Some((key, value));
+        Ok(Some(name))
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Fault> {
+        let (key, value) = self.value.take().expect("serde asks for a key first");
+        seed.deserialize(ValueDe(value))
+            .map_err(|e| e.within(Seg::Key(key)))
+    }
+}
+
 /// `table` as a [`Config`], and a problem for every value that would not
 /// deserialise, each with its key (in the file's own numbering of list entries).
 /// No config when some fault cannot be stepped past.
@@ -236,26 +327,17 @@ pub(super) fn every_fault(table: toml::Table) -> (Option<Config>, Vec<Problem>) 
     // so later paths are told in the file's numbering too.
     let mut removed: HashMap<String, Vec<usize>> = HashMap::new();
     for _ in 0..MAX_FAULTS {
-        let value = ValueDe(root.clone());
-        let error = match serde_path_to_error::deserialize::<_, Config>(value) {
+        let fault = match Config::deserialize(ValueDe(root.clone())) {
             Ok(config) => return (Some(config), problems),
-            Err(error) => error,
+            Err(fault) => fault,
         };
-        let mut current = Vec::new();
-        for segment in error.path() {
-            current.push(match segment {
-                serde_path_to_error::Segment::Map { key } => Seg::Key(key.clone()),
-                serde_path_to_error::Segment::Seq { index } => Seg::Index(*index),
-                serde_path_to_error::Segment::Enum { .. } => continue,
-                serde_path_to_error::Segment::Unknown => return (None, problems),
-            });
-        }
-        let mut fault = error.into_inner();
+        let current = fault.path();
+        let mut fault = fault.kind;
         // An unknown name where a table has that key is a misspelt key.
-        if let Fault::UnknownName { name, expected } = &fault
+        if let Kind::UnknownName { name, expected } = &fault
             && lookup(&root, &current).is_some_and(|v| v.get(name).is_some())
         {
-            fault = Fault::UnknownKey {
+            fault = Kind::UnknownKey {
                 name: name.clone(),
                 expected,
             };
@@ -263,13 +345,13 @@ pub(super) fn every_fault(table: toml::Table) -> (Option<Config>, Vec<Problem>) 
         // The key the fault is about, and the value to take away to step past it.
         let (mut about, mut remove) = (current.clone(), current);
         match &fault {
-            Fault::UnknownKey { name, .. } => {
+            Kind::UnknownKey { name, .. } => {
                 if about.last() != Some(&Seg::Key(name.clone())) {
                     about.push(Seg::Key(name.clone()));
                     remove.push(Seg::Key(name.clone()));
                 }
             }
-            Fault::MissingKey(name) => {
+            Kind::MissingKey(name) => {
                 about.push(Seg::Key((*name).to_owned()));
                 // A list entry without a required key is left out whole.
                 while !matches!(remove.last(), Some(Seg::Index(_)) | None) {
@@ -296,14 +378,18 @@ pub(super) fn every_fault(table: toml::Table) -> (Option<Config>, Vec<Problem>) 
             problems.push(Problem::new(key, message(&fault, &original)));
         }
     }
+    problems.push(Problem::general(
+        At::File,
+        format!("more than {MAX_FAULTS} problems; fix these first"),
+    ));
     (None, problems)
 }
 
 /// What a problem says about `fault` at `path`.
-fn message(fault: &Fault, path: &[Seg]) -> String {
+fn message(fault: &Kind, path: &[Seg]) -> String {
     let secret = is_secret(path);
     match fault {
-        Fault::UnknownKey { name, expected } => {
+        Kind::UnknownKey { name, expected } => {
             let parent = &path[..path.len().saturating_sub(1)];
             let mut near: Vec<String> = suggest(name, expected.iter().copied())
                 .into_iter()
@@ -318,22 +404,22 @@ fn message(fault: &Fault, path: &[Seg]) -> String {
             }
             format!("unknown key{}", did_you_mean(&near))
         }
-        Fault::UnknownName { name, expected } => {
+        Kind::UnknownName { name, expected } => {
             let near: Vec<String> = suggest(name, expected.iter().copied())
                 .into_iter()
                 .map(str::to_owned)
                 .collect();
             format!("{name:?} is not one of {}{}", expected.join(", "), did_you_mean(&near))
         }
-        Fault::MissingKey(_) => "required key missing".into(),
-        Fault::Type { found, expected } => {
+        Kind::MissingKey(_) => "required key missing".into(),
+        Kind::Type { found, expected } => {
             format!("expected {}, found {}", describe(expected), found.show(secret))
         }
         _ if secret => "not a valid value".into(),
-        Fault::Value { found, expected } => {
+        Kind::Value { found, expected } => {
             format!("invalid value: {}, expected {expected}", found.serde)
         }
-        Fault::Other(message) => message.clone(),
+        Kind::Other(message) => message.clone(),
     }
 }
 

@@ -71,14 +71,18 @@ impl<'de> Deserialize<'de> for Secret {
 /// display anyway (a config built in code) out of sight.
 pub fn redacted_url(url: &str) -> String {
     match reqwest::Url::parse(url) {
-        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
-            let _ = parsed.set_username("***");
-            let _ = parsed.set_password(None);
-            parsed.to_string()
+        Ok(mut parsed) if parsed.has_host() => {
+            if !parsed.username().is_empty() || parsed.password().is_some() {
+                let _ = parsed.set_username("***");
+                let _ = parsed.set_password(None);
+                parsed.to_string()
+            } else {
+                url.to_owned()
+            }
         }
-        Ok(_) => url.to_owned(),
-        // Not a URL: shown only past a credential's `@`, if it has one.
-        Err(_) => match url.rsplit_once('@') {
+        // Not a URL with a host (`user:pass@host` reads as scheme `user`): shown
+        // only past a credential's `@`, if it has one.
+        _ => match url.rsplit_once('@') {
             Some((_, host)) => format!("***@{host}"),
             None => url.to_owned(),
         },

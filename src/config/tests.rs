@@ -117,7 +117,7 @@ fn base_urls_must_end_with_the_api_root() {
                 "upstream.base_url: \"https://api.example.com/\" must end with /api/v1, the API's root (https://host/api/v1)".to_owned()
             ),
             (
-                At::Line(6),
+                At::Line(7),
                 "upstream.fallback[0].base_url: \"https://mirror.example.com\" must end with /api/v1, the API's root (https://host/api/v1)".to_owned()
             ),
         ]
@@ -137,8 +137,8 @@ fn credentials_in_a_base_url_are_refused_without_being_shown() {
     let shown = err.to_string();
     assert_eq!(err.list.len(), 2, "{shown}");
     assert!(shown.contains("f.toml:2: upstream.base_url: \"https://***@api.example.com/api/v1\" carries a user name or password"), "{shown}");
-    assert!(shown.contains("f.toml:6: upstream.fallback[0].base_url: \"https://***@mirror.example.com/api/v1\" carries"), "{shown}");
-    for secret in ["pa55w0rd", "hunter2", "me:", "backup"] {
+    assert!(shown.contains("f.toml:7: upstream.fallback[0].base_url: \"https://***@mirror.example.com/api/v1\" carries"), "{shown}");
+    for secret in ["pa55w0rd", "hunter2", "me:", "backup:"] {
         assert!(!shown.contains(secret), "{shown}");
     }
     let env = vars(&[("MDPROXY_UPSTREAM_BASE_URL", "http://u:s3cret@127.0.0.1:1/api/v1")]);
