@@ -162,7 +162,10 @@ fn an_empty_file_is_refused_whatever_the_environment_holds() {
     std::fs::write(&path, "").unwrap();
     let check = |args: &[&str]| {
         with_secrets()
-            .env("MDPROXY_UPSTREAM_BASE_URL", "https://api.example.com/api/v1")
+            .env(
+                "MDPROXY_UPSTREAM_BASE_URL",
+                "https://api.example.com/api/v1",
+            )
             .args(args)
             .arg(&path)
             .output()
@@ -179,7 +182,11 @@ fn an_empty_file_is_refused_whatever_the_environment_holds() {
     }
     std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:0\"\n").unwrap();
     let out = check(&["check-config"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -203,10 +210,20 @@ fn check_config_warns_of_a_key_others_may_read() {
         ),
     )
     .unwrap();
-    let run = || with_secrets().arg("check-config").arg(&path).output().unwrap();
+    let run = || {
+        with_secrets()
+            .arg("check-config")
+            .arg(&path)
+            .output()
+            .unwrap()
+    };
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
     let out = run();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
         err.contains("warning: server.tls_key:") && err.contains("mode 644"),
@@ -215,7 +232,11 @@ fn check_config_warns_of_a_key_others_may_read() {
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     let out = run();
     assert!(out.status.success());
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A key that is no key: the check reads the files, and names the key.
     std::fs::write(&key, "junk").unwrap();
     let out = run();

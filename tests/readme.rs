@@ -51,7 +51,10 @@ fn example_config_is_valid() {
         "https://market-data.example.com/api/v1"
     );
     assert_ne!(config.upstream.base_url, default.upstream.base_url);
-    assert_eq!(config.admin.listen, "127.0.0.1:9091", "the status page and metrics are on");
+    assert_eq!(
+        config.admin.listen, "127.0.0.1:9091",
+        "the status page and metrics are on"
+    );
     assert_ne!(config.admin.listen, default.admin.listen);
     let job = &config.scheduler.jobs[0];
     assert_eq!(job.name, "watchlist-klines");

@@ -225,14 +225,20 @@ async fn an_empty_file_is_refused_when_the_environment_holds_the_required_keys()
     std::fs::write(&path, "").unwrap();
     assert!(
         support::eventually(Duration::from_secs(10), || {
-            stats.reloads_refused.load(std::sync::atomic::Ordering::SeqCst) >= 1
+            stats
+                .reloads_refused
+                .load(std::sync::atomic::Ordering::SeqCst)
+                >= 1
         })
         .await,
         "the empty file was not refused"
     );
     let snap = proxy.state().snapshot();
     assert_eq!(snap.generation, 0, "nothing was applied");
-    assert_eq!(snap.config.limits.upstream_rps, 0, "not back to its default");
+    assert_eq!(
+        snap.config.limits.upstream_rps, 0,
+        "not back to its default"
+    );
     assert_eq!(get(&proxy, "/market/indices").await.status(), 200);
     let _ = std::fs::remove_file(&path);
 }

@@ -147,7 +147,9 @@ impl fmt::Display for Fault {
             Kind::UnknownKey { name, .. } => write!(f, "unknown key {name}"),
             Kind::UnknownName { name, .. } => write!(f, "unknown name {name}"),
             Kind::MissingKey(name) => write!(f, "missing key {name}"),
-            Kind::Type { found, expected } => write!(f, "expected {expected}, found {}", found.kind),
+            Kind::Type { found, expected } => {
+                write!(f, "expected {expected}, found {}", found.kind)
+            }
             Kind::Value { expected, .. } => write!(f, "invalid value, expected {expected}"),
             Kind::Other(message) => f.write_str(message),
         }
@@ -409,11 +411,19 @@ fn message(fault: &Kind, path: &[Seg]) -> String {
                 .into_iter()
                 .map(str::to_owned)
                 .collect();
-            format!("{name:?} is not one of {}{}", expected.join(", "), did_you_mean(&near))
+            format!(
+                "{name:?} is not one of {}{}",
+                expected.join(", "),
+                did_you_mean(&near)
+            )
         }
         Kind::MissingKey(_) => "required key missing".into(),
         Kind::Type { found, expected } => {
-            format!("expected {}, found {}", describe(expected), found.show(secret))
+            format!(
+                "expected {}, found {}",
+                describe(expected),
+                found.show(secret)
+            )
         }
         _ if secret => "not a valid value".into(),
         Kind::Value { found, expected } => {
@@ -446,7 +456,12 @@ fn elsewhere(name: &str) -> Vec<String> {
         }
     }
     let mut out = Vec::new();
-    walk(&super::load::defaults_table(), &mut Vec::new(), name, &mut out);
+    walk(
+        &super::load::defaults_table(),
+        &mut Vec::new(),
+        name,
+        &mut out,
+    );
     out.truncate(3);
     out
 }

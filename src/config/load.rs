@@ -30,7 +30,10 @@ pub fn load(path: &Path, env: &dyn Env, checks: &[Check]) -> Result<Config, Prob
         Ok(text) => from_text(&text, &origin, env, checks),
         Err(e) => Err(Problems::new(
             origin,
-            vec![Problem::general(At::File, format!("cannot read the file: {e}"))],
+            vec![Problem::general(
+                At::File,
+                format!("cannot read the file: {e}"),
+            )],
         )),
     }
 }
@@ -180,8 +183,7 @@ impl Keys {
     fn table(&mut self, table: &DeTable<'_>, lines: &Lines, path: &mut Vec<Seg>) {
         for (key, value) in table.iter() {
             path.push(Seg::Key(key.get_ref().to_string()));
-            self.lines
-                .insert(dotted(path), lines.at(key.span().start));
+            self.lines.insert(dotted(path), lines.at(key.span().start));
             self.value(value.get_ref(), lines, path);
             path.pop();
         }
@@ -194,8 +196,7 @@ impl Keys {
                 self.values += 1;
                 for (i, item) in items.iter().enumerate() {
                     path.push(Seg::Index(i));
-                    self.lines
-                        .insert(dotted(path), lines.at(item.span().start));
+                    self.lines.insert(dotted(path), lines.at(item.span().start));
                     self.value(item.get_ref(), lines, path);
                     path.pop();
                 }

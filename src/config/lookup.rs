@@ -73,4 +73,3 @@ impl Config {
         plain.chain(self.auth.clients.iter().cloned()).collect()
     }
 }
-

@@ -38,7 +38,9 @@ impl Problem {
 
     /// The top-level table its key is in (`server` for `server.listen`).
     pub fn section(&self) -> Option<&str> {
-        self.key.as_deref().map(|key| prefixes(key).last().unwrap_or(key))
+        self.key
+            .as_deref()
+            .map(|key| prefixes(key).last().unwrap_or(key))
     }
 }
 

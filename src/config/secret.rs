@@ -122,10 +122,7 @@ mod tests {
             redacted_url("https://key@host/api/v1"),
             "https://***@host/api/v1"
         );
-        assert_eq!(
-            redacted_url("https://host/api/v1"),
-            "https://host/api/v1"
-        );
+        assert_eq!(redacted_url("https://host/api/v1"), "https://host/api/v1");
         assert_eq!(redacted_url("user:pa55@nowhere"), "***@nowhere");
     }
 }

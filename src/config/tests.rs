@@ -62,11 +62,19 @@ fn defaults_fail_closed_until_the_required_keys_are_given() {
 #[test]
 fn an_empty_file_is_refused_whatever_the_environment_holds() {
     let env = vars(&[
-        ("MDPROXY_UPSTREAM_BASE_URL", "https://api.example.com/api/v1"),
+        (
+            "MDPROXY_UPSTREAM_BASE_URL",
+            "https://api.example.com/api/v1",
+        ),
         ("MDPROXY_UPSTREAM_TOKEN", "upstream-key"),
         ("MDPROXY_AUTH_TOKENS", "t1,t2"),
     ]);
-    for empty in ["", "\n# nothing yet\n", "[server]\n", "[limits]\n[server]\n"] {
+    for empty in [
+        "",
+        "\n# nothing yet\n",
+        "[server]\n",
+        "[limits]\n[server]\n",
+    ] {
         let found = problems(empty, &env);
         assert_eq!(
             found,
@@ -141,9 +149,17 @@ fn credentials_in_a_base_url_are_refused_without_being_shown() {
     for secret in ["pa55w0rd", "hunter2", "me:", "backup:"] {
         assert!(!shown.contains(secret), "{shown}");
     }
-    let env = vars(&[("MDPROXY_UPSTREAM_BASE_URL", "http://u:s3cret@127.0.0.1:1/api/v1")]);
+    let env = vars(&[(
+        "MDPROXY_UPSTREAM_BASE_URL",
+        "http://u:s3cret@127.0.0.1:1/api/v1",
+    )]);
     let shown = load_text(REQUIRED, &env).unwrap_err().to_string();
-    assert!(shown.starts_with("MDPROXY_UPSTREAM_BASE_URL: upstream.base_url: \"http://***@127.0.0.1:1/api/v1\""), "{shown}");
+    assert!(
+        shown.starts_with(
+            "MDPROXY_UPSTREAM_BASE_URL: upstream.base_url: \"http://***@127.0.0.1:1/api/v1\""
+        ),
+        "{shown}"
+    );
     assert!(!shown.contains("s3cret"), "{shown}");
 }
 
@@ -179,7 +195,10 @@ fn placeholders_and_a_missing_upstream_key_refuse_a_served_file() {
     let mut demo = load_text(REQUIRED, &no_env).unwrap();
     demo.auth.tokens = vec![Secret::new("demo-token")];
     demo.upstream.token = Secret::default();
-    assert!(demo.validate().is_ok(), "the demo's own config is not a served file");
+    assert!(
+        demo.validate().is_ok(),
+        "the demo's own config is not a served file"
+    );
 }
 
 #[test]
@@ -206,12 +225,14 @@ fn errors_name_the_key() {
     assert!(err("[server]\nlisten = \"nowhere\"\n").contains("server.listen"));
     assert!(err("[upstream]\nbogus = 1\n").contains("upstream.bogus: unknown key"));
     assert!(err("[freshness.endpoints.\"/nope\"]\nsession_fresh_secs = 1\n").contains("/nope"));
-    assert!(err("[log]\nformat = \"jsn\"\n").contains(
-        "log.format: \"jsn\" is not one of text, json (did you mean json?)"
-    ));
-    assert!(err("[server]\ntoken = \"x\"\n").contains(
-        "server.token: unknown key (did you mean admin.token or upstream.token?)"
-    ));
+    assert!(
+        err("[log]\nformat = \"jsn\"\n")
+            .contains("log.format: \"jsn\" is not one of text, json (did you mean json?)")
+    );
+    assert!(
+        err("[server]\ntoken = \"x\"\n")
+            .contains("server.token: unknown key (did you mean admin.token or upstream.token?)")
+    );
 }
 
 #[test]
@@ -225,18 +246,24 @@ fn partial_tables_keep_other_defaults() {
 
 #[test]
 fn endpoint_override_wins_over_class() {
-    let text = format!(
-        "{REQUIRED}[freshness.endpoints.\"/market/indices\"]\nsession_fresh_secs = 1\n"
-    );
+    let text =
+        format!("{REQUIRED}[freshness.endpoints.\"/market/indices\"]\nsession_fresh_secs = 1\n");
     let c = load_text(&text, &no_env).unwrap();
     let indices = c.ttl("/market/indices", FreshnessClass::Live);
     assert_eq!(indices.session_fresh_secs, 1);
-    assert_eq!(indices.session_stale_secs, 6, "unset keys come from the class");
     assert_eq!(
-        c.ttl("/stock/list", FreshnessClass::Live).session_fresh_secs,
+        indices.session_stale_secs, 6,
+        "unset keys come from the class"
+    );
+    assert_eq!(
+        c.ttl("/stock/list", FreshnessClass::Live)
+            .session_fresh_secs,
         3
     );
-    assert!(!c.ttl("/market/global-index", FreshnessClass::Live).until_open);
+    assert!(
+        !c.ttl("/market/global-index", FreshnessClass::Live)
+            .until_open
+    );
 }
 
 /// Defect: a file with three mistakes took three runs of `check-config`, one
@@ -289,7 +316,10 @@ fn one_run_reports_every_problem_with_its_line() {
     let text = text.replace("client_rps = 5000000000", "client_rps = 5");
     let found = problems(&text, &no_env);
     assert!(
-        found.contains(&(line(14), "limits.background_percent: must be 0 to 100".into())),
+        found.contains(&(
+            line(14),
+            "limits.background_percent: must be 0 to 100".into()
+        )),
         "{found:?}"
     );
     assert_eq!(found.len(), 6, "{found:?}");
@@ -371,7 +401,10 @@ fn value_checks_point_to_the_line_or_the_variable() {
         &no_env,
     );
     assert_eq!(found[0].0, At::Line(1), "{found:?}");
-    assert!(found[0].1.starts_with("upstream.base_url: missing"), "{found:?}");
+    assert!(
+        found[0].1.starts_with("upstream.base_url: missing"),
+        "{found:?}"
+    );
     let found = problems("[auth]\ntokens = [\"t\"]\n", &no_env);
     assert_eq!(found[0].0, At::File, "{found:?}");
 }
@@ -439,7 +472,10 @@ fn problems_never_show_a_secret() {
         shown.contains("auth.clients[0].token: expected a string, found an integer\n"),
         "{shown}"
     );
-    assert!(shown.contains("cluster.redis_url: expected a string, found an integer\n"), "{shown}");
+    assert!(
+        shown.contains("cluster.redis_url: expected a string, found an integer\n"),
+        "{shown}"
+    );
     assert!(!shown.contains("s3cret"), "{shown}");
     let env = vars(&[("MDPROXY_CLUSTER_REDIS_URL", "http://:s3cret@x")]);
     let shown = load_text(REQUIRED, &env).unwrap_err().to_string();
@@ -474,11 +510,18 @@ fn the_checks_of_other_modules_join_the_report() {
         )]
     };
     let text = format!("{REQUIRED}[[scheduler.jobs]]\nname = \"j\"\ncron = \"x\"\ntargets = []\n");
-    let err = from_text(&text, "f.toml", &no_env, &[cron]).unwrap_err().to_string();
-    assert_eq!(err, "f.toml:8: scheduler.jobs[0].cron: \"x\" is not cron\n1 problem");
+    let err = from_text(&text, "f.toml", &no_env, &[cron])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "f.toml:8: scheduler.jobs[0].cron: \"x\" is not cron\n1 problem"
+    );
     // A section with a structural mistake is not judged further.
     let text = text.replace("targets = []", "targets = []\nbogus = 1");
-    let err = from_text(&text, "f.toml", &no_env, &[cron]).unwrap_err().to_string();
+    let err = from_text(&text, "f.toml", &no_env, &[cron])
+        .unwrap_err()
+        .to_string();
     assert!(!err.contains("is not cron"), "{err}");
 }
 

@@ -40,7 +40,10 @@ impl Config {
         };
         let server = &self.server;
         at_least_one("server.max_connections", server.max_connections as u64);
-        at_least_one("server.header_read_timeout_ms", server.header_read_timeout_ms);
+        at_least_one(
+            "server.header_read_timeout_ms",
+            server.header_read_timeout_ms,
+        );
         at_least_one("server.max_headers", server.max_headers as u64);
         at_least_one("server.h2_max_streams", u64::from(server.h2_max_streams));
         let hub = &self.hub;
@@ -58,10 +61,16 @@ impl Config {
         at_least_one("upstream.connect_timeout_ms", upstream.connect_timeout_ms);
         at_least_one("upstream.timeout_ms", upstream.timeout_ms);
         at_least_one("upstream.long_timeout_ms", upstream.long_timeout_ms);
-        at_least_one("limits.adaptive_floor_rps", u64::from(self.limits.adaptive_floor_rps));
+        at_least_one(
+            "limits.adaptive_floor_rps",
+            u64::from(self.limits.adaptive_floor_rps),
+        );
         at_least_one("cluster.timeout_ms", self.cluster.timeout_ms);
         if self.limits.upstream_rps > 0 {
-            at_least_one("limits.upstream_burst", u64::from(self.limits.upstream_burst));
+            at_least_one(
+                "limits.upstream_burst",
+                u64::from(self.limits.upstream_burst),
+            );
         }
         if self.limits.client_rps > 0 {
             at_least_one("limits.client_burst", u64::from(self.limits.client_burst));
@@ -70,7 +79,10 @@ impl Config {
         if server.listen.parse::<SocketAddr>().is_err() {
             problems.push(Problem::new(
                 "server.listen",
-                format!("{:?} is not an address such as 127.0.0.1:8080", server.listen),
+                format!(
+                    "{:?} is not an address such as 127.0.0.1:8080",
+                    server.listen
+                ),
             ));
         }
         if !(1..=100).contains(&server.max_connections_per_client_percent) {
@@ -80,7 +92,10 @@ impl Config {
             ));
         }
         if server.max_header_bytes < 8192 {
-            problems.push(Problem::new("server.max_header_bytes", "must be at least 8192"));
+            problems.push(Problem::new(
+                "server.max_header_bytes",
+                "must be at least 8192",
+            ));
         }
         match (server.tls_cert.is_empty(), server.tls_key.is_empty()) {
             (false, true) => problems.push(Problem::new(
@@ -136,7 +151,10 @@ impl Config {
             ));
         }
         if self.cache.max_bytes < 1024 * 1024 {
-            problems.push(Problem::new("cache.max_bytes", "must be at least 1048576 (1 MiB)"));
+            problems.push(Problem::new(
+                "cache.max_bytes",
+                "must be at least 1048576 (1 MiB)",
+            ));
         }
         for class in FreshnessClass::ALL {
             if !self.freshness.classes.contains_key(&class) {
@@ -148,8 +166,7 @@ impl Config {
         }
         for path in self.freshness.endpoints.keys() {
             if catalog().by_path(path).is_none() {
-                let near =
-                    suggest(path, catalog().endpoints().iter().map(|e| e.path.as_str()));
+                let near = suggest(path, catalog().endpoints().iter().map(|e| e.path.as_str()));
                 let hint = match near.first() {
                     Some(near) => format!("did you mean {near}?"),
                     None => "use a path template such as /stock/detail/{code}".to_owned(),
@@ -175,8 +192,7 @@ impl Config {
         }
         // What a client can send in a header, and what the edge compares as bytes.
         let unsendable = |t: &Secret| !t.expose().bytes().all(|b| b.is_ascii_graphic());
-        const VISIBLE: &str =
-            "must be visible ASCII (no spaces, controls or non-ASCII letters)";
+        const VISIBLE: &str = "must be visible ASCII (no spaces, controls or non-ASCII letters)";
         if self.auth.tokens.iter().any(unsendable) {
             problems.push(Problem::new("auth.tokens", format!("a token {VISIBLE}")));
         }
@@ -207,8 +223,7 @@ impl Config {
             problems.push(Problem::new("upstream.base_url", problem));
         }
         for (i, fallback) in upstream.fallback.iter().enumerate() {
-            if let Some(problem) = base_url_problem(&fallback.base_url, upstream.allow_plain_http)
-            {
+            if let Some(problem) = base_url_problem(&fallback.base_url, upstream.allow_plain_http) {
                 problems.push(Problem::new(
                     format!("upstream.fallback[{i}].base_url"),
                     problem,
@@ -227,7 +242,10 @@ impl Config {
             }
         }
         if upstream.max_body_bytes < 1024 {
-            problems.push(Problem::new("upstream.max_body_bytes", "must be at least 1024"));
+            problems.push(Problem::new(
+                "upstream.max_body_bytes",
+                "must be at least 1024",
+            ));
         }
         if upstream.breaker_failures > 0
             && (upstream.breaker_open_ms == 0
@@ -369,12 +387,22 @@ fn is_placeholder(secret: &str) -> bool {
         return false;
     }
     let stand_ins = [
-        "changeme", "replaceme", "placeholder", "yourtoken", "yourkey", "yoursecret",
-        "yourapikey", "fillmein", "demotoken",
+        "changeme",
+        "replaceme",
+        "placeholder",
+        "yourtoken",
+        "yourkey",
+        "yoursecret",
+        "yourapikey",
+        "fillmein",
+        "demotoken",
     ];
     letters.is_empty()
         || letters.bytes().all(|b| b == b'x')
-        || matches!(letters.as_str(), "secret" | "password" | "token" | "todo" | "fixme")
+        || matches!(
+            letters.as_str(),
+            "secret" | "password" | "token" | "todo" | "fixme"
+        )
         || stand_ins.iter().any(|s| letters.starts_with(s))
         || (secret.starts_with('<') && secret.ends_with('>'))
 }
@@ -403,12 +431,17 @@ mod tests {
         }
         let shown = base_url_problem("https://user:pa55@api.example.com/api/v1", false).unwrap();
         assert!(shown.contains("upstream.token"), "{shown}");
-        assert!(!shown.contains("pa55") && !shown.contains("user:"), "{shown}");
+        assert!(
+            !shown.contains("pa55") && !shown.contains("user:"),
+            "{shown}"
+        );
         let shown = base_url_problem("http://user:pa55@203.0.113.9/x", false).unwrap();
         assert!(!shown.contains("pa55"), "{shown}");
-        assert!(base_url_problem("http://10.0.0.5/api/v1", false)
-            .unwrap()
-            .contains("allow_plain_http"));
+        assert!(
+            base_url_problem("http://10.0.0.5/api/v1", false)
+                .unwrap()
+                .contains("allow_plain_http")
+        );
         assert!(base_url_problem("http://10.0.0.5/api/v1", true).is_none());
     }
 
@@ -427,7 +460,13 @@ mod tests {
         ] {
             assert!(is_placeholder(stand_in), "{stand_in}");
         }
-        for secret in ["test-token", "sim-secret", "9f86d081884c7d65", "t", "token-a"] {
+        for secret in [
+            "test-token",
+            "sim-secret",
+            "9f86d081884c7d65",
+            "t",
+            "token-a",
+        ] {
             assert!(!is_placeholder(secret), "{secret}");
         }
     }

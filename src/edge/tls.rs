@@ -331,7 +331,10 @@ mod tests {
             assert_eq!(tls.look(&mut refused), Look::StillRefused);
         }
         std::fs::write(&cert_path, "not pem either").unwrap();
-        assert!(matches!(tls.look(&mut refused), Look::Refused(_)), "a new change");
+        assert!(
+            matches!(tls.look(&mut refused), Look::Refused(_)),
+            "a new change"
+        );
         assert_eq!(tls.look(&mut refused), Look::StillRefused);
         std::fs::remove_file(&cert_path).unwrap();
         assert!(matches!(tls.look(&mut refused), Look::Refused(e) if e.contains("cannot read")));

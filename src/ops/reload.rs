@@ -156,10 +156,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("mdproxy-settle-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("mdproxy.toml");
-        let file = |rps: u32| format!("[server]\nreload_poll_ms = 1000\n[limits]\nupstream_rps = {rps}\n");
+        let file =
+            |rps: u32| format!("[server]\nreload_poll_ms = 1000\n[limits]\nupstream_rps = {rps}\n");
         std::fs::write(&path, file(20)).unwrap();
         let env: BTreeMap<String, String> = [
-            ("MDPROXY_UPSTREAM_BASE_URL", "https://api.example.com/api/v1"),
+            (
+                "MDPROXY_UPSTREAM_BASE_URL",
+                "https://api.example.com/api/v1",
+            ),
             ("MDPROXY_UPSTREAM_TOKEN", "upstream-key"),
             ("MDPROXY_AUTH_TOKENS", "client-key"),
         ]
@@ -179,7 +183,15 @@ mod tests {
         let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
         let poll = Duration::from_secs(1);
         let stats = Arc::new(Stats::default());
-        spawn(path.clone(), Arc::new(env), apply, Arc::clone(&stats), poll, stop.clone(), &tracker);
+        spawn(
+            path.clone(),
+            Arc::new(env),
+            apply,
+            Arc::clone(&stats),
+            poll,
+            stop.clone(),
+            &tracker,
+        );
         // Polls at 0 s, 1 s, 2 s...: each step below lands between two of them.
         let half = Duration::from_millis(500);
         tokio::time::sleep(half).await;
