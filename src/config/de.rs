@@ -347,11 +347,10 @@ pub(super) fn every_fault(table: toml::Table) -> (Option<Config>, Vec<Problem>) 
         // The key the fault is about, and the value to take away to step past it.
         let (mut about, mut remove) = (current.clone(), current);
         match &fault {
+            // A key's own error is met in its table: the path stops before it.
             Kind::UnknownKey { name, .. } => {
-                if about.last() != Some(&Seg::Key(name.clone())) {
-                    about.push(Seg::Key(name.clone()));
-                    remove.push(Seg::Key(name.clone()));
-                }
+                about.push(Seg::Key(name.clone()));
+                remove.push(Seg::Key(name.clone()));
             }
             Kind::MissingKey(name) => {
                 about.push(Seg::Key((*name).to_owned()));
