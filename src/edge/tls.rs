@@ -270,6 +270,22 @@ mod tests {
         (cert.cert.pem(), cert.signing_key.serialize_pem())
     }
 
+    /// A fresh directory named `name`, and the paths of a certificate and its key
+    /// in it, holding a new valid pair.
+    fn files(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("mdproxy-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert_path, key_path) = (dir.join("c.pem"), dir.join("k.pem"));
+        write_pair(&cert_path, &key_path);
+        (dir, cert_path, key_path)
+    }
+
+    fn write_pair(cert_path: &Path, key_path: &Path) {
+        let (cert, key) = pair("localhost");
+        std::fs::write(cert_path, cert).unwrap();
+        std::fs::write(key_path, key).unwrap();
+    }
+
     #[test]
     fn a_pair_loads_with_alpn_and_bad_files_name_themselves() {
         let (cert, key) = pair("localhost");
@@ -291,21 +307,14 @@ mod tests {
 
     #[test]
     fn refresh_loads_a_changed_pair_and_keeps_the_old_on_error() {
-        let dir = std::env::temp_dir().join(format!("mdproxy-tls-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (cert_path, key_path) = (dir.join("c.pem"), dir.join("k.pem"));
-        let (cert, key) = pair("localhost");
-        std::fs::write(&cert_path, &cert).unwrap();
-        std::fs::write(&key_path, &key).unwrap();
+        let (dir, cert_path, key_path) = files("tls");
         let tls = Tls::load(&cert_path, &key_path).unwrap();
         let first = tls.acceptor();
         assert!(!tls.refresh(&cert_path, &key_path).unwrap(), "unchanged");
         std::fs::write(&cert_path, "not pem").unwrap();
         assert!(tls.refresh(&cert_path, &key_path).is_err());
         assert!(Arc::ptr_eq(&first, &tls.acceptor()), "the old pair stays");
-        let (cert, key) = pair("localhost");
-        std::fs::write(&cert_path, &cert).unwrap();
-        std::fs::write(&key_path, &key).unwrap();
+        write_pair(&cert_path, &key_path);
         assert!(tls.refresh(&cert_path, &key_path).unwrap());
         assert!(!Arc::ptr_eq(&first, &tls.acceptor()));
         std::fs::remove_dir_all(&dir).ok();
@@ -316,12 +325,7 @@ mod tests {
     /// the files.
     #[test]
     fn a_broken_pair_is_reported_once_per_change() {
-        let dir = std::env::temp_dir().join(format!("mdproxy-tls-once-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (cert_path, key_path) = (dir.join("c.pem"), dir.join("k.pem"));
-        let (cert, key) = pair("localhost");
-        std::fs::write(&cert_path, &cert).unwrap();
-        std::fs::write(&key_path, &key).unwrap();
+        let (dir, cert_path, key_path) = files("tls-once");
         let tls = Tls::load(&cert_path, &key_path).unwrap();
         let mut refused = None;
         assert_eq!(tls.look(&mut refused), Look::Unchanged);
@@ -339,9 +343,7 @@ mod tests {
         std::fs::remove_file(&cert_path).unwrap();
         assert!(matches!(tls.look(&mut refused), Look::Refused(e) if e.contains("cannot read")));
         assert_eq!(tls.look(&mut refused), Look::StillRefused);
-        let (cert, key) = pair("localhost");
-        std::fs::write(&cert_path, &cert).unwrap();
-        std::fs::write(&key_path, &key).unwrap();
+        write_pair(&cert_path, &key_path);
         assert_eq!(tls.look(&mut refused), Look::Reloaded);
         std::fs::write(&cert_path, "not pem").unwrap();
         assert!(
@@ -353,11 +355,8 @@ mod tests {
 
     #[test]
     fn check_names_the_file_that_does_not_load() {
-        let dir = std::env::temp_dir().join(format!("mdproxy-tls-check-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (cert_path, key_path) = (dir.join("c.pem"), dir.join("k.pem"));
-        let (cert, key) = pair("localhost");
-        std::fs::write(&cert_path, &cert).unwrap();
+        let (dir, cert_path, key_path) = files("tls-check");
+        let key = std::fs::read(&key_path).unwrap();
         std::fs::write(&key_path, "junk").unwrap();
         let mut config = Config::default();
         config.server.tls_cert = cert_path.display().to_string();
