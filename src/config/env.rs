@@ -83,7 +83,9 @@ impl Env for ProcessEnv {
 /// One overridable key: its dotted path and its environment variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EnvKey {
+    /// The key's path, `["upstream", "timeout_ms"]`.
     pub path: Vec<String>,
+    /// Its variable, `MDPROXY_UPSTREAM_TIMEOUT_MS`.
     pub var: String,
     /// The default, as TOML.
     pub default: String,

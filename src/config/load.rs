@@ -93,11 +93,14 @@ pub fn from_text(
     let mut table = defaults_table();
     merge(&mut table, file);
     let overlay = overlay(&mut table, env);
+    let from_env = &overlay.from_env;
     let place = |mut problem: Problem| {
         if let Some(key) = &problem.key
             && problem.at == At::File
         {
-            problem.at = match overlay.from_env.get(key) {
+            // The variable that set it (or the list it is in), else its line or
+            // its table's.
+            problem.at = match prefixes(key).find_map(|k| from_env.get(k)) {
                 Some(var) => At::Var(var.clone()),
                 None => prefixes(key)
                     .find_map(|k| keys.lines.get(k))
@@ -109,8 +112,8 @@ pub fn from_text(
     let (config, faults) = super::de::every_fault(table);
     let structural: Vec<Problem> = overlay
         .problems
-        .iter()
-        .cloned()
+        .clone()
+        .into_iter()
         .chain(faults)
         .map(place)
         .collect();

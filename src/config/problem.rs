@@ -61,6 +61,7 @@ pub enum At {
 pub struct Problems {
     /// The file, as named in each line (`configuration` for one built in code).
     pub origin: String,
+    /// The problems, in the order of the report.
     pub list: Vec<Problem>,
 }
 

@@ -192,6 +192,14 @@ fn placeholders_and_a_missing_upstream_key_refuse_a_served_file() {
             format!("upstream.token: {placeholder}")
         )]
     );
+    let env = vars(&[("MDPROXY_AUTH_TOKENS", "a-real-one,replace-me")]);
+    assert_eq!(
+        problems(REQUIRED, &env),
+        [(
+            At::Var("MDPROXY_AUTH_TOKENS".into()),
+            format!("auth.tokens[1]: {placeholder}")
+        )]
+    );
     let mut demo = load_text(REQUIRED, &no_env).unwrap();
     demo.auth.tokens = vec![Secret::new("demo-token")];
     demo.upstream.token = Secret::default();
