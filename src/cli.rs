@@ -113,7 +113,7 @@ pub fn main() -> ExitCode {
     // `serve` reads its file first: the log format may be in it, and a file that
     // does not load is reported on stderr before anything else happens.
     let served = match &cli.command {
-        Command::Serve { config } => match crate::ops::reload::load(config, &process_env()) {
+        Command::Serve { config } => match load_to_start(config) {
             Ok(loaded) => Some(loaded),
             Err(e) => {
                 eprintln!("error: {e}");
@@ -167,8 +167,11 @@ pub fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Command::CheckConfig { file } => {
-            return match crate::ops::reload::load(&file, &process_env()) {
+            return match load_to_start(&file) {
                 Ok(config) => {
+                    for warning in warnings(&config) {
+                        eprintln!("warning: {warning}");
+                    }
                     print_or_exit(&format!(
                         "{}{}: OK\n",
                         crate::ops::report::ttl_table(&config),
@@ -210,6 +213,25 @@ fn start_telemetry(
     settings
         .map(|s| crate::telemetry::Telemetry::start(&s))
         .transpose()
+}
+
+/// Loads `path` as `serve` starts from it and `check-config` judges it: a reload's
+/// checks, and the TLS files read (a reload leaves those to the listener's own
+/// refresh), every problem reported at once.
+fn load_to_start(path: &std::path::Path) -> Result<Config, crate::config::Problems> {
+    let checks = [crate::ops::reload::CHECKS, &[crate::edge::tls::check]].concat();
+    crate::config::load(path, &process_env(), &checks)
+}
+
+/// What `check-config` warns about in a configuration it accepts (`serve` logs the
+/// same at start): a TLS private key that others may read.
+fn warnings(config: &Config) -> Vec<String> {
+    let key = &config.server.tls_key;
+    (!key.is_empty())
+        .then(|| crate::edge::tls::key_warning(std::path::Path::new(key)))
+        .flatten()
+        .into_iter()
+        .collect()
 }
 
 /// Writes `text` to stdout; a reader that went away (`mdproxy openapi | head`)

@@ -335,7 +335,7 @@ async fn invalid_reload_keeps_the_running_config() {
         std::fs::write(&path, text).unwrap();
     };
     write("\"old-token\"", "");
-    let config = mdproxy::config::Config::load(&path, |_| None).unwrap();
+    let config = mdproxy::config::load(&path, &|_: &str| None, &[]).unwrap();
     let proxy = mdproxy::app::start(&config, clock).await.unwrap();
     // The watcher's environment lookup runs on every load it attempts, valid or not
     // (overrides apply before validation): counting its calls shows, without reading

@@ -14,7 +14,7 @@ mod span;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use export::Telemetry;
-pub use settings::{Settings, problems};
+pub use settings::{Settings, check};
 pub use span::{
     Link, budget_span, cluster_span, fill_span, outgoing, record_error, record_response,
     request_span, trace_id, upstream_span, wait_span,

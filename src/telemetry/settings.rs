@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 
-use crate::config::{Env, TelemetryConfig};
+use crate::config::{At, Config, Env, Problem, TelemetryConfig};
 
 /// The standard variables read, most specific first where two name one setting.
 const SDK_DISABLED: &str = "OTEL_SDK_DISABLED";
@@ -75,10 +75,30 @@ impl fmt::Debug for Settings {
     }
 }
 
-/// What is wrong with `[telemetry]` and the `OTEL_*` variables, one message each,
-/// starting with the key or the variable (`check-config` and start-up list them).
-pub fn problems(config: &TelemetryConfig, env: &dyn Env) -> Vec<String> {
-    Settings::resolve(config, env).err().unwrap_or_default()
+/// What is wrong with `[telemetry]` and the `OTEL_*` variables, each placed at its
+/// key or its variable (a configuration check: `check-config`, start and reload).
+pub fn check(config: &Config, env: &dyn Env) -> Vec<Problem> {
+    let messages = Settings::resolve(&config.telemetry, env)
+        .err()
+        .unwrap_or_default();
+    messages.into_iter().map(|m| placed(&m)).collect()
+}
+
+/// A message that starts with its key (`telemetry.timeout_ms must ...`) or its
+/// variable (`OTEL_EXPORTER_OTLP_TIMEOUT: not a number`) as a [`Problem`].
+fn placed(message: &str) -> Problem {
+    let end = message
+        .find([' ', ':'])
+        .unwrap_or(message.len());
+    let (name, rest) = message.split_at(end);
+    let rest = rest.trim_start_matches(':').trim_start();
+    if name.starts_with("OTEL_") {
+        Problem::general(At::Var(name.to_owned()), rest)
+    } else if name.starts_with("telemetry.") {
+        Problem::new(name, rest)
+    } else {
+        Problem::new("telemetry", message)
+    }
 }
 
 impl Settings {

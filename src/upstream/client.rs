@@ -270,7 +270,7 @@ pub struct UpstreamClient {
 impl std::fmt::Debug for UpstreamClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamClient")
-            .field("base", &self.base)
+            .field("base", &crate::config::redacted_url(&self.base))
             .finish_non_exhaustive()
     }
 }
