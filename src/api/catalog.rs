@@ -394,6 +394,32 @@ pub const MAX_PAGE_SIZE: i64 = 1000;
 /// watchlist and keeps a key under a few KB).
 pub const MAX_CODES: usize = 500;
 
+/// The deepest page accepted where the docs state no bound.
+pub const MAX_PAGE: i64 = 100_000;
+/// The largest identifier or Unix time accepted: twelve digits.
+pub const MAX_ID: i64 = 999_999_999_999;
+
+/// The bounds mdproxy puts on an integer parameter whose range the docs do not
+/// state, each with why: the only restrictions beyond the documented ones (a test
+/// checks every integer parameter against the docs and this table).
+pub const INTEGER_BOUNDS: [(i64, i64, &str); 3] = [
+    (
+        0,
+        MAX_PAGE,
+        "a page number (0- or 1-based as the endpoint counts): at most 100,000 pages deep",
+    ),
+    (
+        1,
+        MAX_PAGE_SIZE,
+        "a count (page size, limit, years, rows): at least one, at most 1,000, so one request cannot make the upstream compute, or the cache hold, an unbounded answer",
+    ),
+    (
+        0,
+        MAX_ID,
+        "an identifier or a Unix time: any non-negative integer of up to twelve digits",
+    ),
+];
+
 /// The label of the pass-through pseudo-endpoint in metrics, logs and TTL tables.
 pub const PASSTHROUGH: &str = "passthrough";
 
