@@ -250,7 +250,11 @@ fn holder_list(call: &Call, today: NaiveDate) -> Answer {
 /// although its docs call every parameter optional): the shape is a guess in the
 /// style of `/stock/shareholder/list`.
 fn forecasts(call: &Call, today: NaiveDate) -> Answer {
-    let p = period_for(call.query.date("reportDate")?, today);
+    // The docs call every parameter optional, yet their sample of the bare request
+    // is "Bad Request Exception": the service needs a report period. Refused the same
+    // way here (the guess: `reportDate` is the one it needs).
+    let date = call.query.date("reportDate")?.ok_or(Refusal::BadRequest)?;
+    let p = period_for(Some(date), today);
     let paging = call.query.paging(20)?;
     let kinds = [
         "预增", "预减", "扭亏", "首亏", "续盈", "续亏", "略增", "略减",
