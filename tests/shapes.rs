@@ -125,7 +125,10 @@ fn plan(entry: &Value, all: &[Value]) -> Plan {
         .flatten()
         .any(|n| n.as_str().is_some_and(|n| n.starts_with("removed")))
     {
-        return skip("retired from the docs: the upstream no longer serves it".into(), Some(404));
+        return skip(
+            "retired from the docs: the upstream no longer serves it".into(),
+            Some(404),
+        );
     }
     if let Some((_, original)) = COPIED_SAMPLES.iter().find(|(p, _)| *p == path) {
         let copied = all.iter().find(|e| e["path"] == *original).unwrap();
@@ -144,7 +147,11 @@ fn plan(entry: &Value, all: &[Value]) -> Plan {
             let message = example["message"].as_str().unwrap_or_default();
             // "Bad Request Exception" is the sample request refused; any other
             // message a transient failure of the sample's day.
-            let status = if message == "Bad Request Exception" { 400 } else { 200 };
+            let status = if message == "Bad Request Exception" {
+                400
+            } else {
+                200
+            };
             skip(format!("failure sample: {message}"), Some(status))
         }
         _ => skip(format!("no readable data ({status})"), Some(200)),
@@ -152,7 +159,11 @@ fn plan(entry: &Value, all: &[Value]) -> Plan {
 }
 
 /// The JSON answer to `target` and its status.
-async fn get(sim: &mdproxy::sim::SimHandle, client: &reqwest::Client, target: &str) -> (u16, Value) {
+async fn get(
+    sim: &mdproxy::sim::SimHandle,
+    client: &reqwest::Client,
+    target: &str,
+) -> (u16, Value) {
     support::sim_json(sim, client, target).await
 }
 
@@ -196,7 +207,11 @@ async fn simulator_answers_in_the_documented_shapes() {
             }
         }
     }
-    println!("checked {} endpoints; skipped {}:", checked.len(), skipped.len());
+    println!(
+        "checked {} endpoints; skipped {}:",
+        checked.len(),
+        skipped.len()
+    );
     for s in &skipped {
         println!("  {s}");
     }
@@ -206,7 +221,11 @@ async fn simulator_answers_in_the_documented_shapes() {
         diffs.len(),
         diffs.join("\n")
     );
-    assert_eq!(docs.len(), 94, "92 documented endpoints and the two retired flows");
+    assert_eq!(
+        docs.len(),
+        94,
+        "92 documented endpoints and the two retired flows"
+    );
     // 80 readable success examples, one of them a copy; 7 failure samples, 3
     // placeholders, the stream and the download without a sample, the two retired
     // flows.

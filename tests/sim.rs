@@ -341,15 +341,6 @@ async fn newer_routes_are_served_and_counted() {
     );
     let (_, days) = sim_json(&sim, &client, targets[4]).await;
     assert_eq!(days["data"].as_array().unwrap().len(), 31);
-    // The old flow paths answer in the new shapes: type 1 is the region dimension.
-    let (_, old) = sim_json(&sim, &client, "/market/flow?type=1").await;
-    let (_, new) = sim_json(
-        &sim,
-        &client,
-        "/market/sector-flow/summary?dimension=region",
-    )
-    .await;
-    assert_eq!(old["data"], new["data"]);
     assert_eq!(
         sim_json(
             &sim,
@@ -602,15 +593,17 @@ async fn the_simulator_keeps_calendars_and_foreign_markets() {
             { "market": "CN_A", "date": "2024-01-02", "isTradingDay": true, "sessionType": "full" },
         ])
     );
-    let festival =
-        data("/market/trading-calendar?market=CN_A&from=2026-02-16&to=2026-02-24").await;
+    let festival = data("/market/trading-calendar?market=CN_A&from=2026-02-16&to=2026-02-24").await;
     let open: Vec<bool> = festival
         .as_array()
         .unwrap()
         .iter()
         .map(|d| d["isTradingDay"].as_bool().unwrap())
         .collect();
-    assert_eq!(open, [false, false, false, false, false, false, false, false, true]);
+    assert_eq!(
+        open,
+        [false, false, false, false, false, false, false, false, true]
+    );
     // No bar on a holiday either.
     let bars = data("/stock/kline?code=600519&from=2026-02-13&to=2026-02-24").await;
     let dates: Vec<&str> = bars["klines"]
@@ -619,7 +612,12 @@ async fn the_simulator_keeps_calendars_and_foreign_markets() {
         .iter()
         .map(|r| &r.as_str().unwrap()[..10])
         .collect();
-    assert!(!dates.iter().any(|d| ("2026-02-16".."2026-02-24").contains(d)), "{dates:?}");
+    assert!(
+        !dates
+            .iter()
+            .any(|d| ("2026-02-16".."2026-02-24").contains(d)),
+        "{dates:?}"
+    );
 
     for (market, prefix) in [("hk", ""), ("hk_main", "0"), ("hk_gem", "08")] {
         let target = format!("/market/stocks/realtime-list?market={market}&pageSize=5");
@@ -629,7 +627,10 @@ async fn the_simulator_keeps_calendars_and_foreign_markets() {
         assert_eq!(rows.len(), 5, "{target}: {v}");
         for row in rows {
             let code = row["code"].as_str().unwrap();
-            assert!(code.len() == 5 && code.starts_with(prefix), "{market}: {code}");
+            assert!(
+                code.len() == 5 && code.starts_with(prefix),
+                "{market}: {code}"
+            );
             assert_eq!(row["marketId"], 116, "{market}");
         }
     }
@@ -646,7 +647,8 @@ async fn the_simulator_keeps_calendars_and_foreign_markets() {
             .map(|r| r.as_str().unwrap()[11..16].to_owned())
             .collect()
     };
-    let hk_bars = data("/stock/kline?code=116.00700&period=30m&from=2026-03-02&to=2026-03-02").await;
+    let hk_bars =
+        data("/stock/kline?code=116.00700&period=30m&from=2026-03-02&to=2026-03-02").await;
     assert_eq!(hk_bars["code"], "00700");
     let hk_times = times(&hk_bars);
     assert_eq!(hk_times.first().map(String::as_str), Some("10:00"));

@@ -599,7 +599,11 @@ async fn passthrough_never_shares_a_key_with_the_catalogue() {
     let after = env.get("/market/indices").await;
     assert_eq!(header(&after, "x-cache"), "HIT");
     assert_eq!(header(&after, "cache-control"), live_max_age);
-    assert_eq!(after.bytes().await.unwrap(), cached, "the catalogue's answer");
+    assert_eq!(
+        after.bytes().await.unwrap(),
+        cached,
+        "the catalogue's answer"
+    );
     let again = env.get("/market/indices?fields=f2").await;
     assert_eq!(header(&again, "x-cache"), "HIT");
     let mut keys = env.proxy.state().cache().store().keys();
@@ -859,7 +863,11 @@ async fn empty_values_are_read_alike_by_mdproxy_and_the_simulator() {
     let empty_range = env.get("/stock/kline?code=600519&from=&to=").await;
     assert_eq!(empty_range.status(), 200);
     let absent = env.get("/stock/kline?code=600519").await;
-    assert_eq!(header(&absent, "x-cache"), "HIT", "one key with the absent range");
+    assert_eq!(
+        header(&absent, "x-cache"),
+        "HIT",
+        "one key with the absent range"
+    );
     let keyword = env.get("/news/headlines?keyword=").await;
     assert_eq!(keyword.status(), 200);
     assert_eq!(
@@ -916,7 +924,9 @@ async fn typed_codes_make_one_key_per_listing() {
         ["510300", "SH510300", "510300.sh", "1.510300"],
         ["159915", "159915.SZ", "SZ159915", "0.159915"],
     ] {
-        let first = env.get(&format!("/stock/kline?code={}", spellings[0])).await;
+        let first = env
+            .get(&format!("/stock/kline?code={}", spellings[0]))
+            .await;
         assert_eq!(first.status(), 200, "{}", spellings[0]);
         for typed in &spellings[1..] {
             let r = env.get(&format!("/stock/kline?code={typed}")).await;
@@ -944,7 +954,11 @@ async fn typed_codes_make_one_key_per_listing() {
         "/fund/kline?code=159915.SH",
     ] {
         let (status, code, param) = error_of(env.get(target).await).await;
-        assert_eq!((status, code.as_str()), (400, "invalid_parameter"), "{target}");
+        assert_eq!(
+            (status, code.as_str()),
+            (400, "invalid_parameter"),
+            "{target}"
+        );
         assert!(param.is_some_and(|p| p.starts_with("code")), "{target}");
     }
     assert_eq!(env.sim.raw_count(), 5, "no contradiction was forwarded");
@@ -972,6 +986,19 @@ async fn minute_klines_are_short_lived_in_session_and_held_after_the_close() {
     clock.advance(Duration::from_secs(2));
     let stale = env.get(target).await;
     assert_eq!(header(&stale, "x-cache"), "STALE", "past 10 s");
+    // One background refresh, fetched at this instant, fresh for 10 s again (waited
+    // for, so that it is not fetched after the clock moves below).
+    let mut refreshed = None;
+    for _ in 0..250 {
+        let r = env.get(target).await;
+        if header(&r, "x-cache") == "HIT" {
+            refreshed = Some(header(&r, "cache-control"));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(refreshed, Some(max_age(10)), "the refresh");
+    assert_eq!(env.sim.hits("/stock/kline"), 2);
     // After the close: fetched again, then held until Tuesday 09:15 plus the grace.
     clock.set("2026-03-02T07:05:00Z".parse().unwrap());
     let closed = env.get(target).await;
