@@ -646,20 +646,23 @@ async fn a_settled_kline_range_is_kept_for_days() {
     );
 }
 
-/// `POST /stock/report/download` makes the upstream download a file: refused with
-/// `501 not_implemented` and a reason, never forwarded.
-#[tokio::test]
-async fn the_report_download_is_refused_with_a_reason() {
-    let env = support::start().await;
-    let r = env
-        .client
+/// `POST /stock/report/download` with the test token and a documented body.
+async fn download(env: &support::Env) -> reqwest::Response {
+    env.client
         .post(env.url("/stock/report/download"))
         .bearer_auth(TOKEN)
         .json(&serde_json::json!({ "url": "https://static.cninfo.com.cn/a.PDF" }))
         .send()
         .await
-        .unwrap();
-    let (status, code, _) = error_of(r).await;
+        .unwrap()
+}
+
+/// `POST /stock/report/download` makes the upstream download a file: refused with
+/// `501 not_implemented` and a reason, never forwarded.
+#[tokio::test]
+async fn the_report_download_is_refused_with_a_reason() {
+    let env = support::start().await;
+    let (status, code, _) = error_of(download(&env).await).await;
     assert_eq!((status, code.as_str()), (501, "not_implemented"));
     assert_eq!(env.sim.raw_count(), 0);
     let unauthenticated = env
@@ -1186,15 +1189,7 @@ async fn the_error_mode_keeps_mdproxys_own_refusals() {
     let long = format!("/market/newer?q={}", "x".repeat(100));
     let (status, code, _) = error_of(env.get(&long).await).await;
     assert_eq!((status, code.as_str()), (414, "uri_too_long"));
-    let r = env
-        .client
-        .post(env.url("/stock/report/download"))
-        .bearer_auth(TOKEN)
-        .json(&serde_json::json!({ "url": "https://static.cninfo.com.cn/a.PDF" }))
-        .send()
-        .await
-        .unwrap();
-    let (status, code, _) = error_of(r).await;
+    let (status, code, _) = error_of(download(&env).await).await;
     assert_eq!((status, code.as_str()), (501, "not_implemented"));
     let (status, code, _) = error_of(env.get("/market/indices").await).await;
     assert_eq!((status, code.as_str()), (429, "rate_limited"));

@@ -4,8 +4,6 @@
 //! and what is forwarded. The rules per endpoint live in the catalogue; what a code's
 //! digits say about its exchange (and which suffix contradicts them) lives here.
 
-use std::fmt::Write as _;
-
 /// Which codes a parameter takes. A-share, ETF, HK and US codes are not the same
 /// thing: each endpoint names its rule in the catalogue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,26 +79,81 @@ impl CodeRule {
         }
     }
 
-    /// The forms [`read`](Self::read) accepts as a regular expression (ECMA-262 and
-    /// Python alike), for the OpenAPI document. A suffix that contradicts the digits
-    /// (`600519.SZ`) matches the pattern and is refused by the reading.
+    /// What [`read`](Self::read) accepts as a regular expression (ECMA-262 and Python
+    /// alike), for the OpenAPI document: every form, each exchange named only with
+    /// the digits it may name, so a contradicting suffix (`600519.SZ`) does not match.
     pub fn pattern(self) -> String {
-        let stock = "(([Ss][HhZz]|[Bb][Jj])\\.?[0-9]{6}|[0-9]{6}(\\.([Ss][HhZz]|[Bb][Jj]))?|[01]\\.[0-9]{6})";
-        let fund = "([Ss][HhZz]\\.?[0-9]{6}|[0-9]{6}(\\.[Ss][HhZz])?|[01]\\.[0-9]{6})";
         match self {
-            CodeRule::Stock => stock.to_owned(),
-            CodeRule::Fund => fund.to_owned(),
-            CodeRule::Kline => {
-                let mut p = String::from("(");
-                let _ = write!(
-                    p,
-                    "{stock}|([Hh][Kk]\\.?)?[0-9]{{5}}|[0-9]{{4,5}}\\.[Hh][Kk]|116\\.[0-9]{{5}}|10[567]\\.[A-Za-z][A-Za-z0-9_]{{0,9}}"
-                );
-                p.push(')');
-                p
+            CodeRule::Stock => a_share_pattern(Board::Stock),
+            CodeRule::Fund => a_share_pattern(Board::Fund),
+            CodeRule::Kline => format!(
+                "({}|([Hh][Kk]\\.?)?[0-9]{{5}}|[0-9]{{4,5}}\\.[Hh][Kk]|116\\.[0-9]{{5}}|10[567]\\.[A-Za-z][A-Za-z0-9_]{{0,9}})",
+                a_share_pattern(Board::Stock)
+            ),
+        }
+    }
+}
+
+/// The A-share forms of `board` as a regular expression: bare digits, the digits
+/// with an exchange as suffix or prefix, the secids.
+fn a_share_pattern(board: Board) -> String {
+    let exchanges = board.exchanges();
+    let mut forms = vec!["[0-9]{6}".to_owned()];
+    for &exchange in exchanges {
+        let digits = digits_where(board, |listed| {
+            listed.is_empty() || listed.contains(&exchange)
+        });
+        let name: String = exchange
+            .chars()
+            .map(|c| format!("[{c}{}]", c.to_ascii_lowercase()))
+            .collect();
+        forms.push(format!("{digits}\\.{name}"));
+        forms.push(format!("{name}\\.?{digits}"));
+    }
+    // Market 1 names Shanghai; market 0 Beijing where the digits are Beijing's, else
+    // Shenzhen (a_share's reading).
+    let secid = |market: &str| {
+        digits_where(board, |listed| {
+            let named = match market {
+                "1" => "SH",
+                _ if listed.contains(&"BJ") => "BJ",
+                _ => "SZ",
+            };
+            exchanges.contains(&named) && (listed.is_empty() || listed.contains(&named))
+        })
+    };
+    forms.push(format!("1\\.{}", secid("1")));
+    forms.push(format!("0\\.{}", secid("0")));
+    format!("({})", forms.join("|"))
+}
+
+/// The 6-digit codes whose exchanges ([`Board::listed`]) pass `ok`, as a regular
+/// expression: their 3-digit prefixes (the table's longest), grouped, then three
+/// digits.
+fn digits_where(board: Board, ok: impl Fn(&'static [&'static str]) -> bool) -> String {
+    let mut groups = Vec::new();
+    for a in 0..10 {
+        let passing: Vec<String> = (0..10)
+            .map(|b| {
+                (0..10)
+                    .filter(|c| ok(board.listed(&format!("{a}{b}{c}000"))))
+                    .map(|c: u32| char::from_digit(c, 10).expect("a digit"))
+                    .collect()
+            })
+            .collect();
+        if passing.iter().all(|cs| cs.len() == 10) {
+            groups.push(format!("{a}[0-9]{{2}}"));
+            continue;
+        }
+        for (b, cs) in passing.iter().enumerate() {
+            match cs.len() {
+                0 => {}
+                10 => groups.push(format!("{a}{b}[0-9]")),
+                _ => groups.push(format!("{a}{b}[{cs}]")),
             }
         }
     }
+    format!("(?:{})[0-9]{{3}}", groups.join("|"))
 }
 
 /// The canonical code of an upstream quote row, as [`CodeRule::Stock`] writes it
@@ -267,7 +320,7 @@ fn a_share(input: &str, board: Board) -> Result<String, CodeError> {
         [first, ..] => Err(CodeError::Exchange {
             digits: digits.to_owned(),
             named,
-            listed: *first,
+            listed: first,
         }),
     }
 }
@@ -459,9 +512,9 @@ mod tests {
         }
     }
 
-    /// The pattern the OpenAPI document states accepts exactly the forms the parser
-    /// reads (a contradicted suffix is a form it reads, then refuses), over every
-    /// spelling the tests above use and their near misses.
+    /// The pattern the OpenAPI document states accepts exactly what the parser
+    /// accepts, over every spelling the tests above use and their near misses, and
+    /// over every 3-digit prefix in every form.
     #[test]
     fn patterns_accept_what_the_parser_accepts() {
         let inputs = [
@@ -511,9 +564,29 @@ mod tests {
             for input in inputs {
                 assert_eq!(
                     re.is_match(input),
-                    rule.read(input) != Err(CodeError::Form),
+                    rule.canonical(input).is_some(),
                     "{rule:?} {input}"
                 );
+            }
+            for prefix in 0..1000 {
+                let digits = format!("{prefix:03}123");
+                for form in [
+                    digits.clone(),
+                    format!("{digits}.SH"),
+                    format!("{digits}.sz"),
+                    format!("{digits}.Bj"),
+                    format!("SH{digits}"),
+                    format!("sz.{digits}"),
+                    format!("BJ{digits}"),
+                    format!("1.{digits}"),
+                    format!("0.{digits}"),
+                ] {
+                    assert_eq!(
+                        re.is_match(&form),
+                        rule.canonical(&form).is_some(),
+                        "{rule:?} {form}"
+                    );
+                }
             }
         }
     }

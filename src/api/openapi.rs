@@ -162,6 +162,16 @@ fn schema(param: &Param) -> Value {
     if param.required && schema["type"] == "string" && schema.get("enum").is_none() {
         schema["minLength"] = 1.into();
     }
+    // An optional date or period given empty is absent: the empty string is valid.
+    if !param.required
+        && param.empty_is_absent
+        && matches!(param.kind, ParamKind::Date | ParamKind::Period)
+        && let Some(map) = schema.as_object_mut()
+    {
+        let pattern = map["pattern"].as_str().unwrap_or_default().to_owned();
+        map.insert("pattern".into(), format!("^$|{pattern}").into());
+        map.remove("format");
+    }
     if let Some(default) = param.default {
         schema["default"] = typed(param.kind, default);
     }

@@ -290,12 +290,16 @@ fn forecasts(call: &Call, today: NaiveDate) -> Answer {
 /// to get performance ten years"); `sortColumn` (default `PARENT_NI_3Q`) names a raw
 /// datacenter column, so the guess is a datacenter table `{pages, data, count}` with
 /// UPPER_SNAKE rows, sorted descending by that column. `industryName` filters,
-/// `year` picks the report year (the last full year when absent).
+/// `year` picks the report year (the last full year when absent, or when it is not
+/// a number: the docs type it as a string, which NestJS lets through).
 fn ten_years(call: &Call, today: NaiveDate) -> Answer {
     let q = &call.query;
     let last_year = i64::from(latest_period(today).end.year())
         - i64::from(latest_period(today).fraction() < 1.0);
-    let year = q.int("year", last_year)? as i32;
+    let year = q
+        .int("year", last_year)
+        .unwrap_or(last_year)
+        .clamp(1900, 2100) as i32;
     let industry = q.get("industryName");
     let sort = q.text("sortColumn", "PARENT_NI_3Q");
     let mut rows: Vec<Value> = universe()
