@@ -15,13 +15,16 @@ use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use crate::api::catalog::{FreshnessClass, catalog};
 use crate::cache::entry::CachedBody;
 use crate::cache::freshness::{Policy, Rule};
+use crate::cache::market::Venue;
 use crate::cluster::{FillLock, Lease, SharedStore};
 
 /// Format tag of a stored entry, bumped with any change of the layout below or of
 /// the catalogue's ids and classes (MDE2: 93 endpoints, 11 classes, settling).
 const MAGIC: &[u8; 4] = b"MDE2";
-/// MAGIC, status u16, fetched_at ms i64, endpoint id u16, class u8, flags u8, the
-/// settling date as days since 0001-01-01 i32 (0: never).
+/// MAGIC, status u16, fetched_at ms i64, endpoint id u16, class u8, flags u8 (bit 0
+/// until the open, bit 1 negative, bits 2-3 the venue: an older node's entries read
+/// as China's, as they were), the settling date as days since 0001-01-01 i32 (0:
+/// never).
 const HEADER: usize = 4 + 2 + 8 + 2 + 1 + 1 + 4;
 
 /// An entry as stored in Redis.
@@ -32,7 +35,13 @@ pub fn encode(entry: &CachedBody) -> Bytes {
     out.put_i64(entry.fetched_at.timestamp_millis());
     out.put_u16(entry.rule.endpoint_id as u16);
     out.put_u8(entry.rule.class.index() as u8);
-    out.put_u8(u8::from(entry.rule.until_open) | u8::from(entry.rule.negative) << 1);
+    let venue = Venue::ALL
+        .iter()
+        .position(|v| *v == entry.rule.venue)
+        .expect("every venue is in ALL") as u8;
+    out.put_u8(
+        u8::from(entry.rule.until_open) | (u8::from(entry.rule.negative) << 1) | (venue << 2),
+    );
     out.put_i32(entry.rule.settles.map_or(0, |d| d.num_days_from_ce()));
     out.put_slice(&entry.body);
     out.freeze()
@@ -65,6 +74,7 @@ pub fn decode(stored: Bytes, policy: &Policy, now: DateTime<Utc>) -> Option<Cach
         until_open: header[17] & 1 != 0,
         negative: header[17] & 2 != 0,
         settles,
+        venue: *Venue::ALL.get(usize::from((header[17] >> 2) & 3))?,
     };
     let fetched_at = DateTime::<Utc>::from_timestamp_millis(millis)?.min(now);
     let lifetimes = policy.lifetimes(rule, fetched_at);
