@@ -459,21 +459,30 @@ pub struct FallbackConfig {
     pub upstream_per_day: Option<u64>,
 }
 
-/// `[cache]`: memory bounds.
+/// `[cache]`: memory bounds and the disk tier.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CacheConfig {
     /// Upper bound of cached bytes (bodies plus keys and bookkeeping).
     pub max_bytes: u64,
+    /// Directory of the disk tier under the memory cache (empty: no disk tier).
+    pub disk_path: String,
+    /// Upper bound of the disk tier's files in bytes (0: no disk tier).
+    pub disk_bytes: u64,
 }
 
 impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
             max_bytes: 256 * 1024 * 1024,
+            disk_path: String::new(),
+            disk_bytes: 0,
         }
     }
 }
+
+/// The smallest disk tier: sixteen blocks of a MiB (a K-line reaches 650 KB).
+pub const MIN_DISK_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Fresh and stale lifetimes of one freshness class, in session and out of it.
 ///
@@ -1154,6 +1163,19 @@ impl Config {
         }
         if self.cache.max_bytes < 1024 * 1024 {
             problems.push("cache.max_bytes must be at least 1048576 (1 MiB)".into());
+        }
+        match (self.cache.disk_path.is_empty(), self.cache.disk_bytes) {
+            (true, 0) => {}
+            (true, _) => problems.push(
+                "cache.disk_bytes is set but cache.disk_path is empty (set both for a disk tier, or neither)".into(),
+            ),
+            (false, 0) => problems.push(
+                "cache.disk_path is set but cache.disk_bytes is 0 (set both for a disk tier, or neither)".into(),
+            ),
+            (false, n) if n < MIN_DISK_BYTES => problems.push(format!(
+                "cache.disk_bytes must be at least {MIN_DISK_BYTES} (16 MiB)"
+            )),
+            _ => {}
         }
         for class in FreshnessClass::ALL {
             if !self.freshness.classes.contains_key(&class) {

@@ -10,6 +10,7 @@ use arc_swap::ArcSwap;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::cache::disk::Disk;
 use crate::cache::freshness::Policy;
 use crate::cache::market::Clock;
 use crate::cache::readthrough::ReadThrough;
@@ -60,7 +61,8 @@ struct Shared {
 
 impl AppState {
     /// The state for `config`: market time from `clock`, rate limits on
-    /// `rate_clock`, tasks on `tracker`, stopped by `stop`.
+    /// `rate_clock`, tasks on `tracker`, stopped by `stop`, with `disk` (opened
+    /// by the caller) under the memory cache.
     ///
     /// # Errors
     /// When the upstream client cannot be built.
@@ -70,6 +72,7 @@ impl AppState {
         rate_clock: RateClock,
         tracker: TaskTracker,
         stop: CancellationToken,
+        disk: Option<Disk>,
     ) -> Result<AppState, String> {
         let stats = Arc::new(Stats::default());
         let cluster = if config.cluster.redis_url.is_empty() {
@@ -88,8 +91,12 @@ impl AppState {
         // upstream's timeout of its endpoint (added per fill).
         let lease = Duration::from_millis(config.limits.client_wait_ms + 1_000);
         let cluster = cluster.map(|c| (c, lease));
+        let mut store = Cache::new(config.cache.max_bytes, tracker.clone());
+        if let Some(disk) = disk {
+            store = store.with_disk(disk);
+        }
         let cache = ReadThrough::new(
-            Cache::new(config.cache.max_bytes, tracker.clone()),
+            store,
             upstream.clone(),
             Arc::clone(&stats),
             Arc::clone(&clock),
@@ -165,6 +172,11 @@ impl AppState {
         }
         if config.cache.max_bytes != old.config.cache.max_bytes {
             needs_restart.push("cache.max_bytes");
+        }
+        if (&config.cache.disk_path, config.cache.disk_bytes)
+            != (&old.config.cache.disk_path, old.config.cache.disk_bytes)
+        {
+            needs_restart.push("cache.disk_path, cache.disk_bytes");
         }
         if config.cluster != old.config.cluster {
             needs_restart.push("cluster");

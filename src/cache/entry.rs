@@ -43,6 +43,10 @@ pub struct CachedBody {
     /// Read from the cluster's shared store (another node's fill, or this node's
     /// before a restart), not fetched by this node.
     pub shared: bool,
+    /// Read from this node's disk tier (so not written back to it).
+    pub disk: bool,
+    /// The xxh3 of `body`, which `etag` quotes (the disk tier's checksum too).
+    hash: u64,
 }
 
 impl CachedBody {
@@ -56,6 +60,20 @@ impl CachedBody {
         generation: u64,
     ) -> CachedBody {
         let hash = xxhash_rust::xxh3::xxh3_64(&body);
+        CachedBody::hashed(body, hash, status, fetched_at, rule, lifetimes, generation)
+    }
+
+    /// [`CachedBody::new`] for a body whose xxh3 is known (read back and checked by
+    /// the disk tier): not hashed again.
+    pub fn hashed(
+        body: Bytes,
+        hash: u64,
+        status: u16,
+        fetched_at: DateTime<Utc>,
+        rule: Rule,
+        lifetimes: Lifetimes,
+        generation: u64,
+    ) -> CachedBody {
         let header =
             |s: String| HeaderValue::from_str(&s).expect("hex digits are a valid header value");
         let keep_for = (lifetimes.error_until - fetched_at)
@@ -75,7 +93,25 @@ impl CachedBody {
             gzip: OnceLock::new(),
             keep_for,
             shared: false,
+            disk: false,
+            hash,
         }
+    }
+
+    /// The xxh3 of the body (what the ETag quotes).
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// The gzip representation if it was already made (nothing is compressed).
+    pub fn gzip_if_made(&self) -> Option<&Bytes> {
+        self.gzip.get().and_then(Option::as_ref)
+    }
+
+    /// Takes a gzip representation made before (read back from disk), unless one
+    /// is already there.
+    pub fn set_gzip(&mut self, gzip: Bytes) {
+        let _ = self.gzip.set(Some(gzip));
     }
 
     /// Its lifetimes under `policy`: as stored when it was filled under the policy's

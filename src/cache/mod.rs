@@ -1,12 +1,13 @@
 //! The cache: the byte-bounded store with single-flight fills and its hot set, the
 //! read-through decision, the cluster's share of a fill, the freshness policy and
-//! the market clock it is computed from.
+//! the market clock it is computed from; the disk tier under the memory.
 
 pub mod entry;
 pub mod failures;
 mod flight;
 pub mod freshness;
 mod hot;
+pub mod disk;
 pub mod market;
 pub mod readthrough;
 pub mod shared;

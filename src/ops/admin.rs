@@ -8,6 +8,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::json;
 
 use crate::api::catalog::catalog;
+use crate::cache::disk::Pattern;
 use crate::edge::body::{self, Body};
 use crate::edge::response::IntoResponse;
 use crate::error::Error;
@@ -179,15 +180,8 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
                         ),
                     )
                 })?;
-            let id = endpoint.id;
-            let n = cache
-                .purge_matching(|key| {
-                    let path = key.split_once('?').map_or(key, |(p, _)| p);
-                    crate::api::router()
-                        .route(path)
-                        .is_some_and(|r| r.endpoint.id == id)
-                })
-                .await;
+            let pattern = Pattern::Endpoint(endpoint.path.clone());
+            let n = cache.purge_matching(&pattern).await;
             (endpoint.path.clone(), n)
         }
         _ => {
@@ -200,12 +194,50 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
                     "a key prefix starts with /, such as /stock/",
                 ));
             }
-            let n = cache.purge_matching(|key| key.starts_with(prefix)).await;
+            let n = cache
+                .purge_matching(&Pattern::Prefix(prefix.to_owned()))
+                .await;
             (prefix.to_owned(), n)
         }
     };
     tracing::info!(mode = %mode, what = %what, purged, "purged");
     Ok(json!({ "mode": mode, "purged": purged, mode.as_str(): what }))
+}
+
+/// The disk tier's part of `/status.json`.
+fn disk_json(disk: &crate::cache::disk::Disk) -> serde_json::Value {
+    let s = disk.stats();
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    let latency = &s.read_latency;
+    json!({
+        "state": if disk.is_writable() { "up" } else { "failing" },
+        "path": disk.path().display().to_string(),
+        "bytes": disk.used_bytes(),
+        "max_bytes": disk.capacity(),
+        "entries_estimate": disk.entries_estimate(),
+        "open_ms": disk.opened_in().as_millis() as u64,
+        "hits": n(&s.hits),
+        "misses": n(&s.misses),
+        "writes": n(&s.writes),
+        "written_bytes": n(&s.written_bytes),
+        "read_ms_mean": if latency.count() > 0 {
+            round(latency.sum_secs() * 1e3 / latency.count() as f64, 3)
+        } else {
+            0.0
+        },
+        "purge_rules": disk.purge_rules(),
+        "dropped": {
+            "corrupt": n(&s.corrupt),
+            "truncated": n(&s.truncated),
+            "foreign": n(&s.foreign),
+            "expired": n(&s.expired),
+            "purged": n(&s.purged),
+            "too_large": n(&s.too_large),
+            "queue_full": n(&s.queue_full),
+            "write_failures": n(&s.write_failures),
+            "read_errors": n(&s.read_errors),
+        },
+    })
 }
 
 /// A time as an operator in China reads it: `2026-11-23 09:30:00 CST`.
@@ -304,6 +336,7 @@ impl Admin {
                 "max_bytes": store.max_bytes(),
                 "evictions": store.evictions(),
             },
+            "disk": store.disk().map_or_else(|| json!({ "state": "off" }), disk_json),
             "cluster": state.cache().cluster().map_or_else(
                 || json!({ "state": "off" }),
                 |c| json!({

@@ -1,0 +1,319 @@
+//! One answer as the disk tier stores it: a self-describing, checked record (format
+//! tag, catalogue fingerprint, status, fetch and store times, rule, key, a table of
+//! representations with their lengths and hashes, a header checksum) followed by the
+//! representations' bytes. Decoding checks everything and says why it refuses; the
+//! engine under it (foyer) only moves the bytes.
+
+use std::sync::OnceLock;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use chrono::{DateTime, Datelike, NaiveDate, Utc};
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::api::catalog::{FreshnessClass, catalog};
+use crate::cache::entry::CachedBody;
+use crate::cache::freshness::{Policy, Rule};
+
+/// Format tag: bumped with any change of the layout below. A new representation
+/// (brotli, zstd) is a new [`Kind`] in the table and needs no bump: a reader skips
+/// kinds it does not know.
+pub const MAGIC: &[u8; 4] = b"MDD1";
+
+/// The fixed part of the header: magic, header length u32, catalogue fingerprint
+/// u64, status u16, fetched_at ms i64, stored_at µs i64, endpoint id u16, class u8,
+/// flags u8, settling date i32, key length u16, representation count u8.
+const FIXED: usize = 4 + 4 + 8 + 2 + 8 + 8 + 2 + 1 + 1 + 4 + 2 + 1;
+/// One row of the representation table: kind u8, length u32, xxh3 u64.
+const ROW: usize = 1 + 4 + 8;
+/// The header's own checksum (xxh3 of everything before it).
+const CHECKSUM: usize = 8;
+
+/// A representation of the body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// The upstream's bytes as they came (required: its hash is the ETag).
+    Identity = 0,
+    /// Their gzip encoding (stored when the entry already has it).
+    Gzip = 1,
+}
+
+/// Why a stored record is not served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// Its bytes do not match their checksums.
+    Corrupt,
+    /// Shorter than its header says.
+    Truncated,
+    /// Another format version or another catalogue wrote it.
+    Foreign,
+}
+
+impl Refused {
+    /// Stable label (metrics, logs).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refused::Corrupt => "corrupt",
+            Refused::Truncated => "truncated",
+            Refused::Foreign => "foreign",
+        }
+    }
+}
+
+/// The catalogue's fingerprint: endpoint ids and class indexes are stored as
+/// numbers, so a record written under another catalogue is foreign.
+fn fingerprint() -> u64 {
+    static PRINT: OnceLock<u64> = OnceLock::new();
+    *PRINT.get_or_init(|| {
+        let mut text = String::new();
+        for e in catalog().with_passthrough() {
+            text.push_str(&e.path);
+            text.push('\n');
+        }
+        for class in FreshnessClass::ALL {
+            text.push_str(class.as_str());
+            text.push('\n');
+        }
+        xxh3_64(text.as_bytes())
+    })
+}
+
+/// The record of `entry` under `key`, stored at `stored_at_us` (wall-clock
+/// microseconds: purge rules compare against it).
+pub fn encode(key: &str, entry: &CachedBody, stored_at_us: i64) -> Bytes {
+    let mut reps: Vec<(Kind, &Bytes)> = vec![(Kind::Identity, &entry.body)];
+    if let Some(gzip) = entry.gzip_if_made() {
+        reps.push((Kind::Gzip, gzip));
+    }
+    let key = &key.as_bytes()[..key.len().min(usize::from(u16::MAX))];
+    let header_len = FIXED + key.len() + ROW * reps.len() + CHECKSUM;
+    let body_len: usize = reps.iter().map(|(_, b)| b.len()).sum();
+    let mut out = BytesMut::with_capacity(header_len + body_len);
+    out.put_slice(MAGIC);
+    out.put_u32(header_len as u32);
+    out.put_u64(fingerprint());
+    out.put_u16(entry.status);
+    out.put_i64(entry.fetched_at.timestamp_millis());
+    out.put_i64(stored_at_us);
+    out.put_u16(entry.rule.endpoint_id as u16);
+    out.put_u8(entry.rule.class.index() as u8);
+    out.put_u8(u8::from(entry.rule.until_open) | u8::from(entry.rule.negative) << 1);
+    out.put_i32(entry.rule.settles.map_or(0, |d| d.num_days_from_ce()));
+    out.put_u16(key.len() as u16);
+    out.put_u8(reps.len() as u8);
+    out.put_slice(key);
+    for (kind, bytes) in &reps {
+        out.put_u8(*kind as u8);
+        out.put_u32(bytes.len() as u32);
+        out.put_u64(if *kind == Kind::Identity {
+            entry.hash()
+        } else {
+            xxh3_64(bytes)
+        });
+    }
+    let sum = xxh3_64(&out);
+    out.put_u64(sum);
+    for (_, bytes) in &reps {
+        out.put_slice(bytes);
+    }
+    out.freeze()
+}
+
+/// A record read back: the entry (lifetimes under `policy`, marked as read from
+/// disk) and when it was stored.
+pub struct Decoded {
+    pub entry: CachedBody,
+    pub stored_at_us: i64,
+}
+
+/// Reads a record stored under `key`, checking its tag, catalogue, checksums,
+/// lengths and key.
+///
+/// # Errors
+/// Why the record must not be served.
+pub fn decode(record: &Bytes, key: &str, policy: &Policy) -> Result<Decoded, Refused> {
+    if record.len() < 4 {
+        return Err(Refused::Truncated);
+    }
+    if &record[..4] != MAGIC {
+        return Err(Refused::Foreign);
+    }
+    if record.len() < FIXED + CHECKSUM {
+        return Err(Refused::Truncated);
+    }
+    let mut h = &record[4..FIXED];
+    let header_len = h.get_u32() as usize;
+    if header_len < FIXED + CHECKSUM {
+        return Err(Refused::Corrupt);
+    }
+    if record.len() < header_len {
+        return Err(Refused::Truncated);
+    }
+    let (header, sum) = record[..header_len].split_at(header_len - CHECKSUM);
+    if xxh3_64(header) != u64::from_be_bytes(sum.try_into().map_err(|_| Refused::Corrupt)?) {
+        return Err(Refused::Corrupt);
+    }
+    if h.get_u64() != fingerprint() {
+        return Err(Refused::Foreign);
+    }
+    let status = h.get_u16();
+    let fetched_ms = h.get_i64();
+    let stored_at_us = h.get_i64();
+    let endpoint_id = usize::from(h.get_u16());
+    let class = h.get_u8();
+    let flags = h.get_u8();
+    let settles = h.get_i32();
+    let key_len = usize::from(h.get_u16());
+    let count = usize::from(h.get_u8());
+    if header_len != FIXED + key_len + ROW * count + CHECKSUM {
+        return Err(Refused::Corrupt);
+    }
+    let mut rest = &header[FIXED..];
+    if &rest[..key_len] != key.as_bytes() {
+        // The engine found another key's record under this one's hash.
+        return Err(Refused::Foreign);
+    }
+    rest = &rest[key_len..];
+    let class = *FreshnessClass::ALL
+        .get(usize::from(class))
+        .ok_or(Refused::Foreign)?;
+    if endpoint_id >= catalog().with_passthrough().count() {
+        return Err(Refused::Foreign);
+    }
+    let settles = match settles {
+        0 => None,
+        days => Some(NaiveDate::from_num_days_from_ce_opt(days).ok_or(Refused::Corrupt)?),
+    };
+    let fetched_at = DateTime::<Utc>::from_timestamp_millis(fetched_ms).ok_or(Refused::Corrupt)?;
+    let mut at = header_len;
+    let mut identity = None;
+    let mut gzip = None;
+    for _ in 0..count {
+        let kind = rest.get_u8();
+        let len = rest.get_u32() as usize;
+        let hash = rest.get_u64();
+        let bytes = record
+            .get(at..at + len)
+            .ok_or(Refused::Truncated)?;
+        if xxh3_64(bytes) != hash {
+            return Err(Refused::Corrupt);
+        }
+        let bytes = record.slice(at..at + len);
+        at += len;
+        match kind {
+            0 => identity = Some((bytes, hash)),
+            1 => gzip = Some(bytes),
+            // A representation a later version added: skipped.
+            _ => {}
+        }
+    }
+    if at != record.len() {
+        return Err(Refused::Corrupt);
+    }
+    let (body, hash) = identity.ok_or(Refused::Corrupt)?;
+    let rule = Rule {
+        endpoint_id,
+        class,
+        until_open: flags & 1 != 0,
+        negative: flags & 2 != 0,
+        settles,
+    };
+    let lifetimes = policy.lifetimes(rule, fetched_at);
+    let mut entry = CachedBody::hashed(
+        body,
+        hash,
+        status,
+        fetched_at,
+        rule,
+        lifetimes,
+        policy.generation(),
+    );
+    if let Some(gzip) = gzip {
+        entry.set_gzip(gzip);
+    }
+    entry.disk = true;
+    Ok(Decoded {
+        entry,
+        stored_at_us,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn entry(body: &'static str) -> (CachedBody, Policy) {
+        let policy = Policy::new(&Config::default(), 0);
+        let kline = catalog().by_path("/stock/kline").unwrap();
+        let rule = Rule {
+            endpoint_id: kline.id,
+            class: kline.class,
+            until_open: false,
+            negative: false,
+            settles: NaiveDate::from_ymd_opt(2026, 3, 3),
+        };
+        let at = DateTime::<Utc>::from_timestamp_millis(1_772_500_000_123).unwrap();
+        let lifetimes = policy.lifetimes(rule, at);
+        (
+            CachedBody::new(Bytes::from_static(body.as_bytes()), 200, at, rule, lifetimes, 0),
+            policy,
+        )
+    }
+
+    #[test]
+    fn a_record_reads_back_as_it_was_written() {
+        let (e, policy) = entry("{\"success\":true,\"data\":[1,2,3]}");
+        let record = encode("/stock/kline?code=600519", &e, 42);
+        let d = decode(&record, "/stock/kline?code=600519", &policy).unwrap();
+        assert_eq!(d.stored_at_us, 42);
+        assert_eq!(d.entry.body, e.body);
+        assert_eq!(d.entry.etag, e.etag);
+        assert_eq!(d.entry.fetched_at, e.fetched_at);
+        assert_eq!(d.entry.rule, e.rule);
+        assert_eq!(d.entry.lifetimes, e.lifetimes);
+        assert!(d.entry.disk);
+    }
+
+    /// Every flipped byte, every cut and another key are refused, never served.
+    #[test]
+    fn damaged_short_and_foreign_records_are_refused() {
+        let (e, policy) = entry("{\"success\":true,\"data\":[1,2,3]}");
+        let key = "/stock/kline?code=600519";
+        let record = encode(key, &e, 42);
+        for i in 0..record.len() {
+            let mut bad = record.to_vec();
+            bad[i] ^= 0x20;
+            assert!(
+                decode(&Bytes::from(bad), key, &policy).is_err(),
+                "byte {i} flipped"
+            );
+        }
+        for len in 0..record.len() {
+            assert!(
+                decode(&record.slice(..len), key, &policy).is_err(),
+                "cut at {len}"
+            );
+        }
+        assert_eq!(
+            decode(&record, "/stock/kline?code=600518", &policy).err(),
+            Some(Refused::Foreign)
+        );
+        let mut other = record.to_vec();
+        other[3] = b'9';
+        assert_eq!(
+            decode(&Bytes::from(other), key, &policy).err(),
+            Some(Refused::Foreign)
+        );
+    }
+
+    #[test]
+    fn a_gzip_copy_travels_with_the_body() {
+        let text: &'static str = Box::leak("{\"a\":1}".repeat(400).into_boxed_str());
+        let (e, policy) = entry(text);
+        let gzip = e.gzip().unwrap().clone();
+        let record = encode("k", &e, 1);
+        let d = decode(&record, "k", &policy).unwrap();
+        assert_eq!(d.entry.gzip_if_made(), Some(&gzip));
+    }
+}
