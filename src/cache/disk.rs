@@ -45,7 +45,7 @@ const WRITE_QUEUE_BYTES: u64 = 8 << 20;
 const PROBE_EVERY: Duration = Duration::from_secs(10);
 /// An answer whose fresh life is shorter than this is not written: a quote
 /// refreshed every few seconds gains nothing from a disk.
-const MIN_FRESH: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+const MIN_FRESH_SECS: i64 = 60;
 /// The probe file's name in `cache.disk_path`.
 const PROBE_FILE: &str = "mdproxy-probe";
 
@@ -310,7 +310,7 @@ impl Disk {
         let s = &*self.inner;
         if entry.disk
             || entry.status != 200
-            || entry.lifetimes.fresh_until - entry.fetched_at < MIN_FRESH
+            || (entry.lifetimes.fresh_until - entry.fetched_at).num_seconds() < MIN_FRESH_SECS
         {
             return;
         }
@@ -462,7 +462,7 @@ impl Disk {
         let held = s.pieces.insert(key.to_owned(), Record(record));
         s.engine.enqueue(held.piece(), true);
         drop(held);
-        s.pieces.remove(key);
+        drop(s.pieces.remove(key));
     }
 
     /// Tries the disk every [`PROBE_EVERY`]: a failure stops writes with one

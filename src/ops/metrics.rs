@@ -431,7 +431,7 @@ fn disk_metrics(
         ConstCounter::new(n.load(Relaxed)).encode(family.encode_family(&[("reason", reason)])?)?;
     }
     let h = &s.read_latency;
-    let family = encoder.encode_descriptor(
+    let mut family = encoder.encode_descriptor(
         "disk_read_duration",
         "Time a disk tier read took, hit or miss",
         Some(&Unit::Seconds),

@@ -125,7 +125,7 @@ impl Engine for FoyerEngine {
     fn put(&self, key: &str, value: Bytes) {
         let entry = self.memory.insert(key.to_owned(), value);
         self.store.enqueue(entry.piece(), true);
-        self.memory.remove(key);
+        drop(self.memory.remove(key));
     }
     fn sync(&self) {
         self.rt.block_on(self.store.wait());
@@ -266,10 +266,7 @@ fn main() {
 
     let open = |rt: &tokio::runtime::Runtime| -> Arc<dyn Engine> {
         match engine.as_str() {
-            "foyer" => {
-                let _g = rt.enter();
-                Arc::new(rt.block_on(FoyerEngine::open(&dir, capacity)))
-            }
+            "foyer" => Arc::new(rt.block_on(FoyerEngine::open(&dir, capacity))),
             "fjall" => Arc::new(FjallEngine::open(&dir)),
             "redb" => Arc::new(RedbEngine::open(&dir)),
             other => panic!("unknown engine {other}"),
@@ -313,9 +310,7 @@ fn main() {
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let (e, set) = (Arc::clone(&e), Arc::clone(&set));
-            let h = rt.handle().clone();
             std::thread::spawn(move || {
-                let _g = h.enter();
                 let mut rng = fastrand::Rng::with_seed(t as u64 + 7);
                 let mut lat = Vec::with_capacity(per);
                 let mut missing = 0;
