@@ -38,8 +38,6 @@ UPSTREAM_TOKEN = "sim-secret"
 START_WAIT = 60.0
 GIB = 1 << 30
 MIB = 1 << 20
-# Board ranges of the simulator's universe: (first code, count).
-BOARDS = [(600_000, 1_650), (1, 1_520), (300_001, 1_380), (688_001, 580), (920_001, 280)]
 # Per code: (period, fqt); forward adjustment (`pre`) is never final, so not here.
 SHAPES = [("day", "none"), ("week", "none"), ("day", "after"), ("month", "none"), ("week", "after")]
 
@@ -136,9 +134,23 @@ def du_mib(path):
     return total / MIB
 
 
-def targets():
+def stock_codes(sim_port):
+    """Every A-share code the simulator knows (its screener, page by page)."""
+    codes = []
+    for page in range(1, 100):
+        c = http.client.HTTPConnection("127.0.0.1", sim_port, timeout=30)
+        c.request("GET", f"/api/v1/stock/screener/universe?market=CN_A&page={page}&pageSize=500",
+                  headers={"Authorization": f"Bearer {UPSTREAM_TOKEN}"})
+        items = json.loads(c.getresponse().read())["data"]["items"]
+        if not items:
+            break
+        codes += [i["code"] for i in items]
+    return codes
+
+
+def targets(codes):
     yesterday = (datetime.date.today() - datetime.timedelta(days=1)).isoformat()
-    codes = [f"{first + i:06d}" for first, count in BOARDS for i in range(count)]
+    codes = list(codes)
     random.Random(28).shuffle(codes)
     for period, fqt in SHAPES:
         for code in codes:
@@ -315,7 +327,9 @@ def main():
 
     # Fill mdproxy key by key until the working set is reached, in batches.
     keys, filled, started = [], 0, time.monotonic()
-    gen = targets()
+    codes = stock_codes(ports["sim"])
+    log(f"simulator: {len(codes)} A-share codes")
+    gen = targets(codes)
     while filled < args.working_set_mib * MIB:
         batch = [k for _, k in zip(range(200), gen)]
         if not batch:

@@ -20,7 +20,20 @@ sim=$!
 for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/_sim/stats" && break; sleep 0.1; done
 # 300 bodies: day, week and month bars of codes across the boards (30 KB to 650 KB).
 i=0
-for code in $(python3 -c 'import random; r=random.Random(28); print(" ".join(r.sample([f"{600000+i:06d}" for i in range(1650)]+[f"{1+i:06d}" for i in range(1520)]+[f"{300001+i:06d}" for i in range(1380)], 100)))'); do
+codes=$(python3 - "$port" <<'PY'
+import json, random, sys, urllib.request
+codes = []
+for page in range(1, 100):
+    req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/api/v1/stock/screener/universe?market=CN_A&page={page}&pageSize=500",
+                                 headers={"Authorization": "Bearer t"})
+    items = json.load(urllib.request.urlopen(req))["data"]["items"]
+    if not items:
+        break
+    codes += [i["code"] for i in items]
+print(" ".join(random.Random(28).sample(codes, 100)))
+PY
+)
+for code in $codes; do
   for period in day week month; do
     curl -sf -H "Authorization: Bearer t" -o "$work/bodies/$i.json" \
       "http://127.0.0.1:$port/api/v1/stock/kline?code=$code&period=$period&fqt=none&to=2026-01-30"
