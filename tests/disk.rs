@@ -64,7 +64,12 @@ async fn status_json(app: &App) -> serde_json::Value {
 
 /// Fills `targets` through a proxy with a disk tier, waits for the writes, and
 /// stops it; returns the bodies served.
-async fn fill(sim: &SimHandle, path: &Path, clock: &Arc<ManualClock>, targets: &[&str]) -> Vec<bytes::Bytes> {
+async fn fill(
+    sim: &SimHandle,
+    path: &Path,
+    clock: &Arc<ManualClock>,
+    targets: &[&str],
+) -> Vec<bytes::Bytes> {
     let app = proxy(sim, path, 64 << 20, clock).await;
     let mut bodies = Vec::new();
     for target in targets {
@@ -97,7 +102,10 @@ async fn a_restart_serves_from_disk_without_the_upstream() {
         let r = get(&app, target).await;
         assert_eq!(r.status(), 200);
         assert_eq!(header(&r, "x-cache"), "HIT", "{target}");
-        assert!(header(&r, "cache-status").ends_with("detail=disk"), "{target}");
+        assert!(
+            header(&r, "cache-status").ends_with("detail=disk"),
+            "{target}"
+        );
         assert_eq!(&r.bytes().await.unwrap(), body, "{target}");
     }
     // Promoted to memory: the next read is a memory hit.
@@ -120,16 +128,18 @@ fn corrupt(path: &Path, needle: &[u8]) -> usize {
     let mut flipped = 0;
     for entry in std::fs::read_dir(path).unwrap().flatten() {
         let file = entry.path();
-        if !file.file_name().unwrap().to_string_lossy().starts_with("foyer") {
+        if !file
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("foyer")
+        {
             continue;
         }
         let mut bytes = std::fs::read(&file).unwrap();
         let mut changed = false;
         let mut at = 0;
-        while let Some(i) = bytes[at..]
-            .windows(needle.len())
-            .position(|w| w == needle)
-        {
+        while let Some(i) = bytes[at..].windows(needle.len()).position(|w| w == needle) {
             bytes[at + i + needle.len() / 2] ^= 0x01;
             at += i + needle.len();
             flipped += 1;
@@ -344,4 +354,3 @@ async fn a_disk_that_cannot_be_written_degrades_to_memory_only() {
     let _ = std::fs::remove_dir_all(&path);
     let _ = std::fs::remove_dir_all(&blocked);
 }
-

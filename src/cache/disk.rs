@@ -121,6 +121,8 @@ struct Inner {
     path: PathBuf,
     capacity: u64,
     max_record: usize,
+    /// The engine's write buffer.
+    buffer: usize,
     /// Records on their way to the writer task.
     queue: mpsc::Sender<(String, Arc<CachedBody>)>,
     /// Records queued and not yet handed to the engine.
@@ -183,9 +185,7 @@ impl Disk {
             (capacity_usize / MIN_BLOCKS).max(MIN_BLOCK_BYTES) & !4095
         };
         let started = Instant::now();
-        let pieces: Pieces = foyer::CacheBuilder::new(WRITE_QUEUE)
-            .with_shards(4)
-            .build();
+        let pieces: Pieces = foyer::CacheBuilder::new(WRITE_QUEUE).with_shards(4).build();
         let device = foyer::DeviceBuilder::build(
             foyer::FsDeviceBuilder::new(path).with_capacity(capacity_usize),
         )
@@ -228,6 +228,7 @@ impl Disk {
                 path: path.to_owned(),
                 capacity,
                 max_record: block - BLOCK_OVERHEAD.min(block / 4),
+                buffer: block,
                 queue,
                 pending: AtomicU64::new(0),
                 pending_bytes: AtomicU64::new(0),
@@ -326,8 +327,7 @@ impl Disk {
         let queued = s.pending_bytes.fetch_add(bytes, Ordering::Relaxed);
         s.pending.fetch_add(1, Ordering::Relaxed);
         if queued + bytes > WRITE_QUEUE_BYTES.max(bytes)
-            || s
-                .queue
+            || s.queue
                 .try_send((key.to_owned(), Arc::clone(entry)))
                 .is_err()
         {
@@ -410,7 +410,7 @@ impl Disk {
 
     /// The purge rules in force.
     pub fn purge_rules(&self) -> usize {
-        self.inner.purges.len()
+        self.inner.purges.count()
     }
 
     /// The writer task: records from the queue into the engine until `stop`, then
@@ -420,20 +420,32 @@ impl Disk {
         mut rx: mpsc::Receiver<(String, Arc<CachedBody>)>,
         stop: CancellationToken,
     ) {
+        // The engine drops what does not fit its write buffer, unseen: past half a
+        // buffer handed over, the writer waits for the engine to write it (our
+        // queue fills meanwhile, and what overflows it is counted).
+        let mut handed = 0;
         loop {
             tokio::select! {
                 next = rx.recv() => match next {
                     Some((key, entry)) => {
-                        self.write(&key, &entry);
+                        handed += self.write(&key, &entry);
                         self.inner.pending.fetch_sub(1, Ordering::Relaxed);
+                        if handed >= self.inner.buffer / 2 {
+                            self.inner.engine.wait().await;
+                            handed = 0;
+                        }
                     }
                     None => break,
                 },
                 () = stop.cancelled() => {
                     rx.close();
                     while let Ok((key, entry)) = rx.try_recv() {
-                        self.write(&key, &entry);
+                        handed += self.write(&key, &entry);
                         self.inner.pending.fetch_sub(1, Ordering::Relaxed);
+                        if handed >= self.inner.buffer / 2 {
+                            self.inner.engine.wait().await;
+                            handed = 0;
+                        }
                     }
                     break;
                 }
@@ -444,15 +456,17 @@ impl Disk {
         }
     }
 
-    fn write(&self, key: &str, entry: &CachedBody) {
+    /// Hands one record to the engine; the bytes handed.
+    fn write(&self, key: &str, entry: &CachedBody) -> usize {
         let s = &*self.inner;
         s.pending_bytes
             .fetch_sub(entry.body.len() as u64, Ordering::Relaxed);
         let record = format::encode(key, entry, wall_clock_us());
         if record.len() > s.max_record {
             s.stats.too_large.fetch_add(1, Ordering::Relaxed);
-            return;
+            return 0;
         }
+        let len = record.len();
         s.stats.writes.fetch_add(1, Ordering::Relaxed);
         s.stats
             .written_bytes
@@ -463,6 +477,7 @@ impl Disk {
         s.engine.enqueue(held.piece(), true);
         drop(held);
         drop(s.pieces.remove(key));
+        len
     }
 
     /// Tries the disk every [`PROBE_EVERY`]: a failure stops writes with one

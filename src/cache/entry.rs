@@ -45,8 +45,6 @@ pub struct CachedBody {
     pub shared: bool,
     /// Read from this node's disk tier (so not written back to it).
     pub disk: bool,
-    /// The xxh3 of `body`, which `etag` quotes (the disk tier's checksum too).
-    hash: u64,
 }
 
 impl CachedBody {
@@ -94,13 +92,17 @@ impl CachedBody {
             keep_for,
             shared: false,
             disk: false,
-            hash,
         }
     }
 
-    /// The xxh3 of the body (what the ETag quotes).
+    /// The xxh3 of the body, as the ETag quotes it (`"<16 hex digits>"`; read back
+    /// rather than kept: the entry stays as small as before).
     pub fn hash(&self) -> u64 {
-        self.hash
+        let quoted = self.etag.as_bytes();
+        std::str::from_utf8(&quoted[1..quoted.len() - 1])
+            .ok()
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .expect("the ETag is made from the hash")
     }
 
     /// The gzip representation if it was already made (nothing is compressed).

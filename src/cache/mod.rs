@@ -2,12 +2,12 @@
 //! read-through decision, the cluster's share of a fill, the freshness policy and
 //! the market clock it is computed from; the disk tier under the memory.
 
+pub mod disk;
 pub mod entry;
 pub mod failures;
 mod flight;
 pub mod freshness;
 mod hot;
-pub mod disk;
 pub mod market;
 pub mod readthrough;
 pub mod shared;

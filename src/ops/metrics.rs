@@ -384,8 +384,16 @@ fn disk_metrics(
     use std::sync::atomic::Ordering::Relaxed;
     let s = disk.stats();
     for (name, help, value) in [
-        ("disk_bytes", "Bytes the disk tier's files take on disk", disk.used_bytes()),
-        ("disk_max_bytes", "The disk tier's bound, cache.disk_bytes", disk.capacity()),
+        (
+            "disk_bytes",
+            "Bytes the disk tier's files take on disk",
+            disk.used_bytes(),
+        ),
+        (
+            "disk_max_bytes",
+            "The disk tier's bound, cache.disk_bytes",
+            disk.capacity(),
+        ),
         (
             "disk_entries",
             "Records on the disk tier (estimated: bytes used over the mean record written)",
@@ -400,9 +408,21 @@ fn disk_metrics(
         gauge(encoder, name, help, value)?;
     }
     for (name, help, value) in [
-        ("disk_hits", "Reads answered by the disk tier", s.hits.load(Relaxed)),
-        ("disk_misses", "Reads the disk tier could not answer", s.misses.load(Relaxed)),
-        ("disk_writes", "Records written to the disk tier", s.writes.load(Relaxed)),
+        (
+            "disk_hits",
+            "Reads answered by the disk tier",
+            s.hits.load(Relaxed),
+        ),
+        (
+            "disk_misses",
+            "Reads the disk tier could not answer",
+            s.misses.load(Relaxed),
+        ),
+        (
+            "disk_writes",
+            "Records written to the disk tier",
+            s.writes.load(Relaxed),
+        ),
         (
             "disk_written_bytes",
             "Bytes of records written to the disk tier",

@@ -192,9 +192,7 @@ pub fn decode(record: &Bytes, key: &str, policy: &Policy) -> Result<Decoded, Ref
         let kind = rest.get_u8();
         let len = rest.get_u32() as usize;
         let hash = rest.get_u64();
-        let bytes = record
-            .get(at..at + len)
-            .ok_or(Refused::Truncated)?;
+        let bytes = record.get(at..at + len).ok_or(Refused::Truncated)?;
         if xxh3_64(bytes) != hash {
             return Err(Refused::Corrupt);
         }
@@ -256,7 +254,14 @@ mod tests {
         let at = DateTime::<Utc>::from_timestamp_millis(1_772_500_000_123).unwrap();
         let lifetimes = policy.lifetimes(rule, at);
         (
-            CachedBody::new(Bytes::from_static(body.as_bytes()), 200, at, rule, lifetimes, 0),
+            CachedBody::new(
+                Bytes::from_static(body.as_bytes()),
+                200,
+                at,
+                rule,
+                lifetimes,
+                0,
+            ),
             policy,
         )
     }

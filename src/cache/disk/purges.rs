@@ -108,7 +108,7 @@ impl Purges {
     }
 
     /// How many rules are in force.
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.rules().len()
     }
 }
