@@ -301,6 +301,7 @@ def main():
     ap.add_argument("--json", required=True)
     args = ap.parse_args()
 
+    os.makedirs(os.path.dirname(os.path.abspath(args.dir)), exist_ok=True)
     free = shutil.disk_usage(os.path.dirname(os.path.abspath(args.dir))).free
     need = 2 * args.working_set_mib * MIB + 4 * GIB
     if free < need:
