@@ -191,7 +191,6 @@ events {{ worker_connections 4096; }}
 http {{
   access_log off;
   proxy_cache_path {cache_dir} levels=1:2 keys_zone=md:64m max_size={args.disk_mib}m inactive=7d use_temp_path=off;
-  proxy_max_temp_file_size 0;
   upstream sim {{ server 127.0.0.1:{sim_port}; keepalive 64; }}
   server {{
     listen 127.0.0.1:{port};
