@@ -168,6 +168,8 @@ tokens = ["{CLIENT_TOKEN}"]
 [upstream]
 base_url = "http://127.0.0.1:{sim_port}/api/v1"
 token = "{UPSTREAM_TOKEN}"
+# No start-up probe: the restarts below must ask the simulator nothing.
+probe_target = ""
 [limits]
 upstream_rps = 0
 [scheduler]

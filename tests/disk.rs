@@ -119,6 +119,16 @@ async fn a_restart_serves_from_disk_without_the_upstream() {
     let status = status_json(&app).await;
     assert_eq!(status["disk"]["state"], "up");
     assert_eq!(status["disk"]["hits"], 5);
+    let admin = format!("http://{}", app.admin_addr.unwrap());
+    let metrics = support::text(&format!("{admin}/metrics")).await;
+    for line in [
+        "mdproxy_disk_hits_total 5",
+        "mdproxy_disk_dropped_total{reason=\"corrupt\"} 0",
+        "mdproxy_disk_writable 1",
+        "mdproxy_disk_read_duration_seconds_count 6",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
     app.shutdown().await;
     let _ = std::fs::remove_dir_all(&path);
 }

@@ -283,7 +283,7 @@ impl Disk {
             s.engine.delete(key);
             None
         };
-        let decoded = match format::decode(&record, key, policy) {
+        let decoded = match format::decode(&record, key, policy, format::Check::Header) {
             Ok(decoded) => decoded,
             Err(why) => {
                 tracing::debug!(key, why = why.as_str(), "disk record dropped");
