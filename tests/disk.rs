@@ -110,7 +110,7 @@ async fn a_restart_serves_from_disk_without_the_upstream() {
     }
     // Promoted to memory: the next read is a memory hit.
     let again = get(&app, PAST[0]).await;
-    assert_eq!(header(&again, "cache-status").contains("disk"), false);
+    assert!(!header(&again, "cache-status").contains("disk"));
     assert_eq!(
         (sim.hits("/stock/kline"), sim.hits("/stock/detail/{code}")),
         before,
