@@ -461,7 +461,7 @@ impl Disk {
         let s = &*self.inner;
         s.pending_bytes
             .fetch_sub(entry.body.len() as u64, Ordering::Relaxed);
-        let record = format::encode(key, entry, wall_clock_us());
+        let record = format::encode(key, entry, wall_clock_us(), s.max_record);
         if record.len() > s.max_record {
             s.stats.too_large.fetch_add(1, Ordering::Relaxed);
             return 0;

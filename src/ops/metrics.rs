@@ -355,7 +355,7 @@ impl Collector for StatsCollector {
         ] {
             gauge(&mut encoder, name, help, value)?;
         }
-        if let Some(cluster) = self.state.cache().cluster() {
+        if let Some(cluster) = self.state.cluster() {
             gauge(
                 &mut encoder,
                 "cluster_redis_up",
@@ -516,15 +516,15 @@ fn process_metrics(mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
             fds as u64,
         )?;
     }
-    if let Ok(limits) = me.limits() {
-        if let procfs::process::LimitValue::Value(max) = limits.max_open_files.soft_limit {
-            gauge(
-                &mut encoder,
-                "process_max_fds",
-                "Maximum open file descriptors",
-                max,
-            )?;
-        }
+    if let Ok(limits) = me.limits()
+        && let procfs::process::LimitValue::Value(max) = limits.max_open_files.soft_limit
+    {
+        gauge(
+            &mut encoder,
+            "process_max_fds",
+            "Maximum open file descriptors",
+            max,
+        )?;
     }
     Ok(())
 }

@@ -11,12 +11,14 @@ use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::api::catalog::{FreshnessClass, catalog};
+use crate::cache::encoding::Coding;
 use crate::cache::entry::CachedBody;
 use crate::cache::freshness::{Policy, Rule};
+use crate::cache::market::Venue;
 
-/// Format tag: bumped with any change of the layout below. A new representation
-/// (brotli, zstd) is a new [`Kind`] in the table and needs no bump: a reader skips
-/// kinds it does not know.
+/// Format tag: bumped with any change of the layout below. A new representation is
+/// a new [`Kind`] in the table and needs no bump: a reader skips kinds it does not
+/// know.
 pub const MAGIC: &[u8; 4] = b"MDD1";
 
 /// The fixed part of the header: magic, header length u32, catalogue fingerprint
@@ -34,8 +36,30 @@ const CHECKSUM: usize = 8;
 pub enum Kind {
     /// The upstream's bytes as they came (required: its hash is the ETag).
     Identity = 0,
-    /// Their gzip encoding (stored when the entry already has it).
+    /// Their gzip encoding (each compressed kind is stored when the entry has it
+    /// made, as every fill does; a reader skips a kind it does not know).
     Gzip = 1,
+    /// Their brotli encoding.
+    Brotli = 2,
+    /// Their zstd encoding.
+    Zstd = 3,
+}
+
+impl Kind {
+    /// The kind of a compressed representation.
+    fn of(coding: Coding) -> Kind {
+        match coding {
+            Coding::Gzip => Kind::Gzip,
+            Coding::Brotli => Kind::Brotli,
+            Coding::Zstd => Kind::Zstd,
+        }
+    }
+
+    /// The coding of a stored kind (`None`: the identity, or one this version
+    /// does not know).
+    fn coding(tag: u8) -> Option<Coding> {
+        Coding::ALL.into_iter().find(|&c| Kind::of(c) as u8 == tag)
+    }
 }
 
 /// Why a stored record is not served.
@@ -78,14 +102,33 @@ fn fingerprint() -> u64 {
     })
 }
 
+/// The rule's flags byte: bit 0 expires at the next open, bit 1 a "not found",
+/// bits 2-3 the venue (by [`Venue::ALL`]; records older than venues read China).
+fn flags(rule: &Rule) -> u8 {
+    let venue = Venue::ALL
+        .iter()
+        .position(|&v| v == rule.venue)
+        .unwrap_or(0) as u8;
+    u8::from(rule.until_open) | u8::from(rule.negative) << 1 | venue << 2
+}
+
 /// The record of `entry` under `key`, stored at `stored_at_us` (wall-clock
-/// microseconds: purge rules compare against it).
-pub fn encode(key: &str, entry: &CachedBody, stored_at_us: i64) -> Bytes {
-    let mut reps: Vec<(Kind, &Bytes)> = vec![(Kind::Identity, &entry.body)];
-    if let Some(gzip) = entry.gzip_if_made() {
-        reps.push((Kind::Gzip, gzip));
-    }
+/// microseconds: purge rules compare against it), no longer than `room` where the
+/// body allows: the compressed copies made go along (in [`Coding::ALL`] order)
+/// while they fit, so a K-line near the block's size is stored with fewer of them
+/// (or none) rather than not at all; one left out is made again on first demand.
+pub fn encode(key: &str, entry: &CachedBody, stored_at_us: i64, room: usize) -> Bytes {
     let key = &key.as_bytes()[..key.len().min(usize::from(u16::MAX))];
+    let mut reps: Vec<(Kind, &Bytes)> = vec![(Kind::Identity, &entry.body)];
+    let mut len = FIXED + key.len() + ROW + CHECKSUM + entry.body.len();
+    for coding in Coding::ALL {
+        if let Some(bytes) = entry.encoded_now(coding)
+            && len + ROW + bytes.len() <= room
+        {
+            len += ROW + bytes.len();
+            reps.push((Kind::of(coding), bytes));
+        }
+    }
     let header_len = FIXED + key.len() + ROW * reps.len() + CHECKSUM;
     let body_len: usize = reps.iter().map(|(_, b)| b.len()).sum();
     let mut out = BytesMut::with_capacity(header_len + body_len);
@@ -97,7 +140,7 @@ pub fn encode(key: &str, entry: &CachedBody, stored_at_us: i64) -> Bytes {
     out.put_i64(stored_at_us);
     out.put_u16(entry.rule.endpoint_id as u16);
     out.put_u8(entry.rule.class.index() as u8);
-    out.put_u8(u8::from(entry.rule.until_open) | u8::from(entry.rule.negative) << 1);
+    out.put_u8(flags(&entry.rule));
     out.put_i32(entry.rule.settles.map_or(0, |d| d.num_days_from_ce()));
     out.put_u16(key.len() as u16);
     out.put_u8(reps.len() as u8);
@@ -203,7 +246,7 @@ pub fn decode(
     let fetched_at = DateTime::<Utc>::from_timestamp_millis(fetched_ms).ok_or(Refused::Corrupt)?;
     let mut at = header_len;
     let mut identity = None;
-    let mut gzip = None;
+    let mut encoded = Vec::new();
     for _ in 0..count {
         let kind = rest.get_u8();
         let len = rest.get_u32() as usize;
@@ -216,9 +259,8 @@ pub fn decode(
         at += len;
         match kind {
             0 => identity = Some((bytes, hash)),
-            1 => gzip = Some(bytes),
             // A representation a later version added: skipped.
-            _ => {}
+            tag => encoded.extend(Kind::coding(tag).map(|c| (c, bytes))),
         }
     }
     if at != record.len() {
@@ -231,6 +273,9 @@ pub fn decode(
         until_open: flags & 1 != 0,
         negative: flags & 2 != 0,
         settles,
+        venue: *Venue::ALL
+            .get(usize::from(flags >> 2 & 3))
+            .ok_or(Refused::Corrupt)?,
     };
     let lifetimes = policy.lifetimes(rule, fetched_at);
     let mut entry = CachedBody::hashed(
@@ -242,8 +287,8 @@ pub fn decode(
         lifetimes,
         policy.generation(),
     );
-    if let Some(gzip) = gzip {
-        entry.set_gzip(gzip);
+    for (coding, bytes) in encoded {
+        entry.set_encoded(coding, bytes);
     }
     entry.disk = true;
     Ok(Decoded {
@@ -266,6 +311,7 @@ mod tests {
             until_open: false,
             negative: false,
             settles: NaiveDate::from_ymd_opt(2026, 3, 3),
+            venue: Venue::China,
         };
         let at = DateTime::<Utc>::from_timestamp_millis(1_772_500_000_123).unwrap();
         let lifetimes = policy.lifetimes(rule, at);
@@ -285,7 +331,7 @@ mod tests {
     #[test]
     fn a_record_reads_back_as_it_was_written() {
         let (e, policy) = entry("{\"success\":true,\"data\":[1,2,3]}");
-        let record = encode("/stock/kline?code=600519", &e, 42);
+        let record = encode("/stock/kline?code=600519", &e, 42, usize::MAX);
         let d = decode(&record, "/stock/kline?code=600519", &policy, Check::Full).unwrap();
         assert_eq!(d.stored_at_us, 42);
         assert_eq!(d.entry.body, e.body);
@@ -301,7 +347,7 @@ mod tests {
     fn damaged_short_and_foreign_records_are_refused() {
         let (e, policy) = entry("{\"success\":true,\"data\":[1,2,3]}");
         let key = "/stock/kline?code=600519";
-        let record = encode(key, &e, 42);
+        let record = encode(key, &e, 42, usize::MAX);
         for i in 0..record.len() {
             let mut bad = record.to_vec();
             bad[i] ^= 0x20;
@@ -329,12 +375,58 @@ mod tests {
     }
 
     #[test]
-    fn a_gzip_copy_travels_with_the_body() {
+    fn every_compressed_copy_travels_with_the_body() {
         let text: &'static str = Box::leak("{\"a\":1}".repeat(400).into_boxed_str());
         let (e, policy) = entry(text);
-        let gzip = e.gzip().unwrap().clone();
-        let record = encode("k", &e, 1);
+        e.encode_all();
+        let record = encode("k", &e, 1, usize::MAX);
         let d = decode(&record, "k", &policy, Check::Full).unwrap();
-        assert_eq!(d.entry.gzip_if_made(), Some(&gzip));
+        for coding in Coding::ALL {
+            assert!(e.encoded_now(coding).is_some(), "{coding:?}");
+            assert_eq!(
+                d.entry.encoded_now(coding),
+                e.encoded_now(coding),
+                "{coding:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_venue_travels_with_the_rule() {
+        let (mut e, policy) = entry("{}");
+        for venue in Venue::ALL {
+            e.rule.venue = venue;
+            let record = encode("k", &e, 1, usize::MAX);
+            let d = decode(&record, "k", &policy, Check::Full).unwrap();
+            assert_eq!(d.entry.rule, e.rule);
+        }
+    }
+
+    #[test]
+    fn copies_that_do_not_fit_stay_behind() {
+        let text: &'static str = Box::leak("{\"a\":1}".repeat(400).into_boxed_str());
+        let (e, policy) = entry(text);
+        e.encode_all();
+        let whole = encode("k", &e, 1, usize::MAX).len();
+        let room = whole - e.encoded_now(Coding::Zstd).unwrap().len();
+        let record = encode("k", &e, 1, room);
+        assert!(record.len() <= room);
+        let d = decode(&record, "k", &policy, Check::Full).unwrap();
+        assert!(d.entry.encoded_now(Coding::Gzip).is_some());
+        assert!(d.entry.encoded_now(Coding::Zstd).is_none());
+        // No room for any copy: the body alone, still served.
+        let copies: usize = Coding::ALL
+            .iter()
+            .map(|&c| ROW + e.encoded_now(c).unwrap().len())
+            .sum();
+        let bare = encode("k", &e, 1, whole - copies);
+        assert_eq!(bare.len(), whole - copies);
+        let d = decode(&bare, "k", &policy, Check::Full).unwrap();
+        assert_eq!(d.entry.body, e.body);
+        assert!(
+            Coding::ALL
+                .iter()
+                .all(|&c| d.entry.encoded_now(c).is_none())
+        );
     }
 }
