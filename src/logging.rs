@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Logs to stderr, filtered by `filter` (tokio-cron-scheduler's own chatter is
-/// kept at `warn` unless the filter names it), as text or JSON lines. Lines are
+/// kept at `warn`, and the disk engine's off, unless the filter names them), as text or JSON lines. Lines are
 /// written by a background thread (tracing-appender), so a slow stderr (a pipe to
 /// journald under load) never blocks a worker in the middle of a request; when its
 /// buffer is full, logging waits rather than dropping lines. The returned guard
@@ -23,9 +23,14 @@ pub fn init(
     if !directives.contains("tokio_cron_scheduler") {
         directives.push_str(",tokio_cron_scheduler=warn");
     }
+    // The disk engine logs an error per failed block write; the disk tier says
+    // once that the disk fails (and when it recovers) instead.
+    if !directives.contains("foyer") {
+        directives.push_str(",foyer_storage=off,foyer_memory=warn,foyer=warn");
+    }
     let filter = tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(|e| {
         eprintln!("warning: log filter {filter:?} is invalid ({e}); using info");
-        tracing_subscriber::EnvFilter::new("info,tokio_cron_scheduler=warn")
+        tracing_subscriber::EnvFilter::new("info,tokio_cron_scheduler=warn,foyer_storage=off")
     });
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()

@@ -154,6 +154,7 @@ fn cache_status(served: Served, ttl: i64) -> HeaderValue {
         Served::Negative => "; detail=negative",
         Served::Revalidating => "; detail=stale-while-revalidate",
         Served::Shared => "; detail=shared",
+        Served::Disk => "; detail=disk",
         Served::StaleIfError => "; detail=stale-if-error",
         Served::StaleHeldBack(why) => match why {
             HeldBack::Paused => "; detail=stale-upstream-paused",

@@ -202,6 +202,42 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
     Ok(json!({ "mode": mode, "purged": purged, mode.as_str(): what }))
 }
 
+/// The disk tier's part of `/status.json`.
+fn disk_json(disk: &crate::cache::disk::Disk) -> serde_json::Value {
+    let s = disk.stats();
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    let latency = &s.read_latency;
+    json!({
+        "state": if disk.is_writable() { "up" } else { "failing" },
+        "path": disk.path().display().to_string(),
+        "bytes": disk.used_bytes(),
+        "max_bytes": disk.capacity(),
+        "entries_estimate": disk.entries_estimate(),
+        "open_ms": disk.opened_in().as_millis() as u64,
+        "hits": n(&s.hits),
+        "misses": n(&s.misses),
+        "writes": n(&s.writes),
+        "written_bytes": n(&s.written_bytes),
+        "read_ms_mean": if latency.count() > 0 {
+            round(latency.sum_secs() * 1e3 / latency.count() as f64, 3)
+        } else {
+            0.0
+        },
+        "purge_rules": disk.purge_rules(),
+        "dropped": {
+            "corrupt": n(&s.corrupt),
+            "truncated": n(&s.truncated),
+            "foreign": n(&s.foreign),
+            "expired": n(&s.expired),
+            "purged": n(&s.purged),
+            "too_large": n(&s.too_large),
+            "queue_full": n(&s.queue_full),
+            "write_failures": n(&s.write_failures),
+            "read_errors": n(&s.read_errors),
+        },
+    })
+}
+
 /// A time as an operator in China reads it: `2026-11-23 09:30:00 CST`.
 fn china_time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.with_timezone(&chrono_tz::Asia::Shanghai)
@@ -298,6 +334,7 @@ impl Admin {
                 "max_bytes": store.max_bytes(),
                 "evictions": store.evictions(),
             },
+            "disk": store.disk().map_or_else(|| json!({ "state": "off" }), disk_json),
             "cluster": state.cluster().map_or_else(
                 || json!({ "state": "off" }),
                 |c| json!({
