@@ -61,7 +61,7 @@ pub enum StartError {
     Tls(String),
     /// The configuration was refused.
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] crate::config::Problems),
 }
 
 /// A running proxy. Dropping it cancels everything; [`App::shutdown`] also waits.
@@ -101,6 +101,29 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<App, StartE
     start_with(config, clock, RateClock::tokio()).await
 }
 
+/// The disk tier of `cache.disk_path`, opened before the first request (so a
+/// restart serves what it holds from the start), or none: not configured, or the
+/// disk cannot be used (one warning; the proxy runs from memory).
+async fn open_disk(
+    config: &Config,
+    tracker: &TaskTracker,
+    stop: &CancellationToken,
+) -> Option<crate::cache::disk::Disk> {
+    if config.cache.disk_path.is_empty() || config.cache.disk_bytes == 0 {
+        return None;
+    }
+    let path = Path::new(&config.cache.disk_path);
+    match crate::cache::disk::Disk::open(path, config.cache.disk_bytes, tracker, stop.child_token())
+        .await
+    {
+        Ok(disk) => Some(disk),
+        Err(e) => {
+            tracing::warn!(error = %e, "disk tier off: serving from memory only");
+            None
+        }
+    }
+}
+
 /// [`start`] with an explicit rate-limit clock (tests inject governor's fake one).
 ///
 /// # Errors
@@ -118,12 +141,14 @@ pub async fn start_with(
     };
     let stop = CancellationToken::new();
     let tracker = TaskTracker::new();
+    let disk = open_disk(config, &tracker, &stop).await;
     let state = AppState::new(
         config.clone(),
         clock,
         rate_clock.clone(),
         tracker.clone(),
         stop.child_token(),
+        disk,
     )
     .map_err(StartError::Upstream)?;
     warn_if_calendar_is_short(&state);
@@ -365,10 +390,12 @@ fn apply(
     // TLS files first: a pair that does not load refuses the whole reload.
     if let Some(tls) = tls
         && !config.server.tls_cert.is_empty()
-        && tls.refresh(
-            Path::new(&config.server.tls_cert),
-            Path::new(&config.server.tls_key),
-        )?
+        && tls
+            .refresh(
+                Path::new(&config.server.tls_cert),
+                Path::new(&config.server.tls_key),
+            )
+            .map_err(|refused| refused.to_string())?
     {
         tracing::info!(cert = %config.server.tls_cert, "TLS certificate reloaded");
     }

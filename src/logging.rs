@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 use tracing_subscriber::fmt::MakeWriter;
 
 /// Logs to stderr, filtered by `filter` (tokio-cron-scheduler's own chatter is
-/// kept at `warn` unless the filter names it), as text or JSON lines. Lines are
+/// kept at `warn`, and the disk engine's off, unless the filter names them), as text or JSON lines. Lines are
 /// written by a background thread (tracing-appender), so a slow stderr (a pipe to
 /// journald under load) never blocks a worker in the middle of a request; when its
 /// buffer is full, logging waits rather than dropping lines. The returned guard
-/// flushes it.
+/// flushes it. With `telemetry`, its layer exports the request spans; the log
+/// leaves them out (its lines do not change).
 ///
 /// A text line escapes the control characters of every value in it ([`Escaping`]):
 /// a purge prefix, a request target or a header a client sent with `%0a` in it
@@ -24,20 +25,30 @@ use tracing_subscriber::fmt::MakeWriter;
 pub fn init(
     filter: &str,
     format: crate::config::LogFormat,
+    telemetry: Option<&crate::telemetry::Telemetry>,
 ) -> tracing_appender::non_blocking::WorkerGuard {
     let mut directives = filter.to_owned();
     if !directives.contains("tokio_cron_scheduler") {
         directives.push_str(",tokio_cron_scheduler=warn");
     }
+    // The disk engine logs an error per failed block write; the disk tier says
+    // once that the disk fails (and when it recovers) instead.
+    if !directives.contains("foyer") {
+        directives.push_str(",foyer_storage=off,foyer_memory=warn,foyer=warn");
+    }
     let filter = tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(|e| {
         eprintln!("warning: log filter {filter:?} is invalid ({e}); using info");
-        tracing_subscriber::EnvFilter::new("info,tokio_cron_scheduler=warn")
+        tracing_subscriber::EnvFilter::new("info,tokio_cron_scheduler=warn,foyer_storage=off")
     });
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(false)
         .thread_name("mdproxy-log")
         .finish(std::io::stderr());
+    if let Some(telemetry) = telemetry {
+        traced(filter, format, ansi, writer, telemetry);
+        return guard;
+    }
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match format {
         // Colours only on a terminal: journald and log files get plain text.
@@ -144,6 +155,39 @@ fn escaped(line: &[u8], keep_esc: bool) -> Option<Vec<u8>> {
     let mut out = out.into_bytes();
     out.extend_from_slice(end);
     Some(out)
+}
+
+/// [`init`] with traces on: the same log, filtered per layer (so the spans of
+/// [`crate::telemetry::TARGET`] never reach it), beside the telemetry layer.
+fn traced(
+    filter: tracing_subscriber::EnvFilter,
+    format: crate::config::LogFormat,
+    ansi: bool,
+    writer: tracing_appender::non_blocking::NonBlocking,
+    telemetry: &crate::telemetry::Telemetry,
+) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::{FilterExt, filter_fn};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let untraced = filter_fn(|meta| meta.target() != crate::telemetry::TARGET);
+    let log = tracing_subscriber::fmt::layer();
+    let log = match format {
+        crate::config::LogFormat::Text => log
+            .with_writer(Escaping::new(writer, ansi))
+            .with_ansi(ansi)
+            .boxed(),
+        crate::config::LogFormat::Json => log
+            .with_writer(writer)
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(telemetry.layer())
+        .with(log.with_filter(filter.and(untraced)))
+        .init();
 }
 
 /// A warning kind: what happened and why (both static labels).

@@ -430,11 +430,16 @@ fn readme_metric_names() -> Vec<String> {
 }
 
 /// Every metric name README mentions is one `/metrics` exports (a family or a
-/// sample's name), the cluster's included (a node whose Redis is away still
-/// reports it). README once named the refused reloads' counter wrongly.
+/// sample's name), the cluster's and the disk tier's included (a node whose Redis
+/// is away still reports it; the disk tier's only exist where one is set).
+/// README once named the refused reloads' counter wrongly.
 #[tokio::test]
 async fn every_metric_readme_names_is_exported() {
+    let disk = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("admin-metric-names");
+    let _ = std::fs::remove_dir_all(&disk);
     let (env, admin) = admin_env_with(|c| {
+        c.cache.disk_path = disk.display().to_string();
+        c.cache.disk_bytes = 16 << 20;
         // A closed port: the node works alone, and says so in its metrics.
         c.cluster.redis_url = mdproxy::config::Secret::new("redis://127.0.0.1:1/0");
         c.cluster.timeout_ms = 50;

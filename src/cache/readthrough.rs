@@ -10,15 +10,18 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::api::params::Valid;
+use crate::cache::disk::Pattern;
 use crate::cache::entry::CachedBody;
 use crate::cache::failures::{Backoff, Failures};
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
 use crate::cache::market::Clock;
+use crate::cache::purge::Purge;
 use crate::cache::shared::{self, Share};
 use crate::cache::store::{Cache, FillRole, Unheld};
-use crate::cluster::Cluster;
+use crate::cluster::{FillLock, Fleet, SharedStore};
 use crate::logging::Throttle;
 use crate::stats::{CacheStatus, Stats};
 use crate::upstream::Upstream;
@@ -52,13 +55,15 @@ pub enum Served {
     /// From the cluster's shared store: another node's fill (or this node's
     /// before a restart), no upstream request.
     Shared,
+    /// Fresh from this node's disk tier (and now in memory), no upstream request.
+    Disk,
 }
 
 impl Served {
     /// The `X-Cache` status.
     pub fn x_cache(self) -> CacheStatus {
         match self {
-            Served::Hit | Served::Negative | Served::Shared => CacheStatus::Hit,
+            Served::Hit | Served::Negative | Served::Shared | Served::Disk => CacheStatus::Hit,
             Served::Revalidating | Served::StaleIfError | Served::StaleHeldBack(_) => {
                 CacheStatus::Stale
             }
@@ -133,8 +138,9 @@ struct Inner {
     tracker: TaskTracker,
     /// While the upstream is down every request for a stale key would warn.
     warnings: Throttle,
-    /// The other nodes (`[cluster]`), when there are any.
-    cluster: Option<Cluster>,
+    /// The shared store and its fill lock (a single node's share nothing).
+    shared: Arc<dyn SharedStore>,
+    lock: Arc<dyn FillLock>,
     /// How long a node holds the cluster's right to fill a key beyond the upstream
     /// timeout of its endpoint (the budget wait): past both another node takes over.
     lease: Duration,
@@ -143,20 +149,19 @@ struct Inner {
 }
 
 impl ReadThrough {
-    /// A read-through cache over `store`, filling from `upstream`.
+    /// A read-through cache over `store`, filling from `upstream`, sharing its
+    /// fills through `fleet` (a node holds a key's fill lease for `lease` beyond
+    /// the upstream's timeout).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Cache,
         upstream: Upstream,
         stats: Arc<Stats>,
         clock: Arc<dyn Clock>,
         tracker: TaskTracker,
-        cluster: Option<(Cluster, Duration)>,
+        (fleet, lease): (&Fleet, Duration),
         backoff: Backoff,
     ) -> ReadThrough {
-        let (cluster, lease) = match cluster {
-            Some((cluster, lease)) => (Some(cluster), lease),
-            None => (None, Duration::ZERO),
-        };
         ReadThrough {
             inner: Arc::new(Inner {
                 store,
@@ -165,7 +170,8 @@ impl ReadThrough {
                 clock,
                 tracker,
                 warnings: Throttle::new(WARN_EVERY),
-                cluster,
+                shared: Arc::clone(fleet.store()),
+                lock: Arc::clone(fleet.lock()),
                 lease,
                 failures: Failures::new(backoff),
             }),
@@ -182,31 +188,48 @@ impl ReadThrough {
         &self.inner.store
     }
 
-    /// The cluster this node belongs to, if any.
-    pub fn cluster(&self) -> Option<&Cluster> {
-        self.inner.cluster.as_ref()
-    }
-
-    /// Drops `key` here and, in a cluster, from the shared store and every node;
-    /// whether this node held it.
-    pub async fn purge(&self, key: &str) -> bool {
-        let held = self.inner.store.invalidate(key).await;
-        if let Some(cluster) = &self.inner.cluster {
-            cluster.purge(key).await;
+    /// Drops what `purge` names here and, in a cluster, from the shared store and
+    /// every node's cache (whichever holds them, this one or not); returns how many
+    /// entries this node held.
+    pub async fn purge(&self, purge: &Purge) -> usize {
+        let held = self.forget(purge).await;
+        let shared = &self.inner.shared;
+        match purge {
+            Purge::Key(key) => shared.purge(key, &purge.message()).await,
+            _ => {
+                let matches = |key: &str| purge.matches(key);
+                shared
+                    .purge_matching(purge.prefix(), &matches, &purge.message())
+                    .await;
+            }
         }
         held
     }
 
-    /// Drops every key `matches` accepts here and, in a cluster, each of them from
-    /// the shared store and every node; returns how many this node held.
-    pub async fn purge_matching(&self, matches: impl Fn(&str) -> bool) -> usize {
-        let dropped = self.inner.store.invalidate_matching(matches).await;
-        if let Some(cluster) = &self.inner.cluster {
-            for key in &dropped {
-                cluster.purge(key).await;
+    /// Drops what `purge` names from this node's cache only (another node's purge,
+    /// heard); returns how many entries it held in memory. The disk tier drops a
+    /// key at once and keeps a rule for an endpoint or a prefix (its reads apply it).
+    pub async fn forget(&self, purge: &Purge) -> usize {
+        match purge {
+            Purge::Key(key) => usize::from(self.inner.store.invalidate(key).await),
+            _ => {
+                if let Some(disk) = self.inner.store.disk() {
+                    let pattern = match purge {
+                        Purge::Endpoint(e) => Pattern::Endpoint(e.path.clone()),
+                        _ => Pattern::Prefix(purge.prefix().to_owned()),
+                    };
+                    if let Err(e) = disk.purge(pattern) {
+                        tracing::warn!(error = %e, "disk tier: purge rule not saved (it holds until a restart)");
+                    }
+                }
+                let dropped = self
+                    .inner
+                    .store
+                    .invalidate_matching(|key| purge.matches(key))
+                    .await;
+                dropped.len()
             }
         }
-        dropped.len()
     }
 
     /// The answer for a valid request under `policy` when the cache has it at hand
@@ -250,11 +273,23 @@ impl ReadThrough {
             Wait::Fill(cached) => cached,
             Wait::Read(unheld) => {
                 let store = &self.inner.store;
-                let cached = store
+                let mut cached = store
                     .finish_read(&valid.target, unheld, now.timestamp())
                     .await;
+                // Memory, then the disk tier; the cluster and the upstream are the
+                // fill's.
+                let mut from_disk = false;
+                if cached.is_none() && store.disk().is_some() {
+                    cached = store.promote(&valid.target, policy, now).await;
+                    from_disk = cached.is_some();
+                }
                 match self.decide(policy, valid, cached, now) {
-                    Ok(answer) => return Ok(answer),
+                    Ok(mut answer) => {
+                        if from_disk && answer.served == Served::Hit {
+                            answer.served = Served::Disk;
+                        }
+                        return Ok(answer);
+                    }
                     Err(cached) => cached,
                 }
             }
@@ -352,6 +387,7 @@ impl ReadThrough {
                 let served = match role {
                     FillRole::Found => Served::Hit,
                     _ if entry.shared => Served::Shared,
+                    _ if entry.disk => Served::Disk,
                     FillRole::Leader if cached.is_some() => Served::RefetchedStale,
                     FillRole::Leader => Served::Stored,
                     FillRole::Joined => Served::Collapsed,
@@ -460,15 +496,34 @@ impl ReadThrough {
         let (upstream, clock, policy) =
             (s.upstream.clone(), Arc::clone(&s.clock), Arc::clone(policy));
         let lease = s.lease + upstream.timeout_for(valid.endpoint);
-        let cluster = s.cluster.clone().filter(Cluster::is_up);
+        let shared = s
+            .shared
+            .is_up()
+            .then(|| (Arc::clone(&s.shared), Arc::clone(&s.lock)));
         let target = valid.upstream_target().to_owned();
         let passthrough = valid.endpoint == crate::api::catalog::catalog().passthrough();
         let key = valid.target.clone();
+        // A prewarm (unless forced) uses a fresh answer on this node's disk before
+        // the cluster and the upstream are asked: after a restart it reads the
+        // disk. A client's miss has read the disk already (`lookup_later`).
+        let disk = s
+            .store
+            .disk()
+            .filter(|_| !force && priority == Priority::Prewarm)
+            .cloned();
         let outcome = s
             .store
             .fill(&valid.target, usable, move || {
                 crate::upstream::trace::within(context, async move {
-                    let Some(cluster) = cluster else {
+                    if let Some(disk) = disk {
+                        let now = clock.now();
+                        if let Some(entry) = disk.get(&key, &policy, now).await
+                            && entry.is_fresh_under(&policy, now)
+                        {
+                            return Ok(entry);
+                        }
+                    }
+                    let Some((store, lock)) = shared else {
                         return fetch(
                             &upstream,
                             &target,
@@ -484,7 +539,11 @@ impl ReadThrough {
                         None
                     } else {
                         let fresh = |e: &CachedBody| e.is_fresh_under(&policy, clock.now());
-                        match shared::before_fill(&cluster, &key, &policy, lease, fresh).await {
+                        let now = || clock.now();
+                        let faces = (&*store, &*lock);
+                        let lookup = shared::before_fill(faces, &key, &policy, lease, now, fresh)
+                            .instrument(crate::telemetry::cluster_span());
+                        match lookup.await {
                             Share::Found(entry) => return Ok(entry),
                             Share::Fetch(held) => held,
                         }
@@ -499,7 +558,7 @@ impl ReadThrough {
                         &policy,
                     )
                     .await;
-                    shared::after_fill(&cluster, &key, result.as_ref().ok(), held).await;
+                    shared::after_fill((&*store, &*lock), &key, result.as_ref().ok(), held).await;
                     result
                 })
             })

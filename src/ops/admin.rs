@@ -8,6 +8,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::json;
 
 use crate::api::catalog::catalog;
+use crate::cache::purge::Purge;
 use crate::edge::body::{self, Body};
 use crate::edge::response::IntoResponse;
 use crate::error::Error;
@@ -142,7 +143,8 @@ fn target_json(t: &crate::upstream::target::TargetReport) -> serde_json::Value {
 /// query sent unencoded (see [`unencoded_target`]).
 ///
 /// Reports how many entries this node held and dropped (in a cluster the same keys
-/// are dropped from the shared store and the other nodes too).
+/// are dropped from the shared store and from every other node, whether this node
+/// held them or not).
 async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::Value, Error> {
     let snap = state.snapshot();
     let presented = crate::edge::auth::bearer(request.headers()).unwrap_or_default();
@@ -150,10 +152,10 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
         return Err(Error::ADMIN_UNAUTHORIZED);
     }
     let query = request.uri().query().unwrap_or_default();
-    let (given, others): (Vec<(String, String)>, Vec<(String, String)>) =
-        form_urlencoded::parse(query.as_bytes())
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .partition(|(k, _)| matches!(k.as_str(), "target" | "endpoint" | "prefix"));
+    type Pairs = Vec<(String, String)>;
+    let (given, others): (Pairs, Pairs) = form_urlencoded::parse(query.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .partition(|(k, _)| matches!(k.as_str(), "target" | "endpoint" | "prefix"));
     if let Some((name, _)) = others.first() {
         return Err(match given.as_slice() {
             [(mode, target)] if mode == "target" => unencoded_target(target, &others),
@@ -172,8 +174,8 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
         "target" => {
             // The parameter's own error (naming `period`, `code`...), or `not_found`.
             let valid = crate::api::parse_target(raw)?;
-            let held = cache.purge(&valid.target).await;
-            (valid.target, usize::from(held))
+            let held = cache.purge(&Purge::Key(valid.target.clone())).await;
+            (valid.target, held)
         }
         "endpoint" => {
             let template = raw
@@ -191,15 +193,7 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
                         ),
                     )
                 })?;
-            let id = endpoint.id;
-            let n = cache
-                .purge_matching(|key| {
-                    let path = key.split_once('?').map_or(key, |(p, _)| p);
-                    crate::api::router()
-                        .route(path)
-                        .is_some_and(|r| r.endpoint.id == id)
-                })
-                .await;
+            let n = cache.purge(&Purge::Endpoint(endpoint)).await;
             (endpoint.path.clone(), n)
         }
         _ => {
@@ -212,7 +206,7 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
                     "a key prefix starts with /, such as /stock/",
                 ));
             }
-            let n = cache.purge_matching(|key| key.starts_with(prefix)).await;
+            let n = cache.purge(&Purge::Prefix(prefix.to_owned())).await;
             (prefix.to_owned(), n)
         }
     };
@@ -235,6 +229,42 @@ fn unencoded_target(target: &str, others: &[(String, String)]) -> Error {
             others[0].0
         ),
     )
+}
+
+/// The disk tier's part of `/status.json`.
+fn disk_json(disk: &crate::cache::disk::Disk) -> serde_json::Value {
+    let s = disk.stats();
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    let latency = &s.read_latency;
+    json!({
+        "state": if disk.is_writable() { "up" } else { "failing" },
+        "path": disk.path().display().to_string(),
+        "bytes": disk.used_bytes(),
+        "max_bytes": disk.capacity(),
+        "entries_estimate": disk.entries_estimate(),
+        "open_ms": disk.opened_in().as_millis() as u64,
+        "hits": n(&s.hits),
+        "misses": n(&s.misses),
+        "writes": n(&s.writes),
+        "written_bytes": n(&s.written_bytes),
+        "read_ms_mean": if latency.count() > 0 {
+            round(latency.sum_secs() * 1e3 / latency.count() as f64, 3)
+        } else {
+            0.0
+        },
+        "purge_rules": disk.purge_rules(),
+        "dropped": {
+            "corrupt": n(&s.corrupt),
+            "truncated": n(&s.truncated),
+            "foreign": n(&s.foreign),
+            "expired": n(&s.expired),
+            "purged": n(&s.purged),
+            "too_large": n(&s.too_large),
+            "queue_full": n(&s.queue_full),
+            "write_failures": n(&s.write_failures),
+            "read_errors": n(&s.read_errors),
+        },
+    })
 }
 
 /// A time as an operator in China reads it: `2026-11-23 09:30:00 CST`.
@@ -333,7 +363,8 @@ impl Admin {
                 "max_bytes": store.max_bytes(),
                 "evictions": store.evictions(),
             },
-            "cluster": state.cache().cluster().map_or_else(
+            "disk": store.disk().map_or_else(|| json!({ "state": "off" }), disk_json),
+            "cluster": state.cluster().map_or_else(
                 || json!({ "state": "off" }),
                 |c| json!({
                     "state": if c.is_up() { "up" } else { "alone" },
