@@ -307,9 +307,10 @@ fn prewarm_on_start(state: &AppState, plans: Vec<scheduler::Plan>) {
 }
 
 impl App {
-    /// `http://ADDR/api/v1`.
+    /// `http://ADDR/api/v1`, or `https://` when the listener has a certificate.
     pub fn base_url(&self) -> String {
-        format!("http://{}/api/v1", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}/api/v1", self.addr)
     }
 
     /// The shared state (cache inspection, counters).

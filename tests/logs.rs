@@ -317,6 +317,83 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
     }
 }
 
+/// `mdproxy demo` with text logs: a purge whose prefix carries `%0a` (a newline, once
+/// decoded) leaves one log line with the newline escaped, not a second line the
+/// admin wrote.
+#[tokio::test]
+async fn control_characters_cannot_forge_a_text_log_line() {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+        .args([
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--admin-token",
+            "log-admin-t",
+            "--log",
+            "info",
+            "--log-format",
+            "text",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = support::stderr_lines(&mut child);
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let admin = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = stdout.next_line().await {
+            if let Some(rest) = line.strip_prefix("admin: ") {
+                return rest.split("/status").next().unwrap().to_owned();
+            }
+        }
+        panic!("demo ended before printing its admin address");
+    })
+    .await
+    .expect("demo came up");
+    // The rest of stdout is drained, so the demo never blocks on it.
+    tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+    let client = support::client();
+    let purge = |query: &'static str| {
+        client
+            .post(format!("{admin}/purge?{query}"))
+            .bearer_auth("log-admin-t")
+            .send()
+    };
+    let r = purge("prefix=/stock/%0aINFO%20forged%20line%0d")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = purge("prefix=/marker/").await.unwrap();
+    assert_eq!(r.status(), 200);
+    let mut seen = Vec::new();
+    let found = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.recv().await {
+            seen.push(line.clone());
+            if line.contains("/marker/") {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "the purges were logged: {seen:#?}");
+    let purged: Vec<&String> = seen.iter().filter(|l| l.contains("purged")).collect();
+    assert!(
+        purged
+            .iter()
+            .any(|l| l.contains(r"/stock/\nINFO forged line\r")),
+        "the newline is escaped in the purge's own line: {seen:#?}"
+    );
+    assert!(
+        !seen.iter().any(|l| l.starts_with("INFO forged")),
+        "no line of the admin's making: {seen:#?}"
+    );
+    child.kill().await.unwrap();
+}
+
 /// What a test's in-process log lines were written to.
 #[derive(Clone, Default)]
 struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);

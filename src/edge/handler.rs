@@ -521,7 +521,7 @@ impl Edge {
         let client = access
             .tokens
             .check(head, query, streaming)
-            .ok_or(Error::Unauthorized)?;
+            .ok_or(Error::UNAUTHORIZED)?;
         trail.client = Some(client.0);
         access
             .limits
