@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mdproxy::config::Config;
+use mdproxy::hub::Subscription;
 use std::collections::{BTreeMap, BTreeSet};
 
 use support::{Env, Next, SseReader, TOKEN, header};
@@ -560,7 +561,16 @@ async fn a_stream_opened_after_the_stop_ends_at_once() {
         .await
         .expect("shutdown ends");
     for _ in 0..2 {
-        let mut events = hub.subscribe(0, "600519", 20, None, None).unwrap();
+        let mut events = hub
+            .subscribe(Subscription {
+                token: 0,
+                codes: "600519",
+                pz: 20,
+                last_event_id: None,
+                connection: None,
+                outlet: None,
+            })
+            .unwrap();
         let ended =
             tokio::time::timeout(WAIT, async { while events.next().await.is_some() {} }).await;
         assert!(ended.is_ok(), "the stream ended");
