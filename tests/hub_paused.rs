@@ -145,7 +145,10 @@ fn subscribe(
 enum Chunk {
     Retry(u64),
     Keepalive,
-    Quote { id: u64, rows: Vec<serde_json::Value> },
+    Quote {
+        id: u64,
+        rows: Vec<serde_json::Value>,
+    },
 }
 
 fn read(chunk: &[u8]) -> Chunk {
@@ -245,7 +248,10 @@ async fn a_busy_stream_gets_no_keepalives() {
         }
     }
     assert!(ids.len() >= 190, "a quote per poll: {}", ids.len());
-    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "every tick: {ids:?}");
+    assert!(
+        ids.windows(2).all(|w| w[1] == w[0] + 1),
+        "every tick: {ids:?}"
+    );
 }
 
 /// A stream that stops reading while its quotes change is cut once it has taken
@@ -260,7 +266,10 @@ async fn a_stream_that_stops_reading_is_cut_after_the_stall_timeout_and_holds_no
     let mut sleeper = subscribe(&hub, "600519", Some(sleeper_closer.clone()), None);
     let mut reader = subscribe(&hub, "600519,000001", Some(reader_closer.clone()), None);
     assert_eq!(next(&mut sleeper, SECOND).await, Chunk::Retry(3000));
-    assert!(matches!(next(&mut sleeper, SECOND).await, Chunk::Quote { .. }));
+    assert!(matches!(
+        next(&mut sleeper, SECOND).await,
+        Chunk::Quote { .. }
+    ));
     // From here the sleeper reads nothing.
     let stopped = Instant::now();
     assert_eq!(next(&mut reader, SECOND).await, Chunk::Retry(3000));
@@ -345,7 +354,12 @@ async fn an_outlet_that_takes_part_of_an_event_gets_the_rest_from_the_task() {
     let mut ids = Vec::new();
     while !rest.is_empty() {
         let len: usize = std::str::from_utf8(&rest[..3]).unwrap().parse().unwrap();
-        assert_eq!(rest[3], b'|', "a frame starts here: {:?}", String::from_utf8_lossy(rest));
+        assert_eq!(
+            rest[3],
+            b'|',
+            "a frame starts here: {:?}",
+            String::from_utf8_lossy(rest)
+        );
         let Some(end) = rest.get(4 + len) else {
             break; // the last frame, still being written
         };
@@ -357,7 +371,10 @@ async fn an_outlet_that_takes_part_of_an_event_gets_the_rest_from_the_task() {
         rest = &rest[4 + len + 1..];
     }
     assert!(ids.len() >= 20, "{ids:?}");
-    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "in order, none lost: {ids:?}");
+    assert!(
+        ids.windows(2).all(|w| w[1] == w[0] + 1),
+        "in order, none lost: {ids:?}"
+    );
 }
 
 /// Under the upstream's throttling the poll slows to what it allows, rather than
@@ -496,7 +513,10 @@ async fn a_reconnect_gets_a_snapshot_and_ids_past_its_last() {
             ids.push(id);
         }
     }
-    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1) && ids[0] > tick + 1_000, "{ids:?}");
+    assert!(
+        ids.windows(2).all(|w| w[1] == w[0] + 1) && ids[0] > tick + 1_000,
+        "{ids:?}"
+    );
 }
 
 /// Log lines written while the returned guard lives on this thread (and by the

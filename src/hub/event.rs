@@ -92,7 +92,11 @@ mod tests {
         let out = e.finish();
         assert_eq!(&out[..18], &[0u8; 18]);
         assert!(out[18..].starts_with(b"event: quote\nid: 18446744073709551615\n"));
-        assert!(out.capacity() - out.len() >= room.tail, "{}", out.capacity());
+        assert!(
+            out.capacity() - out.len() >= room.tail,
+            "{}",
+            out.capacity()
+        );
         let c = control(KEEPALIVE, room);
         assert_eq!(&c[18..], KEEPALIVE);
         assert!(c.capacity() - c.len() >= room.tail);

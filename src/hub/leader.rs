@@ -26,9 +26,8 @@ pub(super) async fn poll(
     // one poll's longest wait (budget and upstream timeout), so a slow poll does not
     // lose it.
     let snap = state.snapshot();
-    let longest_poll = Duration::from_millis(
-        snap.config.upstream.timeout_ms + snap.config.limits.client_wait_ms,
-    );
+    let longest_poll =
+        Duration::from_millis(snap.config.upstream.timeout_ms + snap.config.limits.client_wait_ms);
     let lease = spacing * 2 + longest_poll + Duration::from_millis(500);
     let owned: Vec<String> = mine.iter().map(|c| (*c).to_owned()).collect();
     cluster.register_codes(&owned, lease * 2).await;

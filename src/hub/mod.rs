@@ -278,9 +278,8 @@ impl QuoteHub {
         }
         // Ids are board ticks, unless the client's last id is at or past the tick
         // now: then they continue past it (its first event is past the tick now).
-        let id_offset = last_event_id.map_or(0, |last| {
-            last.saturating_add(1).saturating_sub(self.tick())
-        });
+        let id_offset =
+            last_event_id.map_or(0, |last| last.saturating_add(1).saturating_sub(self.tick()));
         let now_ms = self.now_ms();
         let added = {
             let mut reg = self.registry();

@@ -54,13 +54,12 @@ impl QuoteHub {
             };
             let snap = state.snapshot();
             let config = &snap.config.hub;
-            let interval = Duration::from_millis(
-                if snap.policy.calendar().is_open(state.clock().now()) {
+            let interval =
+                Duration::from_millis(if snap.policy.calendar().is_open(state.clock().now()) {
                     config.session_interval_ms
                 } else {
                     config.closed_interval_ms
-                },
-            );
+                });
             let (polled, following) = tokio::select! {
                 polled = leader::poll(state, source, &codes, spacing.unwrap_or(interval)) => polled,
                 // Streams end at once, not after a slow poll.

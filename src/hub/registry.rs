@@ -128,7 +128,8 @@ impl Registry {
         }
         // Thousands of streams grew the table; give the room back once they have
         // gone (amortised: only when three quarters are free).
-        if self.subscribers.capacity() > 64 && self.subscribers.len() * 4 < self.subscribers.capacity()
+        if self.subscribers.capacity() > 64
+            && self.subscribers.len() * 4 < self.subscribers.capacity()
         {
             let keep = self.subscribers.len() * 2;
             self.subscribers.shrink_to(keep);
@@ -207,7 +208,10 @@ mod tests {
         let a = add(&mut reg, 1, &["600519", "000001"]);
         assert!(a.start_loop && a.new_codes);
         let b = add(&mut reg, 1, &["000001"]);
-        assert!(!b.start_loop && !b.new_codes, "000001 is in the union already");
+        assert!(
+            !b.start_loop && !b.new_codes,
+            "000001 is in the union already"
+        );
         assert!(Arc::ptr_eq(&a.feed.codes[1], &b.feed.codes[0]), "one copy");
         assert_eq!(reg.codes(), 2);
         assert!(matches!(
@@ -216,7 +220,10 @@ mod tests {
         ));
         assert!(reg.admit(2, &config).is_ok());
         add(&mut reg, 2, &["300750"]);
-        assert!(matches!(reg.admit(3, &config), Err(Error::Overloaded { .. })));
+        assert!(matches!(
+            reg.admit(3, &config),
+            Err(Error::Overloaded { .. })
+        ));
         assert!(reg.remove(a.id));
         assert!(!reg.remove(a.id), "once");
         let union = reg.union();

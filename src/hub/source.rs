@@ -282,7 +282,10 @@ mod tests {
     /// Nothing holds an unthrottled poll back: the hub's interval decides.
     #[test]
     fn a_free_upstream_leaves_the_interval_alone() {
-        assert_eq!(allowance(&[target("primary")], 3, SECOND), Allowance::default());
+        assert_eq!(
+            allowance(&[target("primary")], 3, SECOND),
+            Allowance::default()
+        );
         assert_eq!(allowance(&[], 3, SECOND), Allowance::default());
     }
 

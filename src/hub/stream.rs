@@ -163,9 +163,7 @@ impl Feed {
                 // Room for as many quotes of this size as the event may still take.
                 let rows = q.json.len() * (self.codes.len() - i).min(self.pz);
                 event
-                    .get_or_insert_with(|| {
-                        Event::new(board.tick + self.id_offset, rows, self.room)
-                    })
+                    .get_or_insert_with(|| Event::new(board.tick + self.id_offset, rows, self.room))
                     .push(&q.json);
                 items += 1;
                 cursor.sent[i] = q.changed_at;
@@ -275,7 +273,9 @@ impl SubStream {
                     if board.closing {
                         return None;
                     }
-                    let retry = self.feed.control_chunk(event::retry(self.retry_ms).as_bytes());
+                    let retry = self
+                        .feed
+                        .control_chunk(event::retry(self.retry_ms).as_bytes());
                     self.feed.hold(&mut cursor, retry);
                     cursor.scan = Some(Scan {
                         board,

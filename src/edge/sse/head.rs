@@ -196,9 +196,18 @@ mod tests {
         h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
         h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("gzip"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert(header::DATE, HeaderValue::from_static("Mon, 02 Mar 2026 02:00:00 GMT"));
-        h.append(header::DATE, HeaderValue::from_static("Tue, 03 Mar 2026 02:00:00 GMT"));
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.insert(
+            header::DATE,
+            HeaderValue::from_static("Mon, 02 Mar 2026 02:00:00 GMT"),
+        );
+        h.append(
+            header::DATE,
+            HeaderValue::from_static("Tue, 03 Mar 2026 02:00:00 GMT"),
+        );
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         let (parts, ()) = response.into_parts();
         let (status, all) = lines(&response_head(&parts, Some(42), SystemTime::UNIX_EPOCH));
         assert_eq!(status, 401);
