@@ -38,7 +38,6 @@ pub mod api;
 pub mod app;
 pub mod cache;
 pub mod cli;
-pub mod closing;
 pub mod cluster;
 pub mod config;
 pub mod demo;

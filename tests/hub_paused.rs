@@ -16,13 +16,14 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
-use mdproxy::closing::Closer;
 use mdproxy::config::Config;
 use mdproxy::hub::{Allowance, Outlet, Polled, QuoteHub, QuoteSource, Room, Subscription};
 use mdproxy::state::AppState;
 use mdproxy::upstream::budget::RateClock;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+type Closer = CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// Monday 2 March 2026, 10:00 China time: in session.
@@ -204,7 +205,7 @@ async fn a_quiet_stream_gets_keepalives_one_period_apart() {
     script.missing.lock().unwrap().insert("605999".into());
     let (hub, _state) = hub(&script, |_| {});
     let _busy = subscribe(&hub, "600519", None, None);
-    let closer = Closer::new();
+    let closer = CancellationToken::new();
     let mut quiet = subscribe(&hub, "605999", Some(closer.clone()), None);
     assert_eq!(next(&mut quiet, SECOND).await, Chunk::Retry(3000));
     let mut last = Instant::now();
@@ -223,7 +224,7 @@ async fn a_quiet_stream_gets_keepalives_one_period_apart() {
         "{gaps:?}"
     );
     assert!(script.polls().len() > 100, "the board kept changing");
-    assert!(!closer.is_closed());
+    assert!(!closer.is_cancelled());
     assert_eq!((hub.stalled(), hub.subscribers()), (0, 2));
 }
 
@@ -262,7 +263,7 @@ async fn a_busy_stream_gets_no_keepalives() {
 async fn a_stream_that_stops_reading_is_cut_after_the_stall_timeout_and_holds_no_one() {
     let script = Script::busy(&["600519"]);
     let (hub, _state) = hub(&script, |_| {});
-    let (sleeper_closer, reader_closer) = (Closer::new(), Closer::new());
+    let (sleeper_closer, reader_closer) = (CancellationToken::new(), CancellationToken::new());
     let mut sleeper = subscribe(&hub, "600519", Some(sleeper_closer.clone()), None);
     let mut reader = subscribe(&hub, "600519,000001", Some(reader_closer.clone()), None);
     assert_eq!(next(&mut sleeper, SECOND).await, Chunk::Retry(3000));
@@ -283,7 +284,7 @@ async fn a_stream_that_stops_reading_is_cut_after_the_stall_timeout_and_holds_no
             assert_eq!(id, last + 1, "every tick reaches the reader");
         }
         last_id = Some(id);
-        if cut_at.is_none() && sleeper_closer.is_closed() {
+        if cut_at.is_none() && sleeper_closer.is_cancelled() {
             cut_at = Some(stopped.elapsed());
         }
     }
@@ -293,7 +294,7 @@ async fn a_stream_that_stops_reading_is_cut_after_the_stall_timeout_and_holds_no
         "cut {cut_at:?} after it stopped reading"
     );
     assert_eq!(hub.stalled(), 1);
-    assert!(!reader_closer.is_closed());
+    assert!(!reader_closer.is_cancelled());
     drop(sleeper);
     assert_eq!(hub.subscribers(), 1);
 }

@@ -18,7 +18,6 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio_util::task::TaskTracker;
 
-use crate::closing::Closer;
 use crate::edge::body::Body;
 use crate::edge::protocol::{self, Builders, ConnectionLimits, Protocol};
 use crate::edge::response::IntoResponse;
@@ -33,8 +32,8 @@ const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
 /// without an answer (a flood must not turn the answers into the next flood).
 const MAX_REFUSALS_IN_FLIGHT: usize = 1_024;
 
-/// Open connections, in all and per client address, and the handles that drain and
-/// close them at shutdown; one lock, taken when a connection comes and when it goes.
+/// Open connections, in all and per client address; one lock, taken when a
+/// connection comes and when it goes.
 #[derive(Default)]
 pub(crate) struct Occupancy {
     table: Mutex<Table>,
@@ -45,17 +44,14 @@ pub(crate) struct Occupancy {
 
 #[derive(Default)]
 struct Table {
-    /// Every open connection's closer, by its id (their number is the total).
-    open: HashMap<u64, Closer>,
+    open: usize,
     per_client: HashMap<IpAddr, usize>,
-    next: u64,
 }
 
 /// One admitted connection; frees its slot when dropped.
 pub(crate) struct Slot {
     occupancy: Arc<Occupancy>,
     ip: IpAddr,
-    id: u64,
 }
 
 impl Occupancy {
@@ -63,15 +59,14 @@ impl Occupancy {
         self.table.lock().expect("occupancy lock is never poisoned")
     }
 
-    /// A slot for a connection from `ip`, closed by `close`, or why not.
+    /// A slot for a connection from `ip`, or why not.
     pub(crate) fn admit(
         self: &Arc<Self>,
         ip: IpAddr,
         limits: &ConnectionLimits,
-        close: Closer,
     ) -> Result<Slot, &'static str> {
         let mut table = self.table();
-        if table.open.len() >= limits.max_connections {
+        if table.open >= limits.max_connections {
             return Err("the proxy serves its maximum number of connections");
         }
         let mine = table.per_client.entry(ip).or_default();
@@ -79,28 +74,11 @@ impl Occupancy {
             return Err("this client address holds its maximum number of connections");
         }
         *mine += 1;
-        let id = table.next;
-        table.next += 1;
-        table.open.insert(id, close);
+        table.open += 1;
         Ok(Slot {
             occupancy: Arc::clone(self),
             ip,
-            id,
         })
-    }
-
-    /// Drains every open connection (see [`Closer::drain`]).
-    pub(crate) fn drain_all(&self) {
-        for close in self.table().open.values() {
-            close.drain();
-        }
-    }
-
-    /// Closes every open connection.
-    pub(crate) fn close_all(&self) {
-        for close in self.table().open.values() {
-            close.close();
-        }
     }
 
     /// Returns once no connection is open.
@@ -111,7 +89,7 @@ impl Occupancy {
             // Listening before looking: a last connection that goes in between
             // is not missed.
             emptied.as_mut().enable();
-            if self.table().open.is_empty() {
+            if self.table().open == 0 {
                 return;
             }
             emptied.await;
@@ -131,9 +109,8 @@ fn shrink_after_flood<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut table = self.occupancy.table();
-        table.open.remove(&self.id);
-        shrink_after_flood(&mut table.open);
-        if table.open.is_empty() {
+        table.open -= 1;
+        if table.open == 0 {
             self.occupancy.emptied.notify_waiters();
         }
         if let Some(n) = table.per_client.get_mut(&self.ip) {

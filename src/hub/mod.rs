@@ -38,8 +38,8 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
-use crate::closing::Closer;
 use crate::error::Error;
 use crate::state::AppState;
 use board::Board;
@@ -93,7 +93,7 @@ pub struct Subscription<'a> {
     /// past it (its first event is still a whole snapshot).
     pub last_event_id: Option<u64>,
     /// Closes the client's connection if the stream stalls, or its token is revoked.
-    pub connection: Option<Closer>,
+    pub connection: Option<CancellationToken>,
     /// Where the fan-out writes the events itself while the stream is caught up.
     pub outlet: Option<Arc<dyn Outlet>>,
 }
@@ -334,8 +334,8 @@ impl QuoteHub {
         let reg = self.registry();
         let mut closed = 0;
         for connection in reg.connections_of(tokens) {
-            if !connection.is_closed() {
-                connection.close();
+            if !connection.is_cancelled() {
+                connection.cancel();
                 closed += 1;
             }
         }

@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::closing::Closer;
+use tokio_util::sync::CancellationToken;
+
 use crate::config::HubConfig;
 use crate::error::Error;
 use crate::hub::Code;
@@ -19,7 +20,7 @@ pub(super) struct Subscriber {
     token: usize,
     pub(super) feed: Arc<Feed>,
     /// Closes the subscriber's connection (set when it runs over HTTP).
-    pub(super) connection: Option<Closer>,
+    pub(super) connection: Option<CancellationToken>,
 }
 
 /// Every open stream, and what the poll loop reads of them.
@@ -76,7 +77,7 @@ impl Registry {
         &mut self,
         token: usize,
         codes: Vec<String>,
-        connection: Option<Closer>,
+        connection: Option<CancellationToken>,
         feed: impl FnOnce(Arc<[Code]>) -> Feed,
     ) -> Added {
         self.next_id += 1;
@@ -178,7 +179,7 @@ impl Registry {
     pub(super) fn connections_of<'a>(
         &'a self,
         tokens: &'a [usize],
-    ) -> impl Iterator<Item = &'a Closer> + 'a {
+    ) -> impl Iterator<Item = &'a CancellationToken> + 'a {
         self.subscribers
             .values()
             .filter(|s| tokens.contains(&s.token))
