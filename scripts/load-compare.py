@@ -468,7 +468,7 @@ def main():
 
     # What each answer is, from the simulator itself.
     sim_sizes = {}
-    for name in sizes:
+    for name in dict.fromkeys(sizes + h2_sizes):
         target, _ = ANSWERS[name]
         status, _, body = get(f"http://127.0.0.1:{ports['sim']}/api/v1{target}",
                                  {"Authorization": f"Bearer {UPSTREAM_TOKEN}"})
