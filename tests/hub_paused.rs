@@ -17,13 +17,25 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use mdproxy::config::Config;
-use mdproxy::hub::{Allowance, Outlet, Polled, QuoteHub, QuoteSource, Room, Subscription};
+use mdproxy::hub::{Allowance, Hangup, Outlet, Polled, QuoteHub, QuoteSource, Room, Subscription};
 use mdproxy::state::AppState;
 use mdproxy::upstream::budget::RateClock;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-type Closer = CancellationToken;
+/// A connection that only notes that the hub closed it.
+#[derive(Debug, Default)]
+struct Closer(AtomicBool);
+
+impl Hangup for Closer {
+    fn close(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
 use tokio_util::task::TaskTracker;
 
 /// Monday 2 March 2026, 10:00 China time: in session.
@@ -126,7 +138,7 @@ fn hub(script: &Arc<Script>, config: impl FnOnce(&mut Config)) -> (QuoteHub, App
 fn subscribe(
     hub: &QuoteHub,
     codes: &str,
-    connection: Option<Closer>,
+    connection: Option<Arc<Closer>>,
     outlet: Option<Arc<dyn Outlet>>,
 ) -> BoxStream<'static, Bytes> {
     hub.subscribe(Subscription {
@@ -134,7 +146,7 @@ fn subscribe(
         codes,
         pz: 20,
         last_event_id: None,
-        connection,
+        connection: connection.map(|c| c as Arc<dyn Hangup>),
         outlet,
     })
     .unwrap()
@@ -205,7 +217,7 @@ async fn a_quiet_stream_gets_keepalives_one_period_apart() {
     script.missing.lock().unwrap().insert("605999".into());
     let (hub, _state) = hub(&script, |_| {});
     let _busy = subscribe(&hub, "600519", None, None);
-    let closer = CancellationToken::new();
+    let closer = Arc::new(Closer::default());
     let mut quiet = subscribe(&hub, "605999", Some(closer.clone()), None);
     assert_eq!(next(&mut quiet, SECOND).await, Chunk::Retry(3000));
     let mut last = Instant::now();
@@ -224,7 +236,7 @@ async fn a_quiet_stream_gets_keepalives_one_period_apart() {
         "{gaps:?}"
     );
     assert!(script.polls().len() > 100, "the board kept changing");
-    assert!(!closer.is_cancelled());
+    assert!(!closer.is_closed());
     assert_eq!((hub.stalled(), hub.subscribers()), (0, 2));
 }
 
@@ -263,7 +275,8 @@ async fn a_busy_stream_gets_no_keepalives() {
 async fn a_stream_that_stops_reading_is_cut_after_the_stall_timeout_and_holds_no_one() {
     let script = Script::busy(&["600519"]);
     let (hub, _state) = hub(&script, |_| {});
-    let (sleeper_closer, reader_closer) = (CancellationToken::new(), CancellationToken::new());
+    let (sleeper_closer, reader_closer) =
+        (Arc::new(Closer::default()), Arc::new(Closer::default()));
     let mut sleeper = subscribe(&hub, "600519", Some(sleeper_closer.clone()), None);
     let mut reader = subscribe(&hub, "600519,000001", Some(reader_closer.clone()), None);
     assert_eq!(next(&mut sleeper, SECOND).await, Chunk::Retry(3000));
@@ -284,7 +297,7 @@ async fn a_stream_that_stops_reading_is_cut_after_the_stall_timeout_and_holds_no
             assert_eq!(id, last + 1, "every tick reaches the reader");
         }
         last_id = Some(id);
-        if cut_at.is_none() && sleeper_closer.is_cancelled() {
+        if cut_at.is_none() && sleeper_closer.is_closed() {
             cut_at = Some(stopped.elapsed());
         }
     }
@@ -294,7 +307,7 @@ async fn a_stream_that_stops_reading_is_cut_after_the_stall_timeout_and_holds_no
         "cut {cut_at:?} after it stopped reading"
     );
     assert_eq!(hub.stalled(), 1);
-    assert!(!reader_closer.is_cancelled());
+    assert!(!reader_closer.is_closed());
     drop(sleeper);
     assert_eq!(hub.subscribers(), 1);
 }

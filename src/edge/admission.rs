@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use http::{HeaderValue, Request, Response, header};
@@ -16,6 +16,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
+use tokio::task::AbortHandle;
 use tokio_util::task::TaskTracker;
 
 use crate::edge::body::Body;
@@ -24,6 +25,7 @@ use crate::edge::response::IntoResponse;
 use crate::edge::sniff;
 use crate::edge::tls::Tls;
 use crate::error::Error;
+use crate::hub::Hangup;
 
 /// How long a refused connection is given to send its request and take the 503.
 const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
@@ -32,8 +34,40 @@ const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
 /// without an answer (a flood must not turn the answers into the next flood).
 const MAX_REFUSALS_IN_FLIGHT: usize = 1_024;
 
-/// Open connections, in all and per client address; one lock, taken when a
-/// connection comes and when it goes.
+/// Closes one connection by aborting its task, so that nothing is checked on the
+/// connection's own polls: the hub closes a stalled or revoked stream's connection
+/// with it, the listener every connection still open when the grace runs out.
+#[derive(Debug, Default)]
+pub struct Closer {
+    /// The connection's task, known once it is spawned.
+    task: OnceLock<AbortHandle>,
+    closed: AtomicBool,
+}
+
+impl Closer {
+    /// Ties this closer to the connection's task; a close asked before ends it now.
+    pub(crate) fn attach(&self, task: AbortHandle) {
+        if self.task.set(task).is_ok() && self.closed.load(Ordering::Acquire) {
+            self.close();
+        }
+    }
+}
+
+impl Hangup for Closer {
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        if let Some(task) = self.task.get() {
+            task.abort();
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+/// Open connections, in all and per client address, and the closers that end them
+/// when the grace runs out; one lock, taken when a connection comes and when it goes.
 #[derive(Default)]
 pub(crate) struct Occupancy {
     table: Mutex<Table>,
@@ -44,14 +78,17 @@ pub(crate) struct Occupancy {
 
 #[derive(Default)]
 struct Table {
-    open: usize,
+    /// Every open connection's closer, by its id (their number is the total).
+    open: HashMap<u64, Arc<Closer>>,
     per_client: HashMap<IpAddr, usize>,
+    next: u64,
 }
 
 /// One admitted connection; frees its slot when dropped.
 pub(crate) struct Slot {
     occupancy: Arc<Occupancy>,
     ip: IpAddr,
+    id: u64,
 }
 
 impl Occupancy {
@@ -59,14 +96,15 @@ impl Occupancy {
         self.table.lock().expect("occupancy lock is never poisoned")
     }
 
-    /// A slot for a connection from `ip`, or why not.
+    /// A slot for a connection from `ip`, closed by `close`, or why not.
     pub(crate) fn admit(
         self: &Arc<Self>,
         ip: IpAddr,
         limits: &ConnectionLimits,
+        close: Arc<Closer>,
     ) -> Result<Slot, &'static str> {
         let mut table = self.table();
-        if table.open >= limits.max_connections {
+        if table.open.len() >= limits.max_connections {
             return Err("the proxy serves its maximum number of connections");
         }
         let mine = table.per_client.entry(ip).or_default();
@@ -74,11 +112,21 @@ impl Occupancy {
             return Err("this client address holds its maximum number of connections");
         }
         *mine += 1;
-        table.open += 1;
+        let id = table.next;
+        table.next += 1;
+        table.open.insert(id, close);
         Ok(Slot {
             occupancy: Arc::clone(self),
             ip,
+            id,
         })
+    }
+
+    /// Closes every open connection.
+    pub(crate) fn close_all(&self) {
+        for close in self.table().open.values() {
+            close.close();
+        }
     }
 
     /// Returns once no connection is open.
@@ -89,7 +137,7 @@ impl Occupancy {
             // Listening before looking: a last connection that goes in between
             // is not missed.
             emptied.as_mut().enable();
-            if self.table().open == 0 {
+            if self.table().open.is_empty() {
                 return;
             }
             emptied.await;
@@ -109,8 +157,9 @@ fn shrink_after_flood<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut table = self.occupancy.table();
-        table.open -= 1;
-        if table.open == 0 {
+        table.open.remove(&self.id);
+        shrink_after_flood(&mut table.open);
+        if table.open.is_empty() {
             self.occupancy.emptied.notify_waiters();
         }
         if let Some(n) = table.per_client.get_mut(&self.ip) {

@@ -29,7 +29,7 @@ use crate::edge::response::{self, IntoResponse};
 use crate::edge::server::Connection;
 use crate::edge::sse;
 use crate::error::Error;
-use crate::hub::{QuoteHub, Subscription};
+use crate::hub::{Hangup, QuoteHub, Subscription};
 use crate::state::{AppState, Snapshot};
 use crate::stats::{CacheStatus, Outcome};
 use crate::upstream::budget::RateClock;
@@ -580,7 +580,7 @@ impl Edge {
                 codes: &codes,
                 pz,
                 last_event_id,
-                connection: Some(connection.close.clone()),
+                connection: Some(Arc::clone(&connection.close) as Arc<dyn Hangup>),
                 outlet,
             })?;
             let mut response = Response::new(body::stream(events));

@@ -18,5 +18,6 @@ pub(crate) mod sniff;
 pub(crate) mod sse;
 pub mod tls;
 
+pub use admission::Closer;
 pub use protocol::ConnectionLimits;
 pub use server::{Connection, Listening};

@@ -20,7 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::edge::admission::{self, Occupancy, Refusal};
+use crate::edge::admission::{self, Closer, Occupancy, Refusal};
 use crate::edge::body::Body;
 use crate::edge::protocol::{self, Builders, ConnectionLimits, Protocol};
 use crate::edge::sniff;
@@ -43,12 +43,11 @@ pub struct Listening {
 }
 
 /// The connection a request came on: the client's address (for the access log)
-/// and the token that closes it (the hub cancels it to disconnect a subscriber that
-/// stopped reading).
+/// and what closes it (the hub, to disconnect a subscriber that stopped reading).
 #[derive(Clone, Debug)]
 pub struct Connection {
     pub peer: SocketAddr,
-    pub close: CancellationToken,
+    pub close: Arc<Closer>,
     /// The bare socket of a stream request, which the hub may write to itself.
     pub outlet: Option<Arc<dyn Outlet>>,
 }
@@ -92,11 +91,9 @@ where
         tls: tls.clone(),
     };
     let streams = streams.map(Arc::new);
-    // Drains what hyper serves; `draining` closes what does not serve yet; `closing`
-    // (each connection's token's parent) closes everything when the grace runs out.
+    // Drains what hyper serves; `draining` closes what does not serve yet.
     let graceful = GracefulShutdown::new();
     let draining = CancellationToken::new();
-    let closing = CancellationToken::new();
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -113,8 +110,8 @@ where
         };
         // Closed by the hub, or by the listener when the grace runs out, so no
         // connection task outlives the listener (the tracker waits for them).
-        let close = closing.child_token();
-        let slot = match occupancy.admit(peer.ip(), &limits) {
+        let close = Arc::new(Closer::default());
+        let slot = match occupancy.admit(peer.ip(), &limits, Arc::clone(&close)) {
             Ok(slot) => slot,
             Err(reason) => {
                 admission::refuse(stream, peer, reason, refusal.clone(), &occupancy, &tracker);
@@ -127,7 +124,7 @@ where
         let served = Served {
             connection: Arc::new(Connection {
                 peer,
-                close: close.clone(),
+                close: Arc::clone(&close),
                 outlet: None,
             }),
             handler: handler.clone(),
@@ -139,7 +136,7 @@ where
             draining: draining.clone(),
         };
         let tls = tls.clone();
-        tracker.spawn(async move {
+        let task = tracker.spawn(async move {
             // Only what every connection needs is held here: each protocol's state
             // is boxed, so a stream on the bare socket is not the size of hyper's.
             let result = async {
@@ -148,15 +145,12 @@ where
                     Some(tls) => Box::pin(served.tls(stream, &tls)).await,
                 }
             };
-            tokio::select! {
-                biased;
-                () = close.cancelled() => tracing::debug!(%peer, "connection closed by the server"),
-                result = result => if let Err(e) = result {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                },
+            if let Err(e) = result.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
             drop(slot);
         });
+        close.attach(task.abort_handle());
     }
     drop(listener);
     draining.cancel();
@@ -168,7 +162,7 @@ where
         () = drained => tracing::info!(listener = %local, "all connections closed"),
         () = tokio::time::sleep(grace) => {
             tracing::warn!(listener = %local, grace_ms = grace.as_millis() as u64, "connections still open after the grace period; closing them");
-            closing.cancel();
+            occupancy.close_all();
         }
     }
 }

@@ -38,7 +38,6 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::state::AppState;
@@ -71,6 +70,16 @@ pub trait Outlet: Send + Sync + std::fmt::Debug {
     fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize>;
 }
 
+/// The connection a stream is served on, as the hub sees it: closed when the
+/// subscriber stalls or its token is revoked.
+pub trait Hangup: Send + Sync + std::fmt::Debug {
+    /// Closes the connection now.
+    fn close(&self);
+
+    /// Whether [`Hangup::close`] was called.
+    fn is_closed(&self) -> bool;
+}
+
 /// Room around a chunk's text for an outlet's framing, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Room {
@@ -93,7 +102,7 @@ pub struct Subscription<'a> {
     /// past it (its first event is still a whole snapshot).
     pub last_event_id: Option<u64>,
     /// Closes the client's connection if the stream stalls, or its token is revoked.
-    pub connection: Option<CancellationToken>,
+    pub connection: Option<Arc<dyn Hangup>>,
     /// Where the fan-out writes the events itself while the stream is caught up.
     pub outlet: Option<Arc<dyn Outlet>>,
 }
@@ -334,8 +343,8 @@ impl QuoteHub {
         let reg = self.registry();
         let mut closed = 0;
         for connection in reg.connections_of(tokens) {
-            if !connection.is_cancelled() {
-                connection.cancel();
+            if !connection.is_closed() {
+                connection.close();
                 closed += 1;
             }
         }

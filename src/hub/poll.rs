@@ -120,7 +120,7 @@ impl QuoteHub {
             if idle > limit
                 && behind
                 && let Some(connection) = &sub.connection
-                && !connection.is_cancelled()
+                && !connection.is_closed()
             {
                 tracing::warn!(
                     subscriber = id,
@@ -132,7 +132,7 @@ impl QuoteHub {
                     .stats()
                     .hub_stalled
                     .fetch_add(1, Ordering::Relaxed);
-                connection.cancel();
+                connection.close();
             }
         }
     }

@@ -5,12 +5,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
-
 use crate::config::HubConfig;
 use crate::error::Error;
-use crate::hub::Code;
 use crate::hub::stream::Feed;
+use crate::hub::{Code, Hangup};
 
 /// Seconds a client is told to wait after the per-token stream limit.
 const STREAM_RETRY_AFTER_SECS: u64 = 5;
@@ -20,7 +18,7 @@ pub(super) struct Subscriber {
     token: usize,
     pub(super) feed: Arc<Feed>,
     /// Closes the subscriber's connection (set when it runs over HTTP).
-    pub(super) connection: Option<CancellationToken>,
+    pub(super) connection: Option<Arc<dyn Hangup>>,
 }
 
 /// Every open stream, and what the poll loop reads of them.
@@ -77,7 +75,7 @@ impl Registry {
         &mut self,
         token: usize,
         codes: Vec<String>,
-        connection: Option<CancellationToken>,
+        connection: Option<Arc<dyn Hangup>>,
         feed: impl FnOnce(Arc<[Code]>) -> Feed,
     ) -> Added {
         self.next_id += 1;
@@ -179,7 +177,7 @@ impl Registry {
     pub(super) fn connections_of<'a>(
         &'a self,
         tokens: &'a [usize],
-    ) -> impl Iterator<Item = &'a CancellationToken> + 'a {
+    ) -> impl Iterator<Item = &'a Arc<dyn Hangup>> + 'a {
         self.subscribers
             .values()
             .filter(|s| tokens.contains(&s.token))
