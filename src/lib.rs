@@ -4,9 +4,10 @@
 //! The folders follow the data path, edge → routing → cache → upstream, with the hub
 //! beside the cache and the operations around it. Arrows point down only.
 //! - [`app`]: starts and stops everything; owns the shutdown token and the tracker.
-//! - [`edge`]: HTTP toward clients: accept loop, one request, responses, CORS, auth,
-//!   client limits.
-//! - [`hub`]: the live quote stream: one upstream poll fanned out to subscribers.
+//! - [`edge`]: HTTP toward clients: accept loop, graceful shutdown, one request,
+//!   responses, CORS, auth, client limits, quote streams on the bare socket.
+//! - [`hub`]: the live quote stream: one upstream poll (paced by what the upstream
+//!   allows) fanned out to subscribers; it knows nothing of HTTP.
 //! - [`ops`]: admin listener, status page, metrics, reload, scheduler, reports.
 //! - [`state`]: what the edge, the hub and the operations share.
 //! - [`cache`]: store and single flight, the read-through decision, freshness, market clock.
@@ -19,8 +20,7 @@
 //! - [`config`], [`stats`], [`error`], [`logging`]: configuration, counters, the
 //!   contract's errors, rate-limited warnings.
 //! - [`sim`]: the simulated upstream (the other side of the wire), [`demo`] wires it
-//!   to a proxy; [`shutdown`] listens for signals; [`closing`] ends one connection
-//!   (the edge's listener and the hub ask for it).
+//!   to a proxy; [`shutdown`] listens for signals.
 //!
 //! # The request path
 //! listener → auth → client limit → router → validation (canonical key; both
