@@ -1,8 +1,8 @@
 //! The HTTP edge toward clients: the accept loop and connection limits, one request's
 //! handling (the headers it reads, auth, client limits, CORS, routing), and how
-//! answers and errors are written, and quote streams on the bare socket (`sse`: their
-//! heads, HTTP/1.1 chunk framing, the socket as the hub's outlet). Below it, the
-//! cache and the hub know nothing of HTTP.
+//! answers and errors are written (the encoding chosen by `Accept-Encoding`), and
+//! quote streams on the bare socket (`sse`: their heads, HTTP/1.1 chunk framing, the
+//! socket as the hub's outlet). Below it, the cache and the hub know nothing of HTTP.
 
 pub(crate) mod admission;
 pub(crate) mod auth;
@@ -11,6 +11,7 @@ pub(crate) mod cors;
 pub mod handler;
 pub(crate) mod head;
 pub(crate) mod limit;
+pub(crate) mod negotiate;
 pub(crate) mod protocol;
 pub(crate) mod response;
 pub(crate) mod server;

@@ -1,5 +1,5 @@
-//! The hub's share of a cluster (`[cluster]`), and the only file of the hub that
-//! calls it: every node registers the codes its subscribers want; one node, the
+//! The hub's share of the fleet (its `Leadership`, a cluster's when `[cluster]` is
+//! on), and the only file of the hub that calls it: every node registers the codes its subscribers want; one node, the
 //! leader (a renewed lease with a term), polls the union through the source and
 //! publishes the rows; the others take the leader's boards. Alone (no cluster, or
 //! Redis away) a node polls the source itself.
@@ -19,9 +19,10 @@ pub(super) async fn poll(
     spacing: Duration,
 ) -> (Polled, bool) {
     let mine: Vec<&str> = codes.iter().map(|c| &**c).collect();
-    let Some(cluster) = state.cache().cluster().filter(|c| c.is_up()) else {
+    let cluster = state.fleet().leadership();
+    if !cluster.is_up() {
         return (source.poll(&mine).await, false);
-    };
+    }
     // Two spacings of silence hand the lead to another node; the lease also covers
     // one poll's longest wait (budget and upstream timeout), so a slow poll does not
     // lose it.
@@ -57,8 +58,9 @@ pub(super) async fn poll(
 
 /// Resolves when the leader's next board arrives; never unless `following`.
 pub(super) async fn board_arrived(state: &AppState, following: bool) {
-    match state.cache().cluster().filter(|_| following) {
-        Some(cluster) => cluster.board_arrived().await,
-        None => std::future::pending().await,
+    if following {
+        state.fleet().leadership().board_arrived().await;
+    } else {
+        std::future::pending().await
     }
 }

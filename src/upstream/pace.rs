@@ -214,6 +214,30 @@ impl Pace {
         Some(state.rate)
     }
 
+    /// Takes in a lower rate another node of the fleet chose, so the fleet moves
+    /// as one rate: the rate goes down to it (never up, never below the floor),
+    /// and the cool-down and the way back up start now, as on that node. Returns
+    /// whether it lowered the rate.
+    pub fn follow(&self, rate: f64, reason: &str) -> bool {
+        if !self.settings.enabled || self.settings.ceiling <= 0.0 {
+            return false;
+        }
+        let now = self.clock.now().as_u64();
+        let mut state = self.lock();
+        self.catch_up(&mut state, now);
+        let rate = rate.max(self.settings.floor);
+        if rate >= state.rate {
+            return false;
+        }
+        state.rate = rate;
+        state.last_decrease = Some(now);
+        state.stepped_to = now;
+        state.reason = Some(format!("another node: {reason}"));
+        state.decreases += 1;
+        state.recent.clear();
+        true
+    }
+
     /// Where it stands.
     pub fn report(&self) -> PaceReport {
         let rate = self.rate();
@@ -298,6 +322,27 @@ mod tests {
         }
         assert_eq!(lowered, Some(10.0));
         assert!(p.report().reason.unwrap().starts_with("latency"));
+    }
+
+    /// Another node's lower rate is taken (never a higher one, never below the
+    /// floor) and starts this node's cool-down: the same burst does not halve the
+    /// fleet's rate twice.
+    #[test]
+    fn a_lower_rate_of_another_node_is_followed() {
+        let (p, clock) = pace();
+        assert!(!p.follow(30.0, "x"), "never up");
+        assert!(p.follow(8.0, "the upstream throttled us (429 or 503)"));
+        assert_eq!(p.rate(), 8.0);
+        assert_eq!(p.observe(Signal::Throttled), None, "within its cool-down");
+        assert!(p.report().reason.unwrap().starts_with("another node"));
+        assert!(p.follow(0.1, "x"));
+        assert_eq!(p.rate(), 1.0, "the floor");
+        clock.advance(Duration::from_secs(10));
+        assert_eq!(
+            p.rate(),
+            3.0,
+            "back up in steps from the moment it followed"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use chrono::NaiveTime;
 
 use crate::api::catalog::catalog;
 use crate::cache::market::Clock;
+use crate::cluster::limits::{Announcement, QuotaAsk, QuotaCount};
 use crate::config::{Config, FallbackConfig, UpstreamConfig, redacted_url};
 use crate::stats::{Stats, UpstreamOutcome};
 use crate::upstream::breaker::{Admitted, Breaker, BreakerSettings, Open, Verdict};
@@ -183,6 +184,15 @@ pub struct TargetReport {
     pub outcomes: Vec<(UpstreamOutcome, u64)>,
 }
 
+/// What an outcome taught a target that the rest of the fleet should know.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pushback {
+    /// A pause began (or grew): its length.
+    pub paused: Option<Duration>,
+    /// The rate went down: to what, and why.
+    pub slowed: Option<(f64, String)>,
+}
+
 /// One upstream instance.
 pub struct Target {
     pub settings: TargetSettings,
@@ -257,7 +267,24 @@ impl Target {
     /// `OverQuota` when a quota is spent; `Dropped` when background work keeps the
     /// day's reserve.
     pub fn take_quota(&self, priority: Priority) -> Result<(), FetchError> {
-        match self.quota.take(priority) {
+        self.quota_verdict(self.quota.take(priority))
+    }
+
+    /// The fleet's ask for one request at `priority` (`None`: no quota).
+    pub fn quota_ask(&self, priority: Priority) -> Option<QuotaAsk> {
+        self.quota.ask(priority)
+    }
+
+    /// Takes in the fleet's count of the request asked as `ask`.
+    ///
+    /// # Errors
+    /// As [`take_quota`](Self::take_quota).
+    pub fn settle_quota(&self, ask: &QuotaAsk, count: QuotaCount) -> Result<(), FetchError> {
+        self.quota_verdict(self.quota.settle(ask, count))
+    }
+
+    fn quota_verdict(&self, verdict: Result<(), Exhausted>) -> Result<(), FetchError> {
+        match verdict {
             Ok(()) => Ok(()),
             Err(Exhausted::Reserve) => {
                 self.stats.budget_dropped.fetch_add(1, Ordering::Relaxed);
@@ -289,14 +316,15 @@ impl Target {
 
     /// Takes in the outcome of a request admitted as `passed` for `endpoint`: the
     /// breakers, the pace, the pause. `asked`: how long the upstream took, when it
-    /// was asked.
+    /// was asked. Returns what the fleet should hear of it.
     pub fn record(
         &self,
         endpoint: usize,
         passed: Passed,
         result: Result<Duration, &FetchError>,
         asked: bool,
-    ) {
+    ) -> Pushback {
+        let mut pushback = Pushback::default();
         let (verdict, transport) = match result {
             Ok(_) => (Verdict::Up, false),
             Err(e) if asked => (e.verdict(), e.is_transport()),
@@ -326,12 +354,14 @@ impl Target {
         if let Some(signal) = signal
             && let Some(rate) = self.pace.observe(signal)
         {
+            let reason = self.pace.report().reason.unwrap_or_default();
             tracing::warn!(
                 upstream = %self.settings.label,
                 rate = format!("{rate:.2}"),
-                reason = self.pace.report().reason.unwrap_or_default(),
+                reason,
                 "upstream pushes back: slowing down"
             );
+            pushback.slowed = Some((rate, reason));
         }
         if let Err(FetchError::Throttled {
             status,
@@ -347,8 +377,40 @@ impl Target {
                     pause_secs = wait.as_secs(),
                     "the upstream throttles us: nothing is sent to it until its Retry-After"
                 );
+                pushback.paused = Some(wait);
             }
         }
+        pushback
+    }
+
+    /// Takes in what another node of the fleet announced for this target.
+    pub fn follow(&self, announcement: &Announcement) {
+        match announcement {
+            Announcement::Pause { wait, .. } => {
+                let wait = (*wait).min(self.settings.pause.max);
+                if self.pause.pause(wait) {
+                    tracing::info!(
+                        upstream = %self.settings.label,
+                        pause_secs = wait.as_secs(),
+                        "another node was asked to wait (Retry-After): this one waits too"
+                    );
+                }
+            }
+            Announcement::SlowDown { rate, reason, .. } => {
+                if self.pace.follow(*rate, reason) {
+                    tracing::info!(
+                        upstream = %self.settings.label,
+                        rate = format!("{rate:.2}"),
+                        "another node slowed down: this one follows"
+                    );
+                }
+            }
+        }
+    }
+
+    /// How long its pause still runs, if one does.
+    pub fn paused_for(&self) -> Option<Duration> {
+        self.pause.remaining()
     }
 
     /// Whether the day's quota is so low that stale answers are preferred.
