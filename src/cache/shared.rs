@@ -181,6 +181,7 @@ mod tests {
             until_open: false,
             negative: false,
             settles: None,
+            venue: Venue::China,
         };
         let lifetimes = policy.lifetimes(rule, fetched_at);
         CachedBody::new(
