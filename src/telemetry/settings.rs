@@ -87,9 +87,7 @@ pub fn check(config: &Config, env: &dyn Env) -> Vec<Problem> {
 /// A message that starts with its key (`telemetry.timeout_ms must ...`) or its
 /// variable (`OTEL_EXPORTER_OTLP_TIMEOUT: not a number`) as a [`Problem`].
 fn placed(message: &str) -> Problem {
-    let end = message
-        .find([' ', ':'])
-        .unwrap_or(message.len());
+    let end = message.find([' ', ':']).unwrap_or(message.len());
     let (name, rest) = message.split_at(end);
     let rest = rest.trim_start_matches(':').trim_start();
     if name.starts_with("OTEL_") {
