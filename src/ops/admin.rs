@@ -396,6 +396,8 @@ impl Admin {
             "hub": {
                 "polling": hub.is_polling(), "subscribers": hub.subscribers(), "codes": hub.codes(),
                 "polls": hub.polls(), "stalled": hub.stalled(),
+                "poll_interval_ms": hub.pacing().interval.as_millis() as u64,
+                "slowed_by": hub.pacing().held_by,
             },
             "reloads": stats.reloads().into_iter().rev().map(|r| json!({
                 "at": china_time(r.at), "applied": r.applied, "detail": r.detail,
