@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use governor::clock::Clock as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::market::Clock;
@@ -152,19 +153,26 @@ impl Upstream {
 
     /// Sends `request` to the first instance that may take it: one that is not
     /// paused, whose breakers let it through and whose quota has room (then its
-    /// budget, at its pace); a throttling answer pauses that instance and the next
-    /// one is tried. Every outcome, refusals included, is counted once, and every
-    /// answer's latency is observed under the endpoint the target routes to.
+    /// budget, at its pace). A throttling answer pauses that instance, and a
+    /// refusal, a throttling answer or an outage (unreachable, a 5xx) sends the
+    /// request on to the next one; a client waits for budget at most
+    /// `limits.client_wait_ms` over all of them. An instance's breaker probe goes out
+    /// on its own when a later instance can answer, so no client waits on an
+    /// instance that is likely still down. Every outcome, refusals included, is
+    /// counted once, and every answer's latency is observed under the endpoint the
+    /// target routes to.
     ///
     /// # Errors
     /// The answer's [`FetchError`], or the first instance's refusal when none took it.
     pub async fn request(&self, request: UpstreamRequest<'_>) -> Result<Fetched, FetchError> {
         let endpoint = endpoint_of(request.target);
         let targets = self.inner.targets.load_full();
+        let wait = Duration::from_millis(targets[0].settings.budget.client_wait_ms);
+        let deadline = tokio::time::Instant::now() + wait;
         // The first refusal (the primary's, when it refused) is what the client is
         // told if no instance takes the request.
         let mut outcome = None;
-        for target in targets.iter() {
+        for (i, target) in targets.iter().enumerate() {
             let passed = match target.admit(endpoint.id) {
                 Ok(passed) => passed,
                 Err(e) => {
@@ -173,32 +181,78 @@ impl Upstream {
                     continue;
                 }
             };
-            let (result, asked) = self.attempt(target, request).await;
-            target.record(
+            if passed.is_probe() && targets[i + 1..].iter().any(|t| t.is_available()) {
+                self.probe(Arc::clone(target), endpoint.id, passed, request);
+                continue;
+            }
+            let tried = self.attempt(target, request, deadline).await;
+            let paused = target.record(
                 endpoint.id,
                 passed,
-                result.as_ref().map(|f| f.elapsed),
-                asked.is_some(),
+                tried.result.as_ref().map(|f| f.elapsed),
+                tried.sent,
             );
+            let mut result = tried.result;
+            if let (Err(FetchError::Throttled { retry_after, .. }), Some(paused)) =
+                (&mut result, paused)
+            {
+                // The client is told when this instance may be asked again.
+                *retry_after = Some(paused);
+            }
             target.count(match &result {
                 Ok(_) => UpstreamOutcome::Ok,
                 Err(e) => e.outcome(),
             });
-            // Throttled, or its quota spent: the next instance may answer.
-            let next = matches!(
-                result,
-                Err(FetchError::Throttled { .. } | FetchError::OverQuota { .. })
-            );
-            if next {
-                outcome.get_or_insert((result, asked));
+            if result.as_ref().is_err_and(FetchError::is_for_the_next) {
+                outcome.get_or_insert((result, tried.asked));
             } else {
-                outcome = Some((result, asked));
+                outcome = Some((result, tried.asked));
                 break;
             }
         }
         let (result, asked) = outcome.unwrap_or((Err(FetchError::Unreachable), None));
         self.observe(request, endpoint.id, &result, asked);
         result
+    }
+
+    /// Sends the breaker probe of `target` on its own, as background work (budget
+    /// at once or never), while the request it came with goes on to the next
+    /// instance; its outcome closes or reopens the breaker.
+    fn probe(
+        &self,
+        target: Arc<Target>,
+        endpoint: usize,
+        passed: target::Passed,
+        request: UpstreamRequest<'_>,
+    ) {
+        let (this, path, passthrough) =
+            (self.clone(), request.target.to_owned(), request.passthrough);
+        tokio::spawn(async move {
+            let request = UpstreamRequest {
+                target: &path,
+                priority: Priority::Background,
+                passthrough,
+            };
+            let tried = this
+                .attempt(&target, request, tokio::time::Instant::now())
+                .await;
+            target.record(
+                endpoint,
+                passed,
+                tried.result.as_ref().map(|f| f.elapsed),
+                tried.sent,
+            );
+            target.count(match &tried.result {
+                Ok(_) => UpstreamOutcome::Ok,
+                Err(e) => e.outcome(),
+            });
+            tracing::info!(
+                upstream = %target.settings.label,
+                outcome = tried.result.as_ref().map_or_else(FetchError::as_str, |_| "ok"),
+                "probe of an upstream instance whose breaker was open"
+            );
+            this.observe(request, endpoint, &tried.result, tried.asked);
+        });
     }
 
     /// Counts and logs the outcome of a request.
@@ -255,22 +309,46 @@ impl Upstream {
         }
     }
 
-    /// The quota, the budget at `target`'s pace, then the request; ended early by
-    /// [`halt`](Self::halt). Also returns how long the upstream itself took, when it
-    /// was asked.
+    /// The quota, the budget at `target`'s pace (a client waits until `deadline`
+    /// at most, and no longer once a pause begins), then the request; ended early by
+    /// [`halt`](Self::halt).
     async fn attempt(
         &self,
         target: &Target,
         request: UpstreamRequest<'_>,
-    ) -> (Result<Fetched, FetchError>, Option<Duration>) {
+        deadline: tokio::time::Instant,
+    ) -> Attempt {
         let timeout = target
             .client
             .config()
             .timeout_for(endpoint_of(request.target));
-        let mut asked = None;
+        let (mut asked, mut sent) = (None, None);
         let attempt = async {
-            self.permit(target, request.priority).await?;
+            target.check_quota(request.priority)?;
+            let begun = target.pause_begun();
+            let permit = async {
+                match request.priority {
+                    Priority::Client => {
+                        tokio::time::timeout_at(deadline, self.permit(target, request.priority))
+                            .await
+                            .unwrap_or(Err(Denied::Overloaded))
+                    }
+                    Priority::Background | Priority::Prewarm => {
+                        self.permit(target, request.priority).await
+                    }
+                }
+            };
+            tokio::select! {
+                granted = permit => granted?,
+                () = begun => {}
+            }
+            // A pause that began while this request waited for budget: it does not
+            // go out now.
+            if let Some(remaining) = target.paused() {
+                return Err(FetchError::Paused { remaining });
+            }
             target.take_quota(request.priority)?;
+            sent = Some(self.inner.clock.now().as_u64());
             let started = Instant::now();
             let result = target
                 .client
@@ -283,17 +361,30 @@ impl Upstream {
             result = attempt => result,
             () = self.inner.halt.cancelled() => Err(FetchError::Unreachable),
         };
-        (result, asked)
+        Attempt {
+            result,
+            asked,
+            sent,
+        }
     }
 
     /// One permit: from the cluster's budget when this node is in a cluster whose
     /// Redis answers, else from this node's share of it, else from the target's own
     /// budget (at its pace).
     async fn permit(&self, target: &Target, priority: Priority) -> Result<(), Denied> {
-        let budget = target.budget();
         let Some(cluster) = &self.inner.cluster else {
-            return budget.acquire(priority).await;
+            // Waiting on the budget of the pace at the time; when the pace replaces
+            // it, on the new one.
+            loop {
+                let rebuilt = target.budget_rebuilt();
+                let budget = target.budget();
+                tokio::select! {
+                    granted = budget.acquire(priority) => return granted,
+                    () = rebuilt => {}
+                }
+            }
         };
+        let budget = target.budget();
         if let Ok(granted) = budget.acquire_shared(cluster, priority).await {
             return granted;
         }
@@ -325,6 +416,16 @@ impl Upstream {
             .timeout_for(endpoint)
     }
 
+    /// Whether every instance is paused by a `Retry-After` now (a refresh would
+    /// not go out).
+    pub fn is_paused(&self) -> bool {
+        self.inner
+            .targets
+            .load()
+            .iter()
+            .all(|t| t.paused().is_some())
+    }
+
     /// Whether every instance's day quota is so low that a stale answer is better
     /// than a refresh.
     pub fn is_thrifty(&self) -> bool {
@@ -350,6 +451,15 @@ impl Upstream {
             .map(|t| t.report())
             .collect()
     }
+}
+
+/// One instance's try at a request.
+struct Attempt {
+    result: Result<Fetched, FetchError>,
+    /// How long the upstream itself took, when it was asked.
+    asked: Option<Duration>,
+    /// When the request left (rate-clock nanoseconds), when it did.
+    sent: Option<u64>,
 }
 
 /// The catalogue's endpoint for an upstream target (the pass-through pseudo-endpoint

@@ -87,7 +87,10 @@ impl TargetSettings {
                 per_day: limits.upstream_per_day,
                 reserve_percent: limits.quota_reserve_percent,
                 day_start,
-                zone: chrono_tz::Asia::Shanghai,
+                zone: limits
+                    .quota_time_zone
+                    .parse()
+                    .unwrap_or(chrono_tz::Asia::Shanghai),
             },
             upstream,
         }
@@ -108,6 +111,13 @@ pub struct Breakers {
 pub struct Passed {
     all: Admitted,
     route: Admitted,
+}
+
+impl Passed {
+    /// Whether it is the one request that tests an open breaker.
+    pub fn is_probe(self) -> bool {
+        self.all == Admitted::Probe || self.route == Admitted::Probe
+    }
 }
 
 impl Breakers {
@@ -189,6 +199,9 @@ pub struct Target {
     pub client: UpstreamClient,
     /// Its budget, at the pace's rate.
     budget: ArcSwap<UpstreamBudget>,
+    /// Wakes the requests waiting on a budget the pace replaced: they wait on the
+    /// new one, so none goes out at the old rate.
+    rebuilt: tokio::sync::Notify,
     breakers: Breakers,
     pause: Pause,
     pace: Pace,
@@ -214,6 +227,7 @@ impl Target {
         Ok(Target {
             client,
             budget: ArcSwap::from_pointee(budget),
+            rebuilt: tokio::sync::Notify::new(),
             breakers: Breakers::new(settings.breaker, clock),
             pause: Pause::new(clock.clone()),
             pace: Pace::new(settings.pace, clock.clone()),
@@ -251,13 +265,36 @@ impl Target {
             })
     }
 
+    /// How long the `Retry-After` pause still runs, if one does.
+    pub fn paused(&self) -> Option<Duration> {
+        self.pause.remaining()
+    }
+
+    /// Resolves when a pause begins after this call (see [`Pause::begun`]).
+    pub fn pause_begun(&self) -> std::pin::Pin<Box<tokio::sync::futures::Notified<'_>>> {
+        self.pause.begun()
+    }
+
+    /// Whether the quotas have room for a request at `priority`, without taking
+    /// it (asked before the budget).
+    ///
+    /// # Errors
+    /// As [`take_quota`](Self::take_quota).
+    pub fn check_quota(&self, priority: Priority) -> Result<(), FetchError> {
+        self.quota_error(self.quota.check(priority))
+    }
+
     /// Takes one request from the quotas at `priority`.
     ///
     /// # Errors
     /// `OverQuota` when a quota is spent; `Dropped` when background work keeps the
     /// day's reserve.
     pub fn take_quota(&self, priority: Priority) -> Result<(), FetchError> {
-        match self.quota.take(priority) {
+        self.quota_error(self.quota.take(priority))
+    }
+
+    fn quota_error(&self, taken: Result<(), Exhausted>) -> Result<(), FetchError> {
+        match taken {
             Ok(()) => Ok(()),
             Err(Exhausted::Reserve) => {
                 self.stats.budget_dropped.fetch_add(1, Ordering::Relaxed);
@@ -282,25 +319,33 @@ impl Target {
                 Arc::clone(&self.stats),
             ));
             self.budget.store(Arc::clone(&paced));
+            self.rebuilt.notify_waiters();
             return paced;
         }
         budget
     }
 
+    /// Resolves when the budget is replaced after this call (the pace moved).
+    pub fn budget_rebuilt(&self) -> std::pin::Pin<Box<tokio::sync::futures::Notified<'_>>> {
+        let mut notified = Box::pin(self.rebuilt.notified());
+        notified.as_mut().enable();
+        notified
+    }
+
     /// Takes in the outcome of a request admitted as `passed` for `endpoint`: the
-    /// breakers, the pace, the pause. `asked`: how long the upstream took, when it
-    /// was asked.
+    /// breakers, the pace, the pause. `sent`: when the request left (rate-clock
+    /// nanoseconds), if it was sent. Returns the pause a throttling answer began.
     pub fn record(
         &self,
         endpoint: usize,
         passed: Passed,
         result: Result<Duration, &FetchError>,
-        asked: bool,
-    ) {
-        let (verdict, transport) = match result {
-            Ok(_) => (Verdict::Up, false),
-            Err(e) if asked => (e.verdict(), e.is_transport()),
-            Err(_) => (Verdict::Unknown, false),
+        sent: Option<u64>,
+    ) -> Option<Duration> {
+        let (verdict, transport) = match (result, sent) {
+            (Ok(_), _) => (Verdict::Up, false),
+            (Err(e), Some(_)) => (e.verdict(), e.is_transport()),
+            (Err(_), None) => (Verdict::Unknown, false),
         };
         if let Some((scope, interval)) = self.breakers.record(endpoint, passed, verdict, transport)
         {
@@ -323,8 +368,8 @@ impl Target {
             Err(FetchError::Throttled { .. }) => Some(Signal::Throttled),
             Err(_) => None,
         };
-        if let Some(signal) = signal
-            && let Some(rate) = self.pace.observe(signal)
+        if let (Some(signal), Some(sent)) = (signal, sent)
+            && let Some(rate) = self.pace.observe(endpoint, sent, signal)
         {
             tracing::warn!(
                 upstream = %self.settings.label,
@@ -332,23 +377,27 @@ impl Target {
                 reason = self.pace.report().reason.unwrap_or_default(),
                 "upstream pushes back: slowing down"
             );
+            // At the new rate now, also for the requests already waiting.
+            self.budget();
         }
-        if let Err(FetchError::Throttled {
+        let Err(FetchError::Throttled {
             status,
             retry_after,
         }) = result
-        {
-            let pause = self.settings.pause;
-            let wait = retry_after.unwrap_or(pause.default).min(pause.max);
-            if self.pause.pause(wait) {
-                tracing::warn!(
-                    upstream = %self.settings.label,
-                    status,
-                    pause_secs = wait.as_secs(),
-                    "the upstream throttles us: nothing is sent to it until its Retry-After"
-                );
-            }
+        else {
+            return None;
+        };
+        let pause = self.settings.pause;
+        let wait = retry_after.unwrap_or(pause.default).min(pause.max);
+        if self.pause.pause(wait) {
+            tracing::warn!(
+                upstream = %self.settings.label,
+                status,
+                pause_secs = wait.as_secs(),
+                "the upstream throttles us: nothing is sent to it until its Retry-After"
+            );
         }
+        Some(self.pause.remaining().unwrap_or(wait))
     }
 
     /// Whether the day's quota is so low that stale answers are preferred.
