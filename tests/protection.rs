@@ -44,6 +44,36 @@ async fn start_faked(
     }
 }
 
+/// A proxy in front of a hand-written upstream, on `clock` and (for rates, pauses
+/// and breakers) `fake`.
+async fn scripted_proxy(
+    upstream: &Scripted,
+    clock: Arc<ManualClock>,
+    fake: &FakeRelativeClock,
+    change: impl FnOnce(&mut Config),
+) -> mdproxy::app::App {
+    let mut config = Config::default();
+    config.server.listen = "127.0.0.1:0".into();
+    config.auth.tokens = vec![Secret::new(support::TOKEN)];
+    config.upstream.base_url = format!("http://{}/api/v1", upstream.addr);
+    config.scheduler.enabled = false;
+    config.upstream.probe_target = String::new();
+    change(&mut config);
+    mdproxy::app::start_with(&config, clock, RateClock::Fake(fake.clone()))
+        .await
+        .unwrap()
+}
+
+/// GET `target` from `app` with the test token.
+async fn get(app: &mdproxy::app::App, target: &str) -> reqwest::Response {
+    support::client()
+        .get(format!("{}{target}", app.base_url()))
+        .bearer_auth(support::TOKEN)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// The `Cache-Status` detail of an answer ("" when it has none).
 fn detail(r: &reqwest::Response) -> String {
     header(r, "cache-status")
@@ -117,6 +147,99 @@ async fn a_429_pauses_the_upstream_until_its_retry_after() {
             .paused_for
             .is_none()
     );
+}
+
+/// A client waiting for budget when a `429` pauses the upstream gives up at once
+/// with the pause's 503: it is not sent during the pause, nor kept waiting for
+/// budget it cannot use.
+#[tokio::test]
+async fn a_request_waiting_for_budget_gives_up_when_a_pause_begins() {
+    let upstream = Scripted::start().await;
+    let clock = support::clock_at("2026-11-21T20:00:00+08:00");
+    // The rate clock stands still: one permit, and no other for the test's length.
+    let fake = FakeRelativeClock::default();
+    let proxy = scripted_proxy(&upstream, clock, &fake, |c| {
+        c.limits.upstream_rps = 1;
+        c.limits.upstream_burst = 1;
+        c.limits.client_wait_ms = 20_000;
+    })
+    .await;
+    let throttled = support::response("429 Too Many Requests", &[("Retry-After", "120")], "{}");
+    upstream.then_late(Duration::from_millis(300), throttled);
+    let first = get(&proxy, "/news/overview");
+    let second = async {
+        // Queued for budget while the first is out.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        get(&proxy, "/news/mainline").await
+    };
+    let (first, second) = tokio::join!(first, second);
+    assert_eq!(first.status(), 503);
+    assert_eq!(header(&second, "retry-after"), "120");
+    let (status, code, _) = error_of(second).await;
+    assert_eq!((status, code.as_str()), (503, "upstream_throttled"));
+    assert_eq!(upstream.received(), 1, "nothing was sent during the pause");
+    proxy.shutdown().await;
+}
+
+/// A spent quota costs a client no wait for budget: it is told at once when the
+/// quota resets.
+#[tokio::test]
+async fn a_spent_quota_costs_no_wait_for_budget() {
+    let clock = support::clock_at("2026-11-21T20:00:30+08:00");
+    let fake = FakeRelativeClock::default();
+    let env = start_faked(clock, &fake, |c| {
+        c.limits.upstream_rps = 1;
+        c.limits.upstream_burst = 1;
+        c.limits.client_wait_ms = 20_000;
+        c.limits.upstream_per_minute = 1;
+    })
+    .await;
+    assert_eq!(env.get("/news/overview").await.status(), 200);
+    let r = env.get("/news/mainline").await;
+    assert_eq!(header(&r, "retry-after"), "30", "the next minute");
+    let (status, code, _) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (503, "upstream_throttled"));
+    let report = &env.proxy.state().upstream().report()[0];
+    assert_eq!(report.quota.this_minute, 1);
+}
+
+/// A key whose retry could not go out (no budget for background work) is not held
+/// back for good: the next request after its backoff tries itself, and once the
+/// upstream is well again the key is answered.
+#[tokio::test]
+async fn a_failing_key_is_never_held_for_good() {
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.limits.upstream_rps = 1_000;
+            c.limits.upstream_burst = 1_000;
+            // No share for background work: every retry is dropped.
+            c.limits.background_percent = 0;
+            c.limits.failure_backoff_ms = 50;
+            c.limits.failure_backoff_max_ms = 50;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let key = "/fund/detail/159915";
+    env.sim.fail_path(key, "socket hang up");
+    for _ in 0..2 {
+        let v: serde_json::Value = env.get(key).await.json().await.unwrap();
+        assert_eq!(v["success"], false);
+    }
+    env.sim.heal_path(key);
+    let healed = async {
+        loop {
+            let v: serde_json::Value = env.get(key).await.json().await.unwrap();
+            if v["success"] == true {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), healed)
+        .await
+        .expect("the key was held back for good");
 }
 
 /// A source that warns (`200` + `success:false`, "socket hang up") past its limit
@@ -368,6 +491,38 @@ async fn a_failing_key_costs_one_timeout_not_one_per_request() {
     assert_eq!(env.proxy.state().cache().failures().len(), 3);
 }
 
+/// A key in its stale window whose background refresh failed is not refreshed again
+/// by every request: its stale answer is served, saying the key backs off, and the
+/// upstream is not asked until its backoff ends.
+#[tokio::test]
+async fn a_failed_refresh_is_not_repeated_by_every_request() {
+    let clock = support::clock_at("2026-11-21T20:00:00+08:00");
+    let fake = FakeRelativeClock::default();
+    let env = start_faked(clock.clone(), &fake, |c| {
+        c.limits.failure_backoff_ms = 60_000;
+        c.limits.failure_backoff_max_ms = 60_000;
+    })
+    .await;
+    let key = "/news/headlines?keyword=k";
+    let good = env.get(key).await.bytes().await.unwrap();
+    // Past fresh (300 s), inside the stale window (600 s more).
+    clock.advance(Duration::from_secs(400));
+    env.sim.fail_path("/news/headlines", "socket hang up");
+    let r = env.get(key).await;
+    assert_eq!(detail(&r), "stale-while-revalidate");
+    let failures = || env.proxy.state().cache().failures().len();
+    assert!(support::eventually(Duration::from_secs(10), || failures() == 1).await);
+    let asked = env.sim.hits("/news/headlines");
+    for _ in 0..10 {
+        let r = env.get(key).await;
+        assert_eq!(detail(&r), "stale-key-backing-off");
+        assert_eq!(r.bytes().await.unwrap(), good);
+    }
+    // No refresh was started behind them.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(env.sim.hits("/news/headlines"), asked);
+}
+
 /// One route answering 500 opens its own breaker only: the other routes are still
 /// asked and answered. A pass-through path's 4xx is an answer, never a failure.
 #[tokio::test]
@@ -433,25 +588,11 @@ async fn one_failing_route_does_not_close_the_others() {
 async fn a_close_delimited_answer_cut_short_is_never_cached() {
     let upstream = Scripted::start().await;
     let clock = support::clock_at("2026-11-21T20:00:00+08:00");
-    let mut config = Config::default();
-    config.server.listen = "127.0.0.1:0".into();
-    config.auth.tokens = vec![Secret::new(support::TOKEN)];
-    config.upstream.base_url = format!("http://{}/api/v1", upstream.addr);
-    config.scheduler.enabled = false;
-    config.upstream.probe_target = String::new();
-    config.limits.failure_backoff_ms = 0;
-    let proxy = mdproxy::app::start(&config, clock.clone()).await.unwrap();
-    let get = |target: &'static str| {
-        let url = format!("{}{target}", proxy.base_url());
-        async move {
-            support::client()
-                .get(url)
-                .bearer_auth(support::TOKEN)
-                .send()
-                .await
-                .unwrap()
-        }
-    };
+    let fake = FakeRelativeClock::default();
+    let proxy = scripted_proxy(&upstream, clock.clone(), &fake, |c| {
+        c.limits.failure_backoff_ms = 0;
+    })
+    .await;
     let close_delimited = |body: &str| {
         format!(
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{body}"
@@ -461,10 +602,10 @@ async fn a_close_delimited_answer_cut_short_is_never_cached() {
     let whole = r#"{"success": true, "data": {"list": [{"title": "a"}]}}"#;
 
     upstream.then(close_delimited(cut));
-    let (status, code, _) = error_of(get("/news/overview").await).await;
+    let (status, code, _) = error_of(get(&proxy, "/news/overview").await).await;
     assert_eq!((status, code.as_str()), (502, "upstream_error"));
     upstream.then(close_delimited(whole));
-    let r = get("/news/overview").await;
+    let r = get(&proxy, "/news/overview").await;
     assert_eq!(
         header(&r, "x-cache"),
         "MISS",
@@ -476,7 +617,7 @@ async fn a_close_delimited_answer_cut_short_is_never_cached() {
     clock.advance(Duration::from_secs(1_000));
     for _ in 0..2 {
         upstream.then(close_delimited(cut));
-        let r = get("/news/overview").await;
+        let r = get(&proxy, "/news/overview").await;
         assert_eq!(header(&r, "x-cache"), "STALE");
         assert_eq!(r.text().await.unwrap(), whole);
     }

@@ -583,7 +583,8 @@ impl Env {
 /// (a 500 when the script has run out) and counts what it received.
 pub struct Scripted {
     pub addr: SocketAddr,
-    script: Arc<Mutex<VecDeque<String>>>,
+    /// Each answer, and how long to hold it back.
+    script: Arc<Mutex<VecDeque<(Duration, String)>>>,
     received: Arc<AtomicU64>,
 }
 
@@ -591,7 +592,7 @@ impl Scripted {
     pub async fn start() -> Scripted {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let script = Arc::new(Mutex::new(VecDeque::<String>::new()));
+        let script = Arc::new(Mutex::new(VecDeque::<(Duration, String)>::new()));
         let received = Arc::new(AtomicU64::new(0));
         let (s, r) = (script.clone(), received.clone());
         tokio::spawn(async move {
@@ -607,11 +608,14 @@ impl Scripted {
                         }
                     }
                     received.fetch_add(1, Ordering::SeqCst);
-                    let response = script
-                        .lock()
-                        .unwrap()
-                        .pop_front()
-                        .unwrap_or_else(|| response("500 Internal Server Error", &[], "{}"));
+                    let (late, response) =
+                        script.lock().unwrap().pop_front().unwrap_or_else(|| {
+                            (
+                                Duration::ZERO,
+                                response("500 Internal Server Error", &[], "{}"),
+                            )
+                        });
+                    tokio::time::sleep(late).await;
                     let _ = socket.write_all(response.as_bytes()).await;
                     let _ = socket.shutdown().await;
                 });
@@ -626,7 +630,12 @@ impl Scripted {
 
     /// Answers a coming request with `response` (in order).
     pub fn then(&self, response: String) {
-        self.script.lock().unwrap().push_back(response);
+        self.then_late(Duration::ZERO, response);
+    }
+
+    /// Answers a coming request with `response`, `late` after it arrived.
+    pub fn then_late(&self, late: Duration, response: String) {
+        self.script.lock().unwrap().push_back((late, response));
     }
 
     /// Requests received so far.
