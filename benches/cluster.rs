@@ -101,7 +101,7 @@ fn main() {
             nodes.push(mdproxy::app::start(&config, clock.clone()).await.unwrap());
         }
         for n in &nodes {
-            let cluster = n.state().cache().cluster().unwrap().clone();
+            let cluster = n.state().cluster().unwrap().clone();
             for _ in 0..100 {
                 if cluster.is_up() {
                     break;

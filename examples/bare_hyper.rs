@@ -13,7 +13,8 @@
 //! `/api/v1/market/indices`); `DIR/NAME.body` and `DIR/NAME.headers` hold the identity
 //! answer (the headers as `curl -D` wrote them, status line included), and
 //! `DIR/NAME.gz.body` / `DIR/NAME.gz.headers`, when present, the gzip one, served
-//! when the request's `Accept-Encoding` names gzip. `Date`, `Content-Length`,
+//! when the request's `Accept-Encoding` names gzip (likewise `.br` for `br` and
+//! `.zstd` for `zstd`, the load tools sending one coding at a time). `Date`, `Content-Length`,
 //! `Connection` and `Transfer-Encoding` are left to hyper. Unknown targets get 404.
 //! By default it serves HTTP/1.1 and h2c by prior knowledge on one listener (hyper-
 //! util's auto builder, as mdproxy does); `--http1-only` serves HTTP/1.1 alone.
@@ -48,11 +49,15 @@ struct Answer {
     body: Bytes,
 }
 
-/// The identity answer of a target and its gzip one, if any.
+/// The identity answer of a target and its compressed ones, if any, by the token
+/// `Accept-Encoding` names (`gzip`, `br`, `zstd`).
 struct Variants {
     identity: Answer,
-    gzip: Option<Answer>,
+    encoded: Vec<(&'static str, Answer)>,
 }
+
+/// Each coding and the suffix of its files.
+const CODINGS: [(&str, &str); 3] = [("gzip", ".gz"), ("br", ".br"), ("zstd", ".zstd")];
 
 /// Headers hyper writes itself, left out of the prebuilt map.
 const SKIPPED: [&str; 4] = ["date", "content-length", "connection", "transfer-encoding"];
@@ -111,8 +116,13 @@ fn load(dir: &Path) -> Result<HashMap<String, Variants>, String> {
         };
         let identity = read_answer(dir, name, "")?
             .ok_or_else(|| format!("{}: no {name}.body", dir.display()))?;
-        let gzip = read_answer(dir, name, ".gz")?;
-        answers.insert(target.to_owned(), Variants { identity, gzip });
+        let mut encoded = Vec::new();
+        for (coding, suffix) in CODINGS {
+            if let Some(answer) = read_answer(dir, name, suffix)? {
+                encoded.push((coding, answer));
+            }
+        }
+        answers.insert(target.to_owned(), Variants { identity, encoded });
     }
     if answers.is_empty() {
         return Err(format!("{}: no answers", index_path.display()));
@@ -120,13 +130,13 @@ fn load(dir: &Path) -> Result<HashMap<String, Variants>, String> {
     Ok(answers)
 }
 
-/// Whether `Accept-Encoding` names gzip (no q-value parsing: the load tools send
-/// `gzip` or nothing).
-fn accepts_gzip(req: &Request<Incoming>) -> bool {
+/// Whether `Accept-Encoding` names `coding` (no q-value parsing: the load tools send
+/// one coding or nothing).
+fn accepts(req: &Request<Incoming>, coding: &str) -> bool {
     req.headers()
         .get_all(ACCEPT_ENCODING)
         .iter()
-        .any(|v| v.to_str().is_ok_and(|s| s.contains("gzip")))
+        .any(|v| v.to_str().is_ok_and(|s| s.contains(coding)))
 }
 
 /// One request: the prebuilt answer of its target.
@@ -137,10 +147,11 @@ fn answer(answers: &HashMap<String, Variants>, req: &Request<Incoming>) -> Respo
         *r.status_mut() = StatusCode::NOT_FOUND;
         return r;
     };
-    let chosen = match &variants.gzip {
-        Some(gz) if accepts_gzip(req) => gz,
-        _ => &variants.identity,
-    };
+    let chosen = variants
+        .encoded
+        .iter()
+        .find(|(coding, _)| accepts(req, coding))
+        .map_or(&variants.identity, |(_, answer)| answer);
     let mut r = Response::new(Full::new(chosen.body.clone()));
     *r.headers_mut() = chosen.headers.clone();
     r

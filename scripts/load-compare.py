@@ -30,31 +30,32 @@ import urllib.request
 import harness
 from harness import free_port
 
-# The answers: name -> (target relative to /api/v1, gzip?). Sizes from the simulator
-# (checked and printed each run): a stock's detail 421 B, the indices 1.2 KB, a
-# seven-stock watchlist 2.8 KB, 000001's weekly K-line 136 KB and daily 657 KB.
-# (The issue's table had 589 B for the detail and 2.9 KB for the indices; the
-# simulator's answers have shrunk since, so the watchlist stands in for 2.9 KB.)
+# The answers: name -> (target relative to /api/v1, the coding asked for or None).
+# Sizes from the simulator (checked and printed each run): a stock's detail 421 B,
+# the indices 1.2 KB, a seven-stock watchlist 2.8 KB, 000001's weekly K-line 136 KB
+# and daily 657 KB. (The issue's table had 589 B for the detail and 2.9 KB for the
+# indices; the simulator's answers have shrunk since, so the watchlist stands in for
+# 2.9 KB.) Each also as `-gz`, `-br` and `-zstd`: `Accept-Encoding` naming that one
+# coding (nginx-light and Varnish compress gzip only: they answer br and zstd plain).
 WATCHLIST = "/stock/list?codes=600519,000001,600036,000858,601318,600000,300750"
 WEEK = "/stock/kline?code=000001&period=week"
 DAY = "/stock/kline?code=000001&period=day"
-ANSWERS = {
-    "detail": ("/stock/detail/600519", False),
-    "detail-gz": ("/stock/detail/600519", True),
-    "indices": ("/market/indices", False),
-    "indices-gz": ("/market/indices", True),
-    "watchlist": (WATCHLIST, False),
-    "watchlist-gz": (WATCHLIST, True),
-    "week": (WEEK, False),
-    "week-gz": (WEEK, True),
-    "day": (DAY, False),
-    "day-gz": (DAY, True),
+BASES = {
+    "detail": "/stock/detail/600519",
+    "indices": "/market/indices",
+    "watchlist": WATCHLIST,
+    "week": WEEK,
+    "day": DAY,
 }
+CODINGS = {"": None, "-gz": "gzip", "-br": "br", "-zstd": "zstd"}
+FILE_SUFFIX = {"gzip": ".gz", "br": ".br", "zstd": ".zstd"}
+ANSWERS = {base + suffix: (target, coding)
+           for base, target in BASES.items() for suffix, coding in CODINGS.items()}
 LABELS = {"detail": "stock detail", "indices": "indices", "watchlist": "7-stock list",
           "week": "weekly K-line", "day": "daily K-line"}
 DEFAULT_SIZES = "detail,watchlist,watchlist-gz,week,week-gz,day"
-SERVERS = ["mdproxy", "nginx", "varnish", "bare"]
-TITLES = {"mdproxy": "mdproxy", "nginx": "nginx", "varnish": "Varnish", "bare": "bare hyper"}
+SERVERS = ["mdproxy", "before", "nginx", "varnish", "bare"]
+TITLES = {"mdproxy": "mdproxy", "before": "before", "nginx": "nginx", "varnish": "Varnish", "bare": "bare hyper"}
 CLIENT_TOKEN = "load-token"
 UPSTREAM_TOKEN = "sim-secret"
 START_WAIT = 20.0  # seconds any server may take to listen
@@ -247,7 +248,7 @@ sub vcl_deliver {{
 
 
 def is_hit(server, headers):
-    if server == "mdproxy" or server == "bare":
+    if server in ("mdproxy", "before", "bare"):
         return headers.get("x-cache", "").upper().startswith("HIT")
     return headers.get("x-cache", "").upper() == "HIT"
 
@@ -262,11 +263,11 @@ def to_ms(text):
     return float(m.group(1)) * UNITS[m.group(2)] if m else None
 
 
-def run_wrk(url, gzip, args):
+def run_wrk(url, coding, args):
     cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
            "-H", f"Authorization: Bearer {CLIENT_TOKEN}"]
-    if gzip:
-        cmd += ["-H", "Accept-Encoding: gzip"]
+    if coding:
+        cmd += ["-H", f"Accept-Encoding: {coding}"]
     cmd.append(url)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60).stdout
     return parse_wrk(out, url)
@@ -332,11 +333,11 @@ def fastrand():
     return int.from_bytes(os.urandom(3), "little")
 
 
-def run_h2load(url, gzip, args):
+def run_h2load(url, coding, args):
     cmd = ["h2load", "-D", str(args.duration), "-c", str(args.connections), "-m", str(args.h2_streams),
            "-t", str(args.threads), "-H", f"authorization: Bearer {CLIENT_TOKEN}"]
-    if gzip:
-        cmd += ["-H", "accept-encoding: gzip"]
+    if coding:
+        cmd += ["-H", f"accept-encoding: {coding}"]
     cmd.append(url)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60).stdout
     result = {"rps": None, "mean_ms": None, "succeeded": 0, "failed": 0, "non_2xx": 0}
@@ -404,6 +405,8 @@ def main():
     ap.add_argument("--miss-rounds", type=int, default=2,
                     help="rounds of the miss flood (every request a new key) after the hit rounds; 0: none")
     ap.add_argument("--json", default="target/load/results.json")
+    ap.add_argument("--before", default="",
+                    help="another mdproxy binary (an earlier build) measured beside --bin as 'before'")
     args = ap.parse_args()
 
     sizes = [s for s in args.sizes.split(",") if s]
@@ -411,6 +414,10 @@ def main():
         if s not in ANSWERS:
             raise SystemExit(f"SIZES: unknown answer {s!r}; known: {', '.join(ANSWERS)}")
     servers = [s for s in args.only.split(",") if s]
+    if args.before and "before" not in servers:
+        servers.insert(servers.index("mdproxy") + 1 if "mdproxy" in servers else 0, "before")
+    if "before" in servers and not args.before:
+        raise SystemExit("ONLY names 'before' but BEFORE (an earlier mdproxy binary) is not set")
     for s in servers:
         if s not in SERVERS:
             raise SystemExit(f"ONLY: unknown server {s!r}; known: {', '.join(SERVERS)}")
@@ -438,6 +445,11 @@ def main():
         mdproxy_config(cfg, ports["mdproxy"], ports["sim"])
         p = start("mdproxy", [args.bin, "serve", "--config", cfg, "--log", "warn"])
         wait_listening("mdproxy", ports["mdproxy"], p)
+    if "before" in servers:
+        cfg = os.path.join(work, "before.toml")
+        mdproxy_config(cfg, ports["before"], ports["sim"])
+        p = start("before", [args.before, "serve", "--config", cfg, "--log", "warn"])
+        wait_listening("before", ports["before"], p)
     if "nginx" in servers:
         cfg = os.path.join(work, "nginx.conf")
         nginx_config(cfg, ports["nginx"], ports["sim"])
@@ -474,7 +486,8 @@ def main():
         for i, target in enumerate(dict.fromkeys(ANSWERS[n][0] for n in sizes)):
             full = f"/api/v1{target}"
             get(base["mdproxy"] + target, auth)  # fill
-            for suffix, extra in (("", {}), (".gz", {"Accept-Encoding": "gzip"})):
+            variants = [("", {})] + [(FILE_SUFFIX[c], {"Accept-Encoding": c}) for c in FILE_SUFFIX]
+            for suffix, extra in variants:
                 head, body = raw_head(ports["mdproxy"], full, {**auth, **extra})
                 if not re.search(r"(?im)^x-cache:\s*hit", head):
                     raise SystemExit(f"mdproxy's answer for {target} is not a hit:\n{head}")
@@ -489,11 +502,12 @@ def main():
         wait_listening("bare", ports["bare"], p)
 
     # Warm every cache, then check each answer is a hit, and its length.
-    lengths = {}  # (answer, server) -> bytes on the wire
+    lengths = {}  # (answer, server) -> body bytes on the wire
+    encodings = {}  # (answer, server) -> Content-Encoding answered
     notes = []
     for name in sizes:
-        target, gzip = ANSWERS[name]
-        hdrs = {**auth, **({"Accept-Encoding": "gzip"} if gzip else {})}
+        target, coding = ANSWERS[name]
+        hdrs = {**auth, **({"Accept-Encoding": coding} if coding else {})}
         for server in servers:
             url = base[server] + target
             get(url, hdrs)
@@ -503,13 +517,15 @@ def main():
             if not is_hit(server, h):
                 raise SystemExit(f"{server}: {target} is not a cache hit after warming: {h}")
             encoding = h.get("content-encoding", "identity")
-            if gzip != (encoding == "gzip") and sim_sizes[target] >= 1024:
+            encodings[(name, server)] = encoding
+            if (coding or "identity") != encoding and sim_sizes[target] >= 1024:
                 notes.append(f"{name}: {server} answers Content-Encoding {encoding}")
             lengths[(name, server)] = len(body)
         ref = lengths[(name, servers[0])]
         for server in servers[1:]:
             n = lengths[(name, server)]
-            if abs(n - ref) > 0.02 * ref:
+            # Another coding, or another level of the same: the bytes column shows it.
+            if abs(n - ref) > 0.02 * ref and encodings[(name, server)] == encodings[(name, servers[0])] == "identity":
                 notes.append(f"{name}: {server} sends {n} bytes, {servers[0]} {ref}")
     for s in sizes:
         log(f"{s:<11} {ANSWERS[s][0]:<40} simulator {sim_sizes[ANSWERS[s][0]]} B; on the wire: "
@@ -517,10 +533,10 @@ def main():
 
     if args.warmup > 0:
         for name in sizes:
-            target, gzip = ANSWERS[name]
+            target, coding = ANSWERS[name]
             for server in servers:
                 w = argparse.Namespace(**{**vars(args), "duration": args.warmup})
-                run_wrk(base[server] + target, gzip, w)
+                run_wrk(base[server] + target, coding, w)
 
     upstream_before = sim_total(ports["sim"])
     started = time.time()
@@ -531,18 +547,18 @@ def main():
     for r in range(args.rounds):
         order = servers[r % len(servers):] + servers[: r % len(servers)]
         for name in sizes:
-            target, gzip = ANSWERS[name]
+            target, coding = ANSWERS[name]
             for server in order:
                 done += 1
                 log(f"[{done}/{total_runs}] round {r + 1} wrk {name} {server}")
-                runs[(name, server)].append(run_wrk(base[server] + target, gzip, args))
+                runs[(name, server)].append(run_wrk(base[server] + target, coding, args))
         h2order = h2_servers[r % max(1, len(h2_servers)):] + h2_servers[: r % max(1, len(h2_servers))]
         for name in h2_sizes:
-            target, gzip = ANSWERS[name]
+            target, coding = ANSWERS[name]
             for server in h2order:
                 done += 1
                 log(f"[{done}/{total_runs}] round {r + 1} h2load {name} {server}")
-                h2runs[(name, server)].append(run_h2load(base[server] + target, gzip, args))
+                h2runs[(name, server)].append(run_h2load(base[server] + target, coding, args))
     upstream_during = sim_total(ports["sim"]) - upstream_before  # before the miss flood
     if upstream_during:
         notes.append(f"the simulator got {upstream_during} requests while measuring: something was not served from cache")
@@ -557,7 +573,7 @@ def main():
 
     # ---- the miss flood: every request a key never seen, in front of the simulator;
     # the simulator asked directly is the ceiling.
-    miss_servers = [s for s in ("mdproxy", "nginx", "varnish") if s in servers] + ["simulator"]
+    miss_servers = [s for s in ("mdproxy", "before", "nginx", "varnish") if s in servers] + ["simulator"]
     miss_runs = {s: [] for s in miss_servers}
     miss_before = sim_total(ports["sim"])
     for r in range(args.miss_rounds):
@@ -580,18 +596,28 @@ def main():
     header = ["answer"] + [TITLES[s] for s in cols]
     if "mdproxy" in cols and "bare" in cols:
         header += ["md/bare", "by round"]
+    if "mdproxy" in cols and "before" in cols:
+        header += ["md/before", "by round"]
     if "mdproxy" in cols and "nginx" in cols:
         header.append("md/nginx")
     header += [f"p99 {TITLES[s]}" for s in cols]
+    header.append("bytes/answer " + " / ".join(TITLES[s] for s in cols))
     rows = []
     result_rows = []
     for name in sizes:
-        target, gzip = ANSWERS[name]
+        target, coding = ANSWERS[name]
         ident = sim_sizes[target]
-        label = f"{size_label(ident)} {LABELS[name.removesuffix('-gz')]}"
-        if gzip:
+        base_name = name
+        for suffix in CODINGS:
+            if suffix and name.endswith(suffix):
+                base_name = name.removesuffix(suffix)
+        label = f"{size_label(ident)} {LABELS[base_name]}"
+        if coding:
             wire = lengths[(name, "mdproxy")] if "mdproxy" in servers else lengths[(name, cols[0])]
-            label += f", gzip ({size_label(wire)})" if wire < ident else ", gzip asked (sent plain)"
+            label += f", {coding} ({size_label(wire)})" if wire < ident else f", {coding} asked (sent plain)"
+            plain = [TITLES[s] for s in cols if encodings[(name, s)] == "identity" and s != "bare"]
+            if plain and wire < ident:
+                label += f"; {', '.join(plain)}: no {coding}, sent plain"
         rps = {s: median(x["rps"] for x in runs[(name, s)]) for s in cols}
         p99 = {s: median(x["p99_ms"] for x in runs[(name, s)]) for s in cols}
         row = [label] + [rate(rps[s]) for s in cols]
@@ -602,14 +628,22 @@ def main():
             paired = round_ratios(runs[(name, "mdproxy")], runs[(name, "bare")])
             ratios["mdproxy/bare by round"] = paired
             row.append(f"{min(paired):.2f}-{max(paired):.2f}" if paired else "-")
+        if "mdproxy" in cols and "before" in cols:
+            ratios["mdproxy/before"] = rps["mdproxy"] / rps["before"] if rps["mdproxy"] and rps["before"] else None
+            row.append("-" if ratios["mdproxy/before"] is None else f"{ratios['mdproxy/before']:.2f}")
+            paired = round_ratios(runs[(name, "mdproxy")], runs[(name, "before")])
+            ratios["mdproxy/before by round"] = paired
+            row.append(f"{min(paired):.2f}-{max(paired):.2f}" if paired else "-")
         if "mdproxy" in cols and "nginx" in cols:
             ratios["mdproxy/nginx"] = rps["mdproxy"] / rps["nginx"] if rps["mdproxy"] and rps["nginx"] else None
             row.append("-" if ratios["mdproxy/nginx"] is None else f"{ratios['mdproxy/nginx']:.2f}")
         row += [ms(p99[s]) for s in cols]
+        row.append(" / ".join(str(lengths[(name, s)]) for s in cols))
         rows.append(row)
         result_rows.append({
-            "answer": name, "target": target, "gzip": gzip, "simulator_bytes": ident,
+            "answer": name, "target": target, "coding": coding, "simulator_bytes": ident,
             "wire_bytes": {s: lengths[(name, s)] for s in cols},
+            "content_encoding": {s: encodings[(name, s)] for s in cols},
             "rps_median": rps, "p99_ms_median": p99, "ratios": ratios,
             "runs": {s: runs[(name, s)] for s in cols},
         })
@@ -630,9 +664,9 @@ def main():
         print(f"h2load -D {args.duration} -c{args.connections} -m{args.h2_streams} -t{args.threads}, "
               f"HTTP/2 cleartext by prior knowledge:")
         for name in h2_sizes:
-            target, gzip = ANSWERS[name]
+            target, coding = ANSWERS[name]
             parts = []
-            entry = {"answer": name, "target": target, "gzip": gzip}
+            entry = {"answer": name, "target": target, "coding": coding}
             for s in h2_servers:
                 rs = h2runs[(name, s)]
                 rps, mean_ms = median(x["rps"] for x in rs), median(x["mean_ms"] for x in rs)
@@ -642,7 +676,8 @@ def main():
                 ratio = entry["mdproxy"]["rps_median"] / entry["bare"]["rps_median"]
                 parts.append(f"md/bare {ratio:.2f}")
                 entry["mdproxy/bare"] = ratio
-            print(f"  {size_label(sim_sizes[target])} {LABELS[name.removesuffix('-gz')]}{', gzip' if gzip else ''}: " + ", ".join(parts))
+            base_name = next((name.removesuffix(x) for x in CODINGS if x and name.endswith(x)), name)
+            print(f"  {size_label(sim_sizes[target])} {LABELS[base_name]}{', ' + coding if coding else ''}: " + ", ".join(parts))
             h2_results.append(entry)
 
     miss_result = {}
@@ -663,6 +698,12 @@ def main():
             if ratios:
                 print(f"  md/nginx by round: " + " / ".join(f"{x:.2f}" for x in ratios))
                 miss_result["mdproxy/nginx by round"] = ratios
+        if "mdproxy" in miss_runs and "before" in miss_runs:
+            ratios = [a["rps"] / b["rps"] for a, b in zip(miss_runs["mdproxy"], miss_runs["before"])
+                      if a["rps"] and b["rps"]]
+            if ratios:
+                print(f"  md/before by round: " + " / ".join(f"{x:.2f}" for x in ratios))
+                miss_result["mdproxy/before by round"] = ratios
         print(f"  upstream requests during the flood: {miss_upstream}")
 
     print()

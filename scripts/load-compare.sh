@@ -6,8 +6,11 @@
 # Prints one table (req/s, ratios, p99) and writes target/load/results.json.
 # Installs Debian's nginx-light, varnish, wrk, nghttp2-client and curl when missing.
 #   DURATION=6 ROUNDS=5 CONNECTIONS=64 THREADS=2 scripts/load-compare.sh
-#   SIZES=detail,week-gz         answers: detail indices watchlist week day, each also -gz
-#   ONLY=mdproxy,bare            servers (mdproxy nginx varnish bare)
+#   SIZES=detail,week-gz         answers: detail indices watchlist week day, each also -gz -br -zstd
+#                                (Accept-Encoding naming that coding; nginx-light has gzip only)
+#   ONLY=mdproxy,bare            servers (mdproxy nginx varnish bare; before with BEFORE_REV)
+#   BEFORE_REV=746a14d           also measure the release binary of that commit, as "before",
+#                                beside this one (hit rows and the miss flood gain md/before)
 #   H2_SIZES=detail,watchlist    answers for h2load (empty: none); H2_STREAMS=10
 #   WARMUP=1                     seconds of wrk per server and answer before round 1
 #   MISS_ROUNDS=2                rounds of the miss flood (every request a new key; 0: none)
@@ -27,11 +30,26 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+before=()
+if [ -n "${BEFORE_REV:-}" ]; then
+  # The earlier commit's binary, built once from `git archive` into the same target
+  # directory (the dependencies are shared) and kept under target/before/.
+  rev=$(git rev-parse --short "$BEFORE_REV")
+  old="$target_dir/before/$rev"
+  if [ ! -x "$old/mdproxy" ]; then
+    rm -rf "$old/src" && mkdir -p "$old/src"
+    git archive "$rev" | tar -x -C "$old/src"
+    cargo build --release --quiet --bin mdproxy --manifest-path "$old/src/Cargo.toml" --target-dir "$target_dir"
+    cp "$target_dir/release/mdproxy" "$old/mdproxy"
+    rm -rf "$old/src"
+  fi
+  before=(--before "$old/mdproxy")
+fi
 # Two builds: an example pulls in the dev-dependencies, whose features must not
 # change the binary that is measured.
 cargo build --release --quiet --bin mdproxy
 cargo build --release --quiet --example bare_hyper
-target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 ulimit -n "$(ulimit -Hn)"
 
 exec python3 scripts/load-compare.py \
@@ -47,4 +65,5 @@ exec python3 scripts/load-compare.py \
   --h2-streams "${H2_STREAMS:-10}" \
   --warmup "${WARMUP:-1}" \
   --miss-rounds "${MISS_ROUNDS:-2}" \
-  --json "$target_dir/load/results.json"
+  --json "$target_dir/load/results.json" \
+  "${before[@]}"

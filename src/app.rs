@@ -61,7 +61,7 @@ pub enum StartError {
     Tls(String),
     /// The configuration was refused.
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] crate::config::Problems),
 }
 
 /// A running proxy. Dropping it cancels everything; [`App::shutdown`] also waits.
@@ -364,10 +364,12 @@ fn apply(
     // TLS files first: a pair that does not load refuses the whole reload.
     if let Some(tls) = tls
         && !config.server.tls_cert.is_empty()
-        && tls.refresh(
-            Path::new(&config.server.tls_cert),
-            Path::new(&config.server.tls_key),
-        )?
+        && tls
+            .refresh(
+                Path::new(&config.server.tls_cert),
+                Path::new(&config.server.tls_key),
+            )
+            .map_err(|refused| refused.to_string())?
     {
         tracing::info!(cert = %config.server.tls_cert, "TLS certificate reloaded");
     }

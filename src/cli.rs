@@ -113,7 +113,7 @@ pub fn main() -> ExitCode {
     // `serve` reads its file first: the log format may be in it, and a file that
     // does not load is reported on stderr before anything else happens.
     let served = match &cli.command {
-        Command::Serve { config } => match crate::ops::reload::load(config, &process_env()) {
+        Command::Serve { config } => match load_to_start(config) {
             Ok(loaded) => Some(loaded),
             Err(e) => {
                 eprintln!("error: {e}");
@@ -126,8 +126,29 @@ pub fn main() -> ExitCode {
         .log_format
         .or(served.as_ref().map(|c| c.log.format))
         .unwrap_or(LogFormat::Text);
+    // Traces, for the servers: `[telemetry]` of serve's file (checked with it), the
+    // `OTEL_*` variables for both. Exports what is left when this returns.
+    let telemetry = match &cli.command {
+        Command::Serve { .. } | Command::Demo { .. } => {
+            let config = served
+                .as_ref()
+                .map(|c| c.telemetry.clone())
+                .unwrap_or_default();
+            match start_telemetry(&config) {
+                Ok(telemetry) => telemetry,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => None,
+    };
     // Flushes the log's background writer when this returns.
-    let _log_writer = crate::logging::init(&cli.log, format);
+    let _log_writer = crate::logging::init(&cli.log, format, telemetry.as_ref());
+    if let Some(telemetry) = &telemetry {
+        tracing::info!("telemetry: {}", telemetry.describe());
+    }
     match cli.command {
         Command::Docs => {
             print_or_exit(&format!(
@@ -146,8 +167,11 @@ pub fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Command::CheckConfig { file } => {
-            return match crate::ops::reload::load(&file, &process_env()) {
+            return match load_to_start(&file) {
                 Ok(config) => {
+                    for warning in warnings(&config) {
+                        eprintln!("warning: {warning}");
+                    }
                     print_or_exit(&format!(
                         "{}{}: OK\n",
                         crate::ops::report::ttl_table(&config),
@@ -175,6 +199,39 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Starts traces when `config` and the `OTEL_*` variables set an endpoint.
+///
+/// # Errors
+/// Every problem with them, one a line, or why the exporter could not start.
+fn start_telemetry(
+    config: &crate::config::TelemetryConfig,
+) -> Result<Option<crate::telemetry::Telemetry>, String> {
+    let settings = crate::telemetry::Settings::resolve(config, &process_env())
+        .map_err(|problems| problems.join("\n"))?;
+    settings
+        .map(|s| crate::telemetry::Telemetry::start(&s))
+        .transpose()
+}
+
+/// Loads `path` as `serve` starts from it and `check-config` judges it: a reload's
+/// checks, and the TLS files read (a reload leaves those to the listener's own
+/// refresh), every problem reported at once.
+fn load_to_start(path: &std::path::Path) -> Result<Config, crate::config::Problems> {
+    let checks = [crate::ops::reload::CHECKS, &[crate::edge::tls::check]].concat();
+    crate::config::load(path, &process_env(), &checks)
+}
+
+/// What `check-config` warns about in a configuration it accepts (`serve` logs the
+/// same at start): a TLS private key that others may read.
+fn warnings(config: &Config) -> Vec<String> {
+    let key = &config.server.tls_key;
+    (!key.is_empty())
+        .then(|| crate::edge::tls::key_warning(std::path::Path::new(key)))
+        .flatten()
+        .into_iter()
+        .collect()
 }
 
 /// Writes `text` to stdout; a reader that went away (`mdproxy openapi | head`)

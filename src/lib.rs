@@ -11,13 +11,17 @@
 //! - [`state`]: what the edge, the hub and the operations share.
 //! - [`cache`]: store and single flight, the read-through decision, freshness, market clock.
 //! - [`cluster`]: several nodes as one cache, on Redis (shared store, fill lock,
-//!   invalidations); below the cache, beside the upstream.
+//!   purges, budget, the upstream's pushback, job claims, hub leadership), seen by
+//!   the rest through narrow traits whose single-node versions are the defaults;
+//!   below the cache, beside the upstream.
 //! - [`upstream`]: the pooled client, the envelope scan, the circuit breaker and the
 //!   budget with priorities.
 //! - [`api`]: the catalogue of 72 endpoints, the router, validation, pass-through
 //!   and the OpenAPI document generated from the catalogue.
 //! - [`config`], [`stats`], [`error`], [`logging`]: configuration, counters, the
 //!   contract's errors, rate-limited warnings.
+//! - [`telemetry`]: OpenTelemetry traces (the spans of a request and of what it
+//!   causes, the W3C trace context in and out, the OTLP export); off by default.
 //! - [`sim`]: the simulated upstream (the other side of the wire), [`demo`] wires it
 //!   to a proxy; [`shutdown`] listens for signals; [`closing`] ends one connection
 //!   (the edge's listener and the hub ask for it).
@@ -52,4 +56,5 @@ pub mod sim;
 pub mod slots;
 pub mod state;
 pub mod stats;
+pub mod telemetry;
 pub mod upstream;

@@ -12,10 +12,12 @@ use std::time::{Duration, Instant};
 /// written by a background thread (tracing-appender), so a slow stderr (a pipe to
 /// journald under load) never blocks a worker in the middle of a request; when its
 /// buffer is full, logging waits rather than dropping lines. The returned guard
-/// flushes it.
+/// flushes it. With `telemetry`, its layer exports the request spans; the log
+/// leaves them out (its lines do not change).
 pub fn init(
     filter: &str,
     format: crate::config::LogFormat,
+    telemetry: Option<&crate::telemetry::Telemetry>,
 ) -> tracing_appender::non_blocking::WorkerGuard {
     let mut directives = filter.to_owned();
     if !directives.contains("tokio_cron_scheduler") {
@@ -30,6 +32,10 @@ pub fn init(
         .lossy(false)
         .thread_name("mdproxy-log")
         .finish(std::io::stderr());
+    if let Some(telemetry) = telemetry {
+        traced(filter, format, ansi, writer, telemetry);
+        return guard;
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer);
@@ -43,6 +49,35 @@ pub fn init(
             .init(),
     }
     guard
+}
+
+/// [`init`] with traces on: the same log, filtered per layer (so the spans of
+/// [`crate::telemetry::TARGET`] never reach it), beside the telemetry layer.
+fn traced(
+    filter: tracing_subscriber::EnvFilter,
+    format: crate::config::LogFormat,
+    ansi: bool,
+    writer: tracing_appender::non_blocking::NonBlocking,
+    telemetry: &crate::telemetry::Telemetry,
+) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::{FilterExt, filter_fn};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let untraced = filter_fn(|meta| meta.target() != crate::telemetry::TARGET);
+    let log = tracing_subscriber::fmt::layer().with_writer(writer);
+    let log = match format {
+        crate::config::LogFormat::Text => log.with_ansi(ansi).boxed(),
+        crate::config::LogFormat::Json => log
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(telemetry.layer())
+        .with(log.with_filter(filter.and(untraced)))
+        .init();
 }
 
 /// A warning kind: what happened and why (both static labels).

@@ -12,9 +12,10 @@ use tokio_util::task::TaskTracker;
 
 use crate::cache::freshness::Policy;
 use crate::cache::market::Clock;
+use crate::cache::purge::Purge;
 use crate::cache::readthrough::ReadThrough;
 use crate::cache::store::Cache;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Fleet};
 use crate::config::Config;
 use crate::stats::Stats;
 use crate::upstream::Upstream;
@@ -49,6 +50,8 @@ struct Shared {
     snapshot: ArcSwap<Snapshot>,
     cache: ReadThrough,
     upstream: Upstream,
+    /// What this node shares with the others (`[cluster]`), or a single node's.
+    fleet: Fleet,
     stats: Arc<Stats>,
     clock: Arc<dyn Clock>,
     /// Every background task (fills, refreshes, hub polls, jobs) runs on it; the
@@ -77,37 +80,57 @@ impl AppState {
         } else {
             Some(Cluster::start(&config.cluster, &tracker, stop.clone())?)
         };
+        let fleet = Fleet::of(cluster);
         let upstream = Upstream::new(
             &config,
             rate_clock,
             Arc::clone(&clock),
             Arc::clone(&stats),
-            cluster.clone(),
+            Some(&fleet),
         )?;
         // Another node's fill outlives ours by at most the budget wait and the
         // upstream's timeout of its endpoint (added per fill).
         let lease = Duration::from_millis(config.limits.client_wait_ms + 1_000);
-        let cluster = cluster.map(|c| (c, lease));
         let cache = ReadThrough::new(
             Cache::new(config.cache.max_bytes, tracker.clone()),
             upstream.clone(),
             Arc::clone(&stats),
             Arc::clone(&clock),
             tracker.clone(),
-            cluster,
+            (&fleet, lease),
             backoff(&config),
         );
-        if let Some(cluster) = cache.cluster() {
-            // Purges made on any node drop the key here too.
-            let (mut purged, store, stop) =
-                (cluster.invalidations(), cache.store().clone(), stop.clone());
+        if fleet.cluster().is_some() {
+            // Purges made on any node drop the same keys here too.
+            let (mut purged, cache, halt) =
+                (fleet.store().invalidations(), cache.clone(), stop.clone());
             tracker.spawn(async move {
                 loop {
                     tokio::select! {
-                        key = purged.recv() => match key {
-                            Ok(key) => {
-                                store.invalidate(&key).await;
+                        message = purged.recv() => match message {
+                            Ok(message) => {
+                                if let Some(purge) = Purge::from_message(&message) {
+                                    cache.forget(&purge).await;
+                                }
                             }
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                            Err(_) => return,
+                        },
+                        () = halt.cancelled() => return,
+                    }
+                }
+            });
+            // Pauses and slow-downs of the upstream other nodes were told of.
+            let (mut heard, upstream, stop) = (
+                fleet.limits().announcements(),
+                upstream.clone(),
+                stop.clone(),
+            );
+            tracker.spawn(async move {
+                loop {
+                    tokio::select! {
+                        announcement = heard.recv() => match announcement {
+                            Ok(announcement) => upstream.hear(&announcement),
                             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                             Err(_) => return,
                         },
@@ -121,6 +144,7 @@ impl AppState {
                 snapshot: ArcSwap::from_pointee(Snapshot::new(config, 0)),
                 cache,
                 upstream,
+                fleet,
                 stats,
                 clock,
                 tracker,
@@ -172,6 +196,9 @@ impl AppState {
         if config.scheduler != old.config.scheduler {
             needs_restart.push("scheduler");
         }
+        if config.telemetry != old.config.telemetry {
+            needs_restart.push("telemetry");
+        }
         self.inner.upstream.reconfigure(&config)?;
         self.inner.cache.failures().set_backoff(backoff(&config));
         self.inner
@@ -199,6 +226,17 @@ impl AppState {
     /// The upstream client and budget.
     pub fn upstream(&self) -> &Upstream {
         &self.inner.upstream
+    }
+
+    /// What this node shares with the others (a single node's faces without
+    /// `[cluster]`).
+    pub fn fleet(&self) -> &Fleet {
+        &self.inner.fleet
+    }
+
+    /// The Redis link (`[cluster]`), for status pages and tests.
+    pub fn cluster(&self) -> Option<&Cluster> {
+        self.inner.fleet.cluster()
     }
 
     /// Every counter.

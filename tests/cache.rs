@@ -166,10 +166,11 @@ async fn upstream_off_still_serves_every_cached_key() {
     assert_eq!(r.status(), 502);
 }
 
-/// gzip is chosen by Accept-Encoding, decompresses to the cached bytes, and has its
-/// own ETag that `If-None-Match` recognises.
+/// gzip, brotli and zstd are chosen by Accept-Encoding (q-values, `q=0` refusing),
+/// each decompresses to the cached bytes, is made once, is weighed by the store,
+/// and has its own ETag that `If-None-Match` recognises.
 #[tokio::test]
-async fn gzip_and_etags_follow_the_representation() {
+async fn every_encoding_and_its_etag_follow_the_representation() {
     let env = support::start().await;
     let target = "/stock/kline?code=000001&period=day&fqt=post";
     let plain = env.get(target).await;
@@ -177,7 +178,7 @@ async fn gzip_and_etags_follow_the_representation() {
     let plain_etag = header(&plain, "etag");
     let plain = plain.bytes().await.unwrap();
     let gz = env
-        .get_with(target, &[("accept-encoding", "gzip, br")])
+        .get_with(target, &[("accept-encoding", "gzip, br;q=0.5")])
         .await;
     assert_eq!(header(&gz, "content-encoding"), "gzip");
     let gz_etag = header(&gz, "etag");
@@ -220,6 +221,54 @@ async fn gzip_and_etags_follow_the_representation() {
             .await
             .unwrap(),
         plain
+    );
+    // brotli and zstd: each its own representation and validator, chosen by weight.
+    let mut tags = vec![plain_etag.clone(), gz_etag.clone()];
+    for (accept, coding) in [
+        ("gzip;q=0.5, br", "br"),
+        ("gzip, deflate, br, zstd", "zstd"),
+        ("zstd;q=0, br;q=0.9, gzip;q=0.8", "br"),
+    ] {
+        let r = env.get_with(target, &[("accept-encoding", accept)]).await;
+        assert_eq!(header(&r, "content-encoding"), coding, "{accept}");
+        assert_eq!(support::headers(&r, "vary"), ["Accept-Encoding"]);
+        let tag = header(&r, "etag");
+        let packed = r.bytes().await.unwrap();
+        assert!(packed.len() < plain.len() / 2, "{coding}: {}", packed.len());
+        let mut out = Vec::new();
+        if coding == "br" {
+            brotli::Decompressor::new(&packed[..], 4096)
+                .read_to_end(&mut out)
+                .unwrap();
+        } else {
+            out = zstd::stream::decode_all(&packed[..]).unwrap();
+        }
+        assert_eq!(out, plain, "{coding} decompresses to the body");
+        if !tags.contains(&tag) {
+            tags.push(tag.clone());
+        }
+        let nm = env
+            .raw(
+                "GET",
+                target,
+                &[("Accept-Encoding", accept), ("If-None-Match", &tag)],
+            )
+            .await;
+        assert_eq!(nm.status, 304, "{coding}");
+    }
+    assert_eq!(tags.len(), 4, "one validator per representation: {tags:?}");
+    // The store weighs every representation it holds.
+    let store = env.proxy.state().cache().store();
+    let keys = store.keys();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let entry = store.get(&keys[0]).await.unwrap();
+    let held: usize = mdproxy::cache::encoding::Coding::ALL
+        .iter()
+        .map(|&c| entry.encoded_now(c).expect("made by the fill").len())
+        .sum();
+    assert!(
+        mdproxy::cache::entry::weight(&keys[0], &entry) >= (plain.len() + held) as u64,
+        "weighed with its representations"
     );
 }
 
@@ -286,7 +335,7 @@ async fn invalid_reload_keeps_the_running_config() {
         std::fs::write(&path, text).unwrap();
     };
     write("\"old-token\"", "");
-    let config = mdproxy::config::Config::load(&path, |_| None).unwrap();
+    let config = mdproxy::config::load(&path, &|_: &str| None, &[]).unwrap();
     let proxy = mdproxy::app::start(&config, clock).await.unwrap();
     // The watcher's environment lookup runs on every load it attempts, valid or not
     // (overrides apply before validation): counting its calls shows, without reading

@@ -32,10 +32,23 @@ fn mdproxy() -> Command {
     command
 }
 
+/// The secrets deploy/mdproxy.toml's header asks for in the environment.
+const SECRETS: [(&str, &str); 2] = [
+    ("MDPROXY_AUTH_TOKENS", "5c0e9a7d3b1f4e28"),
+    ("MDPROXY_UPSTREAM_TOKEN", "a81f3c6e0d9b2745"),
+];
+
+/// `mdproxy` with the example's secrets in its environment.
+fn with_secrets() -> Command {
+    let mut command = mdproxy();
+    command.envs(SECRETS);
+    command
+}
+
 /// The example configuration passes and the effective TTLs are printed.
 #[test]
 fn check_config_prints_the_ttl_table() {
-    let out = mdproxy()
+    let out = with_secrets()
         .args([
             "check-config",
             concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/mdproxy.toml"),
@@ -93,7 +106,7 @@ fn check_config_names_the_bad_key() {
     let out = mdproxy().arg("check-config").arg(&path).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("upstream.base_url is required"), "{err}");
+    assert!(err.contains("upstream.base_url: missing"), "{err}");
     assert!(err.contains("auth.tokens"), "{err}");
     std::fs::write(
         &path,
@@ -118,7 +131,7 @@ fn check_config_reports_every_problem_in_one_run() {
     std::fs::write(
         &path,
         "[server]\nlistn = \"127.0.0.1:8080\"\n\n[auth]\ntokens = [\"t\"]\n\n\
-         [upstream]\nbase_url = \"https://api.example.com/api/v1\"\n\n\
+         [upstream]\nbase_url = \"https://api.example.com/api/v1\"\ntoken = \"k\"\n\n\
          [freshness.classes.live]\nsession_fresh_secs = \"3\"\n\n\
          [limits]\nbackground_percent = 101\n",
     )
@@ -132,11 +145,104 @@ fn check_config_reports_every_problem_in_one_run() {
         err,
         format!(
             "{file}:2: server.listn: unknown key (did you mean server.listen?)\n\
-             {file}:11: freshness.classes.live.session_fresh_secs: expected an integer, found a string \"3\"\n\
-             {file}:14: limits.background_percent must be 0 to 100\n\
+             {file}:12: freshness.classes.live.session_fresh_secs: expected an integer, found a string \"3\"\n\
+             {file}:15: limits.background_percent: must be 0 to 100\n\
              3 problems\n"
         )
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Defect: with the required keys in the environment (the container pattern),
+/// `check-config` passed an empty file and `serve` ran it. A file that sets nothing
+/// is refused whatever the environment holds.
+#[test]
+fn an_empty_file_is_refused_whatever_the_environment_holds() {
+    let (dir, path) = scratch("mdproxy-cli-empty", "empty.toml");
+    std::fs::write(&path, "").unwrap();
+    let check = |args: &[&str]| {
+        with_secrets()
+            .env(
+                "MDPROXY_UPSTREAM_BASE_URL",
+                "https://api.example.com/api/v1",
+            )
+            .args(args)
+            .arg(&path)
+            .output()
+            .unwrap()
+    };
+    for args in [&["check-config"][..], &["serve", "--config"]] {
+        let out = check(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains(&format!("{}: the file sets no key", path.display())),
+            "{err}"
+        );
+    }
+    std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:0\"\n").unwrap();
+    let out = check(&["check-config"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Security review: a TLS private key readable by others passed `check-config`
+/// silently. It is accepted with a warning.
+#[cfg(unix)]
+#[test]
+fn check_config_warns_of_a_key_others_may_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, path) = scratch("mdproxy-cli-tls", "tls.toml");
+    let pair = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, pair.cert.pem()).unwrap();
+    std::fs::write(&key, pair.signing_key.serialize_pem()).unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\ntls_cert = {:?}\ntls_key = {:?}\n[upstream]\nbase_url = \"https://api.example.com/api/v1\"\n",
+            cert.display().to_string(),
+            key.display().to_string()
+        ),
+    )
+    .unwrap();
+    let run = || {
+        with_secrets()
+            .arg("check-config")
+            .arg(&path)
+            .output()
+            .unwrap()
+    };
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("warning: server.tls_key:") && err.contains("mode 644"),
+        "{err}"
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = run();
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A key that is no key: the check reads the files, and names the key.
+    std::fs::write(&key, "junk").unwrap();
+    let out = run();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("server.tls_key: no PEM private key"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -146,7 +252,7 @@ fn check_config_reports_every_problem_in_one_run() {
 #[test]
 fn an_unknown_variable_is_refused_with_a_suggestion() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/mdproxy.toml");
-    let out = mdproxy()
+    let out = with_secrets()
         .args(["check-config", example])
         .env("MDPROXY_FRESHNESS_CLASSES_LIVE_FRESH_SECS", "5")
         .output()
@@ -160,7 +266,7 @@ fn an_unknown_variable_is_refused_with_a_suggestion() {
          MDPROXY_FRESHNESS_CLASSES_LIVE_SESSION_FRESH_SECS?)\n1 problem\n"
     );
     // Fails closed: `serve` refuses to start (before it binds anything).
-    let out = mdproxy()
+    let out = with_secrets()
         .args(["serve", "--config", example])
         .env("MDPROXY_UPSTREAM_TOKN", "secret")
         .output()
@@ -174,7 +280,7 @@ fn an_unknown_variable_is_refused_with_a_suggestion() {
         "{err}"
     );
     assert!(!err.contains("secret"), "{err}");
-    let out = mdproxy()
+    let out = with_secrets()
         .args(["check-config", example])
         .env("MDPROXY_LOG", "warn")
         .env("MDPROXY_SERVICE_HOST", "10.0.0.1")

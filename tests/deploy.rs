@@ -147,7 +147,6 @@ fn kubernetes_manifests_are_valid_and_complete() {
     let all = objects();
     for key in [
         "ConfigMap/mdproxy-config",
-        "Secret/mdproxy-secrets",
         "Deployment/mdproxy",
         "Service/mdproxy",
         "Service/mdproxy-admin",
@@ -157,6 +156,14 @@ fn kubernetes_manifests_are_valid_and_complete() {
     ] {
         object(&all, key);
     }
+
+    // Security review: an empty secret.yaml among the resources overwrote, on every
+    // `kubectl apply -k`, the Secret an operator had created out of band.
+    let secrets: Vec<&String> = all.keys().filter(|k| k.starts_with("Secret/")).collect();
+    assert!(
+        secrets.is_empty(),
+        "the Secret is created out of band (README \"Deployment\"), never applied with the manifests: {secrets:?}"
+    );
 
     let kustomization = yaml_documents(
         &read(&deploy("kubernetes/kustomization.yaml")),
@@ -318,10 +325,10 @@ fn deployment_agrees_with_its_configuration() {
     let redis_port = redis["spec"]["ports"][0]["port"].as_u64().unwrap();
     assert_eq!(redis_url, format!("redis://mdproxy-redis:{redis_port}/0"));
 
-    // The tokens come from the Secret, and the file passes check-config with the
-    // Deployment's environment (secrets replaced by placeholders); env_clear, so only
-    // what the pod would have counts.
-    let secret = object(&all, "Secret/mdproxy-secrets");
+    // The tokens come from the Secret that README's command creates, and the file
+    // passes check-config with the Deployment's environment (each secret a made-up
+    // value); env_clear, so only what the pod would have counts.
+    let created = readme_secret_keys();
     let mut check = Command::new(env!("CARGO_BIN_EXE_mdproxy"));
     check.env_clear();
     let mut names = BTreeSet::new();
@@ -333,10 +340,10 @@ fn deployment_agrees_with_its_configuration() {
                 assert_eq!(r["name"], "mdproxy-secrets", "{name}");
                 let key = str_of(&r["key"], "secret key");
                 assert!(
-                    secret["stringData"].get(key).is_some() || secret["data"].get(key).is_some(),
-                    "the Secret has no key {key} ({name})"
+                    created.contains(key),
+                    "README's `kubectl create secret` makes no key {key} ({name}): {created:?}"
                 );
-                "placeholder-token".to_owned()
+                format!("{key}-5e0c7a91d2")
             }
             None => str_of(&var["value"], name).to_owned(),
         };
@@ -353,6 +360,24 @@ fn deployment_agrees_with_its_configuration() {
     let file = dir.join("mdproxy.toml");
     std::fs::write(&file, &text).unwrap();
     succeeds(check.arg("check-config").arg(&file));
+}
+
+/// The keys README's `kubectl create secret generic mdproxy-secrets` command gives
+/// the Secret (`--from-literal=KEY=...`).
+fn readme_secret_keys() -> BTreeSet<String> {
+    let readme = read(&Path::new(ROOT).join("README.md"));
+    let start = readme
+        .find("kubectl create secret generic mdproxy-secrets")
+        .expect("README shows how to create the Secret");
+    let command: String = readme[start..]
+        .lines()
+        .take_while(|l| !l.trim().is_empty() && !l.starts_with("```"))
+        .collect();
+    command
+        .split("--from-literal=")
+        .skip(1)
+        .map(|arg| arg.split('=').next().unwrap().to_owned())
+        .collect()
 }
 
 /// Every HTTP probe of the Deployment asks the admin port for a path the admin
@@ -518,6 +543,7 @@ fn container_image_files_agree() {
             "MDPROXY_UPSTREAM_BASE_URL",
             "https://market-data.example.com/api/v1",
         ),
+        ("MDPROXY_UPSTREAM_TOKEN", "0c9d4e2a7f1b6358"),
         ("MDPROXY_AUTH_TOKENS", "token-a,token-b"),
     ]);
     assert!(

@@ -316,3 +316,74 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
         );
     }
 }
+
+/// What a test's in-process log lines were written to.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// Security review: credentials in `upstream.base_url` (`http://user:pass@host`)
+/// were printed in the probe's log lines and on the unauthenticated `/status` and
+/// `/status.json`. A file with them is refused (tests of `config`); a configuration
+/// built in code shows them nowhere either. The test runs on one thread, so every
+/// task logs to its subscriber.
+#[tokio::test]
+async fn credentials_in_a_base_url_are_shown_nowhere() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _log = tracing::subscriber::set_default(subscriber);
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.upstream.base_url =
+                c.upstream
+                    .base_url
+                    .replacen("http://", "http://probe-user:s3cret-pw@", 1);
+            c.upstream.probe_target = "/market/indices".into();
+            c.admin.listen = "127.0.0.1:0".into();
+        },
+        None,
+    )
+    .await;
+    assert!(
+        support::eventually(Duration::from_secs(10), || captured
+            .text()
+            .contains("upstream probe"))
+        .await,
+        "the probe logged its verdict: {}",
+        captured.text()
+    );
+    let admin = format!("http://{}", env.proxy.admin_addr.unwrap());
+    let status = support::text(&format!("{admin}/status.json")).await;
+    assert!(status.contains("http://***@127.0.0.1:"), "{status}");
+    let page = support::text(&format!("{admin}/status")).await;
+    let logs = captured.text();
+    assert!(logs.contains("http://***@127.0.0.1:"), "{logs}");
+    for shown in [&status, &page, &logs] {
+        assert!(
+            !shown.contains("s3cret-pw") && !shown.contains("probe-user"),
+            "{shown}"
+        );
+    }
+}

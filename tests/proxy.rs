@@ -15,11 +15,22 @@ async fn every_endpoint_answers_through_the_proxy() {
     let env = support::start().await;
     let mut checked = 0;
     for e in catalog().endpoints().iter().filter(|e| !e.streaming) {
-        let target = e.example_target();
+        let mut target = e.example_target();
+        // The docs call every parameter of the earnings forecast optional, yet their
+        // sample of the bare request is the upstream's refusal (the simulator's too).
+        if e.path == "/stock/earnings-forecast" {
+            target.push_str("?reportDate=2024-12-31");
+        }
         let r = env.get(&target).await;
         assert_eq!(r.status(), 200, "{target}");
         assert_eq!(header(&r, "content-type"), "application/json", "{target}");
-        assert_eq!(header(&r, "x-cache"), "MISS", "{target}");
+        // The retired flows, asked first, are their successors' requests: one entry.
+        let succeeded = catalog()
+            .endpoints()
+            .iter()
+            .any(|old| old.successor.is_some_and(|s| s.path == e.path));
+        let expected = if succeeded { "HIT" } else { "MISS" };
+        assert_eq!(header(&r, "x-cache"), expected, "{target}");
         let v: serde_json::Value = r.json().await.unwrap();
         assert_eq!(v["success"], true, "{target}");
         // An object or, for most single-stock answers, a bare array.
@@ -35,7 +46,8 @@ async fn every_endpoint_answers_through_the_proxy() {
         .filter(|e| !e.streaming)
         .count();
     assert_eq!(checked, endpoints);
-    assert_eq!(env.sim.total(), endpoints as u64);
+    // Less the two retired flows, whose successors' entries were already filled.
+    assert_eq!(env.sim.total(), endpoints as u64 - 2);
 }
 
 /// Each validation rule refuses a bad value with 400 naming the parameter, before
@@ -94,8 +106,10 @@ async fn bad_parameters_are_refused_with_the_parameter_named() {
             "invalid_parameter",
             "endDate",
         ),
+        // A date whose format the docs state (the earnings forecast's report date
+        // is text: its format is undocumented).
         (
-            "/stock/earnings-forecast?reportDate=2023-02-29",
+            "/stock/financial/snapshot/600519?reportDate=2023-02-29",
             "invalid_parameter",
             "reportDate",
         ),
@@ -105,10 +119,12 @@ async fn bad_parameters_are_refused_with_the_parameter_named() {
             "invalid_parameter",
             "pageSize",
         ),
+        // `year` is a string in the docs, for the upstream to read; a bound the
+        // catalogue names is enforced.
         (
-            "/stock/performance/ten-years?year=20x4",
+            "/stock/financial/history/600519?years=0",
             "invalid_parameter",
-            "year",
+            "years",
         ),
         ("/macro/cpi?page=1&limit=5", "unknown_parameter", "limit"),
         ("/news/overview?x=1", "unknown_parameter", "x"),

@@ -1,8 +1,10 @@
 //! README stays true: its endpoint table and configuration reference are the ones
 //! the code generates, and the example config passes `check-config`.
 
+use std::collections::BTreeMap;
+
 use mdproxy::api::catalog::catalog;
-use mdproxy::config::Config;
+use mdproxy::config::{At, Config};
 
 fn readme() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
@@ -26,32 +28,55 @@ fn readme_configuration_reference_matches_the_code() {
     );
 }
 
-/// The shipped example configuration is valid, and what it sets is what loads (each
-/// value checked here differs from the default, so a loader that ignored the file
-/// would fail).
+/// The shipped example configuration is valid with the secrets its header asks for
+/// in the environment, and what it sets is what loads (each value checked here
+/// differs from the default, so a loader that ignored the file would fail). Without
+/// them it is refused, naming exactly the keys the header says are required.
 #[test]
 fn example_config_is_valid() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/mdproxy.toml");
-    let config = Config::load(path.as_ref(), |_| None).unwrap();
+    let secrets: BTreeMap<String, String> = [
+        ("MDPROXY_AUTH_TOKENS", "3f1d8c0b9e2a7c41,77ab90e1c4d2f365"),
+        ("MDPROXY_UPSTREAM_TOKEN", "e0c4a18b5d9f2376"),
+        ("MDPROXY_ADMIN_TOKEN", "9b2e4f60a1c7d835"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let config = mdproxy::config::load(path.as_ref(), &secrets, &[]).unwrap();
     let default = Config::default();
-    let tokens: Vec<&str> = config.auth.tokens.iter().map(|t| t.expose()).collect();
-    assert_eq!(tokens, ["change-me"]);
-    assert_ne!(config.auth.tokens, default.auth.tokens);
+    assert_eq!(config.auth.tokens.len(), 2);
     assert_eq!(
         config.upstream.base_url,
         "https://market-data.example.com/api/v1"
     );
     assert_ne!(config.upstream.base_url, default.upstream.base_url);
-    let client = &config.auth.clients[0];
     assert_eq!(
-        (client.name.as_str(), client.rps, client.burst),
-        ("dashboard", Some(50), Some(100))
+        config.admin.listen, "127.0.0.1:9091",
+        "the status page and metrics are on"
     );
-    assert!(default.auth.clients.is_empty());
+    assert_ne!(config.admin.listen, default.admin.listen);
     let job = &config.scheduler.jobs[0];
     assert_eq!(job.name, "watchlist-klines");
     assert_eq!(job.targets.len(), 2);
     assert!(default.scheduler.jobs.iter().all(|j| j.name != job.name));
+    assert_eq!(
+        config.upstream.endpoint_timeouts_ms["/stock/financial/statements/{code}"],
+        30_000
+    );
+
+    let refused = mdproxy::config::load(path.as_ref(), &BTreeMap::new(), &[]).unwrap_err();
+    let mut keys: Vec<&str> = refused
+        .list
+        .iter()
+        .map(|p| p.key.as_deref().unwrap_or_default())
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["auth.tokens", "upstream.token"], "{refused}");
+    assert!(
+        refused.list.iter().all(|p| matches!(p.at, At::Line(_))),
+        "each points to its table in the file: {refused}"
+    );
 }
 
 /// README shows the default TTL of every endpoint as `check-config` prints it.

@@ -189,6 +189,60 @@ async fn an_empty_or_truncated_file_is_refused_and_the_old_config_serves() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// Defect (the container pattern: the upstream and the tokens in the environment,
+/// the file from a ConfigMap): truncating the file to empty was applied as
+/// generation 1, with every key of the file back at its default. An empty file is
+/// refused whatever the environment holds; the running config stays.
+#[tokio::test]
+async fn an_empty_file_is_refused_when_the_environment_holds_the_required_keys() {
+    use std::collections::BTreeMap;
+    let fake = FakeRelativeClock::default();
+    let (sim, proxy) = start(&fake, |c| {
+        c.server.reload_poll_ms = 20;
+        c.limits.upstream_rps = 0;
+    })
+    .await;
+    let path = std::env::temp_dir().join(format!(
+        "mdproxy-reload-env-{}-{}.toml",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    let file = "[server]\nlisten = \"127.0.0.1:0\"\nreload_poll_ms = 20\n\n\
+                [limits]\nupstream_rps = 0\n\n[scheduler]\nenabled = false\n";
+    std::fs::write(&path, file).unwrap();
+    let env: BTreeMap<String, String> = [
+        ("MDPROXY_UPSTREAM_BASE_URL", sim.base_url()),
+        ("MDPROXY_UPSTREAM_TOKEN", support::UPSTREAM_TOKEN.to_owned()),
+        ("MDPROXY_AUTH_TOKENS", support::TOKEN.to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    // The file and the environment together are valid: what a reload would apply.
+    mdproxy::ops::reload::load(&path, &env).unwrap();
+    proxy.watch_config(path.clone(), Arc::new(env));
+    let stats = Arc::clone(proxy.state().stats());
+    std::fs::write(&path, "").unwrap();
+    assert!(
+        support::eventually(Duration::from_secs(10), || {
+            stats
+                .reloads_refused
+                .load(std::sync::atomic::Ordering::SeqCst)
+                >= 1
+        })
+        .await,
+        "the empty file was not refused"
+    );
+    let snap = proxy.state().snapshot();
+    assert_eq!(snap.generation, 0, "nothing was applied");
+    assert_eq!(
+        snap.config.limits.upstream_rps, 0,
+        "not back to its default"
+    );
+    assert_eq!(get(&proxy, "/market/indices").await.status(), 200);
+    let _ = std::fs::remove_file(&path);
+}
+
 /// Defect: a token removed by a reload kept its open streams. The reload closes
 /// them; streams of the tokens that stay are untouched.
 #[tokio::test]
@@ -272,7 +326,11 @@ fn a_refused_reload_names_every_problem() {
                 .collect::<BTreeMap<String, String>>(),
         )
     };
-    let misspelt = env(&[("MDPROXY_UPSTREAM_TIMEOUTMS", "5")]);
+    // The upstream's key comes from the environment, as in production.
+    let misspelt = env(&[
+        ("MDPROXY_UPSTREAM_TIMEOUTMS", "5"),
+        ("MDPROXY_UPSTREAM_TOKEN", "upstream-key"),
+    ]);
     let valid =
         "[auth]\ntokens = [\"t\"]\n[upstream]\nbase_url = \"https://api.example.com/api/v1\"\n";
     std::fs::write(
@@ -312,8 +370,11 @@ fn a_refused_reload_names_every_problem() {
         !applied.load(Ordering::SeqCst),
         "nothing refused was applied"
     );
-    mdproxy::ops::reload::reload(&path, &env(&[("MDPROXY_UPSTREAM_TIMEOUT_MS", "5")]), &apply)
-        .unwrap();
+    let fixed = env(&[
+        ("MDPROXY_UPSTREAM_TIMEOUT_MS", "5"),
+        ("MDPROXY_UPSTREAM_TOKEN", "upstream-key"),
+    ]);
+    mdproxy::ops::reload::reload(&path, &fixed, &apply).unwrap();
     assert!(applied.load(Ordering::SeqCst));
     let _ = std::fs::remove_file(&path);
 }

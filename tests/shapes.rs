@@ -1,14 +1,15 @@
-//! The simulator against the real upstream's documented samples
-//! (`tests/data/upstream-examples.json`, a copy of `shared/upstream-examples.json`):
-//! every endpoint with a success sample answers a `data` of the same outline (key
-//! names and JSON types, a few levels deep).
+//! The simulator against the real upstream's documented examples
+//! (`docs/upstream-endpoints.json`, every documented endpoint): every documented
+//! success example (parsed, or repaired where the docs cut it short) is compared with
+//! the simulator's answer to the documented sample request, outline against outline
+//! (key names and JSON types, a few levels deep).
 
 mod support;
 
 use serde_json::Value;
 
-/// The documented samples, keyed by the catalogue's path templates.
-const EXAMPLES: &str = include_str!("data/upstream-examples.json");
+/// The documented list, with each endpoint's sample request and example answer.
+const DOCS: &str = include_str!("../docs/upstream-endpoints.json");
 
 /// Samples that are not evidence for their own endpoint: (path, the endpoint whose
 /// sample it copies). The test checks that each still is such a copy.
@@ -83,15 +84,16 @@ fn compare(at: &str, expected: &Value, got: &Value, depth: usize, out: &mut Vec<
     }
 }
 
-/// What to do with one entry of the examples file.
+/// What to do with one documented endpoint.
 enum Plan {
     /// Compare the answer to `request` with `sample` (a success `data`).
     Check { request: String, sample: Value },
-    /// No success sample: why.
-    Skip(String),
+    /// No success example to compare with: why, and the status the simulator
+    /// answers the sample request with (`None`: no sample request to send).
+    Skip { why: String, status: Option<u16> },
 }
 
-/// The request target relative to `/api/v1` of a sample's `request` line.
+/// The request target relative to `/api/v1` of a documented sample request line.
 fn target_of(request: &str) -> String {
     let path = request
         .strip_prefix("GET ")
@@ -101,95 +103,109 @@ fn target_of(request: &str) -> String {
         .to_owned()
 }
 
-fn plan(path: &str, entry: &Value, all: &serde_json::Map<String, Value>) -> Plan {
+/// Whether the docs generator read the example as it stands (or repaired one the
+/// docs cut short).
+fn is_readable(status: &str) -> bool {
+    status == "parsed" || status.starts_with("repaired")
+}
+
+fn plan(entry: &Value, all: &[Value]) -> Plan {
+    let path = entry["path"].as_str().unwrap();
+    let status = entry["example_status"].as_str().unwrap_or_default();
+    let example = &entry["example_response"];
+    let request = entry["sample_request"].as_str().filter(|r| !r.is_empty());
+    let skip = |why: String, status| Plan::Skip { why, status };
+    if entry["method"] != "GET" || request.is_none() {
+        return skip(format!("no sample request ({status})"), None);
+    }
+    let request = target_of(request.unwrap());
+    if entry["example_notes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|n| n.as_str().is_some_and(|n| n.starts_with("removed")))
+    {
+        return skip(
+            "retired from the docs: the upstream no longer serves it".into(),
+            Some(404),
+        );
+    }
     if let Some((_, original)) = COPIED_SAMPLES.iter().find(|(p, _)| *p == path) {
+        let copied = all.iter().find(|e| e["path"] == *original).unwrap();
         assert_eq!(
-            entry["example"], all[*original]["example"],
+            *example, copied["example_response"],
             "{path}'s sample is no longer a copy of {original}'s: check it again"
         );
-        return Plan::Skip(format!("the sample is a copy of {original}'s"));
+        return skip(format!("the sample is a copy of {original}'s"), Some(200));
     }
-    let request = target_of(
-        entry["request"]
-            .as_str()
-            .expect("every entry has a request"),
-    );
-    let example = match &entry["example"] {
-        Value::Null => match &entry["successor"] {
-            // The old flow paths answer in their successor's shape.
-            Value::Null => return Plan::Skip("no sample".into()),
-            successor => &successor["example"],
-        },
-        example => example,
-    };
-    match (&example["success"], &example["data"]) {
-        (Value::Bool(false), _) => Plan::Skip(format!("failure sample: {}", example["message"])),
-        (_, Value::String(_)) => Plan::Skip("placeholder instead of data".into()),
-        (_, data) => Plan::Check {
+    match (is_readable(status), &example["success"], &example["data"]) {
+        (true, Value::Bool(true), data) if !data.is_string() => Plan::Check {
             request,
             sample: data.clone(),
         },
+        (_, Value::Bool(false), _) => {
+            let message = example["message"].as_str().unwrap_or_default();
+            // "Bad Request Exception" is the sample request refused; any other
+            // message a transient failure of the sample's day.
+            let status = if message == "Bad Request Exception" {
+                400
+            } else {
+                200
+            };
+            skip(format!("failure sample: {message}"), Some(status))
+        }
+        _ => skip(format!("no readable data ({status})"), Some(200)),
     }
 }
 
-/// The JSON answer to `target`, which must be 200.
-async fn get(sim: &mdproxy::sim::SimHandle, client: &reqwest::Client, target: &str) -> Value {
-    let (status, v) = support::sim_json(sim, client, target).await;
-    assert_eq!(status, 200, "{target}: {v}");
-    v
+/// The JSON answer to `target` and its status.
+async fn get(
+    sim: &mdproxy::sim::SimHandle,
+    client: &reqwest::Client,
+    target: &str,
+) -> (u16, Value) {
+    support::sim_json(sim, client, target).await
 }
 
-/// Every documented success sample's outline matches the simulator's answer to the
-/// sample's own request; the skipped entries are listed with the reason, their
-/// number is fixed, and the simulator still answers them with success.
+/// Every documented success example's outline matches the simulator's answer to the
+/// endpoint's documented sample request; the endpoints without one are listed with
+/// the reason, their number is fixed, and the simulator still answers their sample
+/// requests as the docs say (success, or the documented refusal).
 #[tokio::test]
 async fn simulator_answers_in_the_documented_shapes() {
-    let examples: serde_json::Map<String, Value> = serde_json::from_str(EXAMPLES).unwrap();
+    let docs: Vec<Value> = serde_json::from_str(DOCS).unwrap();
     let sim = mdproxy::sim::start(&support::sim_config(), support::saturday())
         .await
         .unwrap();
     let client = support::client();
     let mut diffs = Vec::new();
     let (mut checked, mut skipped) = (Vec::new(), Vec::new());
-    let mut successors = 0;
-    for (path, entry) in &examples {
-        let mut targets = Vec::new();
-        match plan(path, entry, &examples) {
-            Plan::Check { request, sample } => targets.push((request, sample)),
-            Plan::Skip(why) => {
-                skipped.push(format!("{path}: {why}"));
-                if !entry["request"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("/sse")
-                {
-                    let request = target_of(entry["request"].as_str().unwrap());
-                    let v = get(&sim, &client, &request).await;
-                    assert_eq!(
-                        v["success"], true,
-                        "{request}: the simulator's guess answers"
-                    );
+    for entry in &docs {
+        let path = entry["path"].as_str().unwrap();
+        match plan(entry, &docs) {
+            Plan::Check { request, sample } => {
+                let (status, v) = get(&sim, &client, &request).await;
+                assert_eq!(status, 200, "{request}: {v}");
+                assert_eq!(v["success"], true, "{request}");
+                compare(
+                    &format!("{request} data"),
+                    &sample,
+                    &v["data"],
+                    1,
+                    &mut diffs,
+                );
+                checked.push(path);
+            }
+            Plan::Skip { why, status } => {
+                if let Some(expected) = status {
+                    let request = target_of(entry["sample_request"].as_str().unwrap());
+                    let (got, v) = get(&sim, &client, &request).await;
+                    assert_eq!(got, expected, "{request}: {v}");
+                    assert_eq!(v["success"], expected == 200, "{request}: {v}");
                 }
-                continue;
+                skipped.push(format!("{path}: {why}"));
             }
         }
-        if let Some(successor) = entry.get("successor") {
-            let request = target_of(successor["request"].as_str().unwrap());
-            targets.push((request, successor["example"]["data"].clone()));
-            successors += 1;
-        }
-        for (request, sample) in targets {
-            let v = get(&sim, &client, &request).await;
-            assert_eq!(v["success"], true, "{request}");
-            compare(
-                &format!("{request} data"),
-                &sample,
-                &v["data"],
-                1,
-                &mut diffs,
-            );
-        }
-        checked.push(path.clone());
     }
     println!(
         "checked {} endpoints; skipped {}:",
@@ -205,14 +221,16 @@ async fn simulator_answers_in_the_documented_shapes() {
         diffs.len(),
         diffs.join("\n")
     );
-    assert_eq!(checked.len() + skipped.len(), examples.len());
-    assert_eq!(examples.len(), 72, "one entry per catalogue endpoint");
-    // 72 entries: 7 failure samples, 3 placeholders, the stream without a sample and
-    // one copied sample are skipped; the two old flow paths are checked against their
-    // successors' samples, and so are the successors' own routes.
-    assert_eq!(skipped.len(), 12, "{skipped:#?}");
-    assert_eq!(checked.len(), 60);
-    assert_eq!(successors, 2);
+    assert_eq!(
+        docs.len(),
+        94,
+        "92 documented endpoints and the two retired flows"
+    );
+    // 80 readable success examples, one of them a copy; 7 failure samples, 3
+    // placeholders, the stream and the download without a sample, the two retired
+    // flows.
+    assert_eq!(checked.len(), 79, "{checked:#?}");
+    assert_eq!(skipped.len(), 15, "{skipped:#?}");
 }
 
 /// The comparison itself: what counts as a difference.

@@ -341,15 +341,6 @@ async fn newer_routes_are_served_and_counted() {
     );
     let (_, days) = sim_json(&sim, &client, targets[4]).await;
     assert_eq!(days["data"].as_array().unwrap().len(), 31);
-    // The old flow paths answer in the new shapes: type 1 is the region dimension.
-    let (_, old) = sim_json(&sim, &client, "/market/flow?type=1").await;
-    let (_, new) = sim_json(
-        &sim,
-        &client,
-        "/market/sector-flow/summary?dimension=region",
-    )
-    .await;
-    assert_eq!(old["data"], new["data"]);
     assert_eq!(
         sim_json(
             &sim,
@@ -573,5 +564,124 @@ async fn simulator_answers_every_feed_cursor() {
             .await
             .unwrap();
         assert_eq!(r.status(), 200, "cursor {cursor}");
+    }
+}
+
+/// The simulated exchange keeps the real calendar and the markets their own hours:
+/// the docs' own calendar row (2024-01-01 closed) and the 2026 Spring Festival are
+/// holidays; the HK realtime lists and the HK screener hold HK listings; HK minute
+/// bars follow Hong Kong's sessions (to 12:00, from 13:00 to 16:00) and US ones New
+/// York's (09:30 to 16:00 there); the HK secid `116.00700` is the documented form of
+/// `00700`; the parameterless earnings forecast is refused, as its documented sample
+/// shows.
+#[tokio::test]
+async fn the_simulator_keeps_calendars_and_foreign_markets() {
+    let (sim, client) = sim().await;
+    let data = |target: &'static str| {
+        let (sim, client) = (&sim, &client);
+        async move {
+            let (status, v) = sim_json(sim, client, target).await;
+            assert_eq!(status, 200, "{target}: {v}");
+            v["data"].clone()
+        }
+    };
+    let days = data("/market/trading-calendar?market=CN_A&from=2024-01-01&to=2024-01-02").await;
+    assert_eq!(
+        days,
+        serde_json::json!([
+            { "market": "CN_A", "date": "2024-01-01", "isTradingDay": false, "sessionType": "closed" },
+            { "market": "CN_A", "date": "2024-01-02", "isTradingDay": true, "sessionType": "full" },
+        ])
+    );
+    let festival = data("/market/trading-calendar?market=CN_A&from=2026-02-16&to=2026-02-24").await;
+    let open: Vec<bool> = festival
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["isTradingDay"].as_bool().unwrap())
+        .collect();
+    assert_eq!(
+        open,
+        [false, false, false, false, false, false, false, false, true]
+    );
+    // No bar on a holiday either.
+    let bars = data("/stock/kline?code=600519&from=2026-02-13&to=2026-02-24").await;
+    let dates: Vec<&str> = bars["klines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r.as_str().unwrap()[..10])
+        .collect();
+    assert!(
+        !dates
+            .iter()
+            .any(|d| ("2026-02-16".."2026-02-24").contains(d)),
+        "{dates:?}"
+    );
+
+    for (market, prefix) in [("hk", ""), ("hk_main", "0"), ("hk_gem", "08")] {
+        let target = format!("/market/stocks/realtime-list?market={market}&pageSize=5");
+        let (status, v) = sim_json(&sim, &client, &target).await;
+        assert_eq!(status, 200, "{target}");
+        let rows = v["data"]["diff"].as_array().unwrap();
+        assert_eq!(rows.len(), 5, "{target}: {v}");
+        for row in rows {
+            let code = row["code"].as_str().unwrap();
+            assert!(
+                code.len() == 5 && code.starts_with(prefix),
+                "{market}: {code}"
+            );
+            assert_eq!(row["marketId"], 116, "{market}");
+        }
+    }
+    let hk = data("/stock/screener/universe?market=HK&pageSize=3").await;
+    assert!(hk["total"].as_u64().unwrap() > 100, "{hk}");
+    assert_eq!(hk["items"].as_array().unwrap().len(), 3);
+    assert_eq!(hk["items"][0]["market"], "HK");
+
+    let times = |rows: &serde_json::Value| -> Vec<String> {
+        rows["klines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap()[11..16].to_owned())
+            .collect()
+    };
+    let hk_bars =
+        data("/stock/kline?code=116.00700&period=30m&from=2026-03-02&to=2026-03-02").await;
+    assert_eq!(hk_bars["code"], "00700");
+    let hk_times = times(&hk_bars);
+    assert_eq!(hk_times.first().map(String::as_str), Some("10:00"));
+    assert!(hk_times.contains(&"12:00".to_owned()), "{hk_times:?}");
+    assert!(!hk_times.contains(&"12:30".to_owned()), "{hk_times:?}");
+    assert_eq!(hk_times.last().map(String::as_str), Some("16:00"));
+    let us_bars = data("/stock/kline?code=105.AAPL&period=30m&from=2026-03-02&to=2026-03-02").await;
+    let us_times = times(&us_bars);
+    assert_eq!(us_times.first().map(String::as_str), Some("10:00"));
+    assert_eq!(us_times.last().map(String::as_str), Some("16:00"));
+    assert_eq!(us_times.len(), 13, "{us_times:?}");
+
+    let (status, v) = sim_json(&sim, &client, "/stock/earnings-forecast").await;
+    assert_eq!(
+        (status, v["message"].as_str()),
+        (400, Some("Bad Request Exception"))
+    );
+    let (status, _) = sim_json(
+        &sim,
+        &client,
+        "/stock/earnings-forecast?reportDate=2024-12-31",
+    )
+    .await;
+    assert_eq!(status, 200);
+}
+
+/// The retired flow paths are not served: the docs removed them, so the simulator
+/// answers them as the upstream answers any path it does not know.
+#[tokio::test]
+async fn the_retired_flow_paths_are_not_served() {
+    let (sim, client) = sim().await;
+    for target in ["/market/flow?type=1", "/market/flow/list?type=2"] {
+        let (status, v) = sim_json(&sim, &client, target).await;
+        assert_eq!(status, 404, "{target}: {v}");
     }
 }

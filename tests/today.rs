@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use mdproxy::api::catalog::{KeyRole, ParamKind, REFUSED, catalog};
+use mdproxy::api::catalog::{INTEGER_BOUNDS, KeyRole, ParamKind, REFUSED, catalog};
 use mdproxy::config::ErrorMode;
 use serde_json::Value;
 use support::{TOKEN, error_of, header};
@@ -133,6 +133,9 @@ fn the_catalogue_is_the_documented_list() {
                     "{path}: {name}'s range"
                 );
             }
+            if let Err(why) = restricts_only_as_documented(ours, p) {
+                panic!("{path}: {name}: {why}");
+            }
         }
         for ours in endpoint.query {
             // The stream's `access_token` is an auth form EventSource needs, never
@@ -156,6 +159,59 @@ fn the_catalogue_is_the_documented_list() {
         catalog().len(),
         "nothing beyond the documented list"
     );
+}
+
+/// Whether the docs state `format` for a parameter (in its description or note).
+fn states(p: &Value, format: &str) -> bool {
+    ["description_zh", "note"]
+        .iter()
+        .any(|k| p[*k].as_str().is_some_and(|t| t.contains(format)))
+}
+
+/// `Ok` when the catalogue refuses no value of a query parameter that its
+/// documentation allows, beyond the deliberate bounds the catalogue names: an enum
+/// only where the docs give one (or a boolean), an integer range only where the docs
+/// give one or one of [`INTEGER_BOUNDS`] where they give none, a date or period only
+/// where the docs state its format, text (bounded in length) for every other string.
+fn restricts_only_as_documented(
+    ours: &mdproxy::api::catalog::Param,
+    p: &Value,
+) -> Result<(), String> {
+    let documented = p["type"].as_str();
+    let has_enum = p["enum"].is_array();
+    match ours.kind {
+        ParamKind::Choice(values) => {
+            let boolean = documented == Some("boolean") && values == ["true", "false"];
+            (has_enum || boolean)
+                .then_some(())
+                .ok_or_else(|| format!("an enum {values:?} the docs do not give"))
+        }
+        ParamKind::Int { min, max } => {
+            let general = INTEGER_BOUNDS
+                .iter()
+                .any(|(lo, hi, _)| (*lo, *hi) == (min, max));
+            let number = matches!(documented, Some("number") | None);
+            if p["range"].is_array() || (number && general) {
+                Ok(())
+            } else if !number {
+                Err(format!("an integer where the docs say {documented:?}"))
+            } else {
+                Err(format!("a range {min}..={max} the docs do not give"))
+            }
+        }
+        ParamKind::Date => states(p, "YYYY-MM-DD")
+            .then_some(())
+            .ok_or_else(|| "a date format the docs do not state".to_owned()),
+        ParamKind::Period => (states(p, "YYYYMM") && states(p, "YYYY-MM-DD"))
+            .then_some(())
+            .ok_or_else(|| "a period format the docs do not state".to_owned()),
+        ParamKind::Code(_) | ParamKind::Codes(_) => (ours.name.starts_with("code")
+            && documented == Some("string"))
+        .then_some(())
+        .ok_or_else(|| "a code rule on what the docs do not call a code".to_owned()),
+        ParamKind::Text { .. } => Ok(()),
+        other => Err(format!("{other:?} restricts what the docs leave open")),
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -184,7 +240,8 @@ async fn line_after(
 
 /// GETs every documented GET endpoint with its documented sample request from the
 /// proxy at `base` and expects 200 with `success: true` (the stream: 200 and
-/// `text/event-stream`); the documented POST gets the clear refusal.
+/// `text/event-stream`), or the refusal the docs show for that very request (the
+/// parameterless earnings forecast); the documented POST gets the clear refusal.
 async fn walk(base: &str, token: &str) {
     let client = support::client();
     for entry in documented() {
@@ -208,6 +265,12 @@ async fn walk(base: &str, token: &str) {
             .send()
             .await
             .unwrap();
+        if entry["example_response"]["message"] == "Bad Request Exception" {
+            // The docs show the upstream refusing this very request: relayed.
+            let body: Value = r.json().await.unwrap();
+            assert_eq!(body["message"], "Bad Request Exception", "{target}: {body}");
+            continue;
+        }
         assert_eq!(r.status(), 200, "{target}");
         if path == mdproxy::api::catalog::STREAM_PATH {
             assert_eq!(header(&r, "content-type"), "text/event-stream", "{target}");
@@ -525,15 +588,31 @@ async fn passthrough_never_shares_a_key_with_the_catalogue() {
         live_max_age,
         "fqt=pre still expires at the open"
     );
-    // A parameter the catalogue does not know passes through under its own key
-    // (the upstream refuses it, and the refusal is relayed), and the catalogue's
-    // entry is untouched.
+    // A parameter the catalogue does not know passes through (here the upstream
+    // has come to serve it) and is cached for a week under its own key, in its own
+    // namespace; the catalogue's entry is untouched and keeps its lifetime.
+    let cached = plain.bytes().await.unwrap();
+    env.sim.serve_undocumented("/market/indices");
     let unknown = env.get("/market/indices?fields=f2").await;
-    assert_eq!(unknown.status(), 400);
+    assert_eq!(unknown.status(), 200);
+    assert_eq!(header(&unknown, "cache-control"), "max-age=604800");
     let after = env.get("/market/indices").await;
     assert_eq!(header(&after, "x-cache"), "HIT");
-    let keys = env.proxy.state().cache().store().keys();
-    assert!(keys.iter().all(|k| k.starts_with('/')), "{keys:?}");
+    assert_eq!(header(&after, "cache-control"), live_max_age);
+    assert_eq!(
+        after.bytes().await.unwrap(),
+        cached,
+        "the catalogue's answer"
+    );
+    let again = env.get("/market/indices?fields=f2").await;
+    assert_eq!(header(&again, "x-cache"), "HIT");
+    let mut keys = env.proxy.state().cache().store().keys();
+    keys.sort();
+    assert!(
+        keys.contains(&"/market/indices".to_owned())
+            && keys.contains(&"passthrough:/market/indices?fields=f2".to_owned()),
+        "{keys:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------
@@ -567,20 +646,23 @@ async fn a_settled_kline_range_is_kept_for_days() {
     );
 }
 
-/// `POST /stock/report/download` makes the upstream download a file: refused with
-/// `501 not_implemented` and a reason, never forwarded.
-#[tokio::test]
-async fn the_report_download_is_refused_with_a_reason() {
-    let env = support::start().await;
-    let r = env
-        .client
+/// `POST /stock/report/download` with the test token and a documented body.
+async fn download(env: &support::Env) -> reqwest::Response {
+    env.client
         .post(env.url("/stock/report/download"))
         .bearer_auth(TOKEN)
         .json(&serde_json::json!({ "url": "https://static.cninfo.com.cn/a.PDF" }))
         .send()
         .await
-        .unwrap();
-    let (status, code, _) = error_of(r).await;
+        .unwrap()
+}
+
+/// `POST /stock/report/download` makes the upstream download a file: refused with
+/// `501 not_implemented` and a reason, never forwarded.
+#[tokio::test]
+async fn the_report_download_is_refused_with_a_reason() {
+    let env = support::start().await;
+    let (status, code, _) = error_of(download(&env).await).await;
     assert_eq!((status, code.as_str()), (501, "not_implemented"));
     assert_eq!(env.sim.raw_count(), 0);
     let unauthenticated = env
@@ -594,4 +676,521 @@ async fn the_report_download_is_refused_with_a_reason() {
         401,
         "who may ask is checked first"
     );
+    // The OpenAPI document and README's endpoint table say so.
+    let doc = mdproxy::api::openapi::document();
+    let download = &doc["paths"]["/stock/report/download"];
+    assert!(download["get"].is_null(), "{download}");
+    let refused = &download["post"]["responses"]["501"];
+    assert!(refused.is_object(), "{download}");
+    assert!(
+        download["post"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("side effect")),
+        "{download}"
+    );
+    assert!(
+        catalog()
+            .markdown_table()
+            .lines()
+            .any(|l| l.starts_with("| `POST /stock/report/download`") && l.contains("501")),
+        "README's endpoint table lists the download"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// HK and US answers on their own markets' clocks.
+// ---------------------------------------------------------------------------------
+
+/// `max-age=N`.
+fn max_age(secs: i64) -> String {
+    format!("max-age={secs}")
+}
+
+/// Monday 2 March 2026, 15:30 China time: the A-share session is over, Hong Kong
+/// trades until 16:00 (and its closing auction), New York opens at 22:30 China time
+/// (09:30 EST). An A-share K-line is held until Tuesday's open; an HK K-line, an HK
+/// minute K-line and the HK realtime list keep their in-session lifetimes; a US
+/// K-line is held until New York's open (plus the grace), not the A-share one.
+#[tokio::test]
+async fn hk_and_us_answers_follow_their_own_sessions() {
+    let env = support::start_with(
+        |_| {},
+        |_| {},
+        Some(support::clock_at("2026-03-02T15:30:00+08:00")),
+    )
+    .await;
+    let a_share = env.get("/stock/kline?code=600519").await;
+    assert_eq!(a_share.status(), 200);
+    assert_eq!(
+        header(&a_share, "cache-control"),
+        max_age(17 * 3_600 + 46 * 60),
+        "until Tuesday 09:15 plus the grace"
+    );
+    for (target, fresh) in [
+        ("/stock/kline?code=00700", 15),
+        ("/stock/kline?code=0700.HK&period=5m", 10),
+        ("/market/stocks/realtime-list?market=hk", 3),
+        ("/market/stocks/realtime-list?market=hk_gem", 3),
+    ] {
+        let r = env.get(target).await;
+        assert_eq!(r.status(), 200, "{target}");
+        assert_eq!(header(&r, "cache-control"), max_age(fresh), "{target}");
+    }
+    let us = env.get("/stock/kline?code=105.AAPL").await;
+    assert_eq!(us.status(), 200);
+    assert_eq!(
+        header(&us, "cache-control"),
+        max_age(7 * 3_600 + 60),
+        "until New York's open, 22:30 China time, plus the grace"
+    );
+}
+
+/// A US K-line range settles on the New York date: at 00:30 China time on Tuesday
+/// (11:30 on Monday in New York) a range ending on Monday is still trading; at 18:00
+/// China time on Tuesday (05:00 in New York) it is final.
+#[tokio::test]
+async fn a_us_range_settles_on_the_new_york_date() {
+    let clock = support::clock_at("2026-03-03T00:30:00+08:00");
+    let env = support::start_with(|_| {}, |_| {}, Some(clock.clone())).await;
+    let trading = env
+        .get("/stock/kline?code=105.AAPL&fqt=none&to=2026-03-02")
+        .await;
+    assert_eq!(trading.status(), 200);
+    assert_eq!(
+        header(&trading, "cache-control"),
+        max_age(15),
+        "Monday's session is under way in New York"
+    );
+    clock.set("2026-03-03T10:00:00Z".parse().unwrap());
+    let settled = env
+        .get("/stock/kline?code=105.MSFT&fqt=none&to=2026-03-02")
+        .await;
+    assert_eq!(header(&settled, "cache-control"), max_age(7 * 86_400));
+}
+
+// ---------------------------------------------------------------------------------
+// The retired flows answer as their successors.
+// ---------------------------------------------------------------------------------
+
+/// `/market/flow?type=` and `/market/flow/list?type=` are their successors'
+/// requests (`type` 1/2/3 = `dimension` region/industry/concept, absent = the
+/// default industry): forwarded as the documented paths, one cache entry with them,
+/// and the successors' `live` class (3 s in session).
+#[tokio::test]
+async fn the_retired_flows_are_their_successors() {
+    let env = support::start_with(
+        |_| {},
+        |_| {},
+        Some(support::clock_at("2026-03-02T10:00:00+08:00")),
+    )
+    .await;
+    env.sim.clear_raw_requests();
+    for (old, new) in [
+        (
+            "/market/flow?type=1",
+            "/market/sector-flow/summary?dimension=region",
+        ),
+        ("/market/flow", "/market/sector-flow/summary"),
+        (
+            "/market/flow/list?type=3",
+            "/market/sector-flow/list?dimension=concept",
+        ),
+    ] {
+        let r = env.get(old).await;
+        assert_eq!(r.status(), 200, "{old}");
+        assert_eq!(header(&r, "cache-control"), max_age(3), "{old}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["success"], true, "{old}: {body}");
+        let successor = env.get(new).await;
+        assert_eq!(header(&successor, "x-cache"), "HIT", "{new}");
+    }
+    assert_eq!(
+        env.sim.raw_requests(),
+        [
+            "/api/v1/market/sector-flow/summary?dimension=region",
+            "/api/v1/market/sector-flow/summary?dimension=industry",
+            "/api/v1/market/sector-flow/list?dimension=concept&page=1&pageSize=50",
+        ],
+        "only the documented paths reach the upstream"
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// Pass-through: order of parameters.
+// ---------------------------------------------------------------------------------
+
+/// A routed request with a bad value of a known parameter gets the catalogue's 400
+/// whatever else it carries and in whatever order: pass-through is for what the
+/// catalogue does not know, never a way around its validation.
+#[tokio::test]
+async fn a_bad_known_parameter_is_refused_whatever_else_comes_with_it() {
+    let env = support::start_with(
+        |_| {},
+        |c| c.passthrough.enabled = true,
+        Some(support::saturday()),
+    )
+    .await;
+    env.sim.clear_raw_requests();
+    for target in [
+        "/stock/kline?code=600519&period=2m&foo=1",
+        "/stock/kline?foo=1&code=600519&period=2m",
+        "/stock/kline?access_token=1&code=600519&period=2m",
+        "/stock/kline?foo=1&period=2m",
+    ] {
+        let r = env.get(target).await;
+        assert_eq!(r.status(), 400, "{target}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "invalid_parameter", "{target}: {v}");
+        assert_eq!(v["error"]["param"], "period", "{target}: {v}");
+    }
+    let (status, code, param) = error_of(env.get("/stock/kline?foo=1").await).await;
+    assert_eq!(
+        (status, code.as_str(), param.as_deref()),
+        (400, "missing_parameter", Some("code"))
+    );
+    assert_eq!(env.sim.raw_count(), 0, "nothing was forwarded");
+}
+
+// ---------------------------------------------------------------------------------
+// Empty values.
+// ---------------------------------------------------------------------------------
+
+/// An empty value is what the upstream's NestJS validation makes of it, on both
+/// sides of the wire: an empty optional date (`from=&to=`, which clients of the docs
+/// send on every K-line) is absent, an empty text is a value, an empty number or
+/// choice is refused.
+#[tokio::test]
+async fn empty_values_are_read_alike_by_mdproxy_and_the_simulator() {
+    let env = support::start().await;
+    env.sim.clear_raw_requests();
+    let empty_range = env.get("/stock/kline?code=600519&from=&to=").await;
+    assert_eq!(empty_range.status(), 200);
+    let absent = env.get("/stock/kline?code=600519").await;
+    assert_eq!(
+        header(&absent, "x-cache"),
+        "HIT",
+        "one key with the absent range"
+    );
+    let keyword = env.get("/news/headlines?keyword=").await;
+    assert_eq!(keyword.status(), 200);
+    assert_eq!(
+        env.sim.raw_requests(),
+        [
+            "/api/v1/stock/kline?code=600519&period=day",
+            "/api/v1/news/headlines?page=0&pageSize=10&keyword=",
+        ]
+    );
+    for (target, param) in [
+        ("/news/headlines?page=", "page"),
+        ("/stock/kline?code=600519&fqt=", "fqt"),
+        ("/stock/kline?code=600519&period=", "period"),
+        ("/stock/news?code=600519&pageSize=", "pageSize"),
+    ] {
+        let (status, code, got) = error_of(env.get(target).await).await;
+        assert_eq!(
+            (status, code.as_str(), got.as_deref()),
+            (400, "invalid_parameter", Some(param)),
+            "{target}"
+        );
+    }
+    assert_eq!(env.sim.raw_count(), 2, "no refused request reached it");
+    // The simulator reads them the same way.
+    let client = support::client();
+    for (target, status) in [
+        ("/stock/kline?code=600519&from=&to=", 200),
+        ("/news/headlines?keyword=", 200),
+        ("/news/headlines?page=", 400),
+        ("/stock/kline?code=600519&fqt=", 400),
+        ("/stock/kline?code=600519&period=", 400),
+        ("/stock/news?code=600519&pageSize=", 400),
+    ] {
+        let (got, body) = support::sim_json(&env.sim, &client, target).await;
+        assert_eq!(got, status, "{target}: {body}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Typed codes: one key per listing.
+// ---------------------------------------------------------------------------------
+
+/// A prefix that says the exchange makes the suffix redundant (Shenzhen indices
+/// 399xxx, Shanghai ETFs 51xxxx): every spelling is one key, forwarded as six
+/// digits. Only 000xxx keeps a suffix (the Shenzhen stock or, with `.SH`, the
+/// Shanghai index). A suffix that contradicts the prefix is a 400 naming the
+/// parameter.
+#[tokio::test]
+async fn typed_codes_make_one_key_per_listing() {
+    let env = support::start().await;
+    env.sim.clear_raw_requests();
+    for spellings in [
+        ["399001", "399001.SZ", "sz399001", "0.399001"],
+        ["510300", "SH510300", "510300.sh", "1.510300"],
+        ["159915", "159915.SZ", "SZ159915", "0.159915"],
+    ] {
+        let first = env
+            .get(&format!("/stock/kline?code={}", spellings[0]))
+            .await;
+        assert_eq!(first.status(), 200, "{}", spellings[0]);
+        for typed in &spellings[1..] {
+            let r = env.get(&format!("/stock/kline?code={typed}")).await;
+            assert_eq!(header(&r, "x-cache"), "HIT", "{typed}");
+        }
+    }
+    assert_eq!(env.get("/stock/kline?code=000001.SH").await.status(), 200);
+    assert_eq!(env.get("/stock/kline?code=000001").await.status(), 200);
+    assert_eq!(
+        env.sim.raw_requests(),
+        [
+            "/api/v1/stock/kline?code=399001&period=day",
+            "/api/v1/stock/kline?code=510300&period=day",
+            "/api/v1/stock/kline?code=159915&period=day",
+            "/api/v1/stock/kline?code=000001.SH&period=day",
+            "/api/v1/stock/kline?code=000001&period=day",
+        ]
+    );
+    for target in [
+        "/stock/kline?code=600519.SZ",
+        "/stock/kline?code=0.600519",
+        "/stock/kline?code=399001.SH",
+        "/stock/detail/SZ600519",
+        "/stock/list?codes=600519,000001.BJ",
+        "/fund/kline?code=159915.SH",
+    ] {
+        let (status, code, param) = error_of(env.get(target).await).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (400, "invalid_parameter"),
+            "{target}"
+        );
+        assert!(param.is_some_and(|p| p.starts_with("code")), "{target}");
+    }
+    assert_eq!(env.sim.raw_count(), 5, "no contradiction was forwarded");
+}
+
+// ---------------------------------------------------------------------------------
+// Minute and settled freshness in session.
+// ---------------------------------------------------------------------------------
+
+/// Monday 2 March 2026 in session: a minute K-line is fresh for the `minute`
+/// class's 10 s, stale (refreshed in the background) for 20 s more; fetched after
+/// the close it is held until Tuesday's open.
+#[tokio::test]
+async fn minute_klines_are_short_lived_in_session_and_held_after_the_close() {
+    let clock = support::clock_at("2026-03-02T10:00:00+08:00");
+    let env = support::start_with(|_| {}, |_| {}, Some(clock.clone())).await;
+    let target = "/stock/kline?code=600519&period=1m";
+    let first = env.get(target).await;
+    assert_eq!(
+        (header(&first, "x-cache"), header(&first, "cache-control")),
+        ("MISS".to_owned(), max_age(10))
+    );
+    clock.advance(Duration::from_secs(9));
+    assert_eq!(header(&env.get(target).await, "x-cache"), "HIT");
+    clock.advance(Duration::from_secs(2));
+    let stale = env.get(target).await;
+    assert_eq!(header(&stale, "x-cache"), "STALE", "past 10 s");
+    // One background refresh, fetched at this instant, fresh for 10 s again (waited
+    // for, so that it is not fetched after the clock moves below).
+    let mut refreshed = None;
+    for _ in 0..250 {
+        let r = env.get(target).await;
+        if header(&r, "x-cache") == "HIT" {
+            refreshed = Some(header(&r, "cache-control"));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(refreshed, Some(max_age(10)), "the refresh");
+    assert_eq!(env.sim.hits("/stock/kline"), 2);
+    // After the close: fetched again, then held until Tuesday 09:15 plus the grace.
+    clock.set("2026-03-02T07:05:00Z".parse().unwrap());
+    let closed = env.get(target).await;
+    assert_eq!(header(&closed, "x-cache"), "MISS");
+    assert_eq!(
+        header(&closed, "cache-control"),
+        max_age(18 * 3_600 + 11 * 60)
+    );
+    clock.advance(Duration::from_secs(3_600));
+    assert_eq!(header(&env.get(target).await, "x-cache"), "HIT");
+}
+
+/// In session on Monday 2 March 2026: a range that ended yesterday (`fqt=none` or
+/// `after`) is final and kept for a week; the same range forward-adjusted (`fqt=pre`
+/// or no `fqt`) never settles and keeps the session's 15 s; a range that ends
+/// today keeps them too.
+#[tokio::test]
+async fn ranges_settle_in_session_unless_forward_adjusted() {
+    let env = support::start_with(
+        |_| {},
+        |_| {},
+        Some(support::clock_at("2026-03-02T10:00:00+08:00")),
+    )
+    .await;
+    for (query, fresh) in [
+        ("fqt=none&to=2026-03-01", 7 * 86_400),
+        ("fqt=after&to=2026-02-27", 7 * 86_400),
+        ("fqt=post&from=2026-01-05&to=2026-02-27", 7 * 86_400),
+        ("fqt=pre&to=2026-03-01", 15),
+        ("to=2026-02-27", 15),
+        ("fqt=none&to=2026-03-02", 15),
+    ] {
+        let r = env.get(&format!("/stock/kline?code=600519&{query}")).await;
+        assert_eq!(r.status(), 200, "{query}");
+        assert_eq!(header(&r, "cache-control"), max_age(fresh), "{query}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The error mode: every error made on the upstream's behalf.
+// ---------------------------------------------------------------------------------
+
+/// Asserts an upstream-style failure: HTTP 200, `success: false`, `data: null`, the
+/// endpoint's documented message, mdproxy's code under `error`; returns the body.
+async fn upstream_style(r: reqwest::Response, message: &str, code: &str) -> Value {
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "cache-control"), "no-store");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["success"], false, "{v}");
+    assert!(v["data"].is_null(), "{v}");
+    assert_eq!(v["message"], message, "{v}");
+    assert_eq!(v["error"]["code"], code, "{v}");
+    v
+}
+
+/// The upstream budget exhausted (`overloaded`) is answered as the upstream's own
+/// failure in the upstream error mode.
+#[tokio::test]
+async fn the_error_mode_answers_an_exhausted_budget() {
+    use governor::clock::FakeRelativeClock;
+    use mdproxy::upstream::budget::RateClock;
+    let clock = support::saturday();
+    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
+        .await
+        .unwrap();
+    let mut config = support::proxy_config(&sim);
+    config.server.error_mode = ErrorMode::Upstream;
+    config.limits.upstream_rps = 1;
+    config.limits.upstream_burst = 1;
+    config.limits.client_wait_ms = 20;
+    let proxy = mdproxy::app::start_with(
+        &config,
+        clock.clone(),
+        RateClock::Fake(FakeRelativeClock::default()),
+    )
+    .await
+    .unwrap();
+    let env = support::Env {
+        sim,
+        proxy,
+        client: support::client(),
+        clock: Some(clock),
+    };
+    assert_eq!(env.get("/stock/detail/600519").await.status(), 200);
+    upstream_style(
+        env.get("/stock/kline?code=000001").await,
+        "Failed to fetch kline",
+        "overloaded",
+    )
+    .await;
+    upstream_style(
+        env.get("/stock/detail/000001").await,
+        "socket hang up",
+        "overloaded",
+    )
+    .await;
+}
+
+/// An open circuit breaker is answered as the upstream's own failure.
+#[tokio::test]
+async fn the_error_mode_answers_an_open_breaker() {
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.server.error_mode = ErrorMode::Upstream;
+            c.upstream.breaker_failures = 1;
+            c.upstream.breaker_open_ms = 60_000;
+            c.limits.failure_backoff_ms = 0;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    env.sim.fail_next(1);
+    upstream_style(
+        env.get("/news/overview").await,
+        "socket hang up",
+        "upstream_error",
+    )
+    .await;
+    let asked = env.sim.raw_count();
+    let v = upstream_style(
+        env.get("/news/overview").await,
+        "socket hang up",
+        "upstream_error",
+    )
+    .await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("circuit breaker open"),
+        "{v}"
+    );
+    assert_eq!(env.sim.raw_count(), asked, "the breaker held it back");
+}
+
+/// The upstream's 429 (`upstream_throttled`) and the pause it asks for are answered
+/// as the upstream's own failures.
+#[tokio::test]
+async fn the_error_mode_answers_throttling_and_its_pause() {
+    let env = support::start_with(
+        |_| {},
+        |c| c.server.error_mode = ErrorMode::Upstream,
+        Some(support::saturday()),
+    )
+    .await;
+    env.sim.set_throttling(Some(mdproxy::sim::Throttling {
+        limit: 0,
+        window: Duration::from_secs(60),
+        mode: mdproxy::sim::ThrottleMode::TooManyRequests,
+    }));
+    upstream_style(
+        env.get("/stock/kline?code=600519").await,
+        "Failed to fetch kline",
+        "upstream_throttled",
+    )
+    .await;
+    let asked = env.sim.raw_count();
+    upstream_style(
+        env.get("/stock/detail/600519").await,
+        "socket hang up",
+        "upstream_throttled",
+    )
+    .await;
+    assert_eq!(env.sim.raw_count(), asked, "paused: not asked again");
+}
+
+/// mdproxy's own refusals keep their statuses in the upstream error mode: they are
+/// about the client's request, not the upstream's health (the client's rate limit
+/// 429, a pass-through target too long 414, the refused download 501).
+#[tokio::test]
+async fn the_error_mode_keeps_mdproxys_own_refusals() {
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.server.error_mode = ErrorMode::Upstream;
+            c.limits.client_rps = 1;
+            c.limits.client_burst = 2;
+            c.passthrough.enabled = true;
+            c.passthrough.max_target_bytes = 64;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let long = format!("/market/newer?q={}", "x".repeat(100));
+    let (status, code, _) = error_of(env.get(&long).await).await;
+    assert_eq!((status, code.as_str()), (414, "uri_too_long"));
+    let (status, code, _) = error_of(download(&env).await).await;
+    assert_eq!((status, code.as_str()), (501, "not_implemented"));
+    let (status, code, _) = error_of(env.get("/market/indices").await).await;
+    assert_eq!((status, code.as_str()), (429, "rate_limited"));
 }

@@ -123,22 +123,24 @@ pub enum ParamKind {
     Code(CodeRule),
     /// Comma-separated codes under a rule (client order kept).
     Codes(CodeRule),
-    /// A shareholder's code (not a stock code): letters, digits, `.`, `_`, `-`.
-    HolderCode,
-    /// An opaque identifier such as a theme id: letters, digits, `.`, `_`, `-`.
+    /// An opaque identifier in a path, such as a theme id: letters, digits, `.`, `_`,
+    /// `-` (nothing that needs escaping, nothing that could change the path).
     Ident,
-    /// One of a fixed list of values.
+    /// One of a fixed list of values: the documented enum (or `true`/`false`).
     Choice(&'static [&'static str]),
-    /// A decimal integer within bounds (inclusive).
+    /// A decimal integer within bounds (inclusive): the documented range, else one
+    /// of [`INTEGER_BOUNDS`].
     Int { min: i64, max: i64 },
-    /// A real calendar date written `YYYY-MM-DD`.
+    /// A real calendar date written `YYYY-MM-DD`, where the docs state that format.
+    /// Empty is absent.
     Date,
-    /// A report period: a real month `YYYYMM` or a real date `YYYY-MM-DD`.
+    /// A report period: a real month `YYYYMM` or a real date `YYYY-MM-DD`, as the docs
+    /// state it. Empty is absent.
     Period,
-    /// Free text of at most this many characters (may be empty).
+    /// Free text of at most this many characters (may be empty, and an empty value
+    /// is a value): every string whose form the docs leave open. The length bound is
+    /// the only restriction, and keeps a key under a few KB.
     Text { max_chars: usize },
-    /// A content hash sent back by a client (hex digits).
-    Hash,
 }
 
 /// Whether a validated parameter takes part in the cache key (and the upstream request).
@@ -161,7 +163,11 @@ pub struct Param {
     /// parameter and its default share one cache entry (and the upstream is sent it).
     pub default: Option<&'static str>,
     pub role: KeyRole,
-    /// An empty value means "absent" (the feed's cursor: "omitted or empty").
+    /// An empty value means "absent": the feed's cursor ("omitted or empty"), and a
+    /// date or period, which an empty text cannot be (clients of the docs send
+    /// `from=&to=` on every K-line). Elsewhere an empty value is what the upstream's
+    /// validation (NestJS, class-validator's `@IsOptional` skips only null and
+    /// undefined) makes of it: a text, or a refused number or choice.
     pub empty_is_absent: bool,
     /// Accepted spellings and the value they stand for (`fqt=post` is `after`): a
     /// synonym is keyed and forwarded as its value, so both share one entry.
@@ -176,7 +182,7 @@ impl Param {
             required: false,
             default: None,
             role: KeyRole::Key,
-            empty_is_absent: false,
+            empty_is_absent: matches!(kind, ParamKind::Date | ParamKind::Period),
             synonyms: &[],
         }
     }
@@ -223,17 +229,17 @@ impl Param {
             ("from", _) => "2024-01-01",
             ("to", _) => "2024-12-31",
             ("subjectKey", _) => "morning_brief",
+            ("code", ParamKind::Text { .. }) => "80010298",
+            ("quotedata_hash", _) => "0123abcd",
             (_, ParamKind::Code(CodeRule::Fund)) => "510300",
             (_, ParamKind::Code(_)) => "600519",
             (_, ParamKind::Codes(_)) => "600519,000001.SZ",
-            (_, ParamKind::HolderCode) => "80010298",
             (_, ParamKind::Ident) => "T1001",
             (_, ParamKind::Choice(values)) => values[0],
             (_, ParamKind::Int { min, .. }) if min >= 1 => "1",
             (_, ParamKind::Int { .. }) => "0",
             (_, ParamKind::Date | ParamKind::Period) => "2024-06-30",
             (_, ParamKind::Text { .. }) => "",
-            (_, ParamKind::Hash) => "0123abcd",
         }
     }
 }
@@ -247,10 +253,11 @@ pub enum ClassRule {
     OneOf(&'static str, &'static [&'static str], FreshnessClass),
 }
 
-/// When an answer can no longer change: once the China date is past the date in
-/// `param` plus `months`, an answer fetched then is [`FreshnessClass::Immutable`].
-/// Never for a forward-adjusted K-line (`fqt=pre`, or absent), which every
-/// ex-dividend date rewrites.
+/// When an answer can no longer change: once the date where its market trades (China
+/// for A-shares and HK, New York for US codes) is past the date in `param` plus
+/// `months`, an answer fetched then is [`FreshnessClass::Immutable`]. Never for a
+/// forward-adjusted K-line (`fqt=pre`, or `fqt` absent), which every ex-dividend
+/// date rewrites.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settles {
     /// The date parameter that bounds the data (`to`, `reportDate`, `endDate`).
@@ -260,6 +267,35 @@ pub struct Settles {
     pub months: u32,
     /// Why, for README and the OpenAPI document.
     pub why: &'static str,
+}
+
+/// Which market's sessions an answer follows when it is not the A-share market's
+/// (`cache::market::Venue`): whether it is in session, when it next opens, on which
+/// date a range ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VenueRule {
+    /// The market of the code in this parameter: Hong Kong for an HK code, New York
+    /// for a US secid, else the A-share market.
+    OfCode(&'static str),
+    /// Hong Kong's when this parameter has one of these values.
+    HongKongFor(&'static str, &'static [&'static str]),
+}
+
+/// The endpoint that replaced a retired one in the docs: a request of the retired
+/// endpoint is validated as given, then translated and answered as the successor's
+/// (its key, class, lifetimes and upstream path), so the retired path never depends
+/// on the upstream still serving what its docs removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Successor {
+    /// The successor's path template.
+    pub path: &'static str,
+    /// The retired query parameter, the successor's that replaced it, and what each
+    /// retired value became.
+    pub renamed: (
+        &'static str,
+        &'static str,
+        &'static [(&'static str, &'static str)],
+    ),
 }
 
 /// How long the upstream may take to answer an endpoint.
@@ -297,6 +333,10 @@ pub struct Endpoint {
     pub until_open_when: Option<(&'static str, &'static str)>,
     /// When an answer of this endpoint becomes final.
     pub settles: Option<Settles>,
+    /// The endpoint its requests are answered as (a retired endpoint's).
+    pub successor: Option<Successor>,
+    /// Whose sessions its answers follow, when some are not the A-share market's.
+    pub venue: Option<VenueRule>,
     /// Its upstream timeout.
     pub patience: Patience,
     /// The one text/event-stream endpoint.
@@ -394,6 +434,32 @@ pub const MAX_PAGE_SIZE: i64 = 1000;
 /// watchlist and keeps a key under a few KB).
 pub const MAX_CODES: usize = 500;
 
+/// The deepest page accepted where the docs state no bound.
+pub const MAX_PAGE: i64 = 100_000;
+/// The largest identifier or Unix time accepted: twelve digits.
+pub const MAX_ID: i64 = 999_999_999_999;
+
+/// The bounds mdproxy puts on an integer parameter whose range the docs do not
+/// state, each with why: the only restrictions beyond the documented ones (a test
+/// checks every integer parameter against the docs and this table).
+pub const INTEGER_BOUNDS: [(i64, i64, &str); 3] = [
+    (
+        0,
+        MAX_PAGE,
+        "a page number (0- or 1-based as the endpoint counts): at most 100,000 pages deep",
+    ),
+    (
+        1,
+        MAX_PAGE_SIZE,
+        "a count (page size, limit, years, rows): at least one, at most 1,000, so one request cannot make the upstream compute, or the cache hold, an unbounded answer",
+    ),
+    (
+        0,
+        MAX_ID,
+        "an identifier or a Unix time: any non-negative integer of up to twelve digits",
+    ),
+];
+
 /// The label of the pass-through pseudo-endpoint in metrics, logs and TTL tables.
 pub const PASSTHROUGH: &str = "passthrough";
 
@@ -428,6 +494,8 @@ impl Catalog {
             class_rules: &[],
             until_open_when: None,
             settles: None,
+            successor: None,
+            venue: None,
             patience: Patience::Standard,
             streaming: false,
             summary: "Requests the catalogue does not know, forwarded as they are".to_owned(),
@@ -527,7 +595,20 @@ impl Catalog {
                 class.push_str(&format!("; immutable: {}", settles.why));
             }
             if e.until_open_when.is_some() {
-                class.push_str("; `fqt=pre` (or none) expires at the open");
+                class.push_str("; `fqt=pre` (or `fqt` absent) expires at the open");
+            }
+            match e.venue {
+                Some(VenueRule::OfCode(_)) => class.push_str(
+                    "; HK codes on Hong Kong's sessions, US secids on New York's (and New York's date)",
+                ),
+                Some(VenueRule::HongKongFor(param, values)) => class.push_str(&format!(
+                    "; Hong Kong's sessions for `{param}` {}",
+                    values.join("/")
+                )),
+                None => {}
+            }
+            if let Some(successor) = e.successor {
+                class.push_str(&format!("; answered as `{}`", successor.path));
             }
             if e.patience == Patience::Long {
                 class.push_str("; long timeout");
@@ -537,101 +618,14 @@ impl Catalog {
                 e.path, e.why, e.summary
             ));
         }
+        for (path, reason) in REFUSED {
+            out.push_str(&format!(
+                "| `POST {path}` | a JSON body | refused: `501 not_implemented` | {reason} | nothing (a side effect upstream) |\n"
+            ));
+        }
         out
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The catalogue holds the 91 documented GET endpoints and the two retired flows,
-    /// each path once.
-    #[test]
-    fn catalogue_has_every_documented_get_endpoint() {
-        let c = catalog();
-        assert_eq!(c.len(), 93);
-        let mut paths: Vec<&str> = c.endpoints().iter().map(|e| e.path.as_str()).collect();
-        paths.sort_unstable();
-        paths.dedup();
-        assert_eq!(paths.len(), 93);
-        assert_eq!(c.endpoints().iter().filter(|e| e.streaming).count(), 1);
-        let per_group = |g: Group| c.endpoints().iter().filter(|e| e.group == g).count();
-        assert_eq!(per_group(Group::News), 9);
-        assert_eq!(per_group(Group::Stock), 42);
-        assert_eq!(per_group(Group::Macro), 22);
-        assert_eq!(per_group(Group::Fund), 10);
-        assert_eq!(per_group(Group::Market), 6 + 4);
-    }
-
-    /// The docs' rules are in the data: required parameters, defaults, one-of.
-    #[test]
-    fn documented_rules_are_data() {
-        let c = catalog();
-        let research = c.by_path("/stock/shareholder/research/{code}").unwrap();
-        assert!(research.query_param("endDate").unwrap().required);
-        let sse = c.by_path(STREAM_PATH).unwrap();
-        assert!(sse.query_param("codes").unwrap().required);
-        assert_eq!(sse.query_param("pz").unwrap().default, Some("20"));
-        let headlines = c.by_path("/news/headlines").unwrap();
-        assert_eq!(
-            headlines.query_param("keyword").unwrap().default,
-            Some("新闻联播要闻")
-        );
-        assert_eq!(
-            headlines.query_param("pageSize").unwrap().default,
-            Some("10")
-        );
-        assert!(
-            c.by_path("/news/feed")
-                .unwrap()
-                .query_param("cursor")
-                .unwrap()
-                .empty_is_absent
-        );
-        assert!(
-            c.by_path("/stock/list")
-                .unwrap()
-                .query_param("codes")
-                .unwrap()
-                .required
-        );
-        let topic = c.by_path("/news/topic-subject").unwrap();
-        assert_eq!(topic.one_of, ["subjectKey", "subjectId"]);
-        let fund = c.by_path("/fund/kline").unwrap();
-        assert_eq!(fund.query_param("fqt").unwrap().default, Some("pre"));
-        assert_eq!(fund.patience, Patience::Long);
-    }
-
-    #[test]
-    fn example_targets_fill_path_and_required_params() {
-        let c = catalog();
-        assert_eq!(
-            c.by_path("/stock/detail/{code}").unwrap().example_target(),
-            "/stock/detail/600519"
-        );
-        assert_eq!(
-            c.by_path("/stock/kline").unwrap().example_target(),
-            "/stock/kline?code=600519"
-        );
-        assert_eq!(
-            c.by_path("/news/topic-subject").unwrap().example_target(),
-            "/news/topic-subject?subjectKey=morning_brief"
-        );
-    }
-
-    #[test]
-    fn classes_of_an_endpoint_include_its_rules_and_settling() {
-        let kline = catalog().by_path("/stock/kline").unwrap();
-        assert_eq!(
-            kline.classes(),
-            [
-                FreshnessClass::Intraday,
-                FreshnessClass::Minute,
-                FreshnessClass::Immutable
-            ]
-        );
-        let detail = catalog().by_path("/stock/detail/{code}").unwrap();
-        assert_eq!(detail.classes(), [FreshnessClass::Live]);
-    }
-}
+mod tests;

@@ -15,7 +15,7 @@ use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use crate::api::CacheStatus;
-use crate::api::catalog::{Endpoint, KeyRole, MAX_CODES, Param, ParamKind, catalog};
+use crate::api::catalog::{Endpoint, KeyRole, MAX_CODES, Param, ParamKind, REFUSED, catalog};
 use crate::api::router::API_PREFIX;
 use crate::error::Error;
 
@@ -69,12 +69,34 @@ fn tags() -> Value {
 }
 
 fn paths() -> Value {
-    catalog()
+    let mut paths: Map<String, Value> = catalog()
         .endpoints()
         .iter()
         .map(|e| (e.path.clone(), json!({ "get": operation(e) })))
-        .collect::<Map<String, Value>>()
-        .into()
+        .collect();
+    for (path, reason) in REFUSED {
+        paths.insert((*path).to_owned(), json!({ "post": refused(path, reason) }));
+    }
+    paths.into()
+}
+
+/// A documented operation mdproxy refuses (a side effect upstream, not a query): its
+/// only answer is `501 not_implemented` with the reason.
+fn refused(path: &str, reason: &str) -> Value {
+    json!({
+        "operationId": operation_id(path),
+        "summary": "Refused by mdproxy: the upstream's side effect, never forwarded",
+        "description": reason,
+        "tags": [path.split('/').nth(1).unwrap_or_default()],
+        "requestBody": {
+            "content": { "application/json": { "schema": { "type": "object" } } },
+        },
+        "responses": {
+            "401": reference("responses", "Error401"),
+            "429": reference("responses", "Error429"),
+            "501": reference("responses", "Error501"),
+        },
+    })
 }
 
 fn operation(endpoint: &Endpoint) -> Value {
@@ -140,6 +162,16 @@ fn schema(param: &Param) -> Value {
     if param.required && schema["type"] == "string" && schema.get("enum").is_none() {
         schema["minLength"] = 1.into();
     }
+    // An optional date or period given empty is absent: the empty string is valid.
+    if !param.required
+        && param.empty_is_absent
+        && matches!(param.kind, ParamKind::Date | ParamKind::Period)
+        && let Some(map) = schema.as_object_mut()
+    {
+        let pattern = map["pattern"].as_str().unwrap_or_default().to_owned();
+        map.insert("pattern".into(), format!("^$|{pattern}").into());
+        map.remove("format");
+    }
     if let Some(default) = param.default {
         schema["default"] = typed(param.kind, default);
     }
@@ -180,7 +212,7 @@ fn kind_schema(kind: ParamKind) -> Value {
         ParamKind::Period => {
             pattern("^([0-9]{4}(0[1-9]|1[0-2])|[0-9]{4}-[0-9]{2}-[0-9]{2})$".into())
         }
-        ParamKind::HolderCode | ParamKind::Ident => pattern("^[0-9A-Za-z._-]{1,64}$".into()),
+        ParamKind::Ident => pattern("^[0-9A-Za-z._-]{1,64}$".into()),
         ParamKind::Choice(values) => json!({ "type": "string", "enum": values }),
         ParamKind::Int { min, max } => json!({ "type": "integer", "minimum": min, "maximum": max }),
         ParamKind::Date => json!({
@@ -193,7 +225,6 @@ fn kind_schema(kind: ParamKind) -> Value {
             "maxLength": max_chars,
             "pattern": NO_CONTROL,
         }),
-        ParamKind::Hash => pattern("^[0-9A-Fa-f]{0,128}$".into()),
     }
 }
 

@@ -6,8 +6,9 @@ use std::borrow::Cow;
 
 use chrono::{Months, NaiveDate};
 
-use crate::api::catalog::{ClassRule, Endpoint, FreshnessClass, KeyRole};
-use crate::api::value::canonical;
+use crate::api::catalog::{ClassRule, Endpoint, FreshnessClass, KeyRole, Successor, VenueRule};
+use crate::api::value::{canonical, is_date};
+use crate::cache::market::Venue;
 use crate::error::Error;
 
 /// The browser cache-buster (`?_=1700000000000`): accepted, never part of a key.
@@ -41,9 +42,12 @@ pub struct Valid {
     pub class: FreshnessClass,
     /// This answer expires at the next open whatever its class says.
     pub until_open: bool,
-    /// The first China date on which an answer fetched is final ([`FreshnessClass::Immutable`]):
-    /// the catalogue's `settles` rule applied to this request's date.
+    /// The first date (where its market trades) on which an answer fetched is final
+    /// ([`FreshnessClass::Immutable`]): the catalogue's `settles` rule applied to this
+    /// request's date.
     pub settles: Option<NaiveDate>,
+    /// The market whose sessions this answer follows.
+    pub venue: Venue,
 }
 
 impl Valid {
@@ -85,32 +89,36 @@ pub fn validate(
 ) -> Result<Valid, Error> {
     let mut values: [Option<Cow<'_, str>>; MAX_QUERY] = Default::default();
     debug_assert!(endpoint.query.len() <= MAX_QUERY);
+    // A parameter the endpoint does not take is reported only once everything the
+    // endpoint does take is right: then the answer does not depend on the order of
+    // the pairs, and an unknown parameter (which pass-through may forward) never
+    // hides a bad known one (which it must not).
+    let mut unknown = None;
+    let mut given = [false; MAX_QUERY];
 
     for pair in query_pairs(raw_query.unwrap_or("")) {
         let (name, value) = pair?;
         let Some(index) = endpoint.query.iter().position(|p| p.name == name) else {
-            if is_ignored(&name) {
-                continue;
+            if !is_ignored(&name) && unknown.is_none() {
+                unknown = Some(truncate(&name, 64));
             }
-            return Err(Error::UnknownParameter {
-                param: truncate(&name, 64),
-            });
+            continue;
         };
         let param = &endpoint.query[index];
-        if values[index].is_some() {
+        if std::mem::replace(&mut given[index], true) {
             return Err(Error::invalid(
                 param.name,
                 format!("{} is given more than once", param.name),
             ));
-        }
-        if value.is_empty() && param.empty_is_absent {
-            continue;
         }
         if value.is_empty() && param.required {
             // The upstream refuses a required parameter given empty as missing.
             return Err(Error::MissingParameter {
                 param: param.name.to_owned(),
             });
+        }
+        if value.is_empty() && param.empty_is_absent {
+            continue;
         }
         values[index] = Some(canonical(param, value)?);
     }
@@ -126,11 +134,29 @@ pub fn validate(
             param: endpoint.one_of.join(" or "),
         });
     }
+    if let Some(param) = endpoint
+        .query
+        .iter()
+        .zip(&values)
+        .find(|(p, v)| p.required && v.is_none())
+        .map(|(p, _)| p.name)
+    {
+        return Err(Error::MissingParameter {
+            param: param.to_owned(),
+        });
+    }
+    if let Some(param) = unknown {
+        return Err(Error::UnknownParameter { param });
+    }
+    if let Some(successor) = endpoint.successor {
+        return as_successor(endpoint, successor, raw_path_params, &values);
+    }
 
     let mut class = endpoint.class;
     // Absent counts as the value: the upstream's default adjustment is forward.
     let mut until_open = endpoint.until_open_when.is_some();
     let mut settles = None;
+    let mut venue = Venue::China;
     let mut target = String::with_capacity(endpoint.path.len() + 48);
     let mut path_params = raw_path_params.iter();
     let mut path_specs = endpoint.path_params.iter();
@@ -160,11 +186,6 @@ pub fn validate(
     for (param, value) in endpoint.query.iter().zip(values.iter_mut()) {
         let value = match value.take() {
             Some(v) => v,
-            None if param.required => {
-                return Err(Error::MissingParameter {
-                    param: param.name.to_owned(),
-                });
-            }
             None => match param.default {
                 Some(d) => Cow::Borrowed(d),
                 None => continue,
@@ -191,6 +212,15 @@ pub fn validate(
         {
             settles = settled_from(&value, rule.months);
         }
+        match endpoint.venue {
+            Some(VenueRule::OfCode(name)) if name == param.name => venue = code_venue(&value),
+            Some(VenueRule::HongKongFor(name, values))
+                if name == param.name && values.contains(&value.as_ref()) =>
+            {
+                venue = Venue::HongKong;
+            }
+            _ => {}
+        }
         if param.role == KeyRole::Key {
             query.append_pair(param.name, &value);
         }
@@ -206,7 +236,54 @@ pub fn validate(
         until_open,
         // Forward adjustment rewrites history at every ex-dividend date: never final.
         settles: settles.filter(|_| !until_open),
+        venue,
     })
+}
+
+/// The market of a canonical K-line code: five digits are an HK code, a secid of
+/// market 105/106/107 a US one, anything else an A-share code.
+fn code_venue(code: &str) -> Venue {
+    if code.len() == 5 && code.bytes().all(|b| b.is_ascii_digit()) {
+        Venue::HongKong
+    } else if ["105.", "106.", "107."].iter().any(|m| code.starts_with(m)) {
+        Venue::NewYork
+    } else {
+        Venue::China
+    }
+}
+
+/// A retired endpoint's validated request as its successor's: the renamed parameter
+/// and its value translated, the rest as given; then validated as the successor's,
+/// which gives it the successor's key, class and lifetimes.
+fn as_successor(
+    endpoint: &Endpoint,
+    successor: Successor,
+    raw_path_params: &[&str],
+    values: &[Option<Cow<'_, str>>],
+) -> Result<Valid, Error> {
+    let target = crate::api::catalog::catalog()
+        .by_path(successor.path)
+        .expect("a successor is a catalogue path (a catalogue test checks it)");
+    let (old, new, map) = successor.renamed;
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for (param, value) in endpoint.query.iter().zip(values) {
+        let Some(value) = value else { continue };
+        if param.name == old {
+            let mapped = map
+                .iter()
+                .find(|(from, _)| *from == value.as_ref())
+                .map_or(value.as_ref(), |(_, to)| *to);
+            query.append_pair(new, mapped);
+        } else {
+            query.append_pair(param.name, value);
+        }
+    }
+    let query = query.finish();
+    validate(
+        target,
+        raw_path_params,
+        (!query.is_empty()).then_some(query.as_str()),
+    )
 }
 
 /// The first day on which data bounded by the date `value` is final, `months` after
@@ -259,15 +336,16 @@ fn form_decode(s: &str) -> Option<Cow<'_, str>> {
     }
 }
 
-/// Date ranges whose end must not come before their start (both are `YYYY-MM-DD`,
-/// so the text order is the date order).
+/// Date ranges whose end must not come before their start.
 const RANGES: [(&str, &str); 2] = [("from", "to"), ("startDate", "endDate")];
 
-/// A range must not end before it starts.
+/// A range of two `YYYY-MM-DD` dates must not end before it starts (the text order
+/// is then the date order). Bounds in a form the docs leave open are the upstream's
+/// to read.
 fn check_ranges(endpoint: &Endpoint, values: &[Option<Cow<'_, str>>]) -> Result<(), Error> {
     let value = |name: &str| {
         let index = endpoint.query.iter().position(|p| p.name == name)?;
-        values[index].as_deref()
+        values[index].as_deref().filter(|v| is_date(v))
     };
     for (start, end) in RANGES {
         if let (Some(from), Some(to)) = (value(start), value(end))
@@ -287,360 +365,4 @@ fn truncate(s: &str, max_chars: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::catalog::catalog;
-
-    fn ep(path: &str) -> &'static Endpoint {
-        catalog().by_path(path).unwrap()
-    }
-
-    fn check(path: &str, params: &[&str], query: &str) -> Result<Valid, Error> {
-        validate(ep(path), params, (!query.is_empty()).then_some(query))
-    }
-
-    #[test]
-    fn key_is_canonical_order_with_defaults() {
-        let a = check("/stock/kline", &[], "fqt=pre&code=600519&period=day").unwrap();
-        let b = check(
-            "/stock/kline",
-            &[],
-            "period=day&code=600519.SH&fqt=pre&_=123",
-        )
-        .unwrap();
-        assert_eq!(a.target, "/stock/kline?code=600519&period=day&fqt=pre");
-        assert_eq!(a, b);
-        let h1 = check("/news/headlines", &[], "").unwrap();
-        let h2 = check(
-            "/news/headlines",
-            &[],
-            "keyword=%E6%96%B0%E9%97%BB%E8%81%94%E6%92%AD%E8%A6%81%E9%97%BB",
-        )
-        .unwrap();
-        assert_eq!(h1.target, h2.target);
-        assert_eq!(h1.query_value("keyword").unwrap(), "新闻联播要闻");
-        let p = check("/stock/detail/{code}", &["600519"], "").unwrap();
-        assert_eq!(p.target, "/stock/detail/600519");
-        let n = check("/macro/pmi", &[], "page=001&pageSize=20").unwrap();
-        assert_eq!(n.target, "/macro/pmi?page=1&pageSize=20");
-    }
-
-    /// Codes as people type them are one key, forwarded in the documented form.
-    #[test]
-    fn typed_codes_are_one_key() {
-        let forms = ["600519", "600519.SH", "sh600519", "SH.600519", "1.600519"];
-        for form in forms {
-            let v = check("/stock/detail/{code}", &[form], "").unwrap();
-            assert_eq!(v.target, "/stock/detail/600519", "{form}");
-            let v = check("/stock/kline", &[], &format!("code={form}")).unwrap();
-            assert_eq!(v.target, "/stock/kline?code=600519&period=day", "{form}");
-        }
-        let hk = check("/stock/kline", &[], "code=0700.HK&period=5m").unwrap();
-        assert_eq!(hk.target, "/stock/kline?code=00700&period=5m");
-        let list = check("/stock/list", &[], "codes=SH600519,sz000001").unwrap();
-        assert_eq!(list.target, "/stock/list?codes=600519%2C000001");
-        let fund = check("/fund/kline", &[], "code=SZ159915").unwrap();
-        assert_eq!(fund.target, "/fund/kline?code=159915&period=day&fqt=pre");
-    }
-
-    /// Documented defaults are applied: an absent parameter and its default are one key.
-    #[test]
-    fn documented_defaults_make_one_key() {
-        for (path, bare, spelled) in [
-            (
-                "/fund/kline",
-                "code=510300",
-                "code=510300&period=day&fqt=pre",
-            ),
-            ("/news/headlines", "", "page=0&pageSize=10"),
-            ("/stock/selection", "", "page=1&pageSize=50"),
-            ("/stock/kline", "code=600519", "code=600519&period=day"),
-            (
-                "/market/sector-flow/list",
-                "",
-                "dimension=industry&page=1&pageSize=50",
-            ),
-            (
-                "/stock/screener/universe",
-                "",
-                "market=CN_A&page=1&pageSize=100",
-            ),
-        ] {
-            let a = check(path, &[], bare).unwrap();
-            let b = check(path, &[], spelled).unwrap();
-            assert_eq!(a.target, b.target, "{path}");
-        }
-    }
-
-    /// Minute periods have their own class; a range that ended settles unless it is
-    /// forward-adjusted.
-    #[test]
-    fn minute_klines_and_settled_ranges() {
-        let minute = check("/stock/kline", &[], "code=600519&period=1m").unwrap();
-        assert_eq!(minute.class, FreshnessClass::Minute);
-        let day = check("/stock/kline", &[], "code=600519").unwrap();
-        assert_eq!(day.class, FreshnessClass::Intraday);
-        let ended = check("/stock/kline", &[], "code=600519&fqt=none&to=2024-12-31").unwrap();
-        assert_eq!(ended.settles, NaiveDate::from_ymd_opt(2025, 1, 1));
-        let pre = check("/stock/kline", &[], "code=600519&fqt=pre&to=2024-12-31").unwrap();
-        assert_eq!(pre.settles, None, "forward adjustment never settles");
-        let absent = check("/stock/kline", &[], "code=600519&to=2024-12-31").unwrap();
-        assert_eq!(absent.settles, None, "an absent fqt is the upstream's pre");
-        let fund = check("/fund/kline", &[], "code=510300&fqt=after").unwrap();
-        assert_eq!(fund.settles, None, "no range, nothing final");
-        let snapshot = check(
-            "/stock/financial/snapshot/{code}",
-            &["000001"],
-            "reportDate=2024-12-31",
-        )
-        .unwrap();
-        assert_eq!(snapshot.settles, NaiveDate::from_ymd_opt(2026, 5, 1));
-    }
-
-    #[test]
-    fn feed_cursor_changes_class_and_empty_cursor_is_head() {
-        let head = check("/news/feed", &[], "cursor=").unwrap();
-        assert_eq!(head.target, "/news/feed");
-        assert_eq!(head.class, FreshnessClass::News);
-        let page = check("/news/feed", &[], "cursor=abc123").unwrap();
-        assert_eq!(page.target, "/news/feed?cursor=abc123");
-        assert_eq!(page.class, FreshnessClass::Immutable);
-    }
-
-    #[test]
-    fn forward_adjusted_klines_expire_at_the_open() {
-        assert!(
-            check("/stock/kline", &[], "code=600519&fqt=pre")
-                .unwrap()
-                .until_open
-        );
-        assert!(
-            check("/stock/kline", &[], "code=600519")
-                .unwrap()
-                .until_open
-        );
-        assert!(
-            !check("/stock/kline", &[], "code=600519&fqt=post")
-                .unwrap()
-                .until_open
-        );
-        assert!(!check("/market/indices", &[], "").unwrap().until_open);
-    }
-
-    #[test]
-    fn hotmap_hash_is_validated_but_not_keyed() {
-        let a = check("/market/hotmap", &[], "quotedata_hash=abcdef0123").unwrap();
-        assert_eq!(a.target, "/market/hotmap");
-        assert!(check("/market/hotmap", &[], "quotedata_hash=xyz").is_err());
-    }
-
-    #[test]
-    fn failures_name_the_parameter() {
-        let cases: &[(&str, &[&str], &str, &str, &str)] = &[
-            (
-                "/stock/kline",
-                &[],
-                "code=600519&period=year",
-                "invalid_parameter",
-                "period",
-            ),
-            (
-                "/stock/kline",
-                &[],
-                "code=600519&fqt=qfq",
-                "invalid_parameter",
-                "fqt",
-            ),
-            (
-                "/stock/kline",
-                &[],
-                "period=day",
-                "missing_parameter",
-                "code",
-            ),
-            (
-                "/stock/kline",
-                &[],
-                "code=1234",
-                "invalid_parameter",
-                "code",
-            ),
-            (
-                "/stock/detail/{code}",
-                &["00700"],
-                "",
-                "invalid_parameter",
-                "code",
-            ),
-            ("/stock/list", &[], "", "missing_parameter", "codes"),
-            ("/stock/search", &[], "", "missing_parameter", "keyword"),
-            (
-                "/stock/news",
-                &[],
-                "pageSize=5",
-                "missing_parameter",
-                "code",
-            ),
-            (
-                "/stock/performance/ten-years",
-                &[],
-                "industryName=%E9%93%B6%E8%A1%8C",
-                "missing_parameter",
-                "year",
-            ),
-            (
-                "/market/trading-calendar",
-                &[],
-                "market=HK&from=2024-01-01&to=2024-12-31",
-                "invalid_parameter",
-                "market",
-            ),
-            (
-                "/market/trading-calendar",
-                &[],
-                "market=CN_A&from=2024-01-01",
-                "missing_parameter",
-                "to",
-            ),
-            (
-                "/stock/financial/snapshot/{code}",
-                &["000001"],
-                "",
-                "missing_parameter",
-                "reportDate",
-            ),
-            (
-                "/news/topic-subject",
-                &[],
-                "pageSize=5",
-                "missing_parameter",
-                "subjectKey or subjectId",
-            ),
-            (
-                "/stock/governance/events/{code}",
-                &["000001"],
-                "startDate=2024-05-01&endDate=2024-04-01",
-                "invalid_parameter",
-                "endDate",
-            ),
-            (
-                "/stock/screener/universe",
-                &[],
-                "pageSize=501",
-                "invalid_parameter",
-                "pageSize",
-            ),
-            (
-                "/stock/topic/operations-insight/{code}",
-                &["000001"],
-                "reportDate=202413",
-                "invalid_parameter",
-                "reportDate",
-            ),
-            ("/market/flow", &[], "type=4", "invalid_parameter", "type"),
-            (
-                "/stock/indicator/realtime/sse",
-                &[],
-                "codes=600519&pz=0",
-                "invalid_parameter",
-                "pz",
-            ),
-            (
-                "/stock/indicator/realtime/sse",
-                &[],
-                "codes=600519&pz=101",
-                "invalid_parameter",
-                "pz",
-            ),
-            (
-                "/stock/indicator/realtime/sse",
-                &[],
-                "pz=10",
-                "missing_parameter",
-                "codes",
-            ),
-            (
-                "/stock/indicator/realtime/sse",
-                &[],
-                "codes=600519,abc",
-                "invalid_parameter",
-                "codes",
-            ),
-            (
-                "/stock/shareholder/research/{code}",
-                &["600519"],
-                "",
-                "missing_parameter",
-                "endDate",
-            ),
-            (
-                "/stock/shareholder/research/{code}",
-                &["600519"],
-                "endDate=2024-02-30",
-                "invalid_parameter",
-                "endDate",
-            ),
-            (
-                "/stock/shareholder/research/{code}",
-                &["600519"],
-                "endDate=2024-6-30",
-                "invalid_parameter",
-                "endDate",
-            ),
-            ("/macro/pmi", &[], "page=x", "invalid_parameter", "page"),
-            (
-                "/macro/pmi",
-                &[],
-                "pageSize=0",
-                "invalid_parameter",
-                "pageSize",
-            ),
-            ("/macro/pmi", &[], "page=-1", "invalid_parameter", "page"),
-            ("/macro/pmi", &[], "foo=1", "unknown_parameter", "foo"),
-            (
-                "/macro/pmi",
-                &[],
-                "page=1&page=2",
-                "invalid_parameter",
-                "page",
-            ),
-            (
-                "/stock/detail/{code}",
-                &["abc"],
-                "",
-                "invalid_parameter",
-                "code",
-            ),
-            (
-                "/fund/kline",
-                &[],
-                "code=510300&period=hour",
-                "invalid_parameter",
-                "period",
-            ),
-        ];
-        for (path, params, query, code, param) in cases {
-            let err = check(path, params, query).expect_err(query);
-            assert_eq!(err.code(), *code, "{path}?{query}");
-            assert_eq!(err.param(), Some(*param), "{path}?{query}");
-        }
-    }
-
-    #[test]
-    fn every_example_target_validates() {
-        for e in catalog().endpoints() {
-            let target = e.example_target();
-            let (path, query) = match target.split_once('?') {
-                Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
-                None => (target.clone(), None),
-            };
-            let params: Vec<&str> = path
-                .split('/')
-                .zip(e.path.split('/'))
-                .filter(|(_, t)| t.starts_with('{'))
-                .map(|(v, _)| v)
-                .collect();
-            validate(e, &params, query.as_deref()).unwrap_or_else(|err| panic!("{target}: {err}"));
-        }
-    }
-}
+mod tests;

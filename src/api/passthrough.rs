@@ -6,6 +6,7 @@
 
 use crate::api::catalog::{FreshnessClass, catalog};
 use crate::api::params::{PASSTHROUGH_KEY, Valid, is_ignored, query_pairs};
+use crate::cache::market::Venue;
 use crate::error::Error;
 
 /// Query parameters that carry a client credential: never keyed, never forwarded.
@@ -69,9 +70,15 @@ pub fn target(
     };
     if let Some(route) = crate::api::router().route(known)
         && !route.endpoint.streaming
-        && let Ok(valid) = crate::api::validate(&route, stripped)
     {
-        return Ok(valid);
+        // A parameter the endpoint does not take passes through; a bad value of one
+        // it takes is the catalogue's 400 (validation reports an unknown parameter
+        // only when everything known is right).
+        match crate::api::validate(&route, stripped) {
+            Ok(valid) => return Ok(valid),
+            Err(Error::UnknownParameter { .. }) => {}
+            Err(refused) => return Err(refused),
+        }
     }
     target.insert_str(0, PASSTHROUGH_KEY);
     Ok(Valid {
@@ -80,6 +87,7 @@ pub fn target(
         class,
         until_open: false,
         settles: None,
+        venue: Venue::China,
     })
 }
 
@@ -155,7 +163,7 @@ mod tests {
     #[test]
     fn the_key_is_sorted_and_carries_no_credentials() {
         let v = target(
-            "/news/search",
+            "/news/archive",
             Some("pageSize=20&keyword=%E9%93%B6&access_token=t&keyword=b&x-api-key=k"),
             FreshnessClass::News,
             2048,
@@ -163,12 +171,38 @@ mod tests {
         .unwrap();
         assert_eq!(
             v.upstream_target(),
-            "/news/search?keyword=%E9%93%B6&keyword=b&pageSize=20"
+            "/news/archive?keyword=%E9%93%B6&keyword=b&pageSize=20"
         );
         assert!(v.target.starts_with(PASSTHROUGH_KEY));
         assert_eq!(v.class, FreshnessClass::News);
         assert_eq!(v.endpoint.id, catalog().len());
         let e = target("/a", Some(&"q=x".repeat(1000)), FreshnessClass::News, 100).unwrap_err();
         assert_eq!(e.status(), 414);
+    }
+
+    /// A known endpoint with a bad known parameter is refused as the catalogue
+    /// refuses it, whatever unknown parameters or credentials come with it.
+    #[test]
+    fn a_bad_known_parameter_never_passes_through() {
+        for query in [
+            "code=600519&period=2m&access_token=t",
+            "access_token=t&period=2m&code=600519&foo=1",
+            "foo=1&code=600519&period=2m",
+        ] {
+            let e = target("/stock/kline", Some(query), FreshnessClass::News, 2048).unwrap_err();
+            assert_eq!(
+                (e.code(), e.param()),
+                ("invalid_parameter", Some("period")),
+                "{query}"
+            );
+        }
+        let through = target(
+            "/stock/kline",
+            Some("code=600519&foo=1"),
+            FreshnessClass::News,
+            2048,
+        )
+        .unwrap();
+        assert_eq!(through.target, "passthrough:/stock/kline?code=600519&foo=1");
     }
 }

@@ -5,16 +5,17 @@
 use std::borrow::Cow;
 
 use crate::api::catalog::{MAX_CODES, Param, ParamKind};
+use crate::api::code::CodeError;
 use crate::error::Error;
 
 /// Validates one value and returns its canonical form.
 pub(crate) fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a, str>, Error> {
     let name = param.name;
     match param.kind {
-        ParamKind::Code(rule) => rule
-            .canonical(&value)
-            .map(Cow::Owned)
-            .ok_or_else(|| Error::invalid(name, format!("{name} must be {}", rule.forms()))),
+        ParamKind::Code(rule) => rule.read(&value).map(Cow::Owned).map_err(|e| match e {
+            CodeError::Form => Error::invalid(name, format!("{name} must be {}", rule.forms())),
+            contradiction => contradicted(name, &contradiction),
+        }),
         ParamKind::Codes(rule) => {
             let mut out = String::with_capacity(value.len() + 16);
             let mut count = 0;
@@ -26,14 +27,15 @@ pub(crate) fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a
                         format!("{name} holds more than {MAX_CODES} codes"),
                     ));
                 }
-                let code = rule.canonical(code.trim()).ok_or_else(|| {
-                    Error::invalid(
+                let code = rule.read(code.trim()).map_err(|e| match e {
+                    CodeError::Form => Error::invalid(
                         name,
                         format!(
                             "{name} must be comma-separated codes, each {}",
                             rule.forms()
                         ),
-                    )
+                    ),
+                    contradiction => contradicted(name, &contradiction),
                 })?;
                 if !out.is_empty() {
                     out.push(',');
@@ -42,7 +44,7 @@ pub(crate) fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a
             }
             Ok(Cow::Owned(out))
         }
-        ParamKind::HolderCode | ParamKind::Ident => {
+        ParamKind::Ident => {
             let ok = (1..=64).contains(&value.len())
                 && value
                     .bytes()
@@ -126,22 +128,30 @@ pub(crate) fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a
                 Ok(value)
             }
         }
-        ParamKind::Hash => {
-            if value.len() <= 128 && value.bytes().all(|b| b.is_ascii_hexdigit()) {
-                Ok(value)
-            } else {
-                Err(Error::invalid(
-                    name,
-                    format!("{name} must be at most 128 hex digits"),
-                ))
-            }
-        }
     }
+}
+
+/// The error for a code whose named exchange its digits contradict.
+fn contradicted(name: &str, error: &CodeError) -> Error {
+    let CodeError::Exchange {
+        digits,
+        named,
+        listed,
+    } = error
+    else {
+        return Error::invalid(name, format!("{name} is not a code"));
+    };
+    Error::invalid(
+        name,
+        format!(
+            "{name} names the exchange {named}, but {digits} is listed on {listed}: write {digits} or {digits}.{listed}"
+        ),
+    )
 }
 
 /// `YYYY-MM-DD`, a date that exists, from 1900 to 2099 (market data starts in 1990:
 /// a wider range only lets a typo ask for centuries).
-fn is_date(s: &str) -> bool {
+pub(crate) fn is_date(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() == 10
         && b[4] == b'-'

@@ -1,5 +1,5 @@
 //! One cached answer: the upstream's body as it came, what decided its lifetimes,
-//! its validators and its compressed representation, and what it weighs in memory.
+//! its validators and its compressed representations, and what it weighs in memory.
 //! Whether it is fresh is the policy's decision ([`CachedBody::lifetimes_under`]).
 
 use std::sync::OnceLock;
@@ -9,12 +9,8 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use http::HeaderValue;
 
+use crate::cache::encoding::{Coding, MIN_BYTES};
 use crate::cache::freshness::{Lifetimes, Policy, Rule};
-
-/// Bodies shorter than this are not worth compressing (nginx's `gzip_min_length`
-/// default is 20; a gzip header and trailer alone are 18 bytes, and small JSON
-/// gains little).
-pub const GZIP_MIN_BYTES: usize = 1024;
 
 /// One cached answer: the upstream's body as it came, and what we know about it.
 #[derive(Debug)]
@@ -34,10 +30,11 @@ pub struct CachedBody {
     pub generation: u64,
     /// Strong validator of `body` (`"<xxh3 hex>"`).
     pub etag: HeaderValue,
-    /// Validator of the gzip representation.
-    pub etag_gzip: HeaderValue,
-    /// The gzip representation, made on first demand, once per entry.
-    gzip: OnceLock<Option<Bytes>>,
+    /// The compressed representations, by [`Coding::index`]: each one's validator,
+    /// and its bytes, made once per entry (by the fill that stores it, see
+    /// [`CachedBody::encode_all`], else on first demand). Boxed: it would triple
+    /// the size of every value that carries an entry.
+    encoded: Box<[Encoded; 3]>,
     /// How long moka may keep it in memory (until its stale-if-error time).
     pub keep_for: Duration,
     /// Read from the cluster's shared store (another node's fill, or this node's
@@ -71,8 +68,10 @@ impl CachedBody {
             lifetimes,
             generation,
             etag: header(format!("\"{hash:016x}\"")),
-            etag_gzip: header(format!("\"{hash:016x}-gz\"")),
-            gzip: OnceLock::new(),
+            encoded: Box::new(Coding::ALL.map(|coding| Encoded {
+                etag: header(format!("\"{hash:016x}{}\"", coding.etag_suffix())),
+                bytes: OnceLock::new(),
+            })),
             keep_for,
             shared: false,
         }
@@ -94,42 +93,76 @@ impl CachedBody {
         self.lifetimes_under(policy).decide(now) == crate::cache::freshness::Freshness::Fresh
     }
 
-    /// The gzip representation, compressed on first call and kept; `None` when the
-    /// body is too small to gain from it.
-    pub fn gzip(&self) -> Option<&Bytes> {
-        if self.body.len() < GZIP_MIN_BYTES {
+    /// Whether the body is large enough to be compressed ([`MIN_BYTES`]).
+    pub fn is_compressible(&self) -> bool {
+        self.body.len() >= MIN_BYTES
+    }
+
+    /// The representation in `coding`, compressed on first call and kept; `None`
+    /// when the body is too small to gain from it (or the compressor failed).
+    pub fn encoded(&self, coding: Coding) -> Option<&Bytes> {
+        if !self.is_compressible() {
             return None;
         }
-        self.gzip
-            .get_or_init(|| {
-                use std::io::Write;
-                let mut encoder = flate2::write::GzEncoder::new(
-                    Vec::with_capacity(self.body.len() / 4),
-                    flate2::Compression::default(),
-                );
-                encoder.write_all(&self.body).ok()?;
-                encoder.finish().ok().map(Bytes::from)
-            })
+        self.encoded[coding.index()]
+            .bytes
+            .get_or_init(|| coding.compress(&self.body))
             .as_ref()
+    }
+
+    /// The representation in `coding` if it is made already (never compresses).
+    pub fn encoded_now(&self, coding: Coding) -> Option<&Bytes> {
+        self.encoded[coding.index()].bytes.get()?.as_ref()
+    }
+
+    /// The validator of the representation in `coding` (`None`: the identity body).
+    pub fn etag_of(&self, coding: Option<Coding>) -> &HeaderValue {
+        coding.map_or(&self.etag, |c| &self.encoded[c.index()].etag)
+    }
+
+    /// Makes every compressed representation now: the fill calls it (on the
+    /// blocking pool) before it stores the entry, so no request compresses and the
+    /// store weighs what is really held.
+    pub fn encode_all(&self) {
+        for coding in Coding::ALL {
+            let _ = self.encoded(coding);
+        }
     }
 }
 
+/// One compressed representation.
+#[derive(Debug)]
+struct Encoded {
+    /// Its strong validator (`"<hash>-gz"`, `-br`, `-zst`).
+    etag: HeaderValue,
+    /// Its bytes, made once (`None` inside: the compressor failed).
+    bytes: OnceLock<Option<Bytes>>,
+}
+
 /// Bookkeeping bytes counted per entry beside body and key (the `CachedBody`, its
-/// two ETag header values, the `Arc`, moka's node and the key's copy in its index):
+/// four ETag header values, the `Arc`, moka's node and the key's copy in its index):
 /// an estimate that keeps many tiny entries from escaping the bound.
-const ENTRY_OVERHEAD: u64 = 512;
+const ENTRY_OVERHEAD: u64 = 640;
 
-/// The gzip copy is made on first demand, after the entry is weighed, so its room
-/// is reserved up front: JSON compresses to well under a third of its size.
-const GZIP_SHARE: u64 = 3;
+/// A representation not made yet when the entry is weighed (one read from
+/// elsewhere that a request compresses later) has its room reserved: JSON
+/// compresses to well under a third of its size in every coding.
+const UNMADE_SHARE: u64 = 3;
 
-/// What an entry holds in memory: key, body, the gzip copy it may get, bookkeeping.
+/// What an entry holds in memory: key, body, every compressed representation
+/// (as made, or the room reserved for one still to make), bookkeeping.
 pub fn weight(key: &str, value: &CachedBody) -> u64 {
     let body = value.body.len() as u64;
-    let gzip = if value.body.len() >= GZIP_MIN_BYTES {
-        body / GZIP_SHARE
+    let encoded: u64 = if value.is_compressible() {
+        Coding::ALL
+            .iter()
+            .map(|&c| match value.encoded[c.index()].bytes.get() {
+                Some(made) => made.as_ref().map_or(0, |b| b.len() as u64),
+                None => body / UNMADE_SHARE,
+            })
+            .sum()
     } else {
         0
     };
-    key.len() as u64 + body + gzip + ENTRY_OVERHEAD
+    key.len() as u64 + body + encoded + ENTRY_OVERHEAD
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use futures_util::future::{BoxFuture, Shared};
 
 use crate::cache::entry::CachedBody;
+use crate::telemetry::Link;
 use crate::upstream::client::FetchError;
 
 /// What a fill ended with: the entry, and whether the upstream was asked for it
@@ -26,10 +27,13 @@ pub type Flight = Shared<BoxFuture<'static, Result<Filled, FetchError>>>;
 /// for a hash map lookup and, for the first caller of a key, an insert.
 const SHARDS: usize = 64;
 
+/// One shard: the fills under way by key, each with the span its waiters link to.
+type Shard = HashMap<String, (Flight, Link)>;
+
 /// The fills under way, by key.
 pub struct Flights {
     hasher: foldhash::fast::RandomState,
-    shards: Box<[Mutex<HashMap<String, Flight>>]>,
+    shards: Box<[Mutex<Shard>]>,
 }
 
 impl Default for Flights {
@@ -42,7 +46,7 @@ impl Default for Flights {
 }
 
 impl Flights {
-    fn shard(&self, key: &str) -> MutexGuard<'_, HashMap<String, Flight>> {
+    fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
         let index = (self.hasher.hash_one(key) % SHARDS as u64) as usize;
         // A panic while the lock is held can only come from the map itself; its
         // contents stay consistent, so a poisoned lock is taken over.
@@ -52,17 +56,21 @@ impl Flights {
     }
 
     /// The fill of `key` under way, or the one `start` makes, registered for the
-    /// callers that come while it runs; `true` when this caller started it.
-    /// `start` runs under the shard's lock: it must only build the future (the work
-    /// starts when the flight is first polled).
-    pub fn join_or_start(&self, key: &str, start: impl FnOnce() -> Flight) -> (Flight, bool) {
+    /// callers that come while it runs; `true` when this caller started it; and the
+    /// link to the fill's span. `start` runs under the shard's lock: it must only
+    /// build the future (the work starts when the flight is first polled).
+    pub fn join_or_start(
+        &self,
+        key: &str,
+        start: impl FnOnce() -> (Flight, Link),
+    ) -> (Flight, bool, Link) {
         let mut shard = self.shard(key);
-        if let Some(flight) = shard.get(key) {
-            return (flight.clone(), false);
+        if let Some((flight, link)) = shard.get(key) {
+            return (flight.clone(), false, link.clone());
         }
-        let flight = start();
-        shard.insert(key.to_owned(), flight.clone());
-        (flight, true)
+        let (flight, link) = start();
+        shard.insert(key.to_owned(), (flight.clone(), link.clone()));
+        (flight, true, link)
     }
 
     /// Ends the flight of `key`: later callers start a new one.
@@ -74,7 +82,7 @@ impl Flights {
     pub fn waiters(&self, key: &str) -> usize {
         self.shard(key)
             .get(key)
-            .and_then(Shared::strong_count)
+            .and_then(|(flight, _)| flight.strong_count())
             // The map holds one of the clones.
             .map_or(0, |n| n.saturating_sub(1))
     }
@@ -116,23 +124,24 @@ mod tests {
     use super::*;
     use futures_util::FutureExt;
 
-    fn ready(n: u8) -> Flight {
-        async move { Err(FetchError::Failed(u16::from(n))) }
+    fn ready(n: u8) -> (Flight, Link) {
+        let flight = async move { Err(FetchError::Failed(u16::from(n))) }
             .boxed()
-            .shared()
+            .shared();
+        (flight, Link::default())
     }
 
     #[test]
     fn one_flight_per_key_until_it_ends() {
         let flights = Flights::default();
-        let (_, first) = flights.join_or_start("a", || ready(1));
-        let (_, second) = flights.join_or_start("a", || unreachable!("a is under way"));
-        let (_, other) = flights.join_or_start("b", || ready(2));
+        let (_, first, _) = flights.join_or_start("a", || ready(1));
+        let (_, second, _) = flights.join_or_start("a", || unreachable!("a is under way"));
+        let (_, other, _) = flights.join_or_start("b", || ready(2));
         assert!(first && !second && other);
         assert!(flights.contains("a"));
         flights.end("a");
         assert!(!flights.contains("a"));
-        let (_, again) = flights.join_or_start("a", || ready(3));
+        let (_, again, _) = flights.join_or_start("a", || ready(3));
         assert!(again, "a new flight after the end");
     }
 

@@ -6,7 +6,7 @@
 use chrono::{DateTime, NaiveDate, Timelike, Utc};
 
 use crate::api::catalog::{FreshnessClass, catalog};
-use crate::cache::market::Calendar;
+use crate::cache::market::{Calendar, Venue};
 use crate::config::{ClassTtl, Config};
 
 /// The state of a cached answer at a moment.
@@ -77,9 +77,12 @@ pub struct Rule {
     pub until_open: bool,
     /// An upstream "not found": cached briefly, never served stale.
     pub negative: bool,
-    /// The first China date on which an answer fetched is final: then it lives
-    /// under the [`FreshnessClass::Immutable`] TTLs whatever its class.
+    /// The first date (where the venue trades) on which an answer fetched is final:
+    /// then it lives under the [`FreshnessClass::Immutable`] TTLs whatever its class.
     pub settles: Option<NaiveDate>,
+    /// The market whose sessions decide "in session" and "the next open" for this
+    /// answer (HK codes: Hong Kong's; US secids: New York's).
+    pub venue: Venue,
 }
 
 impl Rule {
@@ -91,6 +94,7 @@ impl Rule {
             until_open: valid.until_open,
             negative: false,
             settles: valid.settles,
+            venue: valid.venue,
         }
     }
 
@@ -98,15 +102,10 @@ impl Rule {
     /// data can no longer change, else its own.
     pub fn class_at(&self, fetched_at: DateTime<Utc>) -> FreshnessClass {
         match self.settles {
-            Some(day) if china_date(fetched_at) >= day => FreshnessClass::Immutable,
+            Some(day) if self.venue.date(fetched_at) >= day => FreshnessClass::Immutable,
             _ => self.class,
         }
     }
-}
-
-/// The date in China at `at`.
-fn china_date(at: DateTime<Utc>) -> NaiveDate {
-    at.with_timezone(&chrono_tz::Asia::Shanghai).date_naive()
 }
 
 /// The TTL table resolved for every endpoint and class, and the market calendar.
@@ -196,7 +195,7 @@ impl Policy {
             };
         }
         let ttl = self.ttl(rule.endpoint_id, rule.class);
-        let in_session = self.calendar.is_open(fetched_at);
+        let in_session = self.calendar.is_open_at(rule.venue, fetched_at);
         let (fresh, stale) = if in_session {
             (ttl.session_fresh_secs, ttl.session_stale_secs)
         } else {
@@ -204,11 +203,12 @@ impl Policy {
         };
         let mut fresh_until = fetched_at + secs(fresh);
         if !in_session && self.until_open(rule.endpoint_id, rule.class, rule.until_open) {
-            fresh_until = fresh_until.min(self.calendar.next_open(fetched_at) + self.open_grace);
+            let next_open = self.calendar.next_open_at(rule.venue, fetched_at);
+            fresh_until = fresh_until.min(next_open + self.open_grace);
         }
         if in_session && rule.until_open {
             // Fetched in session: still never fresh past the next session's start.
-            fresh_until = fresh_until.min(self.calendar.next_open(fetched_at));
+            fresh_until = fresh_until.min(self.calendar.next_open_at(rule.venue, fetched_at));
         }
         Lifetimes {
             fresh_until,
@@ -254,6 +254,7 @@ mod tests {
             until_open: false,
             negative: false,
             settles: None,
+            venue: Venue::China,
         }
     }
 
@@ -341,6 +342,28 @@ mod tests {
         let l = p.lifetimes(r, tuesday);
         assert_eq!(l.fresh_until, cst("2026-03-10 10:00:00"), "seven days");
         assert_eq!(r.class_at(tuesday), FreshnessClass::Immutable);
+    }
+
+    /// At 15:30 China time an HK answer is in session (3 s for a quote class), a US
+    /// one is held until New York's open plus the grace, and a US range ending on the
+    /// New York date of the fetch is not final yet.
+    #[test]
+    fn hk_and_us_answers_follow_their_venue() {
+        let p = Policy::new(&Config::default(), 0);
+        let t = cst("2026-03-02 15:30:00");
+        let mut r = rule("/stock/kline");
+        assert_eq!(p.lifetimes(r, t).fresh_until, cst("2026-03-03 09:16:00"));
+        r.venue = Venue::HongKong;
+        assert_eq!(p.lifetimes(r, t).fresh_until, cst("2026-03-02 15:30:15"));
+        r.venue = Venue::NewYork;
+        assert_eq!(p.lifetimes(r, t).fresh_until, cst("2026-03-02 22:31:00"));
+        r.settles = Some(chrono::NaiveDate::from_ymd_opt(2026, 3, 3).unwrap());
+        let monday_in_new_york = cst("2026-03-03 00:30:00");
+        assert_eq!(r.class_at(monday_in_new_york), FreshnessClass::Intraday);
+        assert_eq!(
+            r.class_at(cst("2026-03-03 14:00:00")),
+            FreshnessClass::Immutable
+        );
     }
 
     #[test]

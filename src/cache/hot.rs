@@ -23,13 +23,14 @@ use crate::slots::{Slots, Version};
 /// Slots in the table.
 const SLOTS: usize = 1024;
 
-/// An entry is held only when it weighs at most `max_bytes / HELD_SHARE` (256 KiB
-/// of the default 256 MiB: a K-line history, a dashboard's heaviest hot answer).
-/// The table keeps no entry that moka dropped but for a moment: a change lets go
-/// of the key's entry, and a read that raced the change lets go of what it put
-/// there itself (see [`Slots::hold`]). Even a moment when every slot kept one would
-/// not take more than the store's bound again.
-const HELD_SHARE: u64 = SLOTS as u64;
+/// An entry is held only when it weighs at most `max_bytes / HELD_SHARE` (512 KiB
+/// of the default 256 MiB: a weekly K-line with its gzip, brotli and zstd copies,
+/// some 290 KB, a dashboard's heaviest hot answer). The table keeps no entry that
+/// moka dropped but for a moment: a change lets go of the key's entry, and a read
+/// that raced the change lets go of what it put there itself (see
+/// [`Slots::hold`]). Even a moment when every slot kept one would not take more
+/// than twice the store's bound.
+const HELD_SHARE: u64 = (SLOTS / 2) as u64;
 
 /// One key's entry.
 struct Held {

@@ -1,12 +1,14 @@
-//! The A-share market clock: China Standard Time, the trading sessions and the holiday
-//! calendar ("is the market in session", "when does the next session open", "when did
-//! the last one close"), and the injectable wall clock ([`Clock`]) everything reads.
+//! The market clocks: the A-share sessions and holiday calendar in China Standard Time
+//! ("is the market in session", "when does the next session open", "when did the last
+//! one close"), the sessions of Hong Kong and New York for HK and US codes
+//! ([`Venue`]), and the injectable wall clock ([`Clock`]) everything reads.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, TimeZone, Utc, Weekday};
 use chrono_tz::Asia::Shanghai;
+use chrono_tz::Tz;
 
 /// Weekday closures of 2026, from the exchanges' notice of 2025-12-22 (docs/DOMAIN.md §1.2).
 const HOLIDAYS_2026: &[&str] = &[
@@ -60,6 +62,70 @@ const HOLIDAYS_2027_PROVISIONAL: &[&str] = &[
 /// 09:15, continuous trading 09:30–11:30) and the afternoon (13:00–15:00, with the
 /// closing auction from 14:57). The lunch break counts as closed: quotes stand still.
 const SESSIONS: [(u32, u32, u32, u32); 2] = [(9, 15, 11, 30), (13, 0, 15, 0)];
+
+/// The sessions of the Hong Kong exchange, Hong Kong time (UTC+8, as China): the
+/// pre-opening auction and the morning session 09:00–12:00, the afternoon session
+/// with the closing auction 13:00–16:10. As with the A-share table, the auctions
+/// count: they set the opening and closing prices.
+const HK_SESSIONS: [(u32, u32, u32, u32); 2] = [(9, 0, 12, 0), (13, 0, 16, 10)];
+
+/// The regular session of the New York exchanges (NYSE, NASDAQ), New York time, with
+/// its daylight saving: 09:30–16:00. Pre- and after-market trading are not in the
+/// K-lines.
+const US_SESSIONS: [(u32, u32, u32, u32); 1] = [(9, 30, 16, 0)];
+
+/// The market an answer's data comes from, and so whose sessions decide its
+/// freshness: the A-share market for nearly everything, Hong Kong for HK codes and
+/// lists, New York for US secids.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Venue {
+    /// Shanghai, Shenzhen and Beijing: the sessions and holidays above.
+    #[default]
+    China,
+    /// Hong Kong: its sessions on every weekday (its holidays are not built in: on
+    /// one, answers simply keep their in-session lifetimes).
+    HongKong,
+    /// New York: its regular session on every weekday, in New York time (its
+    /// holidays are not built in either).
+    NewYork,
+}
+
+impl Venue {
+    /// Every venue, in the order of their stored tags.
+    pub const ALL: [Venue; 3] = [Venue::China, Venue::HongKong, Venue::NewYork];
+
+    /// Stable label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Venue::China => "china",
+            Venue::HongKong => "hong_kong",
+            Venue::NewYork => "new_york",
+        }
+    }
+
+    /// The venue's time zone.
+    pub fn zone(self) -> Tz {
+        match self {
+            Venue::China => Shanghai,
+            Venue::HongKong => chrono_tz::Asia::Hong_Kong,
+            Venue::NewYork => chrono_tz::America::New_York,
+        }
+    }
+
+    fn sessions(self) -> &'static [(u32, u32, u32, u32)] {
+        match self {
+            Venue::China => &SESSIONS,
+            Venue::HongKong => &HK_SESSIONS,
+            Venue::NewYork => &US_SESSIONS,
+        }
+    }
+
+    /// The date where the venue trades at `t` (a US range settles on the New York
+    /// date, not the China one).
+    pub fn date(self, t: DateTime<Utc>) -> NaiveDate {
+        t.with_timezone(&self.zone()).date_naive()
+    }
+}
 
 /// Phase of the market at an instant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,17 +203,30 @@ impl Calendar {
     /// Whether the exchanges trade on `day` (weekends are always closed, including
     /// official make-up working days).
     pub fn is_trading_day(&self, day: NaiveDate) -> bool {
-        !matches!(day.weekday(), Weekday::Sat | Weekday::Sun) && !self.holidays.contains(&day)
+        self.trades_on(Venue::China, day)
+    }
+
+    /// Whether `venue` trades on `day` (its own date): weekdays, less the A-share
+    /// holidays for China.
+    fn trades_on(&self, venue: Venue, day: NaiveDate) -> bool {
+        !matches!(day.weekday(), Weekday::Sat | Weekday::Sun)
+            && (venue != Venue::China || !self.holidays.contains(&day))
     }
 
     /// The phase at `t`.
     pub fn phase(&self, t: DateTime<Utc>) -> Phase {
-        let local = t.with_timezone(&Shanghai);
-        if !self.is_trading_day(local.date_naive()) {
+        self.phase_of(Venue::China, t)
+    }
+
+    /// The phase of `venue` at `t`.
+    pub fn phase_of(&self, venue: Venue, t: DateTime<Utc>) -> Phase {
+        let local = t.with_timezone(&venue.zone());
+        if !self.trades_on(venue, local.date_naive()) {
             return Phase::Closed;
         }
         let time = local.time();
-        let open = SESSIONS
+        let open = venue
+            .sessions()
             .iter()
             .any(|&(h1, m1, h2, m2)| time >= hm(h1, m1) && time < hm(h2, m2));
         if open { Phase::Open } else { Phase::Break }
@@ -156,6 +235,11 @@ impl Calendar {
     /// Whether the market is in session at `t`.
     pub fn is_open(&self, t: DateTime<Utc>) -> bool {
         self.phase(t) == Phase::Open
+    }
+
+    /// Whether `venue` is in session at `t`.
+    pub fn is_open_at(&self, venue: Venue, t: DateTime<Utc>) -> bool {
+        self.phase_of(venue, t) == Phase::Open
     }
 
     /// The first session start strictly after `t`.
@@ -169,12 +253,29 @@ impl Calendar {
     /// assert_eq!(cal.next_open(friday).to_rfc3339(), "2026-03-09T01:15:00+00:00");
     /// ```
     pub fn next_open(&self, t: DateTime<Utc>) -> DateTime<Utc> {
-        let mut day = t.with_timezone(&Shanghai).date_naive();
+        self.next_open_at(Venue::China, t)
+    }
+
+    /// The first session start of `venue` strictly after `t`.
+    ///
+    /// ```
+    /// use chrono::{DateTime, Utc};
+    /// use mdproxy::cache::market::{Calendar, Venue};
+    /// let cal = Calendar::builtin();
+    /// // Monday 2 March 2026, 15:30 China time: New York opens at 09:30 EST, 14:30 UTC.
+    /// let t: DateTime<Utc> = "2026-03-02T07:30:00Z".parse().unwrap();
+    /// assert_eq!(cal.next_open_at(Venue::NewYork, t).to_rfc3339(), "2026-03-02T14:30:00+00:00");
+    /// // After the switch to daylight saving time (8 March), 13:30 UTC.
+    /// let t: DateTime<Utc> = "2026-03-09T07:30:00Z".parse().unwrap();
+    /// assert_eq!(cal.next_open_at(Venue::NewYork, t).to_rfc3339(), "2026-03-09T13:30:00+00:00");
+    /// ```
+    pub fn next_open_at(&self, venue: Venue, t: DateTime<Utc>) -> DateTime<Utc> {
+        let mut day = venue.date(t);
         // Holidays never run longer than a few weeks; bound the search anyway.
         for _ in 0..400 {
-            if self.is_trading_day(day) {
-                for &(h, m, _, _) in &SESSIONS {
-                    let start = at(day, h, m);
+            if self.trades_on(venue, day) {
+                for &(h, m, _, _) in venue.sessions() {
+                    let start = at(venue, day, h, m);
                     if start > t {
                         return start;
                     }
@@ -192,7 +293,7 @@ impl Calendar {
         for _ in 0..400 {
             if self.is_trading_day(day) {
                 for &(_, _, h, m) in SESSIONS.iter().rev() {
-                    let end = at(day, h, m);
+                    let end = at(Venue::China, day, h, m);
                     if end <= t {
                         return end;
                     }
@@ -208,12 +309,15 @@ fn hm(h: u32, m: u32) -> NaiveTime {
     NaiveTime::from_hms_opt(h, m, 0).expect("session times are valid")
 }
 
-/// `day` at `h:m` China time, as UTC.
-fn at(day: NaiveDate, h: u32, m: u32) -> DateTime<Utc> {
-    Shanghai
+/// `day` at `h:m` in `venue`'s time, as UTC. Sessions never start or end inside a
+/// daylight-saving gap or overlap (New York's change at 02:00), so the local time is
+/// one instant.
+fn at(venue: Venue, day: NaiveDate, h: u32, m: u32) -> DateTime<Utc> {
+    venue
+        .zone()
         .from_local_datetime(&day.and_time(hm(h, m)))
-        .single()
-        .expect("China Standard Time has no DST gaps")
+        .earliest()
+        .expect("session times are never in a daylight-saving gap")
         .with_timezone(&Utc)
 }
 
@@ -380,6 +484,50 @@ mod tests {
                 "last close before {now}"
             );
         }
+    }
+
+    /// Hong Kong trades until 12:00 and from 13:00 to 16:10 (closing auction), on
+    /// China's clock; New York 09:30–16:00 on its own, through daylight saving.
+    #[test]
+    fn hong_kong_and_new_york_keep_their_own_sessions() {
+        let c = Calendar::builtin();
+        let hk = |t| c.phase_of(Venue::HongKong, cst(t));
+        assert_eq!(hk("2026-03-02 11:45"), Phase::Open);
+        assert_eq!(hk("2026-03-02 12:30"), Phase::Break);
+        assert_eq!(hk("2026-03-02 15:30"), Phase::Open, "A-shares are closed");
+        assert_eq!(hk("2026-03-02 16:09"), Phase::Open);
+        assert_eq!(hk("2026-03-02 16:10"), Phase::Break);
+        assert_eq!(hk("2026-03-07 10:00"), Phase::Closed);
+        assert_eq!(
+            c.next_open_at(Venue::HongKong, cst("2026-03-02 16:30")),
+            cst("2026-03-03 09:00")
+        );
+        let ny = |t| c.phase_of(Venue::NewYork, cst(t));
+        // Monday 2 March (EST, UTC-5): 22:30 to 05:00 China time.
+        assert_eq!(ny("2026-03-02 22:29"), Phase::Break);
+        assert_eq!(ny("2026-03-02 22:30"), Phase::Open);
+        assert_eq!(ny("2026-03-03 04:59"), Phase::Open);
+        assert_eq!(ny("2026-03-03 05:00"), Phase::Break);
+        // Monday 9 March (EDT, UTC-4): 21:30 to 04:00 China time.
+        assert_eq!(ny("2026-03-09 21:30"), Phase::Open);
+        assert_eq!(ny("2026-03-10 04:00"), Phase::Break);
+        // Saturday morning in China is Friday's session in New York.
+        assert_eq!(ny("2026-03-07 03:00"), Phase::Open);
+        assert_eq!(ny("2026-03-07 22:30"), Phase::Closed);
+        assert_eq!(
+            c.next_open_at(Venue::NewYork, cst("2026-03-07 12:00")),
+            cst("2026-03-09 21:30"),
+            "Monday, the first day of daylight saving"
+        );
+        assert_eq!(
+            Venue::NewYork.date(cst("2026-03-03 00:30")).to_string(),
+            "2026-03-02"
+        );
+        // A-share holidays are China's alone.
+        assert_eq!(
+            c.phase_of(Venue::HongKong, cst("2026-10-05 10:00")),
+            Phase::Open
+        );
     }
 
     #[test]

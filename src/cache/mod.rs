@@ -1,13 +1,16 @@
 //! The cache: the byte-bounded store with single-flight fills and its hot set, the
-//! read-through decision, the cluster's share of a fill, the freshness policy and
-//! the market clock it is computed from.
+//! compressed representations of an answer, the read-through decision, the
+//! cluster's share of a fill, the freshness policy and the market clock it is
+//! computed from.
 
+pub mod encoding;
 pub mod entry;
 pub mod failures;
 mod flight;
 pub mod freshness;
 mod hot;
 pub mod market;
+pub mod purge;
 pub mod readthrough;
 pub mod shared;
 pub mod store;

@@ -10,15 +10,17 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::api::params::Valid;
 use crate::cache::entry::CachedBody;
 use crate::cache::failures::{Backoff, Failures};
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
 use crate::cache::market::Clock;
+use crate::cache::purge::Purge;
 use crate::cache::shared::{self, Share};
 use crate::cache::store::{Cache, FillRole, Unheld};
-use crate::cluster::Cluster;
+use crate::cluster::{FillLock, Fleet, SharedStore};
 use crate::logging::Throttle;
 use crate::stats::{CacheStatus, Stats};
 use crate::upstream::Upstream;
@@ -133,8 +135,9 @@ struct Inner {
     tracker: TaskTracker,
     /// While the upstream is down every request for a stale key would warn.
     warnings: Throttle,
-    /// The other nodes (`[cluster]`), when there are any.
-    cluster: Option<Cluster>,
+    /// The shared store and its fill lock (a single node's share nothing).
+    shared: Arc<dyn SharedStore>,
+    lock: Arc<dyn FillLock>,
     /// How long a node holds the cluster's right to fill a key beyond the upstream
     /// timeout of its endpoint (the budget wait): past both another node takes over.
     lease: Duration,
@@ -143,20 +146,19 @@ struct Inner {
 }
 
 impl ReadThrough {
-    /// A read-through cache over `store`, filling from `upstream`.
+    /// A read-through cache over `store`, filling from `upstream`, sharing its
+    /// fills through `fleet` (a node holds a key's fill lease for `lease` beyond
+    /// the upstream's timeout).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Cache,
         upstream: Upstream,
         stats: Arc<Stats>,
         clock: Arc<dyn Clock>,
         tracker: TaskTracker,
-        cluster: Option<(Cluster, Duration)>,
+        (fleet, lease): (&Fleet, Duration),
         backoff: Backoff,
     ) -> ReadThrough {
-        let (cluster, lease) = match cluster {
-            Some((cluster, lease)) => (Some(cluster), lease),
-            None => (None, Duration::ZERO),
-        };
         ReadThrough {
             inner: Arc::new(Inner {
                 store,
@@ -165,7 +167,8 @@ impl ReadThrough {
                 clock,
                 tracker,
                 warnings: Throttle::new(WARN_EVERY),
-                cluster,
+                shared: Arc::clone(fleet.store()),
+                lock: Arc::clone(fleet.lock()),
                 lease,
                 failures: Failures::new(backoff),
             }),
@@ -182,31 +185,38 @@ impl ReadThrough {
         &self.inner.store
     }
 
-    /// The cluster this node belongs to, if any.
-    pub fn cluster(&self) -> Option<&Cluster> {
-        self.inner.cluster.as_ref()
-    }
-
-    /// Drops `key` here and, in a cluster, from the shared store and every node;
-    /// whether this node held it.
-    pub async fn purge(&self, key: &str) -> bool {
-        let held = self.inner.store.invalidate(key).await;
-        if let Some(cluster) = &self.inner.cluster {
-            cluster.purge(key).await;
+    /// Drops what `purge` names here and, in a cluster, from the shared store and
+    /// every node's cache (whichever holds them, this one or not); returns how many
+    /// entries this node held.
+    pub async fn purge(&self, purge: &Purge) -> usize {
+        let held = self.forget(purge).await;
+        let shared = &self.inner.shared;
+        match purge {
+            Purge::Key(key) => shared.purge(key, &purge.message()).await,
+            _ => {
+                let matches = |key: &str| purge.matches(key);
+                shared
+                    .purge_matching(purge.prefix(), &matches, &purge.message())
+                    .await;
+            }
         }
         held
     }
 
-    /// Drops every key `matches` accepts here and, in a cluster, each of them from
-    /// the shared store and every node; returns how many this node held.
-    pub async fn purge_matching(&self, matches: impl Fn(&str) -> bool) -> usize {
-        let dropped = self.inner.store.invalidate_matching(matches).await;
-        if let Some(cluster) = &self.inner.cluster {
-            for key in &dropped {
-                cluster.purge(key).await;
+    /// Drops what `purge` names from this node's cache only (another node's purge,
+    /// heard); returns how many entries it held.
+    pub async fn forget(&self, purge: &Purge) -> usize {
+        match purge {
+            Purge::Key(key) => usize::from(self.inner.store.invalidate(key).await),
+            _ => {
+                let dropped = self
+                    .inner
+                    .store
+                    .invalidate_matching(|key| purge.matches(key))
+                    .await;
+                dropped.len()
             }
         }
-        dropped.len()
     }
 
     /// The answer for a valid request under `policy` when the cache has it at hand
@@ -463,7 +473,10 @@ impl ReadThrough {
         let (upstream, clock, policy) =
             (s.upstream.clone(), Arc::clone(&s.clock), Arc::clone(policy));
         let lease = s.lease + upstream.timeout_for(valid.endpoint);
-        let cluster = s.cluster.clone().filter(Cluster::is_up);
+        let shared = s
+            .shared
+            .is_up()
+            .then(|| (Arc::clone(&s.shared), Arc::clone(&s.lock)));
         let target = valid.upstream_target().to_owned();
         let passthrough = valid.endpoint == crate::api::catalog::catalog().passthrough();
         let key = valid.target.clone();
@@ -471,7 +484,7 @@ impl ReadThrough {
             .store
             .fill(&valid.target, usable, move || {
                 crate::upstream::trace::within(context, async move {
-                    let Some(cluster) = cluster else {
+                    let Some((store, lock)) = shared else {
                         return fetch(
                             &upstream,
                             &target,
@@ -487,7 +500,11 @@ impl ReadThrough {
                         None
                     } else {
                         let fresh = |e: &CachedBody| e.is_fresh_under(&policy, clock.now());
-                        match shared::before_fill(&cluster, &key, &policy, lease, fresh).await {
+                        let now = || clock.now();
+                        let faces = (&*store, &*lock);
+                        let lookup = shared::before_fill(faces, &key, &policy, lease, now, fresh)
+                            .instrument(crate::telemetry::cluster_span());
+                        match lookup.await {
                             Share::Found(entry) => return Ok(entry),
                             Share::Fetch(held) => held,
                         }
@@ -502,7 +519,7 @@ impl ReadThrough {
                         &policy,
                     )
                     .await;
-                    shared::after_fill(&cluster, &key, result.as_ref().ok(), held).await;
+                    shared::after_fill((&*store, &*lock), &key, result.as_ref().ok(), held).await;
                     result
                 })
             })

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use moka::Expiry;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::cache::entry::{CachedBody, weight};
 use crate::cache::flight::{Ending, Filled, Flights};
@@ -71,6 +72,21 @@ impl Inner {
                 "answer served but too large to cache"
             );
         }
+    }
+}
+
+/// Makes `entry`'s compressed representations on the blocking pool, before it is
+/// stored: no request ever compresses, and the store weighs what it really holds.
+/// The fill's waiters wait for it too (a few milliseconds for the largest answers,
+/// docs/BENCHMARKS.md).
+async fn encode(entry: &Arc<CachedBody>) {
+    if !entry.is_compressible() {
+        return;
+    }
+    let entry = Arc::clone(entry);
+    if let Err(e) = tokio::task::spawn_blocking(move || entry.encode_all()).await {
+        // Not made now: the first request that wants one makes it.
+        tracing::warn!(error = %e, "compressing an answer failed");
     }
 }
 
@@ -266,7 +282,10 @@ impl Cache {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
     {
-        let (flight, leader) = self.inner.flights.join_or_start(key, || {
+        let (flight, leader, link) = self.inner.flights.join_or_start(key, || {
+            // The fill's span, a child of the starting caller's (a request's, or
+            // none for background work); later callers' waits link to it.
+            let (span, link) = crate::telemetry::fill_span(key);
             let inner = Arc::clone(&self.inner);
             let ending = Ending::new(Arc::clone(&self.inner.flights), key.to_owned());
             let fut = fetch();
@@ -280,6 +299,7 @@ impl Cache {
                     });
                 }
                 let entry = Arc::new(fut.await?);
+                encode(&entry).await;
                 inner.keep(ending.key(), &entry).await;
                 // The flight ends here, after the insert: a caller that finds no
                 // flight is sure to find the answer in `entries`.
@@ -291,16 +311,24 @@ impl Cache {
             };
             let tracker = self.inner.tracker.clone();
             // Spawned when first polled: the starting caller polls it at once.
-            async move {
-                tracker.spawn(work).await.unwrap_or_else(|e| {
-                    tracing::error!(error = %e, "cache fill task failed");
-                    Err(FetchError::Unreachable)
-                })
+            let flight = async move {
+                tracker
+                    .spawn(work.instrument(span))
+                    .await
+                    .unwrap_or_else(|e| {
+                        tracing::error!(error = %e, "cache fill task failed");
+                        Err(FetchError::Unreachable)
+                    })
             }
             .boxed()
-            .shared()
+            .shared();
+            (flight, link)
         });
-        let result = flight.await;
+        let result = if leader {
+            flight.await
+        } else {
+            flight.instrument(crate::telemetry::wait_span(&link)).await
+        };
         let role = match &result {
             Ok(filled) if leader && !filled.fetched => FillRole::Found,
             _ if leader => FillRole::Leader,
@@ -332,6 +360,7 @@ mod tests {
             until_open: false,
             negative: false,
             settles: None,
+            venue: crate::cache::market::Venue::China,
         };
         CachedBody::new(
             Bytes::from_static(s.as_bytes()),
@@ -473,13 +502,13 @@ mod tests {
         assert!(!tell(101));
         assert!(tell(102));
 
-        // 64 MiB / 1024: entries weighing up to 64 KiB (the body, a third for its
-        // gzip, the key and 512 bytes) are held.
+        // 64 MiB / 512: entries weighing up to 128 KiB (the body, its compressed
+        // copies, the key and 640 bytes) are held.
         let text = |n: usize| -> &'static str { Box::leak("x".repeat(n).into_boxed_str()) };
-        let heavy = put(&cache, "heavy", text(64 * 1024)).await;
+        let heavy = put(&cache, "heavy", text(128 * 1024)).await;
         assert!(read(&cache, "heavy").await.is_some());
         assert!(!holds(&cache, "heavy", &heavy));
-        let light = put(&cache, "light", text(40 * 1024)).await;
+        let light = put(&cache, "light", text(100 * 1024)).await;
         assert!(read(&cache, "light").await.is_some());
         assert!(holds(&cache, "light", &light));
         assert!(holds(&cache, "k", &entry));
@@ -511,28 +540,45 @@ mod tests {
         assert!(holds(&cache, "k", &entry));
     }
 
-    #[test]
-    fn gzip_is_made_once_and_decompresses_to_the_body() {
+    /// A fill stores its answer with every representation made (the store weighs
+    /// them all, no request compresses), each made once and decompressing to the body.
+    #[tokio::test]
+    async fn a_fill_stores_every_representation_made_once() {
+        use crate::cache::encoding::Coding;
         let big: &'static str = Box::leak(
             "{\"success\":true,\"data\":[1,2,3]}"
                 .repeat(100)
                 .into_boxed_str(),
         );
-        let entry = body(big);
-        let first = entry.gzip().unwrap().clone();
-        assert!(first.len() < big.len() / 4);
+        let cache = Cache::new(64 * 1024 * 1024, TaskTracker::new());
+        let entry = put(&cache, "k", big).await;
+        let mut weighed = "k".len() + big.len() + 640;
+        for coding in Coding::ALL {
+            let made = entry.encoded_now(coding).expect("made by the fill").clone();
+            assert!(made.len() < big.len() / 4, "{coding:?}");
+            assert_eq!(
+                entry.encoded(coding).unwrap().as_ptr(),
+                made.as_ptr(),
+                "compressed once"
+            );
+            weighed += made.len();
+        }
         assert_eq!(
-            entry.gzip().unwrap().as_ptr(),
-            first.as_ptr(),
-            "compressed once"
+            weight("k", &entry),
+            weighed as u64,
+            "every representation weighed"
         );
         let mut out = String::new();
         use std::io::Read;
-        flate2::read::GzDecoder::new(&first[..])
+        flate2::read::GzDecoder::new(&entry.encoded(Coding::Gzip).unwrap()[..])
             .read_to_string(&mut out)
             .unwrap();
         assert_eq!(out, big);
-        assert!(body("{}").gzip().is_none());
+        let small = put(&cache, "small", "{}").await;
+        assert!(Coding::ALL.iter().all(|&c| small.encoded(c).is_none()));
+        // One read from elsewhere, not made yet, has its room reserved.
+        let unmade = body(big);
+        assert!(weight("k", &unmade) >= (big.len() * 2) as u64);
     }
 
     #[test]

@@ -1,24 +1,45 @@
-//! Several nodes as one cache toward the upstream, on Redis (`[cluster]`): the
-//! shared second-level store of answers, the cluster-wide fill lock and its
-//! publication, and invalidations. Every operation is bounded by a short timeout;
-//! when Redis is away the node works alone (its own cache, single flight and budget),
-//! says so once, and rejoins when Redis answers again. Knows bytes and keys only:
-//! what an entry holds is the cache's business.
+//! Several nodes as one cache toward the upstream, on Redis (`[cluster]`): the link
+//! itself (connecting, up and down, rejoining, the events it hears, the node count).
+//! Every operation is bounded by a short timeout; when Redis is away the node works
+//! alone (its own cache, single flight and budget), says so once, and rejoins when
+//! Redis answers again. What is shared lives in the children; the rest of mdproxy
+//! sees only their narrow traits ([`Fleet`]), whose single-node versions are the
+//! defaults.
+//!
+//! - `conn`: the one place that makes (and remakes) the connections.
+//! - [`store`]: the shared store of answers and cluster-wide purges.
+//! - [`lock`]: the fill lock (one node per key asks the upstream) and its publication.
+//! - [`permits`]: the fleet's upstream budget (GCRA on Redis's clock).
+//! - [`limits`]: the upstream's pushback shared by the fleet: `Retry-After` pauses,
+//!   the adaptive rate, the vendor quotas.
+//! - [`jobs`]: one run of each scheduled job for the fleet.
+//! - [`leader`]: the hub's leader lease and the board it relays.
+//! - [`fleet`]: the traits, the single node's versions, and [`Fleet`] that holds one
+//!   of each.
 
-use std::collections::HashMap;
+mod conn;
+pub mod fleet;
+pub mod jobs;
+pub mod leader;
+pub mod limits;
+pub mod lock;
+pub mod permits;
+pub mod store;
+
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::StreamExt;
-use redis::aio::ConnectionManager;
-use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::ClusterConfig;
+use conn::{Connection, Connector};
+
+pub use fleet::{Alone, FillLock, Fleet, FleetLimits, JobClaims, Leadership, Permits, SharedStore};
+pub use lock::{Lease, Waiter};
 
 /// Prefix of every key and channel, versioned with the entry format.
 const PREFIX: &str = "mdproxy:v1";
@@ -30,57 +51,12 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 /// A node silent for this long no longer counts.
 const NODE_EXPIRES: Duration = Duration::from_secs(5);
 
-/// The hub's leader lease: taken when free (a new term), renewed by its holder.
-/// Returns the holder's term, or 0 when another node holds it. Terms never go
-/// back, even when Redis lost its data (a restart without persistence, an
-/// eviction): a new term is at least Redis's clock in milliseconds.
-const LEAD: &str = r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local holder = redis.call('GET', KEYS[1])
-local term = tonumber(redis.call('GET', KEYS[2]) or 0)
-if not holder then
-  term = math.max(term + 1, now)
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  redis.call('SET', KEYS[2], term)
-  return term
-end
-if holder == ARGV[1] then
-  if term == 0 then
-    term = now
-    redis.call('SET', KEYS[2], term)
-  end
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return term
-end
-return 0
-";
+/// Keys `SCAN` looks at per round (a purge, the pauses kept).
+const SCAN_COUNT: usize = 500;
 
-/// A node's heartbeat on Redis's clock (one clock for every node): marks the node
-/// alive, forgets nodes silent for ARGV[2] ms, and returns how many are left.
-const HEARTBEAT: &str = r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZADD', KEYS[1], now, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, now - tonumber(ARGV[2]))
-return redis.call('ZCARD', KEYS[1])
-";
-
-/// The cluster-wide budget: GCRA on Redis's clock, in microseconds. Returns 0 when
-/// a permit is granted, else how many microseconds until one may be.
-const GCRA: &str = r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local interval = tonumber(ARGV[1])
-local tolerance = tonumber(ARGV[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or now)
-if tat < now then tat = now end
-local allow_at = tat - tolerance
-if now < allow_at then return allow_at - now end
-local next_tat = tat + interval
-redis.call('SET', KEYS[1], next_tat, 'PX', math.ceil((next_tat - now) / 1000) + 1000)
-return 0
-";
+/// Marks a node alive and counts the living (`scripts/heartbeat.lua`).
+static HEARTBEAT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("scripts/heartbeat.lua")));
 
 /// Why a cluster operation did not happen; the caller carries on alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,45 +70,23 @@ pub struct Cluster {
 
 struct Inner {
     node_id: String,
-    client: redis::Client,
+    /// Makes the connections (`None` in unit tests, whose connection is scripted).
+    connector: Option<Connector>,
     /// The data connection, made by the watcher (None until Redis first answers).
-    conn: Mutex<Option<ConnectionManager>>,
+    conn: Mutex<Option<Connection>>,
     up: AtomicBool,
     timeout: Duration,
-    max_body: usize,
-    /// Fills this node waits for, by key, woken by another node's publication.
-    waiters: Mutex<HashMap<String, Arc<Filled>>>,
-    /// Keys another node purged: the application drops them from its own cache.
-    invalidations: broadcast::Sender<String>,
-    /// Answers found in the shared store.
-    pub shared_hits: AtomicU64,
     /// Nodes seen alive at the last heartbeat (at least 1).
     nodes: AtomicU64,
-    /// The latest quote board the hub's leader published, and its term.
-    board: Mutex<(u64, Arc<HashMap<String, Bytes>>)>,
-    /// Woken when a board arrives.
-    board_arrived: Notify,
+    store: store::Local,
+    fills: lock::Waiters,
+    board: leader::Board,
+    limits: limits::Heard,
 }
 
-/// A fill another node announced.
-#[derive(Default)]
-struct Filled {
-    done: AtomicBool,
-    notify: Notify,
-}
-
-/// The right to fill one key for the whole cluster; released by [`Cluster::release`].
-#[derive(Debug)]
-pub struct Lease {
-    key: String,
-    token: String,
-}
-
-/// Waits for another node's fill of one key; deregisters when dropped.
-pub struct Waiter {
-    cluster: Cluster,
-    key: String,
-    filled: Arc<Filled>,
+/// The channel of fills, purges and the upstream's pushback.
+fn events_channel() -> String {
+    format!("{PREFIX}:events")
 }
 
 impl Cluster {
@@ -140,42 +94,58 @@ impl Cluster {
     /// starts at once and joins when Redis answers.
     ///
     /// # Errors
-    /// When `redis_url` is not a Redis URL.
+    /// When `redis_url` is not a URL this build can connect to.
     pub fn start(
         config: &ClusterConfig,
         tracker: &TaskTracker,
         stop: CancellationToken,
     ) -> Result<Cluster, String> {
-        let client = redis::Client::open(config.redis_url.expose())
-            .map_err(|_| "cluster.redis_url is not a redis:// URL".to_owned())?;
+        let connector = Connector::new(config)?;
         let node_id = if config.node_id.is_empty() {
             default_node_id()
         } else {
             config.node_id.clone()
         };
-        let (invalidations, _) = broadcast::channel(1024);
-        let cluster = Cluster {
-            inner: Arc::new(Inner {
-                node_id,
-                client,
-                conn: Mutex::new(None),
-                up: AtomicBool::new(false),
-                timeout: Duration::from_millis(config.timeout_ms),
-                max_body: config.max_l2_body_bytes,
-                waiters: Mutex::new(HashMap::new()),
-                invalidations,
-                shared_hits: AtomicU64::new(0),
-                nodes: AtomicU64::new(1),
-                board: Mutex::new((0, Arc::new(HashMap::new()))),
-                board_arrived: Notify::new(),
-            }),
-        };
+        let cluster = Cluster::build(node_id, Some(connector), config);
         let watcher = cluster.clone();
         let watch_stop = stop.clone();
         tracker.spawn(async move { watcher.watch(watch_stop).await });
         let beating = cluster.clone();
         tracker.spawn(async move { beating.heartbeat(stop).await });
         Ok(cluster)
+    }
+
+    fn build(node_id: String, connector: Option<Connector>, config: &ClusterConfig) -> Cluster {
+        Cluster {
+            inner: Arc::new(Inner {
+                node_id,
+                connector,
+                conn: Mutex::new(None),
+                up: AtomicBool::new(false),
+                timeout: Duration::from_millis(config.timeout_ms),
+                nodes: AtomicU64::new(1),
+                store: store::Local::new(config.max_l2_body_bytes),
+                fills: lock::Waiters::default(),
+                board: leader::Board::default(),
+                limits: limits::Heard::default(),
+            }),
+        }
+    }
+
+    /// A node whose Redis is `conn` (a scripted one), up from the start, with no
+    /// watcher or heartbeat: what the unit tests of every part run on.
+    #[cfg(test)]
+    fn on_mock(commands: Vec<redis_test::MockCmd>) -> Cluster {
+        let config = ClusterConfig {
+            node_id: "n1".into(),
+            ..ClusterConfig::default()
+        };
+        let cluster = Cluster::build("n1".into(), None, &config);
+        *cluster.inner.conn.lock().expect("not poisoned") = Some(Connection::Mock(
+            redis_test::MockRedisConnection::new(commands),
+        ));
+        cluster.inner.up.store(true, Ordering::Relaxed);
+        cluster
     }
 
     /// This node's name in the cluster.
@@ -188,95 +158,16 @@ impl Cluster {
         self.inner.up.load(Ordering::Relaxed)
     }
 
-    /// Largest body shared through Redis; larger ones stay local.
-    pub fn max_body(&self) -> usize {
-        self.inner.max_body
-    }
-
-    /// Answers this node found in the shared store.
-    pub fn shared_hits(&self) -> u64 {
-        self.inner.shared_hits.load(Ordering::Relaxed)
-    }
-
     /// Nodes seen alive recently (this one included; 1 before Redis answered).
     pub fn nodes(&self) -> u64 {
         self.inner.nodes.load(Ordering::Relaxed).max(1)
-    }
-
-    /// Asks the cluster-wide budget for one permit: `interval` between permits,
-    /// `tolerance` how far ahead of that schedule one may be taken (the burst).
-    /// Returns zero when granted, else how long until one may be.
-    ///
-    /// # Errors
-    /// [`Unavailable`] when Redis is away or slow.
-    pub async fn take_permit(
-        &self,
-        interval: Duration,
-        tolerance: Duration,
-    ) -> Result<Duration, Unavailable> {
-        let key = format!("{PREFIX}:budget");
-        let (interval, tolerance) = (interval.as_micros() as u64, tolerance.as_micros() as u64);
-        let wait: u64 = self
-            .run(|mut c| async move {
-                redis::Script::new(GCRA)
-                    .key(&key)
-                    .arg(interval)
-                    .arg(tolerance)
-                    .invoke_async(&mut c)
-                    .await
-            })
-            .await?;
-        Ok(Duration::from_micros(wait))
-    }
-
-    /// Says this node is alive every [`HEARTBEAT_EVERY`] and counts the others.
-    async fn heartbeat(&self, stop: CancellationToken) {
-        let key = format!("{PREFIX}:nodes");
-        let mut ticker = tokio::time::interval(HEARTBEAT_EVERY);
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => {}
-                () = stop.cancelled() => return,
-            }
-            let (key, node) = (key.clone(), self.inner.node_id.clone());
-            let counted: Result<u64, Unavailable> = self
-                .run(|mut c| async move {
-                    redis::Script::new(HEARTBEAT)
-                        .key(&key)
-                        .arg(&node)
-                        .arg(NODE_EXPIRES.as_millis() as u64)
-                        .invoke_async(&mut c)
-                        .await
-                })
-                .await;
-            if let Ok(n) = counted {
-                self.inner.nodes.store(n.max(1), Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Keys purged anywhere in the cluster, to drop from this node's cache.
-    pub fn invalidations(&self) -> broadcast::Receiver<String> {
-        self.inner.invalidations.subscribe()
-    }
-
-    fn entry_key(key: &str) -> String {
-        format!("{PREFIX}:entry:{key}")
-    }
-
-    fn channel() -> String {
-        format!("{PREFIX}:events")
-    }
-
-    fn board_channel() -> String {
-        format!("{PREFIX}:board")
     }
 
     /// Runs one command on the data connection within the timeout; a failure
     /// marks Redis as away (the watcher brings it back).
     async fn run<T, F, Fut>(&self, op: F) -> Result<T, Unavailable>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(Connection) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         if !self.is_up() {
@@ -310,177 +201,51 @@ impl Cluster {
         }
     }
 
-    /// The shared answer stored under `key`, if any.
-    ///
-    /// # Errors
-    /// [`Unavailable`] when Redis is away or slow.
-    pub async fn get(&self, key: &str) -> Result<Option<Bytes>, Unavailable> {
-        let redis_key = Self::entry_key(key);
-        let found: Option<Vec<u8>> = self
-            .run(|mut c| async move { redis::cmd("GET").arg(&redis_key).query_async(&mut c).await })
-            .await?;
-        if found.is_some() {
-            self.inner.shared_hits.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(found.map(Bytes::from))
-    }
-
-    /// Stores `value` under `key` for `ttl` (unless larger than `max_l2_body_bytes`).
-    pub async fn put(&self, key: &str, value: &[u8], ttl: Duration) {
-        if value.len() <= self.inner.max_body {
-            let (redis_key, ms) = (Self::entry_key(key), ttl.as_millis().max(1) as u64);
-            let _ = self
-                .run(|mut c| async move {
-                    redis::cmd("SET")
-                        .arg(&redis_key)
-                        .arg(value)
-                        .arg("PX")
-                        .arg(ms)
-                        .query_async::<()>(&mut c)
-                        .await
-                })
-                .await;
+    /// Says this node is alive every [`HEARTBEAT_EVERY`] and counts the others.
+    async fn heartbeat(&self, stop: CancellationToken) {
+        let mut ticker = tokio::time::interval(HEARTBEAT_EVERY);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                () = stop.cancelled() => return,
+            }
+            self.beat().await;
         }
     }
 
-    /// Tells every node (this one too) that `key` was filled or purged.
-    async fn publish(&self, event: &str, key: &str) {
-        let message = format!("{event} {key}");
-        let _ = self
+    /// One heartbeat: this node marked alive, the living counted.
+    async fn beat(&self) {
+        let (key, node) = (nodes_key(), self.inner.node_id.clone());
+        let counted: Result<u64, Unavailable> = self
             .run(|mut c| async move {
-                redis::cmd("PUBLISH")
-                    .arg(Self::channel())
-                    .arg(&message)
-                    .query_async::<i64>(&mut c)
-                    .await
-            })
-            .await;
-    }
-
-    /// Tells the nodes waiting for `key` that this node's fill is over: they find
-    /// the answer in the store, or (after a failure) one of them takes the lease.
-    pub async fn announce(&self, key: &str) {
-        self.publish("filled", key).await;
-    }
-
-    /// Drops `key` from the shared store and from every node's cache.
-    pub async fn purge(&self, key: &str) {
-        let redis_key = Self::entry_key(key);
-        let _ = self
-            .run(|mut c| async move {
-                redis::cmd("DEL")
-                    .arg(&redis_key)
-                    .query_async::<i64>(&mut c)
-                    .await
-            })
-            .await;
-        self.publish("purge", key).await;
-    }
-
-    /// Takes the cluster-wide right to fill `key` for `lease` (`SET NX PX`): `Some`
-    /// when this node is to ask the upstream, `None` when another node is asking.
-    ///
-    /// # Errors
-    /// [`Unavailable`] when Redis is away or slow.
-    pub async fn try_lock(&self, key: &str, lease: Duration) -> Result<Option<Lease>, Unavailable> {
-        let lock = Lease {
-            key: format!("{PREFIX}:lock:{key}"),
-            token: format!("{}:{:016x}", self.inner.node_id, fastrand::u64(..)),
-        };
-        let (k, t, ms) = (
-            lock.key.clone(),
-            lock.token.clone(),
-            lease.as_millis() as u64,
-        );
-        let taken: Option<String> = self
-            .run(|mut c| async move {
-                redis::cmd("SET")
-                    .arg(&k)
-                    .arg(&t)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(ms)
-                    .query_async(&mut c)
-                    .await
-            })
-            .await?;
-        Ok(taken.map(|_| lock))
-    }
-
-    /// Gives a lease back (compare-and-delete: a lease that expired and went to
-    /// another node is not touched).
-    pub async fn release(&self, lease: Lease) {
-        let script = redis::Script::new(
-            "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
-        );
-        let _ = self
-            .run(|mut c| async move {
-                script
-                    .key(&lease.key)
-                    .arg(&lease.token)
-                    .invoke_async::<i64>(&mut c)
-                    .await
-            })
-            .await;
-    }
-
-    /// Claims one run of a scheduled job for the whole cluster: `true` for the
-    /// first node that asks for this `slot` (the second it fired in), `false` for
-    /// the others.
-    ///
-    /// # Errors
-    /// [`Unavailable`] when Redis is away or slow (the node then runs it itself).
-    pub async fn claim(&self, job: &str, slot: i64) -> Result<bool, Unavailable> {
-        let key = format!("{PREFIX}:job:{job}:{slot}");
-        let node = self.inner.node_id.clone();
-        let taken: Option<String> = self
-            .run(|mut c| async move {
-                redis::cmd("SET")
-                    .arg(&key)
+                HEARTBEAT
+                    .key(&key)
                     .arg(&node)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(60_000)
-                    .query_async(&mut c)
+                    .arg(NODE_EXPIRES.as_millis() as u64)
+                    .invoke_async(&mut c)
                     .await
             })
-            .await?;
-        Ok(taken.is_some())
-    }
-
-    /// Registers interest in another node's fill of `key` (before asking for the
-    /// lock, so a publication in between is not missed).
-    pub fn waiter(&self, key: &str) -> Waiter {
-        let filled = Arc::clone(
-            self.inner
-                .waiters
-                .lock()
-                .expect("cluster lock is never poisoned")
-                .entry(key.to_owned())
-                .or_default(),
-        );
-        Waiter {
-            cluster: self.clone(),
-            key: key.to_owned(),
-            filled,
+            .await;
+        if let Ok(n) = counted {
+            self.inner.nodes.store(n.max(1), Ordering::Relaxed);
         }
     }
 
     /// Keeps the data connection and the event subscription up: connects, reads
     /// publications until the connection drops, and tries again every
-    /// [`RETRY_EVERY`] while Redis is away.
+    /// [`RETRY_EVERY`] while Redis is away. A node that cannot reach Redis at start
+    /// says so once (why, never the URL).
     async fn watch(&self, stop: CancellationToken) {
+        let Some(connector) = &self.inner.connector else {
+            return;
+        };
+        let mut first = true;
         loop {
             let session = async {
-                let config = redis::aio::ConnectionManagerConfig::new()
-                    .set_connection_timeout(self.inner.timeout)
-                    .set_response_timeout(self.inner.timeout)
-                    .set_number_of_retries(1);
-                let conn =
-                    ConnectionManager::new_with_config(self.inner.client.clone(), config).await?;
-                let mut pubsub = self.inner.client.get_async_pubsub().await?;
-                pubsub.subscribe(Self::channel()).await?;
-                pubsub.subscribe(Self::board_channel()).await?;
+                let channels = [events_channel(), leader::board_channel()];
+                let channels: Vec<&str> = channels.iter().map(String::as_str).collect();
+                let (conn, pubsub) = connector.connect(&channels).await?;
+                first = false;
                 *self
                     .inner
                     .conn
@@ -488,31 +253,13 @@ impl Cluster {
                     .expect("cluster lock is never poisoned") = Some(conn);
                 // A new subscription may follow a Redis that lost its data: take the
                 // next leader's board whatever its term.
-                self.inner
-                    .board
-                    .lock()
-                    .expect("cluster lock is never poisoned")
-                    .0 = 0;
+                self.inner.board.forget_term();
                 if !self.inner.up.swap(true, Ordering::Relaxed) {
                     tracing::info!(node = %self.inner.node_id, "Redis reachable: this node shares its cache with the cluster");
                 }
-                let mut messages = pubsub.into_on_message();
-                let mut check = tokio::time::interval(RETRY_EVERY);
-                loop {
-                    tokio::select! {
-                        message = messages.next() => {
-                            let Some(message) = message else { break };
-                            if message.get_channel_name() == Self::board_channel() {
-                                self.on_board(message.get_payload_bytes());
-                            } else {
-                                self.on_event(message.get_payload_bytes());
-                            }
-                        }
-                        // A slow answer marked Redis away while the subscription
-                        // stayed up: back as soon as it answers a PING in time.
-                        _ = check.tick(), if !self.is_up() => self.rejoin_if_answering().await,
-                    }
-                }
+                self.beat().await;
+                self.recall_pauses().await;
+                self.listen(pubsub.into_on_message()).await;
                 Ok::<(), redis::RedisError>(())
             };
             let ended = tokio::select! {
@@ -523,10 +270,44 @@ impl Cluster {
                 Ok(()) => "the event subscription ended".to_owned(),
                 Err(e) => e.to_string(),
             };
+            if first {
+                // Never up yet: `went_away` would stay silent (it speaks on a change).
+                first = false;
+                tracing::warn!(node = %self.inner.node_id, reason = why, "Redis unreachable at start: this node works alone until it answers");
+            }
             self.went_away(&why);
             tokio::select! {
                 () = tokio::time::sleep(RETRY_EVERY) => {}
                 () = stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// Takes in the publications of `messages` until they end; meanwhile, while
+    /// Redis is marked away (a slow answer, with the subscription still up), asks
+    /// every [`RETRY_EVERY`] whether it answers again.
+    async fn listen(&self, messages: impl futures_util::Stream<Item = redis::Msg>) {
+        tokio::pin!(messages);
+        let mut check = tokio::time::interval(RETRY_EVERY);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                message = messages.next() => {
+                    let Some(message) = message else { return };
+                    if message.get_channel_name() == leader::board_channel() {
+                        self.inner.board.take(message.get_payload_bytes(), leader::wall_ms());
+                    } else {
+                        self.on_event(message.get_payload_bytes());
+                    }
+                }
+                // Always polled: the away mark is set by other tasks, which do not
+                // wake this one (a guard `if !self.is_up()` here was evaluated only
+                // when a publication woke the loop, so a quiet node stayed alone).
+                _ = check.tick() => {
+                    if !self.is_up() {
+                        self.rejoin_if_answering().await;
+                    }
+                }
             }
         }
     }
@@ -550,213 +331,77 @@ impl Cluster {
         }
     }
 
+    /// One publication on the events channel: `<kind> <rest>`.
     fn on_event(&self, payload: &[u8]) {
         let Ok(text) = std::str::from_utf8(payload) else {
             return;
         };
         match text.split_once(' ') {
-            Some(("filled", key)) => {
-                let waiters = self
-                    .inner
-                    .waiters
-                    .lock()
-                    .expect("cluster lock is never poisoned");
-                if let Some(filled) = waiters.get(key) {
-                    filled.done.store(true, Ordering::SeqCst);
-                    filled.notify.notify_waiters();
-                }
-            }
-            Some(("purge", key)) => {
-                let _ = self.inner.invalidations.send(key.to_owned());
-            }
-            _ => {}
+            Some(("filled", key)) => self.inner.fills.wake(key),
+            Some(("purge", what)) => self.inner.store.purged(what),
+            Some((kind, rest)) => self.inner.limits.heard(kind, rest, &self.inner.node_id),
+            None => {}
         }
     }
-}
 
-/// The hub's share of the cluster: every node registers the codes its subscribers
-/// want; one node (the leader, by a renewed lease with a term) polls the union and
-/// publishes each board; the others take the leader's boards.
-impl Cluster {
-    /// Registers this node's codes for `ttl` (a dead node's codes drop out).
-    pub async fn register_codes(&self, codes: &[String], ttl: Duration) {
-        let (key, value) = (
-            format!("{PREFIX}:hub:codes:{}", self.inner.node_id),
-            codes.join(","),
-        );
-        let ms = ttl.as_millis() as u64;
-        let _ = self
+    /// One round of a `SCAN` for `pattern` from `cursor`: the next cursor (0: done)
+    /// and the keys the round found (any that are not text are skipped).
+    async fn scan(&self, cursor: u64, pattern: &str) -> Result<(u64, Vec<String>), Unavailable> {
+        let pattern = pattern.to_owned();
+        let (next, found): (u64, Vec<Vec<u8>>) = self
             .run(|mut c| async move {
-                redis::cmd("SET")
-                    .arg(&key)
-                    .arg(&value)
-                    .arg("PX")
-                    .arg(ms)
-                    .query_async::<()>(&mut c)
-                    .await
-            })
-            .await;
-    }
-
-    /// Takes or renews the hub's leader lease for `lease`: `Some(term)` while this
-    /// node leads, `None` while another does.
-    ///
-    /// # Errors
-    /// [`Unavailable`] when Redis is away or slow.
-    pub async fn lead_hub(&self, lease: Duration) -> Result<Option<u64>, Unavailable> {
-        let keys = (format!("{PREFIX}:hub:leader"), format!("{PREFIX}:hub:term"));
-        let (node, ms) = (self.inner.node_id.clone(), lease.as_millis() as u64);
-        let term: u64 = self
-            .run(|mut c| async move {
-                redis::Script::new(LEAD)
-                    .key(&keys.0)
-                    .key(&keys.1)
-                    .arg(&node)
-                    .arg(ms)
-                    .invoke_async(&mut c)
-                    .await
-            })
-            .await?;
-        Ok((term > 0).then_some(term))
-    }
-
-    /// The union of the codes every live node registered.
-    ///
-    /// # Errors
-    /// [`Unavailable`] when Redis is away or slow.
-    pub async fn all_codes(&self) -> Result<Vec<String>, Unavailable> {
-        let nodes_key = format!("{PREFIX}:nodes");
-        let nodes: Vec<String> = self
-            .run(|mut c| async move {
-                redis::cmd("ZRANGE")
-                    .arg(&nodes_key)
-                    .arg(0)
-                    .arg(-1)
+                redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(SCAN_COUNT)
                     .query_async(&mut c)
                     .await
             })
             .await?;
-        let mut keys: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("{PREFIX}:hub:codes:{n}"))
+        let keys = found
+            .into_iter()
+            .filter_map(|k| String::from_utf8(k).ok())
             .collect();
-        keys.push(format!("{PREFIX}:hub:codes:{}", self.inner.node_id));
-        let lists: Vec<Option<String>> = self
-            .run(|mut c| async move { redis::cmd("MGET").arg(&keys).query_async(&mut c).await })
-            .await?;
-        let mut union: Vec<String> = lists
-            .iter()
-            .flatten()
-            .flat_map(|list| list.split(','))
-            .filter(|code| !code.is_empty())
-            .map(str::to_owned)
-            .collect();
-        union.sort_unstable();
-        union.dedup();
-        Ok(union)
+        Ok((next, keys))
     }
 
-    /// Publishes the leader's board of `term`: one line per code, `code\trow`.
-    pub async fn publish_board(&self, term: u64, rows: &HashMap<String, Bytes>) {
-        let mut message =
-            Vec::with_capacity(16 + rows.values().map(|r| r.len() + 16).sum::<usize>());
-        message.extend_from_slice(term.to_string().as_bytes());
-        for (code, row) in rows {
-            message.push(b'\n');
-            message.extend_from_slice(code.as_bytes());
-            message.push(b'\t');
-            message.extend_from_slice(row);
-        }
+    /// `SET key value NX PX ms`: whether this call set it (no one held it).
+    async fn set_if_absent(&self, key: &str, value: &str, ms: u64) -> Result<bool, Unavailable> {
+        let (key, value) = (key.to_owned(), value.to_owned());
+        let taken: Option<String> = self
+            .run(|mut c| async move {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(&value)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(taken.is_some())
+    }
+
+    /// Publishes `message` on the events channel (every node hears it, this one too).
+    async fn publish(&self, message: String) {
         let _ = self
             .run(|mut c| async move {
                 redis::cmd("PUBLISH")
-                    .arg(Self::board_channel())
-                    .arg(message)
+                    .arg(events_channel())
+                    .arg(&message)
                     .query_async::<i64>(&mut c)
                     .await
             })
             .await;
     }
-
-    /// The latest board a leader published (rows by code).
-    pub fn latest_board(&self) -> Arc<HashMap<String, Bytes>> {
-        Arc::clone(
-            &self
-                .inner
-                .board
-                .lock()
-                .expect("cluster lock is never poisoned")
-                .1,
-        )
-    }
-
-    /// Resolves when the next board arrives.
-    pub async fn board_arrived(&self) {
-        self.inner.board_arrived.notified().await;
-    }
-
-    /// Takes a published board, unless an older term's (a deposed leader's).
-    fn on_board(&self, payload: &[u8]) {
-        let mut lines = payload.split(|b| *b == b'\n');
-        let Some(term) = lines
-            .next()
-            .and_then(|t| std::str::from_utf8(t).ok())
-            .and_then(|t| t.parse::<u64>().ok())
-        else {
-            return;
-        };
-        let rows: HashMap<String, Bytes> = lines
-            .filter_map(|line| {
-                let tab = line.iter().position(|b| *b == b'\t')?;
-                let code = std::str::from_utf8(&line[..tab]).ok()?.to_owned();
-                Some((code, Bytes::copy_from_slice(&line[tab + 1..])))
-            })
-            .collect();
-        let mut board = self
-            .inner
-            .board
-            .lock()
-            .expect("cluster lock is never poisoned");
-        if term >= board.0 {
-            *board = (term, Arc::new(rows));
-            drop(board);
-            self.inner.board_arrived.notify_waiters();
-        }
-    }
 }
 
-impl Waiter {
-    /// Forgets an announcement already seen, to wait for the next one.
-    pub fn rearm(&self) {
-        self.filled.done.store(false, Ordering::SeqCst);
-    }
-
-    /// Waits up to `limit` for the fill; true when it was announced.
-    pub async fn wait(&self, limit: Duration) -> bool {
-        let notified = self.filled.notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if self.filled.done.load(Ordering::SeqCst) {
-            return true;
-        }
-        tokio::time::timeout(limit, notified).await.is_ok()
-            || self.filled.done.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Waiter {
-    fn drop(&mut self) {
-        let mut waiters = self
-            .cluster
-            .inner
-            .waiters
-            .lock()
-            .expect("cluster lock is never poisoned");
-        // The map's copy and this one: no other waiter on this node.
-        if Arc::strong_count(&self.filled) <= 2 {
-            waiters.remove(&self.key);
-        }
-    }
+/// The sorted set of living nodes (scored by their last heartbeat).
+fn nodes_key() -> String {
+    format!("{PREFIX}:nodes")
 }
 
 /// Host name and process id.
@@ -765,4 +410,95 @@ fn default_node_id() -> String {
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "node".to_owned());
     format!("{host}-{}", std::process::id())
+}
+
+/// What the unit tests of every part share: the scripted commands.
+#[cfg(test)]
+mod mock {
+    use redis_test::MockCmd;
+
+    /// `EVALSHA` of `script` as `invoke_async` sends it.
+    pub(super) fn eval(script: &redis::Script, keys: &[&str], args: &[&str]) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        cmd
+    }
+
+    /// An error answer (Redis refusing, or a dropped link).
+    pub(super) fn failing(cmd: redis::Cmd) -> MockCmd {
+        MockCmd::new::<_, i64>(
+            cmd,
+            Err(redis::RedisError::from((
+                redis::ErrorKind::IoError,
+                "connection reset",
+            ))),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis_test::MockCmd;
+
+    /// The heartbeat counts the living nodes on Redis's clock; an error marks Redis
+    /// away and keeps the last count.
+    #[tokio::test]
+    async fn a_heartbeat_counts_the_nodes_and_a_failure_marks_redis_away() {
+        let beat = || mock::eval(&HEARTBEAT, &["mdproxy:v1:nodes"], &["n1", "5000"]);
+        let cluster = Cluster::on_mock(vec![MockCmd::new(beat(), Ok(3)), mock::failing(beat())]);
+        assert_eq!(cluster.nodes(), 1, "before the first beat");
+        cluster.beat().await;
+        assert_eq!(cluster.nodes(), 3);
+        assert!(cluster.is_up());
+        cluster.beat().await;
+        assert!(!cluster.is_up(), "an error marks Redis away");
+        assert_eq!(cluster.nodes(), 3, "the last count stays");
+        cluster.beat().await;
+        assert_eq!(cluster.nodes(), 3, "away: nothing sent");
+    }
+
+    /// Publications are routed to their part: fills wake waiters, purges reach the
+    /// cache, unknown kinds and bytes are ignored.
+    #[tokio::test]
+    async fn events_reach_their_part() {
+        let cluster = Cluster::on_mock(vec![]);
+        let mut purged = cluster.inner.store.invalidations();
+        let waiter = FillLock::waiter(&cluster, "/k");
+        cluster.on_event(b"filled /k");
+        assert!(waiter.wait(Duration::ZERO).await);
+        cluster.on_event(b"purge prefix /stock/");
+        assert_eq!(purged.try_recv().unwrap(), "prefix /stock/");
+        cluster.on_event(b"\xff\xfe");
+        cluster.on_event(b"nonsense");
+        assert!(purged.try_recv().is_err());
+    }
+
+    /// Defect: after a short stall (a slow answer marked Redis away while the
+    /// subscription stayed up), a node with no traffic stayed alone for good: the
+    /// re-check only ran when a publication woke the watcher. Time is paused; the
+    /// re-check must come by itself within [`RETRY_EVERY`].
+    #[tokio::test(start_paused = true)]
+    async fn a_node_marked_away_rejoins_without_traffic() {
+        let cluster = Cluster::on_mock(vec![
+            mock::failing(redis::cmd("GET").arg("x").clone()),
+            MockCmd::new(redis::cmd("PING"), Ok("PONG")),
+        ]);
+        // The watcher's loop on a subscription where nothing is ever published,
+        // entered while Redis is up.
+        let quiet = futures_util::stream::pending::<redis::Msg>();
+        let watching = cluster.clone();
+        let task = tokio::spawn(async move { watching.listen(quiet).await });
+        tokio::time::sleep(RETRY_EVERY * 2).await;
+        let _ = cluster
+            .run(|mut c| async move { redis::cmd("GET").arg("x").query_async::<i64>(&mut c).await })
+            .await;
+        assert!(!cluster.is_up());
+        tokio::time::sleep(RETRY_EVERY * 3).await;
+        assert!(cluster.is_up(), "still alone after three re-check periods");
+        task.abort();
+    }
 }

@@ -14,6 +14,7 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use futures_util::future::{BoxFuture, Either};
 use http::{HeaderValue, Method, Request, Response, header};
+use tracing::Instrument;
 
 use crate::api::catalog::Endpoint;
 use crate::api::params::Valid;
@@ -77,6 +78,8 @@ struct Trail {
     relayed: bool,
     /// The `X-Cache` of an answer from the cache path.
     cache: Option<CacheStatus>,
+    /// The request's span, while traces are on.
+    span: Option<tracing::Span>,
 }
 
 /// A request as it came: itself, what one pass over its headers found, and the
@@ -329,7 +332,14 @@ impl Edge {
         let access = self.access.load();
         let head = Head::read(request.headers());
         let request_id = request_id(head.request_id);
-        let mut trail = Trail::default();
+        let mut trail = Trail {
+            span: crate::telemetry::request_span(
+                request.method(),
+                request.uri().path(),
+                request.headers(),
+            ),
+            ..Trail::default()
+        };
         let asked = Asked {
             request: &request,
             head: &head,
@@ -340,6 +350,9 @@ impl Edge {
             Ok(Step::Lookup(valid)) => match self.state.cache().lookup_now(&snap.policy, &valid) {
                 Ok(answer) => cached(&head, Ok(answer), valid, &mut trail),
                 Err(waiting) => {
+                    // The lookup runs in the request's span: the fill's and the
+                    // wait's spans are its children.
+                    let span = trail.span.clone();
                     let later = Later {
                         edge: Arc::clone(self),
                         request,
@@ -352,7 +365,10 @@ impl Edge {
                         snap: arc_swap::Guard::into_inner(snap),
                         access: arc_swap::Guard::into_inner(access),
                     };
-                    return Either::Right(Box::pin(later.finish()));
+                    return Either::Right(match span {
+                        Some(span) => Box::pin(later.finish().instrument(span)),
+                        None => Box::pin(later.finish()),
+                    });
                 }
             },
             Err(error) => Err(error),
@@ -414,12 +430,25 @@ impl Edge {
             started,
             elapsed,
         );
+        if let Some(span) = &trail.span {
+            crate::telemetry::record_response(
+                span,
+                request.method(),
+                trail.endpoint.map(|e| e.path.as_str()),
+                trail.key.as_deref(),
+                code,
+                &response,
+            );
+        }
         let status = response.status().as_u16();
         // The line's fields (a header parsed, another checked) are gathered only when
         // it will be written.
         if access.access_log && access_enabled(status) {
             let bytes = hyper::body::Body::size_hint(response.body()).exact();
             let client = trail.client.and_then(|i| access.names.get(i));
+            // The trace the request's span belongs to, else the client's own.
+            let traced = trail.span.as_ref().and_then(crate::telemetry::trace_id);
+            let incoming = traceparent(request.headers());
             access_line(&AccessLine {
                 method: request.method().as_str(),
                 path: request.uri().path(),
@@ -437,9 +466,11 @@ impl Edge {
                     .get(X_REQUEST_ID)
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("-"),
-                trace_id: traceparent(request.headers())
-                    .as_ref()
-                    .map_or("-", Traceparent::trace_id),
+                trace_id: match (&traced, &incoming) {
+                    (Some(id), _) => id.to_str().unwrap_or("-"),
+                    (None, Some(t)) => t.trace_id(),
+                    (None, None) => "-",
+                },
             });
         }
         response

@@ -1,5 +1,6 @@
 //! HTTP answers: a cached answer with the contract's headers (`X-Cache`,
-//! `Cache-Status`, `Age`, `ETag`, `Cache-Control`), gzip when accepted, 304 when
+//! `Cache-Status`, `Age`, `ETag`, `Cache-Control`), in the encoding the client
+//! prefers (gzip, brotli, zstd; chosen by `negotiate`), 304 when
 //! `If-None-Match` names the representation; an upstream answer relayed as it is; the
 //! OpenAPI document; and every [`Error`] as the JSON envelope, in exactly one place.
 
@@ -9,6 +10,7 @@ use bytes::Bytes;
 use headers::{ETag, HeaderMapExt, IfNoneMatch};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, header};
 
+use crate::cache::encoding::Coding;
 use crate::cache::freshness;
 use crate::cache::readthrough::{Answer, Served};
 use crate::edge::body::{self, Body};
@@ -28,15 +30,28 @@ const DYNAMIC: usize = 5;
 /// Written over by [`answer`] (the five first) and by the handler (the request ID).
 const PLACEHOLDER: HeaderValue = HeaderValue::from_static("-");
 
-/// The header maps a cached answer starts from, identity and gzip: every name it
+/// The header maps a cached answer starts from, identity then one per coding (by
+/// [`head_index`]): every name it
 /// carries is in place, so an answer clones one and writes five values by position,
 /// where inserting each header would hash its name and probe the table (callgrind:
 /// the inserts took about 1,250 instructions a hit, the clone and the writes take
 /// about 700, of some 17,000 in all). The request ID's slot follows the five, and
 /// [`write_request_id`] writes it by position too.
-static HEADS: LazyLock<[HeaderMap; 2]> = LazyLock::new(|| [head(false), head(true)]);
+static HEADS: LazyLock<[HeaderMap; 4]> = LazyLock::new(|| {
+    [
+        head(None),
+        head(Some(Coding::ALL[0])),
+        head(Some(Coding::ALL[1])),
+        head(Some(Coding::ALL[2])),
+    ]
+});
 
-fn head(gzip: bool) -> HeaderMap {
+/// The position in [`HEADS`] of the head for `coding`.
+fn head_index(coding: Option<Coding>) -> usize {
+    coding.map_or(0, |c| c.index() + 1)
+}
+
+fn head(coding: Option<Coding>) -> HeaderMap {
     let mut map = HeaderMap::new();
     // The order `answer` writes them in.
     let dynamic: [HeaderName; DYNAMIC] = [
@@ -56,8 +71,11 @@ fn head(gzip: bool) -> HeaderMap {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    if gzip {
-        map.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    if let Some(coding) = coding {
+        map.insert(
+            header::CONTENT_ENCODING,
+            HeaderValue::from_static(coding.as_str()),
+        );
     }
     map.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
     map
@@ -157,25 +175,6 @@ fn cache_status(served: Served, ttl: i64) -> HeaderValue {
     HeaderValue::from_maybe_shared(value.freeze()).expect("ASCII digits and text")
 }
 
-/// Whether the client accepts gzip (`Accept-Encoding`, honouring `q=0`).
-fn accepts_gzip(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT_ENCODING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|item| {
-            let mut parts = item.split(';').map(str::trim);
-            let coding = parts.next().unwrap_or_default();
-            let refused = parts.any(|p| {
-                p.strip_prefix("q=")
-                    .and_then(|q| q.parse::<f32>().ok())
-                    .is_some_and(|q| q <= 0.0)
-            });
-            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
-        })
-}
-
 /// Whether `If-None-Match` names `etag` (RFC 9110 §13.1.2: `*`, or any listed tag
 /// under weak comparison), evaluated by the `headers` crate.
 fn not_modified(request: &HeaderMap, etag: &HeaderValue) -> bool {
@@ -188,8 +187,9 @@ fn not_modified(request: &HeaderMap, etag: &HeaderValue) -> bool {
         .is_some_and(|etag| !if_none_match.precondition_passes(&etag))
 }
 
-/// A cached answer with the contract's headers, gzip when accepted, or 304 when
-/// `If-None-Match` names the representation.
+/// A cached answer with the contract's headers, in the encoding the client prefers
+/// (each made once per entry, by the fill), or 304 when `If-None-Match` names the
+/// representation.
 pub fn answer(request: &Head<'_>, answer: &Answer) -> Response<Body> {
     let Answer {
         entry,
@@ -197,21 +197,20 @@ pub fn answer(request: &Head<'_>, answer: &Answer) -> Response<Body> {
         lifetimes,
         now,
     } = answer;
-    // A list header is read in full only when the client sent it.
-    let gzip = (request.accept_encoding && accepts_gzip(request.map))
-        .then(|| entry.gzip())
+    // A list header is read in full only when the client sent it, and only for a
+    // body that has compressed representations.
+    let coding = (request.accept_encoding && entry.is_compressible())
+        .then(|| crate::edge::negotiate::choose(request.map))
         .flatten();
-    let etag = if gzip.is_some() {
-        &entry.etag_gzip
-    } else {
-        &entry.etag
-    };
+    let encoded = coding.and_then(|c| entry.encoded(c).map(|bytes| (c, bytes)));
+    let coding = encoded.map(|(c, _)| c);
+    let etag = entry.etag_of(coding);
     let not_modified =
         entry.status == 200 && request.if_none_match && not_modified(request.map, etag);
     let mut response = if not_modified {
         empty(StatusCode::NOT_MODIFIED)
     } else {
-        let bytes = gzip.unwrap_or(&entry.body).clone();
+        let bytes = encoded.map_or(&entry.body, |(_, bytes)| bytes).clone();
         let mut r = Response::new(body::full(bytes));
         *r.status_mut() = StatusCode::from_u16(entry.status).unwrap_or(StatusCode::OK);
         r
@@ -226,7 +225,8 @@ pub fn answer(request: &Head<'_>, answer: &Answer) -> Response<Body> {
         etag.clone(),
         max_age(u64::try_from(ttl).unwrap_or(0)),
     ];
-    let head = &HEADS[usize::from(gzip.is_some() && !not_modified)];
+    // A 304 says nothing of an encoding (it has no body), only its validator.
+    let head = &HEADS[if not_modified { 0 } else { head_index(coding) }];
     let headers = response.headers_mut();
     *headers = head.clone();
     for (slot, value) in headers.values_mut().zip(dynamic) {
@@ -426,6 +426,7 @@ mod tests {
             until_open: false,
             negative: false,
             settles: None,
+            venue: crate::cache::market::Venue::China,
         };
         let body = Bytes::from(vec![b' '; 4096]);
         let entry = CachedBody::new(body, 200, fetched_at, rule, lifetimes, 0);
@@ -442,9 +443,17 @@ mod tests {
     /// the handler always writes), in either encoding.
     #[test]
     fn a_cached_answer_carries_every_contract_header_written() {
-        let mut gzip = HeaderMap::new();
-        gzip.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
-        for (request, encoded) in [(HeaderMap::new(), false), (gzip, true)] {
+        let accepting = |coding: &'static str| {
+            let mut map = HeaderMap::new();
+            map.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(coding));
+            (map, Some(coding))
+        };
+        for (request, encoded) in [
+            (HeaderMap::new(), None),
+            accepting("gzip"),
+            accepting("br"),
+            accepting("zstd"),
+        ] {
             let r = answer_at(Served::Hit, &request, 7_500);
             let h = r.headers();
             assert_eq!(h[X_CACHE], "HIT");
@@ -455,17 +464,27 @@ mod tests {
             assert_eq!(h[header::VARY], "Accept-Encoding");
             assert!(h[header::ETAG].to_str().unwrap().starts_with('"'));
             assert_eq!(
-                h.get(header::CONTENT_ENCODING).is_some(),
+                h.get(header::CONTENT_ENCODING).map(|v| v.to_str().unwrap()),
                 encoded,
-                "gzip: {encoded}"
             );
+            // Each representation has its own validator.
+            let tag = h[header::ETAG].to_str().unwrap();
+            let suffix = match encoded {
+                Some("gzip") => "-gz\"",
+                Some("br") => "-br\"",
+                Some("zstd") => "-zst\"",
+                _ => "",
+            };
+            let hash = &tag[1..17];
+            assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()), "{tag}");
+            assert_eq!(&tag[17..], if suffix.is_empty() { "\"" } else { suffix });
             for (name, value) in h {
                 assert!(
                     value != PLACEHOLDER || name == X_REQUEST_ID,
                     "{name} is left as a placeholder"
                 );
             }
-            // A 304 of the gzip representation says nothing of an encoding.
+            // A 304 of a compressed representation says nothing of an encoding.
             let mut again = request.clone();
             again.insert(header::IF_NONE_MATCH, h[header::ETAG].clone());
             let r = answer_at(Served::Hit, &again, 7_500);
@@ -520,21 +539,6 @@ mod tests {
                 assert_eq!((name, value.as_bytes()), (&X_REQUEST_ID, &b"id-1"[..]));
             }
         }
-    }
-
-    #[test]
-    fn accept_encoding_is_parsed() {
-        let h = |v: &'static str| {
-            let mut m = HeaderMap::new();
-            m.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(v));
-            accepts_gzip(&m)
-        };
-        assert!(h("gzip"));
-        assert!(h("deflate, gzip;q=0.8, br"));
-        assert!(h("*"));
-        assert!(!h("gzip;q=0"));
-        assert!(!h("br, deflate"));
-        assert!(!accepts_gzip(&HeaderMap::new()));
     }
 
     #[test]

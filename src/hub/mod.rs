@@ -479,7 +479,7 @@ impl QuoteHub {
             self.drop_stalled(config);
             let board = self.publish(&codes, fetched);
             self.fan_out(board).await;
-            let cluster = state.cache().cluster().filter(|_| following);
+            let cluster = Some(state.fleet().leadership()).filter(|_| following);
             // An upstream that asked us to wait (Retry-After) is not polled before
             // its time: subscribers keep their last quotes and keepalives meanwhile.
             let wait = interval.max(state.upstream().paused_for().unwrap_or_default());
@@ -504,7 +504,7 @@ impl QuoteHub {
         interval: Duration,
     ) -> (HashMap<String, Bytes>, bool) {
         let state = &self.inner.state;
-        let Some(cluster) = state.cache().cluster().filter(|c| c.is_up()) else {
+        let Some(cluster) = Some(state.fleet().leadership()).filter(|c| c.is_up()) else {
             return (self.fetch(config, codes).await, false);
         };
         // Two intervals of silence hand the lead to another node; the lease also

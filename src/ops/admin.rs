@@ -8,6 +8,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use serde_json::json;
 
 use crate::api::catalog::catalog;
+use crate::cache::purge::Purge;
 use crate::edge::body::{self, Body};
 use crate::edge::response::IntoResponse;
 use crate::error::Error;
@@ -138,7 +139,8 @@ fn target_json(t: &crate::upstream::target::TargetReport) -> serde_json::Value {
 /// - `prefix=/stock/`: every key starting so (like a Varnish ban on the URL).
 ///
 /// Reports how many entries this node held and dropped (in a cluster the same keys
-/// are dropped from the shared store and the other nodes too).
+/// are dropped from the shared store and from every other node, whether this node
+/// held them or not).
 async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::Value, Error> {
     let snap = state.snapshot();
     let presented = crate::edge::auth::bearer(request.headers()).unwrap_or_default();
@@ -160,8 +162,8 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
         "target" => {
             // The parameter's own error (naming `period`, `code`...), or `not_found`.
             let valid = crate::api::parse_target(raw)?;
-            let held = cache.purge(&valid.target).await;
-            (valid.target, usize::from(held))
+            let held = cache.purge(&Purge::Key(valid.target.clone())).await;
+            (valid.target, held)
         }
         "endpoint" => {
             let template = raw
@@ -179,15 +181,7 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
                         ),
                     )
                 })?;
-            let id = endpoint.id;
-            let n = cache
-                .purge_matching(|key| {
-                    let path = key.split_once('?').map_or(key, |(p, _)| p);
-                    crate::api::router()
-                        .route(path)
-                        .is_some_and(|r| r.endpoint.id == id)
-                })
-                .await;
+            let n = cache.purge(&Purge::Endpoint(endpoint)).await;
             (endpoint.path.clone(), n)
         }
         _ => {
@@ -200,7 +194,7 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
                     "a key prefix starts with /, such as /stock/",
                 ));
             }
-            let n = cache.purge_matching(|key| key.starts_with(prefix)).await;
+            let n = cache.purge(&Purge::Prefix(prefix.to_owned())).await;
             (prefix.to_owned(), n)
         }
     };
@@ -304,7 +298,7 @@ impl Admin {
                 "max_bytes": store.max_bytes(),
                 "evictions": store.evictions(),
             },
-            "cluster": state.cache().cluster().map_or_else(
+            "cluster": state.cluster().map_or_else(
                 || json!({ "state": "off" }),
                 |c| json!({
                     "state": if c.is_up() { "up" } else { "alone" },

@@ -355,7 +355,7 @@ impl Collector for StatsCollector {
         ] {
             gauge(&mut encoder, name, help, value)?;
         }
-        if let Some(cluster) = self.state.cache().cluster() {
+        if let Some(cluster) = self.state.cluster() {
             gauge(
                 &mut encoder,
                 "cluster_redis_up",

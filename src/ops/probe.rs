@@ -1,10 +1,12 @@
 //! The upstream probe: one cheap request at start and after a reload that changed
 //! `[upstream]`, so an unreachable upstream, a wrong base URL or a refused token is
 //! said loudly in the log at once, not discovered by the first client. The answer
-//! is cached like any other (the probe doubles as a first prewarm).
+//! is cached like any other (the probe doubles as a first prewarm). The probe's
+//! target is checked here too ([`check`]), where it is used.
 
 use std::time::Instant;
 
+use crate::config::{Config, Problem, redacted_url};
 use crate::state::AppState;
 use crate::upstream::budget::Priority;
 use crate::upstream::client::FetchError;
@@ -27,7 +29,9 @@ pub enum Probe {
 /// `warn` otherwise. `None` when no probe is configured.
 pub async fn probe(state: &AppState) -> Option<Probe> {
     let snap = state.snapshot();
-    let base_url = snap.config.upstream.base_url.clone();
+    // Validation refuses credentials in the URL; a config built in code is shown
+    // without them all the same.
+    let base_url = redacted_url(&snap.config.upstream.base_url);
     let target = snap.config.upstream.probe_target.clone();
     // Checked when the config was loaded; an invalid one is simply not probed.
     let valid = crate::api::parse_target(&target).ok()?;
@@ -71,6 +75,21 @@ pub async fn probe(state: &AppState) -> Option<Probe> {
         }
     }
     Some(probe)
+}
+
+/// What is wrong with `upstream.probe_target`: a request the proxy would refuse,
+/// or the stream (a [`crate::config::Check`], run by the config loader).
+pub fn check(config: &Config, _env: &dyn crate::config::Env) -> Vec<Problem> {
+    let target = &config.upstream.probe_target;
+    if target.is_empty() {
+        return Vec::new();
+    }
+    let message = match crate::api::parse_target(target) {
+        Ok(valid) if !valid.endpoint.streaming => return Vec::new(),
+        Ok(_) => "the stream cannot be a probe".to_owned(),
+        Err(e) => format!("{target:?} is not a valid request ({e})"),
+    };
+    vec![Problem::new("upstream.probe_target", message)]
 }
 
 /// Runs [`probe`] in the background, as a task of the application.

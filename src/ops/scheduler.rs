@@ -14,7 +14,7 @@ use tokio_cron_scheduler::{Job, JobScheduler};
 
 use crate::api::params::Valid;
 use crate::api::parse_target;
-use crate::config::JobConfig;
+use crate::config::{Config, JobConfig, Problem};
 use crate::state::AppState;
 
 /// When a job may run.
@@ -67,17 +67,21 @@ pub fn check_cron(expr: &str) -> Result<(), String> {
         })
 }
 
-/// Every problem of the operator's jobs (cron expressions, targets), one line each,
-/// named by key: the scheduler owns these checks, the config loader reports them.
-pub fn problems(jobs: &[JobConfig]) -> Vec<String> {
+/// Every problem of the operator's jobs (cron expressions, targets), each with its
+/// key: the scheduler owns these checks, the config loader runs and reports them (a
+/// [`crate::config::Check`]).
+pub fn check(config: &Config, _env: &dyn crate::config::Env) -> Vec<Problem> {
     let mut problems = Vec::new();
-    for (i, job) in jobs.iter().enumerate() {
+    for (i, job) in config.scheduler.jobs.iter().enumerate() {
         if let Err(e) = check_cron(&job.cron) {
-            problems.push(format!("scheduler.jobs[{i}].cron: {e}"));
+            problems.push(Problem::new(format!("scheduler.jobs[{i}].cron"), e));
         }
         for (j, target) in job.targets.iter().enumerate() {
             if let Err(e) = parse_target(target) {
-                problems.push(format!("scheduler.jobs[{i}].targets[{j}]: {target:?}: {e}"));
+                problems.push(Problem::new(
+                    format!("scheduler.jobs[{i}].targets[{j}]"),
+                    format!("{target:?}: {e}"),
+                ));
             }
         }
     }
@@ -321,8 +325,12 @@ pub async fn run(state: &AppState, plan: &Plan) -> Ran {
     }
     // In a cluster one node runs each firing (the first to claim its second); with
     // Redis away every node runs it.
-    if let Some(cluster) = state.cache().cluster()
-        && cluster.claim(&plan.name, now.timestamp()).await == Ok(false)
+    if state
+        .fleet()
+        .jobs()
+        .claim(&plan.name, now.timestamp())
+        .await
+        == Ok(false)
     {
         tracing::debug!(job = %plan.name, "skipped: another node runs it");
         return Ran::OtherNode;
@@ -523,15 +531,16 @@ mod tests {
     fn jobs_are_checked_by_key() {
         assert!(check_cron("0 45 8 * * Mon-Fri").is_ok());
         assert!(check_cron("every morning").is_err());
-        let jobs = [JobConfig {
+        let mut config = Config::default();
+        config.scheduler.jobs = vec![JobConfig {
             name: "j".into(),
             cron: "every morning".into(),
             targets: vec!["/stock/kline?code=600519".into(), "/nope".into()],
             session_only: false,
         }];
-        let p = problems(&jobs);
+        let p = check(&config, &|_: &str| None);
         assert_eq!(p.len(), 2, "{p:?}");
-        assert!(p[0].starts_with("scheduler.jobs[0].cron"));
-        assert!(p[1].starts_with("scheduler.jobs[0].targets[1]"));
+        assert_eq!(p[0].key.as_deref(), Some("scheduler.jobs[0].cron"));
+        assert_eq!(p[1].key.as_deref(), Some("scheduler.jobs[0].targets[1]"));
     }
 }

@@ -38,6 +38,9 @@ pub struct Route {
     pub sample: Option<String>,
     /// The documented example answer's `data`, when it is a success.
     pub example: Option<Value>,
+    /// The docs removed it (the old `/market/flow` paths): the upstream answers it
+    /// as a path it does not know.
+    pub retired: bool,
 }
 
 #[derive(Debug)]
@@ -94,6 +97,11 @@ fn read_route(entry: &Value) -> Route {
     let example = (entry["example_response"]["success"] == true)
         .then(|| entry["example_response"]["data"].clone())
         .filter(|data| !data.is_string());
+    let retired = entry["example_notes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|note| note.as_str().is_some_and(|n| n.starts_with("removed")));
     Route {
         method: text(&entry["method"]).unwrap_or_default(),
         template,
@@ -101,6 +109,7 @@ fn read_route(entry: &Value) -> Route {
         params,
         sample,
         example,
+        retired,
     }
 }
 
@@ -145,7 +154,10 @@ impl Route {
     /// What the upstream refuses, read as a NestJS validation pipe would from the
     /// docs: a query parameter the docs do not list (the key's query form aside), a
     /// required one missing or empty, a value outside its enum or range, a number
-    /// that is not one.
+    /// that is not one. An empty value is not absent there (class-validator's
+    /// `@IsOptional` skips only null and undefined): empty is refused where an enum,
+    /// a number or a boolean is expected, and is an (empty) string elsewhere, which
+    /// the services read as absent.
     ///
     /// # Errors
     /// `Refusal::BadRequest` naming nothing (the upstream's text names nothing).
@@ -162,6 +174,11 @@ impl Route {
                 return Err(Refusal::BadRequest);
             };
             if value.is_empty() {
+                let typed = spec.values.is_some()
+                    || matches!(spec.kind.as_deref(), Some("number" | "boolean"));
+                if typed {
+                    return Err(Refusal::BadRequest);
+                }
                 continue;
             }
             if let Some(values) = &spec.values

@@ -1,11 +1,16 @@
 //! Simulated prices: daily closes and intraday quotes as deterministic random walks
 //! (fractal value noise seeded by code, evaluated at any instant without replaying
-//! history), K-lines with forward/backward adjustment, and quote snapshots.
+//! history), K-lines with forward/backward adjustment, and quote snapshots; on the
+//! simulated exchanges' own calendars and hours (the A-share holidays as published,
+//! Hong Kong's and New York's sessions). The proxy's market clock is not used here.
 
+use std::collections::HashSet;
 use std::ops::RangeInclusive;
+use std::sync::LazyLock;
 
 use chrono::{DateTime, Datelike, Duration as Days, NaiveDate, Timelike, Utc, Weekday};
 use chrono_tz::Asia::Shanghai;
+use chrono_tz::Tz;
 
 /// Seconds between two exchange snapshots (Level-1, docs/DOMAIN.md §3).
 pub const SNAPSHOT_SECS: i64 = 3;
@@ -45,18 +50,146 @@ pub fn smooth(seed: u64, x: f64) -> f64 {
     walk(seed, x, 4, 0.35).tanh()
 }
 
-/// Whether the simulated exchange trades on `day` (weekdays; the simulator does not
-/// model holidays, the proxy's market clock does).
-pub fn is_trading_day(day: NaiveDate) -> bool {
-    !matches!(day.weekday(), Weekday::Sat | Weekday::Sun)
+/// Weekday closures of the Shanghai, Shenzhen and Beijing exchanges, as their
+/// notices published them: 2024, 2025 and 2026. Earlier years are modelled without
+/// holidays; 2027's calendar is not out yet.
+const A_SHARE_HOLIDAYS: &[&str] = &[
+    "2024-01-01",
+    "2024-02-09",
+    "2024-02-12",
+    "2024-02-13",
+    "2024-02-14",
+    "2024-02-15",
+    "2024-02-16",
+    "2024-04-04",
+    "2024-04-05",
+    "2024-05-01",
+    "2024-05-02",
+    "2024-05-03",
+    "2024-06-10",
+    "2024-09-16",
+    "2024-09-17",
+    "2024-10-01",
+    "2024-10-02",
+    "2024-10-03",
+    "2024-10-04",
+    "2024-10-07",
+    "2025-01-01",
+    "2025-01-28",
+    "2025-01-29",
+    "2025-01-30",
+    "2025-01-31",
+    "2025-02-03",
+    "2025-02-04",
+    "2025-04-04",
+    "2025-05-01",
+    "2025-05-02",
+    "2025-05-05",
+    "2025-06-02",
+    "2025-10-01",
+    "2025-10-02",
+    "2025-10-03",
+    "2025-10-06",
+    "2025-10-07",
+    "2025-10-08",
+    "2026-01-01",
+    "2026-01-02",
+    "2026-02-16",
+    "2026-02-17",
+    "2026-02-18",
+    "2026-02-19",
+    "2026-02-20",
+    "2026-02-23",
+    "2026-04-06",
+    "2026-05-01",
+    "2026-05-04",
+    "2026-05-05",
+    "2026-06-19",
+    "2026-09-25",
+    "2026-10-01",
+    "2026-10-02",
+    "2026-10-05",
+    "2026-10-06",
+    "2026-10-07",
+];
+
+static HOLIDAYS: LazyLock<HashSet<NaiveDate>> = LazyLock::new(|| {
+    A_SHARE_HOLIDAYS
+        .iter()
+        .map(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").expect("the holiday list holds dates"))
+        .collect()
+});
+
+/// A simulated exchange: its time zone, the hours its quotes move and the sessions
+/// its minute bars cover, local time, in minutes from midnight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Venue {
+    /// Shanghai, Shenzhen, Beijing: quotes move from the 09:15 call auction to 15:00;
+    /// bars cover 09:30–11:30 and 13:00–15:00; the published holidays close it.
+    China,
+    /// Hong Kong: quotes move from 09:30 to 16:00; bars cover 09:30–12:00 and
+    /// 13:00–16:00; every weekday (HK holidays are not modelled).
+    HongKong,
+    /// New York: 09:30–16:00 New York time, with its daylight saving; every weekday
+    /// (US holidays are not modelled).
+    NewYork,
 }
 
-/// The latest trading day on or before `day`.
-pub fn last_trading_day(mut day: NaiveDate) -> NaiveDate {
-    while !is_trading_day(day) {
-        day -= Days::days(1);
+impl Venue {
+    fn zone(self) -> Tz {
+        match self {
+            Venue::China => Shanghai,
+            Venue::HongKong => chrono_tz::Asia::Hong_Kong,
+            Venue::NewYork => chrono_tz::America::New_York,
+        }
     }
-    day
+
+    /// When quotes move, seconds from local midnight.
+    fn moving(self) -> (i64, i64) {
+        match self {
+            Venue::China => (9 * 3600 + 15 * 60, 15 * 3600),
+            Venue::HongKong | Venue::NewYork => (9 * 3600 + 30 * 60, 16 * 3600),
+        }
+    }
+
+    /// The sessions minute bars cover, minutes from local midnight.
+    fn bar_sessions(self) -> &'static [(u32, u32)] {
+        match self {
+            Venue::China => &[(9 * 60 + 30, 11 * 60 + 30), (13 * 60, 15 * 60)],
+            Venue::HongKong => &[(9 * 60 + 30, 12 * 60), (13 * 60, 16 * 60)],
+            Venue::NewYork => &[(9 * 60 + 30, 16 * 60)],
+        }
+    }
+
+    /// Whether it trades on `day` (its local date).
+    pub fn trades_on(self, day: NaiveDate) -> bool {
+        !matches!(day.weekday(), Weekday::Sat | Weekday::Sun)
+            && (self != Venue::China || !HOLIDAYS.contains(&day))
+    }
+
+    /// Its local date at `now`.
+    pub fn date(self, now: DateTime<Utc>) -> NaiveDate {
+        now.with_timezone(&self.zone()).date_naive()
+    }
+
+    /// Its latest trading day on or before `day`.
+    pub fn last_trading_day(self, mut day: NaiveDate) -> NaiveDate {
+        while !self.trades_on(day) {
+            day -= Days::days(1);
+        }
+        day
+    }
+}
+
+/// Whether the simulated A-share exchanges trade on `day`: weekdays less the
+/// published holidays.
+pub fn is_trading_day(day: NaiveDate) -> bool {
+    Venue::China.trades_on(day)
+}
+
+/// The latest A-share trading day on or before `day`.
+pub fn last_trading_day(day: NaiveDate) -> NaiveDate {
+    Venue::China.last_trading_day(day)
 }
 
 /// The continuous (backward-adjusted) close of a security on `day`.
@@ -133,15 +266,16 @@ pub struct Security {
     pub shares_wan: f64,
 }
 
-/// Daily bars from listing to `today`, with adjustment `adj`.
-fn daily_bars(sec: Security, today: NaiveDate, adj: Adjust) -> Vec<Bar> {
+/// Daily bars from listing to `today`, with adjustment `adj`, on the days `venue`
+/// trades.
+fn daily_bars(venue: Venue, sec: Security, today: NaiveDate, adj: Adjust) -> Vec<Bar> {
     let latest_factor = dividend_factor(sec.seed, sec.listed, today);
     let mut bars = Vec::with_capacity(9_000);
     let mut day = sec.listed;
     let mut prev = None;
     while day <= today {
         // Weekends closed; about one day in 150 suspended.
-        if is_trading_day(day)
+        if venue.trades_on(day)
             && hash(sec.seed ^ 0x5359, i64::from(day.num_days_from_ce())) > -0.987
         {
             let x = i64::from(day.num_days_from_ce());
@@ -201,6 +335,7 @@ fn merge(bars: &[Bar], same: impl Fn(NaiveDate, NaiveDate) -> bool) -> Vec<Bar> 
 /// amount, amplitude %, change %, change, turnover %, prices with `decimals` places;
 /// only bars dated inside `range` (a week or month is dated by its last trading day).
 pub fn kline_rows(
+    venue: Venue,
     sec: Security,
     today: NaiveDate,
     period: &str,
@@ -208,7 +343,7 @@ pub fn kline_rows(
     range: RangeInclusive<NaiveDate>,
     decimals: usize,
 ) -> Vec<String> {
-    let daily = daily_bars(sec, today, adj);
+    let daily = daily_bars(venue, sec, today, adj);
     let bars = match period {
         "week" => merge(&daily, |a, b| a.iso_week() == b.iso_week()),
         "month" => merge(&daily, |a, b| {
@@ -238,10 +373,13 @@ pub fn kline_rows(
         .collect()
 }
 
-/// Minute bars of `minutes` (1, 5, 15, 30 or 60) over the trading days in `days`, up
-/// to `now` (the last bar of a session in progress moves with the quote), labelled
-/// by their end, `YYYY-MM-DD HH:MM`, in the daily rows' format.
+/// Minute bars of `minutes` (1, 5, 15, 30 or 60) over the days in `days` that `venue`
+/// trades, inside its sessions, up to `now` (the last bar of a session in progress
+/// moves with the quote), labelled by their end in the venue's local time,
+/// `YYYY-MM-DD HH:MM`, in the daily rows' format. (Whether the upstream labels US bars
+/// in New York or China time is undocumented; New York's is the guess.)
 pub fn minute_rows(
+    venue: Venue,
     sec: Security,
     limit: f64,
     now: DateTime<Utc>,
@@ -253,14 +391,14 @@ pub fn minute_rows(
     let mut day = *days.start();
     let p = decimals;
     while day <= *days.end() {
-        if is_trading_day(day) {
-            for (start, end) in [(9 * 60 + 30, 11 * 60 + 30), (13 * 60, 15 * 60)] {
+        if venue.trades_on(day) {
+            for &(start, end) in venue.bar_sessions() {
                 let mut t = start;
                 while t < end {
                     let bar_end = (t + minutes).min(end);
                     let at = |m: u32| {
                         day.and_hms_opt(m / 60, m % 60, 0)
-                            .and_then(|l| l.and_local_timezone(Shanghai).single())
+                            .and_then(|l| l.and_local_timezone(venue.zone()).earliest())
                             .map(|l| l.with_timezone(&Utc))
                     };
                     let (Some(open_at), Some(close_at)) = (at(t), at(bar_end)) else {
@@ -269,9 +407,14 @@ pub fn minute_rows(
                     if open_at >= now {
                         break;
                     }
-                    let first = quote(sec, limit, open_at);
-                    let last = quote(sec, limit, close_at.min(now));
-                    let mid = quote(sec, limit, open_at + (close_at.min(now) - open_at) / 2);
+                    let first = quote_at(venue, sec, limit, open_at);
+                    let last = quote_at(venue, sec, limit, close_at.min(now));
+                    let mid = quote_at(
+                        venue,
+                        sec,
+                        limit,
+                        open_at + (close_at.min(now) - open_at) / 2,
+                    );
                     let high = first.price.max(last.price).max(mid.price);
                     let low = first.price.min(last.price).min(mid.price);
                     let volume = (last.volume - first.volume).max(0.0);
@@ -298,26 +441,28 @@ pub fn minute_rows(
     rows
 }
 
-/// The trading date and whether the market is moving at `now` (China time): quotes
-/// move 09:15–15:00 on weekdays and stand still otherwise.
-fn session_position(now: DateTime<Utc>) -> (NaiveDate, i64, bool) {
-    let local = now.with_timezone(&Shanghai);
-    let day = local.date_naive();
+/// The local trading date at `now` and the seconds into it, clamped to the hours the
+/// venue's quotes move (they stand still outside them).
+fn session_position(venue: Venue, now: DateTime<Utc>) -> (NaiveDate, i64) {
+    let local = now.with_timezone(&venue.zone());
     let secs = i64::from(local.time().num_seconds_from_midnight());
-    let open = 9 * 3600 + 15 * 60;
-    let close = 15 * 3600;
-    let moving = is_trading_day(day) && (open..close).contains(&secs);
-    (day, secs.clamp(open, close), moving)
+    let (open, close) = venue.moving();
+    (local.date_naive(), secs.clamp(open, close))
 }
 
-/// A real-time quote snapshot of one security at `now`.
+/// A real-time quote snapshot of one A-share security at `now`.
 pub fn quote(sec: Security, limit: f64, now: DateTime<Utc>) -> Quote {
-    let (day, secs, _) = session_position(now);
-    let prev_day = last_trading_day(day - Days::days(1));
+    quote_at(Venue::China, sec, limit, now)
+}
+
+/// A real-time quote snapshot of one security of `venue` at `now`.
+pub fn quote_at(venue: Venue, sec: Security, limit: f64, now: DateTime<Utc>) -> Quote {
+    let (day, secs) = session_position(venue, now);
+    let prev_day = venue.last_trading_day(day - Days::days(1));
     let pre_close = adjusted_close(sec.seed, sec.base_price, prev_day)
         * dividend_factor(sec.seed, sec.listed, prev_day);
     // Snapshot index within the day; the walk restarts each day from the previous close.
-    let step = (secs - (9 * 3600 + 15 * 60)) / SNAPSHOT_SECS;
+    let step = (secs - venue.moving().0) / SNAPSHOT_SECS;
     let day_seed = sec.seed ^ (day.num_days_from_ce() as u64).wrapping_mul(0x2545_F491);
     let move_at = |s: i64| walk(day_seed, s as f64, 12, 0.0009).clamp(-limit, limit);
     let pct = move_at(step);
@@ -372,7 +517,7 @@ impl Quote {
 
 /// The trading date at `now`, China time.
 pub fn trading_date(now: DateTime<Utc>) -> NaiveDate {
-    session_position(now).0
+    Venue::China.date(now)
 }
 
 #[cfg(test)]
@@ -396,13 +541,29 @@ mod tests {
     fn old_stocks_have_thousands_of_daily_rows() {
         let today = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
         let all = NaiveDate::MIN..=today;
-        let rows = kline_rows(sec(), today, "day", Adjust::Pre, all.clone(), 2);
+        let rows = kline_rows(
+            Venue::China,
+            sec(),
+            today,
+            "day",
+            Adjust::Pre,
+            all.clone(),
+            2,
+        );
         assert!(rows.len() > 8_000, "{}", rows.len());
         assert!(rows[0].starts_with("1991-04-03,"));
         let bytes: usize = rows.iter().map(String::len).sum();
         assert!(bytes > 500_000, "{bytes}");
-        let weeks = kline_rows(sec(), today, "week", Adjust::Pre, all.clone(), 2);
-        let months = kline_rows(sec(), today, "month", Adjust::Pre, all, 2);
+        let weeks = kline_rows(
+            Venue::China,
+            sec(),
+            today,
+            "week",
+            Adjust::Pre,
+            all.clone(),
+            2,
+        );
+        let months = kline_rows(Venue::China, sec(), today, "month", Adjust::Pre, all, 2);
         assert!(weeks.len() < rows.len() / 4 && months.len() < weeks.len() / 4);
     }
 
@@ -410,9 +571,9 @@ mod tests {
     fn forward_adjustment_matches_traded_price_at_the_end() {
         let today = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
         let all = || NaiveDate::MIN..=today;
-        let pre = kline_rows(sec(), today, "day", Adjust::Pre, all(), 2);
-        let none = kline_rows(sec(), today, "day", Adjust::None, all(), 2);
-        let after = kline_rows(sec(), today, "day", Adjust::After, all(), 2);
+        let pre = kline_rows(Venue::China, sec(), today, "day", Adjust::Pre, all(), 2);
+        let none = kline_rows(Venue::China, sec(), today, "day", Adjust::None, all(), 2);
+        let after = kline_rows(Venue::China, sec(), today, "day", Adjust::After, all(), 2);
         assert_eq!(pre.last(), none.last());
         assert_ne!(pre.first(), none.first());
         assert_ne!(after.last(), none.last());
@@ -425,7 +586,7 @@ mod tests {
         let today = NaiveDate::from_ymd_opt(2026, 11, 20).unwrap();
         let from = NaiveDate::from_ymd_opt(2024, 1, 1).unwrap();
         let to = NaiveDate::from_ymd_opt(2024, 1, 31).unwrap();
-        let rows = kline_rows(sec(), today, "day", Adjust::Pre, from..=to, 2);
+        let rows = kline_rows(Venue::China, sec(), today, "day", Adjust::Pre, from..=to, 2);
         assert!((18..=23).contains(&rows.len()), "{}", rows.len());
         assert!(rows.iter().all(|r| r.starts_with("2024-01-")));
     }

@@ -154,10 +154,16 @@ struct RawLog {
     count: AtomicU64,
     /// The raw URIs (path and query as received) of the latest [`MAX_RAW`].
     uris: Mutex<VecDeque<String>>,
+    /// The headers of the latest request.
+    last_headers: Mutex<Option<http::HeaderMap>>,
 }
 
 impl RawLog {
-    fn record(&self, uri: &http::Uri) {
+    fn record(&self, uri: &http::Uri, headers: &http::HeaderMap) {
+        *self
+            .last_headers
+            .lock()
+            .expect("raw log lock is never poisoned") = Some(headers.clone());
         let mut uris = self.uris.lock().expect("raw log lock is never poisoned");
         if uris.len() == MAX_RAW {
             uris.pop_front();
@@ -254,6 +260,17 @@ impl SimHandle {
             .iter()
             .cloned()
             .collect()
+    }
+
+    /// The headers of the latest request received (any path), as they came: what
+    /// the upstream is told besides the target (`traceparent`, `x-request-id`...).
+    pub fn last_request_headers(&self) -> Option<http::HeaderMap> {
+        self.shared
+            .raw
+            .last_headers
+            .lock()
+            .expect("raw log lock is never poisoned")
+            .clone()
     }
 
     /// Forgets the recorded raw requests and sets [`raw_count`](Self::raw_count) to 0.

@@ -1,11 +1,16 @@
 //! The simulated market's universe: about 5,400 A-shares and 1,000 ETFs with names,
-//! exchanges, industries, regions, concepts and listing dates, plus the board lists.
-//! Built once, deterministically, from fixed seeds.
+//! exchanges, industries, regions, concepts and listing dates, 2,800 Hong Kong
+//! listings (main board and GEM), plus the board lists. Built once,
+//! deterministically, from fixed seeds.
+
+mod hk;
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use chrono::NaiveDate;
+
+pub use hk::HkStock;
 
 /// A small deterministic generator (seeded per purpose, so adding a field to one data
 /// set never shifts another's values).
@@ -472,9 +477,12 @@ const BOARDS: &[(u32, usize, Exchange, i32)] = &[
 pub struct Universe {
     pub stocks: Vec<Stock>,
     pub etfs: Vec<Etf>,
+    /// Hong Kong listings, by code.
+    pub hk: Vec<HkStock>,
     pub concepts: Vec<String>,
     by_code: HashMap<String, usize>,
     etf_by_code: HashMap<String, usize>,
+    hk_by_code: HashMap<String, usize>,
 }
 
 static UNIVERSE: LazyLock<Universe> = LazyLock::new(Universe::build);
@@ -592,6 +600,12 @@ impl Universe {
             chinext.company = "易方达";
         }
 
+        let hk = hk::listings(&mut r);
+        let hk_by_code = hk
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.code.clone(), i))
+            .collect();
         let by_code = stocks
             .iter()
             .enumerate()
@@ -605,9 +619,11 @@ impl Universe {
         Universe {
             stocks,
             etfs,
+            hk,
             concepts,
             by_code,
             etf_by_code,
+            hk_by_code,
         }
     }
 
@@ -621,6 +637,11 @@ impl Universe {
     pub fn etf(&self, code: &str) -> Option<&Etf> {
         let digits = code.split('.').next().unwrap_or(code);
         self.etf_by_code.get(digits).map(|&i| &self.etfs[i])
+    }
+
+    /// A Hong Kong listing by its five digits.
+    pub fn hk(&self, code: &str) -> Option<&HkStock> {
+        self.hk_by_code.get(code).map(|&i| &self.hk[i])
     }
 }
 
@@ -637,6 +658,12 @@ mod tests {
             u.stocks.len()
         );
         assert!((1_000..=1_300).contains(&u.etfs.len()), "{}", u.etfs.len());
+        assert_eq!(u.hk.len(), 2_800);
+        for (code, name) in hk::FAMOUS {
+            assert_eq!(&u.hk(code).unwrap().name, name);
+        }
+        assert!(u.hk.iter().filter(|s| s.is_gem()).count() >= 300);
+        assert!(u.hk.iter().all(|s| s.code.len() == 5));
         assert_eq!(u.stock("600519.SH").unwrap().name, "贵州茅台");
         assert_eq!(u.stock("000001").unwrap().listed.to_string(), "1991-04-03");
         assert!(u.etf("510300").is_some());

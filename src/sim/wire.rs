@@ -46,7 +46,7 @@ fn failure(status: StatusCode, message: &str) -> Response<Body> {
 pub(super) async fn handle(shared: &Shared, req: Request<hyper::body::Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let req = Request::from_parts(parts, ());
-    shared.raw.record(req.uri());
+    shared.raw.record(req.uri(), req.headers());
     let uri = req.uri();
     if uri.path() == "/_sim/stats" {
         return stats_response(shared);
@@ -68,6 +68,9 @@ pub(super) async fn handle(shared: &Shared, req: Request<hyper::body::Incoming>)
         return cannot();
     };
     let route = &docs::routes()[call.route_id];
+    if route.retired {
+        return cannot();
+    }
     let asked = req.method().as_str();
     let head_for_get = *req.method() == Method::HEAD && route.method == "GET";
     if asked != route.method && !head_for_get {
@@ -210,8 +213,9 @@ fn throttled(shared: &Shared) -> Option<Response<Body>> {
 
 /// Whether every code of the request is in a form the docs list: six digits with
 /// or without an exchange suffix (`600519`, `600519.SH`); on the K-line also an HK
-/// code (five digits) or a US secid (`105.AAPL`). The prefix forms people type
-/// (`SH600519`, `sh.600519`) and A-share secids are not documented.
+/// code (five digits, or the secid `116.00700`) or a US secid (`105.AAPL`). The
+/// prefix forms people type (`SH600519`, `sh.600519`) and A-share secids are not
+/// documented.
 fn documented_codes(call: &Call) -> bool {
     let kline = call.template == "/stock/kline";
     let one = |code: &str| {
@@ -227,6 +231,9 @@ fn documented_codes(call: &Call) -> bool {
             Some((digits, suffix)) if six(digits) => ["SH", "SZ", "BJ"]
                 .iter()
                 .any(|s| s.eq_ignore_ascii_case(suffix)),
+            Some(("116", digits)) => {
+                kline && digits.len() == 5 && digits.bytes().all(|b| b.is_ascii_digit())
+            }
             Some((market, ticker)) => {
                 kline
                     && matches!(market, "105" | "106" | "107")

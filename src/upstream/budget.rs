@@ -14,7 +14,7 @@ use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
-use crate::cluster::{Cluster, Unavailable};
+use crate::cluster::{Permits, Unavailable};
 use crate::stats::Stats;
 
 /// Who wants an upstream request.
@@ -272,17 +272,18 @@ impl UpstreamBudget {
         Denied::Dropped
     }
 
-    /// One permit from the cluster-wide budget (`[cluster]`), with this node's
+    /// One permit from the fleet's bucket `bucket` (`[cluster]`), with this node's
     /// priorities: clients wait up to `client_wait_ms`; background refreshes take
     /// only from the `background_percent` share of the burst, at once or never;
-    /// prewarm waits for that share. `Err(Unavailable)`: Redis is away, so the
-    /// caller falls back to a local budget.
+    /// prewarm waits for that share. `Err(Unavailable)`: the fleet cannot be asked
+    /// (Redis is away, or a single node), so the caller uses a local budget.
     ///
     /// # Errors
-    /// [`Unavailable`] when the cluster cannot be asked.
+    /// [`Unavailable`] when the fleet cannot be asked.
     pub async fn acquire_shared(
         &self,
-        cluster: &Cluster,
+        permits: &dyn Permits,
+        bucket: &str,
         priority: Priority,
     ) -> Result<Result<(), Denied>, Unavailable> {
         let s = self.settings;
@@ -299,7 +300,7 @@ impl UpstreamBudget {
         };
         let started = tokio::time::Instant::now();
         loop {
-            let wait = cluster.take_permit(interval, tolerance).await?;
+            let wait = permits.take_permit(bucket, interval, tolerance).await?;
             if wait.is_zero() {
                 return Ok(Ok(()));
             }

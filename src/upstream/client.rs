@@ -285,7 +285,7 @@ pub struct UpstreamClient {
 impl std::fmt::Debug for UpstreamClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamClient")
-            .field("base", &self.base)
+            .field("base", &crate::config::redacted_url(&self.base))
             .finish_non_exhaustive()
     }
 }
@@ -353,13 +353,19 @@ impl UpstreamClient {
         if let Some(auth) = &self.authorization {
             request = request.header(http::header::AUTHORIZATION, auth.clone());
         }
+        // While traces are on, the current span's context (this request's span);
+        // else the client's trace, continued with a new parent ID.
+        let traced = crate::telemetry::outgoing();
         if let Some(context) = super::trace::current() {
             if let Some(id) = context.request_id {
                 request = request.header("x-request-id", id);
             }
-            if let Some(trace) = context.trace {
+            if let Some(trace) = context.trace.filter(|_| traced.is_none()) {
                 request = request.header("traceparent", trace.child());
             }
+        }
+        if let Some(headers) = traced {
+            request = request.headers(headers);
         }
         let mut response = request.send().await.map_err(classify)?;
         let status = response.status();

@@ -20,9 +20,11 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use governor::clock::Clock as _;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::cache::market::Clock;
-use crate::cluster::Cluster;
+use crate::cluster::limits::Announcement;
+use crate::cluster::{Fleet, FleetLimits, Permits};
 use crate::config::Config;
 use crate::logging::Throttle;
 use crate::stats::{Stats, UpstreamOutcome};
@@ -50,8 +52,10 @@ pub struct Upstream {
 struct Inner {
     /// The primary, then the fallbacks, in the order they are tried.
     targets: ArcSwap<Vec<Arc<Target>>>,
-    /// The cluster whose budget this node shares (`[cluster]`), if any.
-    cluster: Option<Cluster>,
+    /// The fleet's budget (`[cluster]`; a single node's has none).
+    permits: Arc<dyn Permits>,
+    /// The fleet's pauses, pace and quotas (`[cluster]`; a single node's are its own).
+    limits: Arc<dyn FleetLimits>,
     /// This node's share of the cluster's budget while Redis is away.
     alone: ArcSwap<UpstreamBudget>,
     clock: RateClock,
@@ -66,7 +70,8 @@ struct Inner {
 }
 
 impl Upstream {
-    /// The upstream instances of `config`, counting into `stats`.
+    /// The upstream instances of `config`, counting into `stats`, sharing budget,
+    /// pauses, pace and quotas with `fleet` (`None`: a single node).
     ///
     /// # Errors
     /// When a client cannot be built (TLS backend, token not a header value).
@@ -75,8 +80,9 @@ impl Upstream {
         clock: RateClock,
         wall: Arc<dyn Clock>,
         stats: Arc<Stats>,
-        cluster: Option<Cluster>,
+        fleet: Option<&Fleet>,
     ) -> Result<Upstream, String> {
+        let fleet = fleet.cloned().unwrap_or_default();
         let targets = TargetSettings::all(config)
             .into_iter()
             .map(|s| Target::new(s, &clock, Arc::clone(&wall), Arc::clone(&stats)).map(Arc::new))
@@ -89,7 +95,8 @@ impl Upstream {
         Ok(Upstream {
             inner: Arc::new(Inner {
                 targets: ArcSwap::from_pointee(targets),
-                cluster,
+                permits: Arc::clone(fleet.permits()),
+                limits: Arc::clone(fleet.limits()),
                 alone: ArcSwap::from_pointee(alone),
                 clock,
                 wall,
@@ -186,7 +193,7 @@ impl Upstream {
                 continue;
             }
             let tried = self.attempt(target, request, deadline).await;
-            let paused = target.record(
+            let pushback = target.record(
                 endpoint.id,
                 passed,
                 tried.result.as_ref().map(|f| f.elapsed),
@@ -194,11 +201,12 @@ impl Upstream {
             );
             let mut result = tried.result;
             if let (Err(FetchError::Throttled { retry_after, .. }), Some(paused)) =
-                (&mut result, paused)
+                (&mut result, pushback.retry_in)
             {
                 // The client is told when this instance may be asked again.
                 *retry_after = Some(paused);
             }
+            self.tell_fleet(target, pushback).await;
             target.count(match &result {
                 Ok(_) => UpstreamOutcome::Ok,
                 Err(e) => e.outcome(),
@@ -236,12 +244,13 @@ impl Upstream {
             let tried = this
                 .attempt(&target, request, tokio::time::Instant::now())
                 .await;
-            target.record(
+            let pushback = target.record(
                 endpoint,
                 passed,
                 tried.result.as_ref().map(|f| f.elapsed),
                 tried.sent,
             );
+            this.tell_fleet(&target, pushback).await;
             target.count(match &tried.result {
                 Ok(_) => UpstreamOutcome::Ok,
                 Err(e) => e.outcome(),
@@ -337,23 +346,29 @@ impl Upstream {
                         self.permit(target, request.priority).await
                     }
                 }
-            };
+            }
+            .instrument(crate::telemetry::budget_span(request.priority.as_str()));
             tokio::select! {
                 granted = permit => granted?,
                 () = begun => {}
             }
-            // A pause that began while this request waited for budget: it does not
-            // go out now.
+            // A pause that began while this request waited for budget (here, or
+            // announced by another node): it does not go out now.
             if let Some(remaining) = target.paused() {
                 return Err(FetchError::Paused { remaining });
             }
-            target.take_quota(request.priority)?;
+            self.take_quota(target, request.priority).await?;
             sent = Some(self.inner.clock.now().as_u64());
             let started = Instant::now();
+            // Its context goes upstream as `traceparent` (see `client.rs`).
+            let span =
+                crate::telemetry::upstream_span(&target.client.config().base_url, request.target);
             let result = target
                 .client
                 .fetch(request.target, timeout, request.passthrough)
+                .instrument(span.clone())
                 .await;
+            crate::telemetry::record_error(&span, result.as_ref().err().map(FetchError::as_str));
             asked = Some(started.elapsed());
             result
         };
@@ -368,27 +383,40 @@ impl Upstream {
         }
     }
 
-    /// One permit: from the cluster's budget when this node is in a cluster whose
-    /// Redis answers, else from this node's share of it, else from the target's own
-    /// budget (at its pace).
+    /// One permit: from the fleet's budget when this node is in a cluster whose
+    /// Redis answers, else from the target's own budget (at its pace) divided by
+    /// the nodes last seen.
     async fn permit(&self, target: &Target, priority: Priority) -> Result<(), Denied> {
-        let Some(cluster) = &self.inner.cluster else {
-            // Waiting on the budget of the pace at the time; when the pace replaces
-            // it, on the new one.
-            loop {
-                let rebuilt = target.budget_rebuilt();
-                let budget = target.budget();
-                tokio::select! {
-                    granted = budget.acquire(priority) => return granted,
-                    () = rebuilt => {}
-                }
+        // Waiting on the budget of the pace at the time; when the pace replaces it,
+        // on the new one.
+        loop {
+            let rebuilt = target.budget_rebuilt();
+            let budget = target.budget();
+            tokio::select! {
+                granted = self.permit_from(&budget, target, priority) => return granted,
+                () = rebuilt => {}
             }
-        };
-        let budget = target.budget();
-        if let Ok(granted) = budget.acquire_shared(cluster, priority).await {
+        }
+    }
+
+    /// One permit from `budget` (`target`'s at its pace now), as
+    /// [`permit`](Self::permit) says.
+    async fn permit_from(
+        &self,
+        budget: &UpstreamBudget,
+        target: &Target,
+        priority: Priority,
+    ) -> Result<(), Denied> {
+        let permits = &*self.inner.permits;
+        let bucket = &target.settings.label;
+        if let Ok(granted) = budget.acquire_shared(permits, bucket, priority).await {
             return granted;
         }
-        let share = budget.settings().divided(cluster.nodes());
+        let nodes = permits.nodes();
+        if nodes <= 1 {
+            return budget.acquire(priority).await;
+        }
+        let share = budget.settings().divided(nodes);
         let mut alone = self.inner.alone.load_full();
         if alone.settings() != share {
             let rebuilt = UpstreamBudget::new(
@@ -400,6 +428,41 @@ impl Upstream {
             alone = self.inner.alone.load_full();
         }
         alone.acquire(priority).await
+    }
+
+    /// One request from `target`'s quotas: counted for the fleet when it can be
+    /// asked, else by this node (from the fleet's last count).
+    async fn take_quota(&self, target: &Target, priority: Priority) -> Result<(), FetchError> {
+        if let Some(ask) = target.quota_ask(priority) {
+            let label = &target.settings.label;
+            if let Ok(count) = self.inner.limits.take_quota(label, ask.clone()).await {
+                return target.settle_quota(&ask, count);
+            }
+        }
+        target.take_quota(priority)
+    }
+
+    /// Tells the fleet what `target` just learnt: a pause it was asked for, a
+    /// lower rate it chose (a single node's fleet hears nothing).
+    async fn tell_fleet(&self, target: &Target, pushback: target::Pushback) {
+        let label = &target.settings.label;
+        if let Some(wait) = pushback.paused {
+            self.inner.limits.pause(label, wait).await;
+        }
+        if let Some((rate, reason)) = pushback.slowed {
+            self.inner.limits.slow_down(label, rate, &reason).await;
+        }
+    }
+
+    /// Takes in what another node announced: its pause, its lower rate.
+    pub fn hear(&self, announcement: &Announcement) {
+        let targets = self.inner.targets.load();
+        let label = match announcement {
+            Announcement::Pause { target, .. } | Announcement::SlowDown { target, .. } => target,
+        };
+        if let Some(target) = targets.iter().find(|t| t.settings.label == *label) {
+            target.follow(announcement);
+        }
     }
 
     /// Whether the primary's upstream-wide breaker is open now.

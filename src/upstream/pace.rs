@@ -194,7 +194,14 @@ impl Pace {
                 })
             }
         }?;
-        state.rate = (state.rate / 2.0).max(self.settings.floor);
+        let rate = (state.rate / 2.0).max(self.settings.floor);
+        Self::lower(&mut state, rate, now, reason);
+        Some(state.rate)
+    }
+
+    /// Sets the rate to a lower `rate` at `now`, for `reason`.
+    fn lower(state: &mut State, rate: f64, now: u64, reason: String) {
+        state.rate = rate;
         state.last_decrease = Some(now);
         state.stepped_to = now;
         state.reason = Some(reason);
@@ -205,7 +212,6 @@ impl Pace {
         for l in &mut state.latency {
             l.fast_ms = l.slow_ms;
         }
-        Some(state.rate)
     }
 
     /// Takes in one answer's latency for `endpoint`; why it is a signal, if it is.
@@ -232,6 +238,26 @@ impl Pace {
                     l.slow_ms
                 )
             })
+    }
+
+    /// Takes in a lower rate another node of the fleet chose, so the fleet moves
+    /// as one rate: the rate goes down to it (never up, never below the floor),
+    /// and the way back up starts now, as on that node; answers to requests sent
+    /// before now no longer lower it (they told of the old rate, as that node's
+    /// did). Returns whether it lowered the rate.
+    pub fn follow(&self, rate: f64, reason: &str) -> bool {
+        if !self.settings.enabled || self.settings.ceiling <= 0.0 {
+            return false;
+        }
+        let now = self.clock.now().as_u64();
+        let mut state = self.lock();
+        self.catch_up(&mut state, now);
+        let rate = rate.max(self.settings.floor);
+        if rate >= state.rate {
+            return false;
+        }
+        Self::lower(&mut state, rate, now, format!("another node: {reason}"));
+        true
     }
 
     /// Where it stands.
@@ -343,6 +369,33 @@ mod tests {
         }
         assert_eq!(lowered, Some(10.0));
         assert!(p.report().reason.unwrap().starts_with("latency"));
+    }
+
+    /// Another node's lower rate is taken (never a higher one, never below the
+    /// floor) and starts this node's round trip: the same burst does not halve the
+    /// fleet's rate twice.
+    #[test]
+    fn a_lower_rate_of_another_node_is_followed() {
+        let (p, clock) = pace();
+        assert!(!p.follow(30.0, "x"), "never up");
+        let sent = at(&clock);
+        clock.advance(Duration::from_millis(10));
+        assert!(p.follow(8.0, "the upstream throttled us (429 or 503)"));
+        assert_eq!(p.rate(), 8.0);
+        assert_eq!(
+            p.observe(0, sent, Signal::Throttled),
+            None,
+            "sent before it followed: the same burst"
+        );
+        assert!(p.report().reason.unwrap().starts_with("another node"));
+        assert!(p.follow(0.1, "x"));
+        assert_eq!(p.rate(), 1.0, "the floor");
+        clock.advance(Duration::from_secs(10));
+        assert_eq!(
+            p.rate(),
+            3.0,
+            "back up in steps from the moment it followed"
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ use chrono::{DateTime, NaiveDate, NaiveTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
 use crate::cache::market::Clock;
+use crate::cluster::limits::{QuotaAsk, QuotaCount, QuotaVerdict};
 use crate::upstream::budget::Priority;
 
 /// `[limits] upstream_per_minute`, `upstream_per_day` and the day's boundary.
@@ -198,6 +199,61 @@ impl Quota {
         Ok(())
     }
 
+    /// What a fleet is asked to count for one request at `priority` now: the
+    /// limits and the periods it falls in (`None`: no quota to count).
+    pub fn ask(&self, priority: Priority) -> Option<QuotaAsk> {
+        let s = self.settings;
+        if s.per_minute == 0 && s.per_day == 0 {
+            return None;
+        }
+        let now = self.clock.now();
+        let (day, next_day) = self.day_of(now);
+        let minute = now.timestamp().div_euclid(60);
+        let next_minute = (minute + 1) * 60;
+        Some(QuotaAsk {
+            per_minute: s.per_minute,
+            per_day: s.per_day,
+            reserve: s.per_day * u64::from(s.reserve_percent) / 100,
+            client: priority == Priority::Client,
+            minute,
+            day: day.to_string(),
+            minute_ends_in: Duration::from_secs(
+                u64::try_from(next_minute - now.timestamp()).unwrap_or(1),
+            ),
+            day_ends_in: (next_day - now).to_std().unwrap_or(Duration::ZERO),
+        })
+    }
+
+    /// Takes in the fleet's count of the request asked as `ask`: the spend shown
+    /// becomes the fleet's (and is where this node counts on from if the fleet
+    /// goes away), and the verdict is [`take`](Self::take)'s.
+    ///
+    /// # Errors
+    /// As [`take`](Self::take).
+    pub fn settle(&self, ask: &QuotaAsk, count: QuotaCount) -> Result<(), Exhausted> {
+        let mut counts = self.lock();
+        self.roll(&mut counts, self.clock.now());
+        if counts.minute == ask.minute {
+            counts.in_minute = count.this_minute;
+        }
+        if counts.day.is_some_and(|d| d.to_string() == ask.day) {
+            counts.in_day = count.today;
+        }
+        match count.verdict {
+            QuotaVerdict::Counted => Ok(()),
+            QuotaVerdict::MinuteSpent => Err(Exhausted::Minute {
+                resets_in: ask.minute_ends_in,
+            }),
+            QuotaVerdict::DaySpent => Err(Exhausted::Day {
+                resets_in: ask.day_ends_in,
+            }),
+            QuotaVerdict::Reserve => {
+                counts.skipped += 1;
+                Err(Exhausted::Reserve)
+            }
+        }
+    }
+
     /// Whether what is left of the day is under half the reserve: then a stale
     /// answer is served instead of a refresh wherever one may stand in.
     pub fn is_thrifty(&self) -> bool {
@@ -290,6 +346,37 @@ mod tests {
         clock.advance(Duration::from_secs(60));
         assert_eq!(q.take(Priority::Background), Ok(()));
         assert_eq!(q.report().today, 1);
+    }
+
+    /// The fleet is asked with this minute, this vendor day and when each ends; its
+    /// count becomes what this node shows and counts on from.
+    #[test]
+    fn the_fleet_counts_and_this_node_shows_its_count() {
+        let (q, _) = quota(5, 10);
+        let ask = q.ask(Priority::Background).unwrap();
+        assert_eq!(ask.day, "2026-03-02");
+        assert_eq!(ask.minute_ends_in, Duration::from_secs(60));
+        assert_eq!(ask.day_ends_in, Duration::from_secs(60));
+        assert_eq!((ask.reserve, ask.client), (2, false));
+        let count = |verdict, this_minute, today| QuotaCount {
+            verdict,
+            this_minute,
+            today,
+        };
+        assert_eq!(q.settle(&ask, count(QuotaVerdict::Counted, 3, 7)), Ok(()));
+        assert_eq!((q.report().this_minute, q.report().today), (3, 7));
+        assert_eq!(
+            q.settle(&ask, count(QuotaVerdict::Reserve, 3, 8)),
+            Err(Exhausted::Reserve)
+        );
+        // Alone again: counted on from the fleet's count (2 of the day left).
+        assert_eq!(q.take(Priority::Client), Ok(()));
+        assert_eq!(q.take(Priority::Client), Ok(()));
+        assert!(matches!(
+            q.take(Priority::Client),
+            Err(Exhausted::Day { .. })
+        ));
+        assert_eq!(q.ask(Priority::Client).map(|a| a.client), Some(true));
     }
 
     #[test]

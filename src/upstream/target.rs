@@ -13,6 +13,7 @@ use chrono::NaiveTime;
 
 use crate::api::catalog::catalog;
 use crate::cache::market::Clock;
+use crate::cluster::limits::{Announcement, QuotaAsk, QuotaCount};
 use crate::config::{Config, FallbackConfig, UpstreamConfig, redacted_url};
 use crate::stats::{Stats, UpstreamOutcome};
 use crate::upstream::breaker::{Admitted, Breaker, BreakerSettings, Open, Verdict};
@@ -193,6 +194,19 @@ pub struct TargetReport {
     pub outcomes: Vec<(UpstreamOutcome, u64)>,
 }
 
+/// What an outcome taught a target that the client and the rest of the fleet
+/// should know.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pushback {
+    /// A pause began (or grew): its length.
+    pub paused: Option<Duration>,
+    /// The rate went down: to what, and why.
+    pub slowed: Option<(f64, String)>,
+    /// A throttling answer: how long until this target may be asked again (what
+    /// the client is told), whether or not it began the pause.
+    pub retry_in: Option<Duration>,
+}
+
 /// One upstream instance.
 pub struct Target {
     pub settings: TargetSettings,
@@ -281,7 +295,7 @@ impl Target {
     /// # Errors
     /// As [`take_quota`](Self::take_quota).
     pub fn check_quota(&self, priority: Priority) -> Result<(), FetchError> {
-        self.quota_error(self.quota.check(priority))
+        self.quota_verdict(self.quota.check(priority))
     }
 
     /// Takes one request from the quotas at `priority`.
@@ -290,11 +304,24 @@ impl Target {
     /// `OverQuota` when a quota is spent; `Dropped` when background work keeps the
     /// day's reserve.
     pub fn take_quota(&self, priority: Priority) -> Result<(), FetchError> {
-        self.quota_error(self.quota.take(priority))
+        self.quota_verdict(self.quota.take(priority))
     }
 
-    fn quota_error(&self, taken: Result<(), Exhausted>) -> Result<(), FetchError> {
-        match taken {
+    /// The fleet's ask for one request at `priority` (`None`: no quota).
+    pub fn quota_ask(&self, priority: Priority) -> Option<QuotaAsk> {
+        self.quota.ask(priority)
+    }
+
+    /// Takes in the fleet's count of the request asked as `ask`.
+    ///
+    /// # Errors
+    /// As [`take_quota`](Self::take_quota).
+    pub fn settle_quota(&self, ask: &QuotaAsk, count: QuotaCount) -> Result<(), FetchError> {
+        self.quota_verdict(self.quota.settle(ask, count))
+    }
+
+    fn quota_verdict(&self, verdict: Result<(), Exhausted>) -> Result<(), FetchError> {
+        match verdict {
             Ok(()) => Ok(()),
             Err(Exhausted::Reserve) => {
                 self.stats.budget_dropped.fetch_add(1, Ordering::Relaxed);
@@ -334,14 +361,16 @@ impl Target {
 
     /// Takes in the outcome of a request admitted as `passed` for `endpoint`: the
     /// breakers, the pace, the pause. `sent`: when the request left (rate-clock
-    /// nanoseconds), if it was sent. Returns the pause a throttling answer began.
+    /// nanoseconds), if it was sent. Returns what the client and the fleet should
+    /// hear of it.
     pub fn record(
         &self,
         endpoint: usize,
         passed: Passed,
         result: Result<Duration, &FetchError>,
         sent: Option<u64>,
-    ) -> Option<Duration> {
+    ) -> Pushback {
+        let mut pushback = Pushback::default();
         let (verdict, transport) = match (result, sent) {
             (Ok(_), _) => (Verdict::Up, false),
             (Err(e), Some(_)) => (e.verdict(), e.is_transport()),
@@ -371,21 +400,23 @@ impl Target {
         if let (Some(signal), Some(sent)) = (signal, sent)
             && let Some(rate) = self.pace.observe(endpoint, sent, signal)
         {
+            let reason = self.pace.report().reason.unwrap_or_default();
             tracing::warn!(
                 upstream = %self.settings.label,
                 rate = format!("{rate:.2}"),
-                reason = self.pace.report().reason.unwrap_or_default(),
+                reason,
                 "upstream pushes back: slowing down"
             );
             // At the new rate now, also for the requests already waiting.
             self.budget();
+            pushback.slowed = Some((rate, reason));
         }
         let Err(FetchError::Throttled {
             status,
             retry_after,
         }) = result
         else {
-            return None;
+            return pushback;
         };
         let pause = self.settings.pause;
         let wait = retry_after.unwrap_or(pause.default).min(pause.max);
@@ -396,8 +427,37 @@ impl Target {
                 pause_secs = wait.as_secs(),
                 "the upstream throttles us: nothing is sent to it until its Retry-After"
             );
+            pushback.paused = Some(wait);
         }
-        Some(self.pause.remaining().unwrap_or(wait))
+        pushback.retry_in = Some(self.pause.remaining().unwrap_or(wait));
+        pushback
+    }
+
+    /// Takes in what another node of the fleet announced for this target.
+    pub fn follow(&self, announcement: &Announcement) {
+        match announcement {
+            Announcement::Pause { wait, .. } => {
+                let wait = (*wait).min(self.settings.pause.max);
+                if self.pause.pause(wait) {
+                    tracing::info!(
+                        upstream = %self.settings.label,
+                        pause_secs = wait.as_secs(),
+                        "another node was asked to wait (Retry-After): this one waits too"
+                    );
+                }
+            }
+            Announcement::SlowDown { rate, reason, .. } => {
+                if self.pace.follow(*rate, reason) {
+                    tracing::info!(
+                        upstream = %self.settings.label,
+                        rate = format!("{rate:.2}"),
+                        "another node slowed down: this one follows"
+                    );
+                    // At the new rate now, also for the requests already waiting.
+                    self.budget();
+                }
+            }
+        }
     }
 
     /// Whether the day's quota is so low that stale answers are preferred.

@@ -29,15 +29,29 @@ pub struct Traceparent {
 }
 
 impl Traceparent {
-    /// Parses version `00` (`00-<32 hex>-<16 hex>-<2 hex>`, IDs not all zero);
-    /// `None` for anything else, which is then ignored as the spec says.
+    /// Parses a `traceparent` as W3C Trace Context asks (§3.2.2.1, §4.3):
+    /// `<version>-<32 hex>-<16 hex>-<2 hex>`, lowercase, IDs not all zero. Version
+    /// `00` is exactly that; a later version (`01` to `fe`) may carry more fields
+    /// after the flags, each behind a dash, which are ignored (the part we know is
+    /// read as version `00`); `ff` is invalid. `None` for anything else, which is
+    /// then ignored as the spec says.
     pub fn parse(value: &[u8]) -> Option<Traceparent> {
         let is_hex = |b: &[u8]| b.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
         let all_zero = |b: &[u8]| b.iter().all(|c| *c == b'0');
-        if value.len() != 55 || &value[..3] != b"00-" || value[35] != b'-' || value[52] != b'-' {
+        let version = value.get(..2)?;
+        if !is_hex(version) || version == b"ff" {
             return None;
         }
-        let (trace, parent, flags) = (&value[3..35], &value[36..52], &value[53..55]);
+        let known = match value.len() {
+            55 => value,
+            // A later version's own fields start after a dash; version 00 has none.
+            n if n > 55 && version != b"00" && value[55] == b'-' => &value[..55],
+            _ => return None,
+        };
+        if known[2] != b'-' || known[35] != b'-' || known[52] != b'-' {
+            return None;
+        }
+        let (trace, parent, flags) = (&known[3..35], &known[36..52], &known[53..55]);
         if !(is_hex(trace) && is_hex(parent) && is_hex(flags))
             || all_zero(trace)
             || all_zero(parent)
@@ -55,14 +69,20 @@ impl Traceparent {
         std::str::from_utf8(&self.trace_id).unwrap_or_default()
     }
 
-    /// The header for an upstream request: the same trace, a new parent ID (the
-    /// span of our request to the upstream).
+    /// The header for an upstream request while traces are off: version `00`, the
+    /// same trace, a new parent ID (our request to the upstream), and only the
+    /// sampled flag kept (the spec has the others zeroed: their meaning is not ours
+    /// to pass on).
     pub fn child(&self) -> HeaderValue {
+        let flags = std::str::from_utf8(&self.flags)
+            .ok()
+            .and_then(|f| u8::from_str_radix(f, 16).ok())
+            .unwrap_or(0);
         let value = format!(
-            "00-{}-{:016x}-{}",
+            "00-{}-{:016x}-{:02x}",
             self.trace_id(),
             fastrand::u64(1..),
-            std::str::from_utf8(&self.flags).unwrap_or("00")
+            flags & 1
         );
         HeaderValue::from_str(&value).expect("hex and dashes are a valid header value")
     }
@@ -86,7 +106,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn traceparent_is_parsed_strictly_and_continued_with_a_new_parent() {
+    fn traceparent_is_parsed_as_w3c_asks_and_continued_with_a_new_parent() {
         let t =
             Traceparent::parse(b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
         assert_eq!(t.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
@@ -99,10 +119,32 @@ mod tests {
         assert!(child.ends_with("-01"));
         assert_ne!(&child[36..52], "00f067aa0ba902b7");
         assert!(Traceparent::parse(child.as_bytes()).is_some());
+        // A later version: read as 00, extra fields ignored; passed on as 00 with
+        // only the sampled flag.
+        for later in [
+            &b"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"[..],
+            b"cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03-what-the-future-holds",
+        ] {
+            let t = Traceparent::parse(later).unwrap();
+            assert_eq!(t.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+            let child = t.child();
+            let child = child.to_str().unwrap();
+            assert!(
+                child.starts_with("00-4bf92f") && child.ends_with("-01"),
+                "{child}"
+            );
+        }
         for bad in [
             &b"00-00000000000000000000000000000000-00f067aa0ba902b7-01"[..],
             b"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
-            b"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            // Version 00 has nothing after the flags; `ff` is no version; a later
+            // version's extra fields start with a dash.
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-ab",
+            b"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            b"cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",
+            b"cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0",
+            b"0-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            b"CC-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
             b"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
             b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
             b"",

@@ -4,8 +4,8 @@
 //! A data table: it is long because the API is.
 
 use super::{
-    ClassRule, Endpoint, FreshnessClass, Group, MAX_PAGE_SIZE, Param, ParamKind, Patience, Settles,
-    param_name,
+    ClassRule, Endpoint, FreshnessClass, Group, MAX_ID, MAX_PAGE, MAX_PAGE_SIZE, Param, ParamKind,
+    Patience, Settles, Successor, VenueRule, param_name,
 };
 use crate::api::code::CodeRule;
 
@@ -27,6 +27,9 @@ pub const REFUSED: &[(&str, &str)] = &[(
     "POST /stock/report/download is not forwarded: it makes the upstream download a file into a directory of its own (a side effect with nothing to cache); call the upstream directly for it",
 )];
 
+/// The realtime list's Hong Kong markets.
+const HK_MARKETS: &[&str] = &["hk", "hk_main", "hk_gem"];
+
 /// The minute periods of `/stock/kline`.
 const MINUTE_PERIODS: &[&str] = &["1m", "5m", "15m", "30m", "60m"];
 
@@ -44,53 +47,73 @@ const FQT: Param = Param::new("fqt", ParamKind::Choice(&["pre", "after", "post",
     .synonyms(&[("post", "after")]);
 const FROM: Param = Param::new("from", ParamKind::Date);
 const TO: Param = Param::new("to", ParamKind::Date);
-const START_DATE: Param = Param::new("startDate", ParamKind::Date);
+/// A report period's end, documented as `YYYY-MM-DD` (shareholders).
 const END_DATE: Param = Param::new("endDate", ParamKind::Date);
+/// A date bound whose format the docs do not state (corporate actions, governance and
+/// regulatory events): text, for the upstream to read.
+const fn date_text(name: &'static str) -> Param {
+    Param::new(name, ParamKind::Text { max_chars: 32 })
+}
 const FLOW_TYPE: Param = Param::new("type", ParamKind::Choice(&["1", "2", "3"]));
+/// What the retired flows' `type` became in their successors.
+const FLOW_DIMENSION: (&str, &str, &[(&str, &str)]) = (
+    "type",
+    "dimension",
+    &[("1", "region"), ("2", "industry"), ("3", "concept")],
+);
 const DIMENSION: Param = Param::new(
     "dimension",
     ParamKind::Choice(&["region", "industry", "concept"]),
 )
 .default("industry");
-const PAGE: Param = Param::new(
-    "page",
-    ParamKind::Int {
-        min: 0,
-        max: 100_000,
-    },
-);
-const PAGE_INDEX: Param = Param::new(
-    "pageIndex",
-    ParamKind::Int {
-        min: 0,
-        max: 100_000,
-    },
-);
-const PAGE_SIZE: Param = Param::new(
-    "pageSize",
-    ParamKind::Int {
-        min: 1,
-        max: MAX_PAGE_SIZE,
-    },
-);
-const YEAR: Param = Param::new(
-    "year",
-    ParamKind::Int {
-        min: 1990,
-        max: 2100,
-    },
-);
-const KEYWORD: Param = Param::new("keyword", ParamKind::Text { max_chars: 64 });
-const FILTER: Param = Param::new("filter", ParamKind::Text { max_chars: 512 });
-const STOCK_NAME: Param = Param::new("stockName", ParamKind::Text { max_chars: 64 });
+/// A page number the docs give no range for.
+const fn page(name: &'static str) -> Param {
+    Param::new(
+        name,
+        ParamKind::Int {
+            min: 0,
+            max: MAX_PAGE,
+        },
+    )
+}
+/// A count the docs give no range for (page size, limit, years).
+const fn count(name: &'static str) -> Param {
+    Param::new(
+        name,
+        ParamKind::Int {
+            min: 1,
+            max: MAX_PAGE_SIZE,
+        },
+    )
+}
+/// An identifier or Unix time the docs give no range for.
+const fn id(name: &'static str) -> Param {
+    Param::new(
+        name,
+        ParamKind::Int {
+            min: 0,
+            max: MAX_ID,
+        },
+    )
+}
+/// Free text the docs give no form for.
+const fn text(name: &'static str, max_chars: usize) -> Param {
+    Param::new(name, ParamKind::Text { max_chars })
+}
+const PAGE: Param = page("page");
+const PAGE_SIZE: Param = count("pageSize");
+/// A year: a string in the docs, read by the upstream.
+const YEAR: Param = text("year", 16);
+const KEYWORD: Param = text("keyword", 64);
+const FILTER: Param = text("filter", 512);
+const STOCK_NAME: Param = text("stockName", 64);
 const TIME_RANGE: Param = Param::new(
     "timeRange",
     ParamKind::Choice(&["3m", "6m", "1y", "3y", "5y"]),
 );
 /// The financial series' report type: values undocumented (the samples say `annual`).
-const REPORT_TYPE: Param = Param::new("reportType", ParamKind::Ident);
-const YEARS: Param = Param::new("years", ParamKind::Int { min: 1, max: 50 });
-const FINANCIAL_SERIES: &[Param] = &[REPORT_TYPE, YEARS];
+const REPORT_TYPE: Param = text("reportType", 32);
+const FINANCIAL_SERIES: &[Param] = &[REPORT_TYPE, count("years")];
 
 /// The code of a stock, in a path or query.
 const STOCK_CODE: Param = Param::new("code", ParamKind::Code(CodeRule::Stock));
@@ -102,7 +125,7 @@ const THEME_ID: Param = Param::new("themeId", ParamKind::Ident);
 const RANGE_ENDED: Settles = Settles {
     param: "to",
     months: 0,
-    why: "a range that ended before today (not `fqt=pre`)",
+    why: "a range that ended before today in its market (not forward-adjusted: neither `fqt=pre` nor `fqt` absent)",
 };
 
 /// A row of the table below; expanded into an [`Endpoint`].
@@ -115,6 +138,8 @@ struct Def {
     one_of: &'static [&'static str],
     class_rules: &'static [ClassRule],
     settles: Option<Settles>,
+    successor: Option<Successor>,
+    venue: Option<VenueRule>,
     patience: Patience,
     failure_message: &'static str,
 }
@@ -135,6 +160,8 @@ const fn def(
         one_of: &[],
         class_rules: &[],
         settles: None,
+        successor: None,
+        venue: None,
         patience: Patience::Standard,
         failure_message: TRANSPORT_FAILURE,
     }
@@ -150,6 +177,23 @@ impl Def {
     const fn settles(self, settles: Settles) -> Def {
         Def {
             settles: Some(settles),
+            ..self
+        }
+    }
+    /// Some answers follow another market's sessions.
+    const fn venue(self, venue: VenueRule) -> Def {
+        Def {
+            venue: Some(venue),
+            ..self
+        }
+    }
+    /// A retired endpoint, answered as `path` with `type` renamed.
+    const fn answered_as(self, path: &'static str) -> Def {
+        Def {
+            successor: Some(Successor {
+                path,
+                renamed: FLOW_DIMENSION,
+            }),
             ..self
         }
     }
@@ -261,23 +305,11 @@ static NEWS_AND_STOCK: &[Def] = &[
         "/news/topic-subject",
         News,
         &[
-            Param::new("subjectKey", ParamKind::Ident),
-            Param::new(
-                "subjectId",
-                ParamKind::Int {
-                    min: 1,
-                    max: 1_000_000_000,
-                },
-            ),
+            text("subjectKey", 64),
+            id("subjectId"),
             PAGE_SIZE.default("20"),
             // The time cursor: Unix seconds of the last item seen.
-            Param::new(
-                "lastTime",
-                ParamKind::Int {
-                    min: 0,
-                    max: 4_102_444_800,
-                },
-            ),
+            id("lastTime"),
         ],
         "Topic/subject news stream (morning_brief...) with a lastTime cursor",
         "the head page is news; a page addressed by its time cursor never changes",
@@ -322,6 +354,7 @@ static NEWS_AND_STOCK: &[Def] = &[
         "the last bar moves in session; minute bars have their own class; a past range is final",
     )
     .rules(&[ClassRule::OneOf("period", MINUTE_PERIODS, Minute)])
+    .venue(VenueRule::OfCode("code"))
     .settles(RANGE_ENDED)
     .long()
     .fails_with("Failed to fetch kline"),
@@ -440,13 +473,14 @@ static NEWS_AND_STOCK: &[Def] = &[
         "/stock/shareholder/list",
         Periodic,
         &[
-            Param::new("code", ParamKind::HolderCode),
+            // A shareholder's code, not a security's: its form is undocumented.
+            text("code", 64),
             END_DATE,
             Param::new("type", ParamKind::Choice(&["top10", "top10Float"])),
             PAGE,
             PAGE_SIZE,
             // Undocumented values: a short free text, keyed and forwarded as given.
-            Param::new("holdNumChange", ParamKind::Text { max_chars: 32 }),
+            text("holdNumChange", 32),
         ],
         "Stocks held by a shareholder",
         REPORTS,
@@ -462,7 +496,8 @@ static NEWS_AND_STOCK: &[Def] = &[
     def(
         "/stock/earnings-forecast",
         Periodic,
-        &[Param::new("reportDate", ParamKind::Date), PAGE, PAGE_SIZE],
+        // The report period's form is undocumented ("报告期").
+        &[text("reportDate", 32), PAGE, PAGE_SIZE],
         "Paged earnings-forecast list for a report period",
         REPORTS,
     ),
@@ -473,7 +508,7 @@ static NEWS_AND_STOCK: &[Def] = &[
             Param::new("industryName", ParamKind::Text { max_chars: 64 }).required(),
             YEAR.required(),
             // The column the upstream sorts by (its UPPER_SNAKE names).
-            Param::new("sortColumn", ParamKind::Ident).default("PARENT_NI_3Q"),
+            text("sortColumn", 64).default("PARENT_NI_3Q"),
         ],
         "Ten-year performance by industry and year",
         REPORTS,
@@ -489,7 +524,7 @@ static NEWS_AND_STOCK: &[Def] = &[
     def(
         "/stock/corporate-actions",
         Periodic,
-        &[STOCK_CODE.required(), FROM, TO],
+        &[STOCK_CODE.required(), date_text("from"), date_text("to")],
         "Corporate actions (dividends, splits) by ex-date: a bare array",
         "plans come with reports; a past range of ex-dates is final",
     )
@@ -503,8 +538,8 @@ static NEWS_AND_STOCK: &[Def] = &[
         Daily,
         &[
             STOCK_CODE.required(),
-            // Months of history.
-            Param::new("interval", ParamKind::Int { min: 1, max: 600 }).default("60"),
+            // Months of history ("60"): a string in the docs.
+            text("interval", 16).default("60"),
         ],
         "Historical PE-TTM series and percentile statistics",
         "a daily series: one new point per trading day",
@@ -515,7 +550,7 @@ static NEWS_AND_STOCK: &[Def] = &[
         &[
             YEAR,
             Param::new("topN", ParamKind::Int { min: 1, max: 20 }),
-            Param::new("sortColumn", ParamKind::Ident),
+            text("sortColumn", 64),
         ],
         "Automatic peer-comparison pool in the same industry",
         REPORTS,
@@ -546,8 +581,8 @@ static NEWS_AND_STOCK: &[Def] = &[
             TIME_RANGE,
             Param::new("dedupe", ParamKind::Choice(&["true", "false"])),
             Param::new("source", ParamKind::Choice(&["aggregate", "cninfo", "sse"])),
-            START_DATE,
-            END_DATE,
+            date_text("startDate"),
+            date_text("endDate"),
             STOCK_NAME,
         ],
         "Negative governance events (cninfo and SSE), with per-source status",
@@ -567,9 +602,9 @@ static NEWS_AND_STOCK: &[Def] = &[
                 ParamKind::Choice(&["auto", "sse", "szse", "bse", "all"]),
             ),
             // Comma-separated kinds (inquiry, regulatory_measure, discipline...).
-            Param::new("eventKinds", ParamKind::Text { max_chars: 128 }),
-            START_DATE,
-            END_DATE,
+            text("eventKinds", 128),
+            date_text("startDate"),
+            date_text("endDate"),
             PAGE,
             Param::new("limit", ParamKind::Int { min: 1, max: 100 }),
             KEYWORD,
@@ -584,19 +619,13 @@ static NEWS_AND_STOCK: &[Def] = &[
         &[
             STOCK_CODE.required(),
             // Chinese category names, `;` between several (年报;半年报).
-            Param::new("category", ParamKind::Text { max_chars: 128 }).required(),
+            text("category", 128).required(),
             YEAR,
-            Param::new(
-                "limit",
-                ParamKind::Int {
-                    min: 1,
-                    max: MAX_PAGE_SIZE,
-                },
-            ),
+            count("limit"),
             KEYWORD,
             TIME_RANGE.default("3y"),
             STOCK_NAME,
-            Param::new("item", ParamKind::Text { max_chars: 64 }),
+            text("item", 64),
         ],
         "Candidate announcement and periodic-report PDF links (cninfo)",
         "announcements arrive through the day and evening",
@@ -607,9 +636,10 @@ static NEWS_AND_STOCK: &[Def] = &[
         &[
             YEAR,
             Param::new("reportDate", ParamKind::Period),
-            TIME_RANGE,
-            Param::new("governanceLimit", ParamKind::Int { min: 1, max: 100 }),
-            Param::new("forecastPageSize", ParamKind::Int { min: 1, max: 100 }),
+            // No enum here in the docs (the governance events document one).
+            text("timeRange", 16),
+            count("governanceLimit"),
+            count("forecastPageSize"),
         ],
         "Operations and management insight (industry cycle, governance timeline, guidance, operations)",
         "aggregates governance events and forecasts: announcements arrive through the day",
@@ -625,7 +655,8 @@ static NEWS_AND_STOCK: &[Def] = &[
         ],
         "Normalised screener universe (CN_A or HK), up to 500 rows a page; page until total",
         "a daily snapshot of fundamentals and the close",
-    ),
+    )
+    .venue(VenueRule::HongKongFor("market", &["HK"])),
     // Stock: board and industry
     def(
         "/stock/board/info/{code}",
@@ -675,7 +706,7 @@ static NEWS_AND_STOCK: &[Def] = &[
     def(
         "/stock/news",
         News,
-        &[STOCK_CODE.required(), PAGE_INDEX, PAGE_SIZE],
+        &[STOCK_CODE.required(), page("pageIndex"), PAGE_SIZE],
         "Paged news related to the stock",
         "news flows day and night",
     ),
@@ -774,18 +805,20 @@ static FUND_AND_MARKET: &[Def] = &[
     ),
     def(
         "/market/flow",
-        Intraday,
+        Live,
         &[FLOW_TYPE],
         "Capital flow by type 1/2/3 (retired from the docs: /market/sector-flow/summary)",
-        "kept for clients of the original contract",
-    ),
+        "kept for clients of the original contract: its successor's request (type 1/2/3 = dimension region/industry/concept), key and class",
+    )
+    .answered_as("/market/sector-flow/summary"),
     def(
         "/market/flow/list",
-        Intraday,
+        Live,
         &[FLOW_TYPE],
         "Capital-flow list by type 1/2/3 (retired from the docs: /market/sector-flow/list)",
-        "kept for clients of the original contract",
-    ),
+        "kept for clients of the original contract: its successor's request (type 1/2/3 = dimension region/industry/concept; the first page of 50), key and class",
+    )
+    .answered_as("/market/sector-flow/list"),
     def(
         "/market/sector-flow/summary",
         Live,
@@ -814,11 +847,14 @@ static FUND_AND_MARKET: &[Def] = &[
         ],
         "Real-time quote list of a whole market or board (Eastmoney x100 integers)",
         QUOTE,
-    ),
+    )
+    .venue(VenueRule::HongKongFor("market", HK_MARKETS)),
     def(
         "/market/hotmap",
         Intraday,
-        &[Param::new("quotedata_hash", ParamKind::Hash).dropped()],
+        // The hash of the previous answer: its form is undocumented, and it is never
+        // keyed nor forwarded.
+        &[text("quotedata_hash", 128).dropped()],
         "Heat-map data of the whole market",
         BOARD,
     ),
@@ -931,6 +967,8 @@ fn expand(path: String, d: &Def, summary: String) -> Endpoint {
         class_rules: d.class_rules,
         until_open_when,
         settles: d.settles,
+        successor: d.successor,
+        venue: d.venue,
         patience: d.patience,
         streaming,
         summary,

@@ -250,7 +250,11 @@ fn holder_list(call: &Call, today: NaiveDate) -> Answer {
 /// although its docs call every parameter optional): the shape is a guess in the
 /// style of `/stock/shareholder/list`.
 fn forecasts(call: &Call, today: NaiveDate) -> Answer {
-    let p = period_for(call.query.date("reportDate")?, today);
+    // The docs call every parameter optional, yet their sample of the bare request
+    // is "Bad Request Exception": the service needs a report period. Refused the same
+    // way here (the guess: `reportDate` is the one it needs).
+    let date = call.query.date("reportDate")?.ok_or(Refusal::BadRequest)?;
+    let p = period_for(Some(date), today);
     let paging = call.query.paging(20)?;
     let kinds = [
         "预增", "预减", "扭亏", "首亏", "续盈", "续亏", "略增", "略减",
@@ -286,12 +290,16 @@ fn forecasts(call: &Call, today: NaiveDate) -> Answer {
 /// to get performance ten years"); `sortColumn` (default `PARENT_NI_3Q`) names a raw
 /// datacenter column, so the guess is a datacenter table `{pages, data, count}` with
 /// UPPER_SNAKE rows, sorted descending by that column. `industryName` filters,
-/// `year` picks the report year (the last full year when absent).
+/// `year` picks the report year (the last full year when absent, or when it is not
+/// a number: the docs type it as a string, which NestJS lets through).
 fn ten_years(call: &Call, today: NaiveDate) -> Answer {
     let q = &call.query;
     let last_year = i64::from(latest_period(today).end.year())
         - i64::from(latest_period(today).fraction() < 1.0);
-    let year = q.int("year", last_year)? as i32;
+    let year = q
+        .int("year", last_year)
+        .unwrap_or(last_year)
+        .clamp(1900, 2100) as i32;
     let industry = q.get("industryName");
     let sort = q.text("sortColumn", "PARENT_NI_3Q");
     let mut rows: Vec<Value> = universe()

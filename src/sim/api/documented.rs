@@ -152,6 +152,22 @@ fn grow(v: &mut Value, s: &Stock, n: usize, row: usize) {
     }
 }
 
+/// Every number in `v` moved by a few percent for `seed` (a listing without a `Stock`).
+fn vary(v: &mut Value, seed: u64) {
+    match v {
+        Value::Array(items) => items.iter_mut().for_each(|item| vary(item, seed)),
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                match value.as_f64() {
+                    Some(f) if value.is_number() => *value = varied(f, seed, 0, key),
+                    _ => vary(value, seed),
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// `f` moved by a few percent per stock, row and key; integers stay integers and
 /// small counts and flags keep their value.
 fn varied(f: f64, seed: u64, row: usize, key: &str) -> Value {
@@ -284,21 +300,31 @@ fn screener(call: &Call) -> Answer {
     let example = grown(call.template, &universe().stocks[0], 1);
     let template_row = example["items"].get(0).cloned().unwrap_or(Value::Null);
     let stocks = &universe().stocks;
-    let total = if market == "HK" { 0 } else { stocks.len() };
-    let items: Vec<Value> = stocks
-        .iter()
-        .take(total)
-        .skip((page - 1) * size)
-        .take(size)
-        .map(|s| {
+    let hk = &universe().hk;
+    let (total, items): (usize, Vec<Value>) = if market == "HK" {
+        let rows = hk.iter().skip((page - 1) * size).take(size).map(|h| {
+            let mut row = template_row.clone();
+            vary(&mut row, h.seed);
+            row["code"] = json!(h.code);
+            row["secucode"] = json!(h.full_code());
+            row["name"] = json!(h.name);
+            row["market"] = json!(market);
+            row["industry"] = json!(INDUSTRIES[h.industry]);
+            row["listDate"] = json!(h.listed.format("%Y%m%d").to_string());
+            row
+        });
+        (hk.len(), rows.collect())
+    } else {
+        let rows = stocks.iter().skip((page - 1) * size).take(size).map(|s| {
             let mut row = template_row.clone();
             grow(&mut row, s, 1, 0);
             row["market"] = json!(market);
             row["industry"] = json!(INDUSTRIES[s.industry]);
             row["listDate"] = json!(s.listed.format("%Y%m%d").to_string());
             row
-        })
-        .collect();
+        });
+        (stocks.len(), rows.collect())
+    };
     let mut data = example;
     data["market"] = json!(market);
     data["total"] = json!(total);

@@ -26,15 +26,7 @@ pub(super) fn answer(call: &Call, now: DateTime<Utc>) -> Answer {
         "/fund/detail/{code}" => one(detail),
         "/fund/kline" => {
             let e = etf(call.query.required("code")?)?;
-            let listing = super::stock::Listing {
-                code: &e.code,
-                market: e.exchange.market(),
-                name: &e.name,
-                decimals: ETF_DECIMALS as usize,
-                security: security(e),
-                limit: 0.10,
-            };
-            super::stock::kline(call, &listing, now)
+            super::stock::kline(call, &listing(e), now)
         }
         "/fund/holdings/{code}" => one(holdings),
         "/fund/asset-allocation/{code}" => one(asset_allocation),
@@ -45,6 +37,19 @@ pub(super) fn answer(call: &Call, now: DateTime<Utc>) -> Answer {
         "/fund/following-index/{code}" => one(following_index),
         "/fund/valuation-analysis/{code}" => one(valuation),
         _ => unrouted(call),
+    }
+}
+
+/// An ETF as a K-line names it (the fund K-line's, and the stock K-line's).
+pub(super) fn listing(e: &'static Etf) -> super::stock::Listing<'static> {
+    super::stock::Listing {
+        code: &e.code,
+        market: e.exchange.market(),
+        name: &e.name,
+        decimals: ETF_DECIMALS as usize,
+        security: security(e),
+        limit: 0.10,
+        venue: crate::sim::market::Venue::China,
     }
 }
 

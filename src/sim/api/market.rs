@@ -1,34 +1,21 @@
-//! Market-wide payloads: index quotes, sector capital flows (under the old
-//! `/market/flow?type=` paths and the newer `/market/sector-flow/*`), the heat map,
-//! capital-side analysis, global indices, the real-time list and the trading calendar.
+//! Market-wide payloads: index quotes, sector capital flows (`/market/sector-flow/*`;
+//! the old `/market/flow?type=` paths are retired and not served), the heat map,
+//! capital-side analysis, global indices, the real-time list (A-share and Hong Kong
+//! boards) and the trading calendar.
 
 use chrono::{DateTime, Datelike, Duration as Days, NaiveDate, Utc};
 use serde_json::{Value, json};
 
 use super::stock::figures;
 use super::{BoardKind, board_code, r2, scaled, unrouted};
-use crate::sim::market::{self, Security, is_trading_day};
+use crate::sim::market::{self, Security, Venue, is_trading_day};
 use crate::sim::request::{Answer, Call, Refusal};
-use crate::sim::universe::{Exchange, INDUSTRIES, REGIONS, Stock, rng, seed_of, universe};
+use crate::sim::universe::{Exchange, HkStock, INDUSTRIES, REGIONS, Stock, rng, seed_of, universe};
 
 pub(super) fn answer(call: &Call, now: DateTime<Utc>) -> Answer {
     let q = &call.query;
     match call.template {
         "/market/indices" => Ok(indices(now)),
-        "/market/flow" | "/market/flow/list" => {
-            // The old paths' numeric `type`: 1 region, 2 industry, 3 concept.
-            let kind = match q.choice("type", &["1", "2", "3"], "2")? {
-                "1" => BoardKind::Region,
-                "3" => BoardKind::Concept,
-                _ => BoardKind::Industry,
-            };
-            let boards = flows(kind, now);
-            Ok(if call.template.ends_with("/list") {
-                flow_list(&boards, boards.len(), now)
-            } else {
-                flow_summary(&boards)
-            })
-        }
         "/market/sector-flow/summary" => Ok(flow_summary(&flows(dimension(call)?, now))),
         "/market/sector-flow/list" => {
             let boards = flows(dimension(call)?, now);
@@ -57,6 +44,15 @@ const INDICES: &[(&str, u8, &str, f64)] = &[
     ("000852", 1, "中证1000", 6_100.0),
     ("932000", 1, "中证2000", 2_300.0),
 ];
+
+/// An index the K-line knows, by its six digits: its code, Eastmoney market id, name
+/// and price path.
+pub(super) fn index(digits: &str) -> Option<(&'static str, u8, &'static str, Security)> {
+    INDICES
+        .iter()
+        .find(|(code, ..)| *code == digits)
+        .map(|&(code, market, name, base)| (code, market, name, level(code, base)))
+}
 
 fn level(seed_text: &str, base: f64) -> Security {
     Security {
@@ -241,6 +237,30 @@ fn hotmap_row(s: &Stock, now: DateTime<Utc>) -> String {
     )
 }
 
+/// A Hong Kong row of the real-time list: the A-share row's keys, prices to the
+/// tenth of a cent (x1000, `quoteState152` 3 decimals), on Hong Kong's hours.
+fn hk_row(s: &HkStock, now: DateTime<Utc>) -> Value {
+    let sec = Security {
+        seed: s.seed,
+        base_price: s.base_price,
+        listed: s.listed,
+        shares_wan: s.shares_wan,
+    };
+    let q = market::quote_at(Venue::HongKong, sec, 0.5, now);
+    let milli = |p: f64| scaled(p, 3);
+    let (price, pre) = (milli(q.price), milli(q.pre_close));
+    let pe = 5.0 + (s.seed % 400) as f64 / 10.0;
+    json!({
+        "id": 2, "newPrice": price, "changeRate": ((price as f64 / pre.max(1) as f64 - 1.0) * 10_000.0).round() as i64,
+        "upsDowns": price - pre, "volume": (q.volume / 100.0).round() as i64, "dealAmount": r2(q.amount),
+        "amplitude": scaled((q.high - q.low) / q.pre_close * 100.0, 2), "turnoverRate": scaled(q.turnover, 2),
+        "dtsyl": scaled(pe, 2), "volumeRatio": scaled(0.5 + (s.seed % 150) as f64 / 100.0, 2),
+        "code": s.code, "marketId": 116, "name": s.name, "highPrice": milli(q.high), "lowPrice": milli(q.low),
+        "openPrice": milli(q.open), "preClosePrice": pre, "pbnewmrq": scaled(0.3 + (s.seed % 60) as f64 / 10.0, 2),
+        "quoteState152": 3,
+    })
+}
+
 /// `YYYY/MM/DD 00:00:00`, the slash form this endpoint uses.
 fn slashed(day: NaiveDate) -> String {
     format!("{} 00:00:00", day.format("%Y/%m/%d"))
@@ -315,19 +335,33 @@ fn global_indices(now: DateTime<Utc>) -> Value {
 }
 
 /// `/market/stocks/realtime-list?market=&page=&pageSize=`: one board's quotes, paged
-/// (50). `market` is required: `cn_a` (all A-shares), `sh`, `sz`, `bj`, `cyb`
-/// (ChiNext), `kcb` (STAR); the Hong Kong markets exist upstream and are empty here.
+/// (50). `market` is required: `cn_a` (all A-shares), `bj`, `cyb` (ChiNext), `kcb`
+/// (STAR), `hk` (all Hong Kong), `hk_main` (its main board), `hk_gem` (its GEM).
 fn realtime_list(call: &Call, now: DateTime<Utc>) -> Answer {
     let q = &call.query;
-    let markets = [
-        "cn_a", "sh", "sz", "bj", "cyb", "kcb", "hk", "hk_main", "hk_gem",
-    ];
+    let markets = ["cn_a", "bj", "cyb", "kcb", "hk", "hk_main", "hk_gem"];
     let market_name = q.required_choice("market", &markets)?;
     let paging = q.paging(50)?;
+    if let Some(gem) = match market_name {
+        "hk" => Some(None),
+        "hk_main" => Some(Some(false)),
+        "hk_gem" => Some(Some(true)),
+        _ => None,
+    } {
+        let listed: Vec<&HkStock> = universe()
+            .hk
+            .iter()
+            .filter(|s| gem.is_none_or(|gem| s.is_gem() == gem))
+            .collect();
+        let rows: Vec<Value> = paging
+            .slice(&listed)
+            .into_iter()
+            .map(|s| hk_row(s, now))
+            .collect();
+        return Ok(json!({ "total": listed.len(), "diff": rows }));
+    }
     let member = |s: &&Stock| match market_name {
         "cn_a" => true,
-        "sh" => s.exchange == Exchange::Sh,
-        "sz" => s.exchange == Exchange::Sz,
         "bj" => s.exchange == Exchange::Bj,
         "cyb" => s.code.starts_with("30"),
         "kcb" => s.code.starts_with("68"),
@@ -356,10 +390,10 @@ fn realtime_row(s: &Stock, now: DateTime<Utc>) -> Value {
 }
 
 /// `/market/trading-calendar?market=CN_A&from=&to=`: a bare array of days. Its docs
-/// show one sample row `{market, date, isTradingDay, sessionType}`; `sessionType` is
-/// "closed" there, "full" for a trading day is a guess. The simulated exchange trades
-/// every weekday (no holidays). Only `CN_A` is served; `HK` and `US` answer 400 as
-/// documented.
+/// show one sample row `{market, date, isTradingDay, sessionType}` (2024-01-01,
+/// "closed"); "full" for a trading day is a guess. The simulated exchanges close on
+/// weekends and the published holidays (2024 to 2026). Only `CN_A` is served; `HK`
+/// and `US` answer 400 as documented.
 fn calendar(call: &Call) -> Answer {
     let q = &call.query;
     q.required_choice("market", &["CN_A"])?;
@@ -390,14 +424,13 @@ mod tests {
     }
 
     #[test]
-    fn old_flow_types_map_to_the_new_dimensions() {
-        let old = answer(&call("/market/flow", "type=1"), now()).unwrap();
-        let new = answer(
+    fn flows_page_by_dimension() {
+        let regions = answer(
             &call("/market/sector-flow/summary", "dimension=region"),
             now(),
         )
         .unwrap();
-        assert_eq!(old, new);
+        assert_eq!(regions["total"], REGIONS.len());
         let list = answer(
             &call(
                 "/market/sector-flow/list",
@@ -408,7 +441,7 @@ mod tests {
         .unwrap();
         assert_eq!(list["diff"].as_array().unwrap().len(), 10);
         assert_eq!(list["total"], universe().concepts.len());
-        assert!(answer(&call("/market/flow", "type=9"), now()).is_err());
+        assert!(answer(&call("/market/sector-flow/summary", "dimension=x"), now()).is_err());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{r2, scaled, stock};
 use crate::sim::company::{self, security};
-use crate::sim::market::{self, Adjust, Security};
+use crate::sim::market::{self, Adjust, Security, Venue};
 use crate::sim::request::{Answer, Call, Refusal, code_digits};
 use crate::sim::universe::{
     INDUSTRIES, REGIONS, STYLES, Stock, industry_code, province, rng, universe,
@@ -184,29 +184,74 @@ fn list(items: impl Iterator<Item = (String, String)>) -> Value {
 
 fn stock_kline(call: &Call, now: DateTime<Utc>) -> Answer {
     let code = call.query.required("code")?;
-    let listing = match code_digits(code).and_then(|d| universe().stock(d)) {
-        Some(s) => Listing {
+    let listing = a_share(code)
+        .or_else(|| abroad(code))
+        .ok_or_else(|| Refusal::NotFound(format!("Stock {code} not found")))?;
+    kline(call, &listing, now)
+}
+
+/// An A-share code the K-line knows: a stock, an ETF or an index (`000001.SH` is the
+/// SSE Composite, `000001` the bank).
+fn a_share(code: &str) -> Option<Listing<'static>> {
+    let digits = code_digits(code)?;
+    let shanghai_index =
+        code.len() > 6 && code[7..].eq_ignore_ascii_case("SH") && digits.starts_with("000");
+    let index = || {
+        super::market::index(digits).map(|(code, market, name, security)| Listing {
+            code,
+            market,
+            name,
+            decimals: 2,
+            security,
+            limit: 0.1,
+            venue: Venue::China,
+        })
+    };
+    if shanghai_index {
+        return index();
+    }
+    if let Some(s) = universe().stock(digits) {
+        return Some(Listing {
             code: &s.code,
             market: s.exchange.market(),
             name: &s.name,
             decimals: 2,
             security: security(s),
             limit: s.limit(),
-        },
-        None => abroad(code).ok_or_else(|| Refusal::NotFound(format!("Stock {code} not found")))?,
-    };
-    kline(call, &listing, now)
+            venue: Venue::China,
+        });
+    }
+    if let Some(e) = universe().etf(digits) {
+        return Some(super::fund::listing(e));
+    }
+    index()
 }
 
-/// An HK code (five digits) or a US secid the K-line knows: a few large listings.
+/// An HK code (five digits, or the documented secid `116.00700`) or a US secid the
+/// K-line knows.
 fn abroad(code: &str) -> Option<Listing<'static>> {
-    let (market, name) = HK_AND_US
-        .iter()
-        .find(|(c, _, _)| *c == code)
-        .map(|(_, m, n)| (*m, *n))?;
+    let hk_digits = code.strip_prefix("116.").unwrap_or(code);
+    if let Some(s) = universe().hk(hk_digits) {
+        return Some(Listing {
+            code: &s.code,
+            market: 116,
+            name: &s.name,
+            decimals: 3,
+            security: Security {
+                seed: s.seed,
+                base_price: s.base_price,
+                listed: s.listed,
+                shares_wan: s.shares_wan,
+            },
+            // No daily limit in Hong Kong: a wide bound on the walk.
+            limit: 0.5,
+            venue: Venue::HongKong,
+        });
+    }
+    let &(code, market, name) = US.iter().find(|(c, _, _)| c.eq_ignore_ascii_case(code))?;
     let seed = crate::sim::universe::seed_of(code);
     Some(Listing {
-        code: HK_AND_US.iter().find(|(c, _, _)| *c == code)?.0,
+        code,
         market,
         name,
         decimals: 3,
@@ -216,27 +261,20 @@ fn abroad(code: &str) -> Option<Listing<'static>> {
             listed: NaiveDate::from_ymd_opt(2004, 6, 16).unwrap_or(NaiveDate::MIN),
             shares_wan: 900_000.0,
         },
-        // No daily limit in Hong Kong or New York: a wide bound on the walk.
+        // No daily limit in New York either.
         limit: 0.5,
+        venue: Venue::NewYork,
     })
 }
 
-/// The HK codes and US secids the simulated K-line knows, with Eastmoney's market
-/// number (116 HK, 105 NASDAQ, 106 NYSE).
-const HK_AND_US: &[(&str, u8, &str)] = &[
-    ("00700", 116, "腾讯控股"),
-    ("09988", 116, "阿里巴巴-W"),
-    ("03690", 116, "美团-W"),
-    ("00005", 116, "汇丰控股"),
-    ("01810", 116, "小米集团-W"),
-    ("00941", 116, "中国移动"),
-    ("01299", 116, "友邦保险"),
-    ("00388", 116, "香港交易所"),
-    ("09618", 116, "京东集团-SW"),
-    ("02318", 116, "中国平安"),
+/// The US secids the simulated K-line knows, with Eastmoney's market number (105
+/// NASDAQ, 106 NYSE).
+const US: &[(&str, u8, &str)] = &[
     ("105.AAPL", 105, "苹果"),
     ("105.MSFT", 105, "微软"),
+    ("105.NVDA", 105, "英伟达"),
     ("106.BABA", 106, "阿里巴巴"),
+    ("106.TSM", 106, "台积电"),
 ];
 
 /// A priced security as a K-line answer names it.
@@ -250,6 +288,8 @@ pub(super) struct Listing<'a> {
     pub security: Security,
     /// Its daily price limit (the bound of the intraday walk).
     pub limit: f64,
+    /// Where it trades: its calendar, hours and local dates.
+    pub venue: Venue,
 }
 
 /// A K-line answer. The upstream's only sample is a failure ("Failed to fetch
@@ -259,7 +299,8 @@ pub(super) struct Listing<'a> {
 /// `fqt` (`pre|after|none`, `post` = `after`) and `from`/`to` (`YYYY-MM-DD`).
 pub(super) fn kline(call: &Call, listing: &Listing<'_>, now: DateTime<Utc>) -> Answer {
     let q = &call.query;
-    let today = market::trading_date(now);
+    let venue = listing.venue;
+    let today = venue.date(now);
     let periods: &[&str] = if call.template == "/stock/kline" {
         &["1m", "5m", "15m", "30m", "60m", "day", "week", "month"]
     } else {
@@ -280,17 +321,18 @@ pub(super) fn kline(call: &Call, listing: &Listing<'_>, now: DateTime<Utc>) -> A
             };
             let mut first = today;
             for _ in 1..days {
-                first = market::last_trading_day(first - Days::days(1));
+                first = venue.last_trading_day(first - Days::days(1));
             }
             // Minute bars are kept for about a quarter (60 trading days); an earlier
             // `from` starts there.
             let mut kept = today;
             for _ in 1..60 {
-                kept = market::last_trading_day(kept - Days::days(1));
+                kept = venue.last_trading_day(kept - Days::days(1));
             }
             let from = q.date("from")?.unwrap_or(first).max(kept);
             let to = q.date("to")?.unwrap_or(today);
             market::minute_rows(
+                venue,
                 listing.security,
                 listing.limit,
                 now,
@@ -303,6 +345,7 @@ pub(super) fn kline(call: &Call, listing: &Listing<'_>, now: DateTime<Utc>) -> A
             let range: RangeInclusive<NaiveDate> =
                 q.date("from")?.unwrap_or(NaiveDate::MIN)..=q.date("to")?.unwrap_or(today);
             market::kline_rows(
+                venue,
                 listing.security,
                 today,
                 period,

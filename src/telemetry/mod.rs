@@ -1,0 +1,33 @@
+//! OpenTelemetry traces: the spans of a request and of the work it causes (the
+//! cache fill, a coalesced wait, the budget wait, the upstream fetch, the cluster
+//! lookup), the W3C trace context in and out, and their export over OTLP. Off unless
+//! an endpoint is configured; off, each place a span would start costs one load.
+//!
+//! - `settings`: `[telemetry]` and the `OTEL_*` variables, resolved and checked.
+//! - `export`: the tracer provider, the OTLP exporter, the `tracing` layer.
+//! - `span`: the spans, each made where its work is, and the trace context.
+
+mod export;
+mod settings;
+mod span;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use export::Telemetry;
+pub use settings::{Settings, check};
+pub use span::{
+    Link, budget_span, cluster_span, fill_span, outgoing, record_error, record_response,
+    request_span, trace_id, upstream_span, wait_span,
+};
+
+/// The `tracing` target of every span made here: the log leaves them out, and the
+/// exporter takes only them.
+pub const TARGET: &str = "mdproxy::trace";
+
+/// Whether spans are made (a [`Telemetry`] was started).
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Whether traces are on: spans are made and exported.
+pub fn is_on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
