@@ -153,8 +153,11 @@ impl Run {
                 let status = r.status().as_u16();
                 let stale = r.headers().get("x-cache").is_some_and(|v| v == "STALE");
                 let body = r.bytes().await.unwrap_or_default();
-                let head = &body[..body.len().min(40)];
-                let ok = status == 200 && head.windows(14).any(|w| w == br#""success":true"#);
+                // The envelope's `success`, wherever it stands (keys are sorted:
+                // after `data`).
+                let ok = status == 200
+                    && serde_json::from_slice::<serde_json::Value>(&body)
+                        .is_ok_and(|v| v["success"] == serde_json::Value::Bool(true));
                 if ok {
                     if stale {
                         self.counts.stale.fetch_add(1, Ordering::Relaxed);
@@ -189,7 +192,7 @@ const OVERVIEW: [&str; 6] = [
     "/market/sector-flow/summary",
     "/market/hotmap",
     "/news/overview",
-    "/market/stocks/realtime-list",
+    "/market/stocks/realtime-list?market=cn_a",
 ];
 
 /// A stock page: the endpoints a dashboard asks for one stock (the detail twice).
@@ -200,7 +203,7 @@ const PAGE: [&str; 20] = [
     "/stock/kline?code={code}&period=day",
     "/stock/kline?code={code}&period=5m",
     "/stock/indicator/financial/{code}",
-    "/stock/financial/snapshot/{code}",
+    "/stock/financial/snapshot/{code}?reportDate=2025-12-31",
     "/stock/financial/ratio/{code}",
     "/stock/business/main/{code}",
     "/stock/shareholder/research/latest/{code}",
@@ -306,8 +309,10 @@ async fn dashboard(run: Arc<Run>, user: usize) {
         }))
         .await;
         next_page = match page_every {
-            // Exponential gaps around the mean.
-            Some(mean) => t + mean * -(1.0 - rng.f64()).ln().max(0.05),
+            // Exponential gaps around the mean (the minus applies to the logarithm:
+            // written `-x.ln().max(..)` it took the max first, every gap came out
+            // negative and the replay never reached its end).
+            Some(mean) => t + mean * (-(1.0 - rng.f64()).ln()).max(0.05),
             None => t + 60.0,
         };
     }
