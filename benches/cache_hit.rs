@@ -48,7 +48,7 @@ fn cache_hit(c: &mut Criterion) {
     let edge = std::sync::Arc::clone(proxy.edge());
     let connection = std::sync::Arc::new(mdproxy::edge::Connection {
         peer: "127.0.0.1:40000".parse().unwrap(),
-        close: mdproxy::closing::Closer::new(),
+        close: Default::default(),
         outlet: None,
     });
     let request = |uri: &str| {

@@ -54,8 +54,9 @@ ANSWERS = {base + suffix: (target, coding)
 LABELS = {"detail": "stock detail", "indices": "indices", "watchlist": "7-stock list",
           "week": "weekly K-line", "day": "daily K-line"}
 DEFAULT_SIZES = "detail,watchlist,watchlist-gz,week,week-gz,day"
-SERVERS = ["mdproxy", "before", "nginx", "varnish", "bare"]
-TITLES = {"mdproxy": "mdproxy", "before": "before", "nginx": "nginx", "varnish": "Varnish", "bare": "bare hyper"}
+SERVERS = ["mdproxy", "candidate", "before", "nginx", "varnish", "bare"]
+TITLES = {"mdproxy": "mdproxy", "candidate": "candidate", "before": "before", "nginx": "nginx",
+          "varnish": "Varnish", "bare": "bare hyper"}
 CLIENT_TOKEN = "load-token"
 UPSTREAM_TOKEN = "sim-secret"
 START_WAIT = 20.0  # seconds any server may take to listen
@@ -248,7 +249,7 @@ sub vcl_deliver {{
 
 
 def is_hit(server, headers):
-    if server in ("mdproxy", "before", "bare"):
+    if server in ("mdproxy", "candidate", "before", "bare"):
         return headers.get("x-cache", "").upper().startswith("HIT")
     return headers.get("x-cache", "").upper() == "HIT"
 
@@ -393,6 +394,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bin", required=True)
     ap.add_argument("--bare", required=True)
+    ap.add_argument("--candidate", default="",
+                    help="another mdproxy binary, measured beside --bin with the same config (an A/B of two builds)")
     ap.add_argument("--duration", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--connections", type=int, default=64)
@@ -413,7 +416,7 @@ def main():
     for s in sizes:
         if s not in ANSWERS:
             raise SystemExit(f"SIZES: unknown answer {s!r}; known: {', '.join(ANSWERS)}")
-    servers = [s for s in args.only.split(",") if s]
+    servers = [s for s in args.only.split(",") if s and s != "candidate"]
     if args.before and "before" not in servers:
         servers.insert(servers.index("mdproxy") + 1 if "mdproxy" in servers else 0, "before")
     if "before" in servers and not args.before:
@@ -421,11 +424,13 @@ def main():
     for s in servers:
         if s not in SERVERS:
             raise SystemExit(f"ONLY: unknown server {s!r}; known: {', '.join(SERVERS)}")
+    if args.candidate:
+        servers.insert(servers.index("mdproxy") + 1 if "mdproxy" in servers else 0, "candidate")
     h2_sizes = [s for s in args.h2_sizes.split(",") if s]
     for s in h2_sizes:
         if s not in ANSWERS:
             raise SystemExit(f"H2_SIZES: unknown answer {s!r}; known: {', '.join(ANSWERS)}")
-    h2_servers = [s for s in ("mdproxy", "bare") if s in servers]
+    h2_servers = [s for s in ("mdproxy", "candidate", "bare") if s in servers]
 
     work = tempfile.mkdtemp(prefix="load-compare-")
     os.chmod(work, 0o755)  # varnishd's unprivileged children read their work dir
@@ -445,6 +450,11 @@ def main():
         mdproxy_config(cfg, ports["mdproxy"], ports["sim"])
         p = start("mdproxy", [args.bin, "serve", "--config", cfg, "--log", "warn"])
         wait_listening("mdproxy", ports["mdproxy"], p)
+    if "candidate" in servers:
+        cfg = os.path.join(work, "candidate.toml")
+        mdproxy_config(cfg, ports["candidate"], ports["sim"])
+        p = start("candidate", [args.candidate, "serve", "--config", cfg, "--log", "warn"])
+        wait_listening("candidate", ports["candidate"], p)
     if "before" in servers:
         cfg = os.path.join(work, "before.toml")
         mdproxy_config(cfg, ports["before"], ports["sim"])
@@ -470,7 +480,7 @@ def main():
 
     # What each answer is, from the simulator itself.
     sim_sizes = {}
-    for name in sizes:
+    for name in dict.fromkeys(sizes + h2_sizes):
         target, _ = ANSWERS[name]
         status, _, body = get(f"http://127.0.0.1:{ports['sim']}/api/v1{target}",
                                  {"Authorization": f"Bearer {UPSTREAM_TOKEN}"})
@@ -596,6 +606,8 @@ def main():
     header = ["answer"] + [TITLES[s] for s in cols]
     if "mdproxy" in cols and "bare" in cols:
         header += ["md/bare", "by round"]
+    if "mdproxy" in cols and "candidate" in cols:
+        header += ["cand/md", "by round"]
     if "mdproxy" in cols and "before" in cols:
         header += ["md/before", "by round"]
     if "mdproxy" in cols and "nginx" in cols:
@@ -627,6 +639,12 @@ def main():
             row.append("-" if ratios["mdproxy/bare"] is None else f"{ratios['mdproxy/bare']:.2f}")
             paired = round_ratios(runs[(name, "mdproxy")], runs[(name, "bare")])
             ratios["mdproxy/bare by round"] = paired
+            row.append(f"{min(paired):.2f}-{max(paired):.2f}" if paired else "-")
+        if "mdproxy" in cols and "candidate" in cols:
+            ratios["candidate/mdproxy"] = rps["candidate"] / rps["mdproxy"] if rps["candidate"] and rps["mdproxy"] else None
+            row.append("-" if ratios["candidate/mdproxy"] is None else f"{ratios['candidate/mdproxy']:.2f}")
+            paired = round_ratios(runs[(name, "candidate")], runs[(name, "mdproxy")])
+            ratios["candidate/mdproxy by round"] = paired
             row.append(f"{min(paired):.2f}-{max(paired):.2f}" if paired else "-")
         if "mdproxy" in cols and "before" in cols:
             ratios["mdproxy/before"] = rps["mdproxy"] / rps["before"] if rps["mdproxy"] and rps["before"] else None
@@ -676,6 +694,10 @@ def main():
                 ratio = entry["mdproxy"]["rps_median"] / entry["bare"]["rps_median"]
                 parts.append(f"md/bare {ratio:.2f}")
                 entry["mdproxy/bare"] = ratio
+            if "mdproxy" in entry and "candidate" in entry and entry["mdproxy"]["rps_median"] and entry["candidate"]["rps_median"]:
+                ratio = entry["candidate"]["rps_median"] / entry["mdproxy"]["rps_median"]
+                parts.append(f"cand/md {ratio:.2f}")
+                entry["candidate/mdproxy"] = ratio
             base_name = next((name.removesuffix(x) for x in CODINGS if x and name.endswith(x)), name)
             print(f"  {size_label(sim_sizes[target])} {LABELS[base_name]}{', ' + coding if coding else ''}: " + ", ".join(parts))
             h2_results.append(entry)

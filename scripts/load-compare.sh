@@ -14,6 +14,7 @@
 #   H2_SIZES=detail,watchlist    answers for h2load (empty: none); H2_STREAMS=10
 #   WARMUP=1                     seconds of wrk per server and answer before round 1
 #   MISS_ROUNDS=2                rounds of the miss flood (every request a new key; 0: none)
+#   CANDIDATE=path/to/mdproxy    another build, measured beside this one (an A/B: cand/md)
 #   KEEP=1                       keep the work directory (configs, logs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,5 +66,6 @@ exec python3 scripts/load-compare.py \
   --h2-streams "${H2_STREAMS:-10}" \
   --warmup "${WARMUP:-1}" \
   --miss-rounds "${MISS_ROUNDS:-2}" \
+  --candidate "${CANDIDATE:-}" \
   --json "$target_dir/load/results.json" \
   "${before[@]}"

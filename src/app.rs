@@ -101,6 +101,29 @@ pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<App, StartE
     start_with(config, clock, RateClock::tokio()).await
 }
 
+/// The disk tier of `cache.disk_path`, opened before the first request (so a
+/// restart serves what it holds from the start), or none: not configured, or the
+/// disk cannot be used (one warning; the proxy runs from memory).
+async fn open_disk(
+    config: &Config,
+    tracker: &TaskTracker,
+    stop: &CancellationToken,
+) -> Option<crate::cache::disk::Disk> {
+    if config.cache.disk_path.is_empty() || config.cache.disk_bytes == 0 {
+        return None;
+    }
+    let path = Path::new(&config.cache.disk_path);
+    match crate::cache::disk::Disk::open(path, config.cache.disk_bytes, tracker, stop.child_token())
+        .await
+    {
+        Ok(disk) => Some(disk),
+        Err(e) => {
+            tracing::warn!(error = %e, "disk tier off: serving from memory only");
+            None
+        }
+    }
+}
+
 /// [`start`] with an explicit rate-limit clock (tests inject governor's fake one).
 ///
 /// # Errors
@@ -118,12 +141,14 @@ pub async fn start_with(
     };
     let stop = CancellationToken::new();
     let tracker = TaskTracker::new();
+    let disk = open_disk(config, &tracker, &stop).await;
     let state = AppState::new(
         config.clone(),
         clock,
         rate_clock.clone(),
         tracker.clone(),
         stop.child_token(),
+        disk,
     )
     .map_err(StartError::Upstream)?;
     warn_if_calendar_is_short(&state);
@@ -282,9 +307,10 @@ fn prewarm_on_start(state: &AppState, plans: Vec<scheduler::Plan>) {
 }
 
 impl App {
-    /// `http://ADDR/api/v1`.
+    /// `http://ADDR/api/v1`, or `https://` when the listener has a certificate.
     pub fn base_url(&self) -> String {
-        format!("http://{}/api/v1", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}/api/v1", self.addr)
     }
 
     /// The shared state (cache inspection, counters).

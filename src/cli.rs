@@ -58,12 +58,14 @@ pub enum Command {
     },
     /// The simulated upstream alone.
     Sim {
+        /// Listener address.
         #[arg(long, default_value = "127.0.0.1:9090")]
         listen: String,
         /// API key the simulator requires, as a bearer token, an `x-api-key` header or
         /// query parameter (empty: none).
         #[arg(long, default_value = "sim-upstream-token")]
         token: String,
+        /// Latency added to each answer.
         #[arg(long, default_value_t = 0)]
         latency_ms: u64,
         /// Random extra latency, up to this many ms.

@@ -316,21 +316,30 @@ pub struct FallbackConfig {
     pub upstream_per_day: Option<u64>,
 }
 
-/// `[cache]`: memory bounds.
+/// `[cache]`: memory bounds and the disk tier.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CacheConfig {
     /// Upper bound of cached bytes (bodies plus keys and bookkeeping).
     pub max_bytes: u64,
+    /// Directory of the disk tier under the memory cache (empty: no disk tier).
+    pub disk_path: String,
+    /// Upper bound of the disk tier's files in bytes (0: no disk tier).
+    pub disk_bytes: u64,
 }
 
 impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
             max_bytes: 256 * 1024 * 1024,
+            disk_path: String::new(),
+            disk_bytes: 0,
         }
     }
 }
+
+/// The smallest disk tier: sixteen blocks of a MiB (a K-line reaches 650 KB).
+pub const MIN_DISK_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Fresh and stale lifetimes of one freshness class, in session and out of it.
 ///

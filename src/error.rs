@@ -16,10 +16,14 @@ pub enum Error {
     InvalidParameter { param: String, reason: String },
     #[error("unknown parameter {param}")]
     UnknownParameter { param: String },
-    #[error(
-        "a valid API key is required: Authorization: Bearer <key>, an x-api-key header or an x-api-key query parameter"
-    )]
-    Unauthorized,
+    /// No valid credentials: [`UNAUTHORIZED`](Self::UNAUTHORIZED) on the API,
+    /// [`ADMIN_UNAUTHORIZED`](Self::ADMIN_UNAUTHORIZED) on the admin listener; each
+    /// names the forms its listener takes.
+    #[error("a valid {credential} is required: {forms}")]
+    Unauthorized {
+        credential: &'static str,
+        forms: &'static str,
+    },
     #[error("no endpoint at this path")]
     NotFound,
     #[error("method not allowed; use {allow}")]
@@ -48,6 +52,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// The API's 401: a client key, in any of its three forms.
+    pub const UNAUTHORIZED: Error = Error::Unauthorized {
+        credential: "API key",
+        forms: "Authorization: Bearer <key>, an x-api-key header or an x-api-key query parameter",
+    };
+
+    /// The admin listener's 401: the admin token, as a bearer token only.
+    pub const ADMIN_UNAUTHORIZED: Error = Error::Unauthorized {
+        credential: "admin token",
+        forms: "Authorization: Bearer <admin.token>",
+    };
+
     /// The API's methods (`Allow: GET, HEAD`).
     pub const GET_OR_HEAD: Error = Error::MethodNotAllowed { allow: "GET, HEAD" };
 
@@ -72,7 +88,7 @@ impl Error {
                 reason: none(),
             },
             Error::UnknownParameter { param: none() },
-            Error::Unauthorized,
+            Error::UNAUTHORIZED,
             Error::NotFound,
             Error::GET_OR_HEAD,
             Error::NotImplemented { reason: "" },
@@ -96,7 +112,7 @@ impl Error {
                 | Error::MissingParameter { .. }
                 | Error::InvalidParameter { .. }
                 | Error::UnknownParameter { .. }
-                | Error::Unauthorized
+                | Error::Unauthorized { .. }
                 | Error::NotFound
                 | Error::MethodNotAllowed { .. }
                 | Error::NotImplemented { .. }
@@ -140,7 +156,7 @@ impl Error {
             Error::MissingParameter { .. } => "missing_parameter",
             Error::InvalidParameter { .. } => "invalid_parameter",
             Error::UnknownParameter { .. } => "unknown_parameter",
-            Error::Unauthorized => "unauthorized",
+            Error::Unauthorized { .. } => "unauthorized",
             Error::NotFound => "not_found",
             Error::MethodNotAllowed { .. } => "method_not_allowed",
             Error::NotImplemented { .. } => "not_implemented",
@@ -162,7 +178,7 @@ impl Error {
             | Error::MissingParameter { .. }
             | Error::InvalidParameter { .. }
             | Error::UnknownParameter { .. } => StatusCode::BAD_REQUEST,
-            Error::Unauthorized => StatusCode::UNAUTHORIZED,
+            Error::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             Error::NotFound => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Error::NotImplemented { .. } => StatusCode::NOT_IMPLEMENTED,
@@ -262,7 +278,8 @@ mod tests {
 
     #[test]
     fn statuses_follow_the_contract() {
-        assert_eq!(Error::Unauthorized.status(), 401);
+        assert_eq!(Error::UNAUTHORIZED.status(), 401);
+        assert_eq!(Error::ADMIN_UNAUTHORIZED.status(), 401);
         assert_eq!(Error::NotFound.status(), 404);
         assert_eq!(Error::MethodNotAllowed { allow: "GET" }.status(), 405);
         assert_eq!(

@@ -4,9 +4,10 @@
 //! The folders follow the data path, edge → routing → cache → upstream, with the hub
 //! beside the cache and the operations around it. Arrows point down only.
 //! - [`app`]: starts and stops everything; owns the shutdown token and the tracker.
-//! - [`edge`]: HTTP toward clients: accept loop, one request, responses, CORS, auth,
-//!   client limits.
-//! - [`hub`]: the live quote stream: one upstream poll fanned out to subscribers.
+//! - [`edge`]: HTTP toward clients: accept loop, graceful shutdown, one request,
+//!   responses, CORS, auth, client limits, quote streams on the bare socket.
+//! - [`hub`]: the live quote stream: one upstream poll (paced by what the upstream
+//!   allows) fanned out to subscribers; it knows nothing of HTTP.
 //! - [`ops`]: admin listener, status page, metrics, reload, scheduler, reports.
 //! - [`state`]: what the edge, the hub and the operations share.
 //! - [`cache`]: store and single flight, the read-through decision, freshness, market clock.
@@ -23,8 +24,7 @@
 //! - [`telemetry`]: OpenTelemetry traces (the spans of a request and of what it
 //!   causes, the W3C trace context in and out, the OTLP export); off by default.
 //! - [`sim`]: the simulated upstream (the other side of the wire), [`demo`] wires it
-//!   to a proxy; [`shutdown`] listens for signals; [`closing`] ends one connection
-//!   (the edge's listener and the hub ask for it).
+//!   to a proxy; [`shutdown`] listens for signals.
 //!
 //! # The request path
 //! listener → auth → client limit → router → validation (canonical key; both
@@ -42,7 +42,6 @@ pub mod api;
 pub mod app;
 pub mod cache;
 pub mod cli;
-pub mod closing;
 pub mod cluster;
 pub mod config;
 pub mod demo;

@@ -10,6 +10,7 @@ use arc_swap::ArcSwap;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::cache::disk::Disk;
 use crate::cache::freshness::Policy;
 use crate::cache::market::Clock;
 use crate::cache::purge::Purge;
@@ -63,7 +64,8 @@ struct Shared {
 
 impl AppState {
     /// The state for `config`: market time from `clock`, rate limits on
-    /// `rate_clock`, tasks on `tracker`, stopped by `stop`.
+    /// `rate_clock`, tasks on `tracker`, stopped by `stop`, with `disk` (opened
+    /// by the caller) under the memory cache.
     ///
     /// # Errors
     /// When the upstream client cannot be built.
@@ -73,6 +75,7 @@ impl AppState {
         rate_clock: RateClock,
         tracker: TaskTracker,
         stop: CancellationToken,
+        disk: Option<Disk>,
     ) -> Result<AppState, String> {
         let stats = Arc::new(Stats::default());
         let cluster = if config.cluster.redis_url.is_empty() {
@@ -91,8 +94,12 @@ impl AppState {
         // Another node's fill outlives ours by at most the budget wait and the
         // upstream's timeout of its endpoint (added per fill).
         let lease = Duration::from_millis(config.limits.client_wait_ms + 1_000);
+        let mut store = Cache::new(config.cache.max_bytes, tracker.clone());
+        if let Some(disk) = disk {
+            store = store.with_disk(disk);
+        }
         let cache = ReadThrough::new(
-            Cache::new(config.cache.max_bytes, tracker.clone()),
+            store,
             upstream.clone(),
             Arc::clone(&stats),
             Arc::clone(&clock),
@@ -189,6 +196,11 @@ impl AppState {
         }
         if config.cache.max_bytes != old.config.cache.max_bytes {
             needs_restart.push("cache.max_bytes");
+        }
+        if (&config.cache.disk_path, config.cache.disk_bytes)
+            != (&old.config.cache.disk_path, old.config.cache.disk_bytes)
+        {
+            needs_restart.push("cache.disk_path, cache.disk_bytes");
         }
         if config.cluster != old.config.cluster {
             needs_restart.push("cluster");

@@ -320,6 +320,158 @@ async fn purge_by_endpoint_and_prefix_counts_what_it_drops() {
     let (_, _, _) = support::error_of(get).await;
 }
 
+/// The admin listener's 401 names the one form it takes (the admin token as a
+/// bearer token), not the API's `x-api-key` forms, which it refuses.
+#[tokio::test]
+async fn the_admin_401_names_only_the_bearer_form() {
+    let (env, admin) = admin_env().await;
+    let by_header = env
+        .client
+        .post(format!("{admin}/purge?prefix=/"))
+        .header("x-api-key", "admin-secret")
+        .send()
+        .await
+        .unwrap();
+    let by_query = env
+        .client
+        .post(format!("{admin}/purge?prefix=/&x-api-key=admin-secret"))
+        .send()
+        .await
+        .unwrap();
+    for refused in [by_header, by_query] {
+        assert_eq!(refused.status(), 401);
+        assert_eq!(
+            header(&refused, "www-authenticate"),
+            "Bearer realm=\"mdproxy\""
+        );
+        let v: serde_json::Value = refused.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "unauthorized");
+        let message = v["message"].as_str().unwrap();
+        assert!(message.contains("Authorization: Bearer"), "{message}");
+        assert!(!message.contains("x-api-key"), "{message}");
+    }
+    // The API's 401 still lists its three forms.
+    let api = env
+        .client
+        .get(env.url("/market/indices"))
+        .send()
+        .await
+        .unwrap();
+    let v: serde_json::Value = api.json().await.unwrap();
+    assert!(v["message"].as_str().unwrap().contains("x-api-key"), "{v}");
+}
+
+/// A purge target sent with its own query unencoded
+/// (`target=/stock/kline?code=000001&period=week&fqt=pre`) is refused with 400
+/// naming `target`, not read as `/stock/kline?code=000001` and answered `purged: 0`;
+/// any other parameter the purge does not take is refused by name; the encoded
+/// target purges the key.
+#[tokio::test]
+async fn an_ambiguous_purge_target_is_refused() {
+    let (env, admin) = admin_env().await;
+    let kline = "/stock/kline?code=000001&period=week&fqt=pre";
+    env.get(kline).await;
+    assert_eq!(header(&env.get(kline).await, "x-cache"), "HIT");
+    let post = |query: &str| {
+        env.client
+            .post(format!("{admin}/purge?{query}"))
+            .bearer_auth("admin-secret")
+            .send()
+    };
+    let raw = post(&format!("target={kline}")).await.unwrap();
+    assert_eq!(raw.status(), 400);
+    let v: serde_json::Value = raw.json().await.unwrap();
+    assert_eq!(
+        (&v["error"]["code"], &v["error"]["param"]),
+        (&"invalid_parameter".into(), &"target".into()),
+        "{v}"
+    );
+    assert!(v["message"].as_str().unwrap().contains("%26"), "{v}");
+    assert_eq!(
+        header(&env.get(kline).await, "x-cache"),
+        "HIT",
+        "nothing purged"
+    );
+    let (status, code, param) =
+        support::error_of(post("prefix=/stock/&limit=3").await.unwrap()).await;
+    assert_eq!(
+        (status, code.as_str(), param.as_deref()),
+        (400, "unknown_parameter", Some("limit"))
+    );
+    let encoded: String = form_urlencoded::byte_serialize(kline.as_bytes()).collect();
+    let ok = post(&format!("target={encoded}")).await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let v: serde_json::Value = ok.json().await.unwrap();
+    assert_eq!(v["purged"], 1, "{v}");
+    assert_eq!(header(&env.get(kline).await, "x-cache"), "MISS");
+}
+
+/// The metric names README mentions (`mdproxy_*`, `process_*`), anywhere in it.
+fn readme_metric_names() -> Vec<String> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let mut names = Vec::new();
+    for prefix in ["mdproxy_", "process_"] {
+        for (at, _) in readme.match_indices(prefix) {
+            let before = readme[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                continue;
+            }
+            let name: String = readme[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// Every metric name README mentions is one `/metrics` exports (a family or a
+/// sample's name), the cluster's and the disk tier's included (a node whose Redis
+/// is away still reports it; the disk tier's only exist where one is set).
+/// README once named the refused reloads' counter wrongly.
+#[tokio::test]
+async fn every_metric_readme_names_is_exported() {
+    let disk = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("admin-metric-names");
+    let _ = std::fs::remove_dir_all(&disk);
+    let (env, admin) = admin_env_with(|c| {
+        c.cache.disk_path = disk.display().to_string();
+        c.cache.disk_bytes = 16 << 20;
+        // A closed port: the node works alone, and says so in its metrics.
+        c.cluster.redis_url = mdproxy::config::Secret::new("redis://127.0.0.1:1/0");
+        c.cluster.timeout_ms = 50;
+    })
+    .await;
+    env.get("/market/indices").await;
+    let text = env.text(&format!("{admin}/metrics")).await;
+    let mut exported: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        let name = match line.strip_prefix("# TYPE ") {
+            Some(rest) => rest.split(' ').next(),
+            None if line.starts_with('#') => None,
+            None => line.split(['{', ' ']).next(),
+        };
+        exported.extend(name);
+    }
+    let names = readme_metric_names();
+    assert!(names.len() > 30, "{names:?}");
+    // A name ending in `_` is a prefix (`mdproxy_heap_*`): some metric starts so.
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|n| match n.ends_with('_') {
+            true => !exported.iter().any(|e| e.starts_with(n.as_str())),
+            false => !exported.contains(&n.as_str()),
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "README names {missing:?}, /metrics has:\n{text}"
+    );
+}
+
 /// The start-up probe: against an upstream that takes our token, the proxy is
 /// ready before any client asked; against one that refuses it, `/readyz` says so
 /// and the refusal is its own outcome, not a generic failure.

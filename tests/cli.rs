@@ -78,6 +78,33 @@ fn check_config_prints_the_ttl_table() {
     assert!(rows > mdproxy::api::catalog::catalog().len(), "{rows}");
 }
 
+/// `mdproxy openapi | head`, `mdproxy check-config FILE | head`: a reader that went
+/// away before the command wrote (a pipe whose read end is closed) ends it quietly,
+/// exit 0 and no panic, rather than with "failed printing to stdout".
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let (dir, path) = scratch("mdproxy-pipe", "pipe.toml");
+    std::fs::write(
+        &path,
+        "[auth]\ntokens = [\"pipe-client-key-1\"]\n[upstream]\nbase_url = \"http://127.0.0.1:9/api/v1\"\ntoken = \"pipe-upstream-key-1\"\n",
+    )
+    .unwrap();
+    let file = path.to_str().unwrap();
+    for args in [&["openapi"][..], &["check-config", file], &["docs"]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = mdproxy().args(args).stdout(writer).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{args:?} exited {}: {stderr}",
+            out.status
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A bad file exits 1 and names the key.
 #[test]
 fn check_config_names_the_bad_key() {
@@ -407,7 +434,8 @@ async fn serve_reloads_on_sighup() {
 }
 
 /// `mdproxy demo --admin-token T --cors-origin O`: the purge answers to T (and the
-/// start-up text says how), and a browser at O gets its CORS headers.
+/// start-up text says how, in a curl command that works as printed), and a browser
+/// at O gets its CORS headers.
 #[tokio::test]
 async fn demo_takes_an_admin_token_and_cors_origins() {
     use tokio::io::AsyncBufReadExt;
@@ -449,7 +477,22 @@ async fn demo_takes_an_admin_token_and_cors_origins() {
     .await;
     assert!(read.is_ok(), "demo printed its addresses");
     let (base, admin) = (base.unwrap(), admin.unwrap());
-    assert!(purge_hint.unwrap().contains("demo-admin-t"));
+    let purge_hint = purge_hint.unwrap();
+    assert!(purge_hint.contains("demo-admin-t"));
+    // The purge command works as printed (curl would read `{code}` as a glob).
+    let printed = purge_hint.strip_prefix("purge: ").unwrap();
+    let out = tokio::process::Command::new("sh")
+        .args(["-c", printed])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{printed}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["endpoint"], "/stock/detail/{code}", "{v}");
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let r = client
         .get(format!("{base}/market/indices"))

@@ -692,10 +692,10 @@ fn metrics_and_labels(expr: &str) -> (BTreeSet<String>, BTreeSet<String>) {
 /// A family name: a histogram's series without `_bucket`, `_sum` and `_count`.
 fn family(sample: &str, histograms: &BTreeSet<String>) -> String {
     for suffix in ["_bucket", "_sum", "_count"] {
-        if let Some(base) = sample.strip_suffix(suffix) {
-            if histograms.contains(base) {
-                return base.to_owned();
-            }
+        if let Some(base) = sample.strip_suffix(suffix)
+            && histograms.contains(base)
+        {
+            return base.to_owned();
         }
     }
     sample.to_owned()

@@ -1,7 +1,7 @@
 //! HTTP/2 and TLS at the edge: h2c by prior knowledge and HTTP/1.1 on the same
 //! plain listener; over TLS, h2 or HTTP/1.1 by ALPN with a certificate made in the
 //! test; many streams (quote streams too) on one connection; the certificate
-//! reloaded without a restart.
+//! reloaded without a restart; `serve` announces a TLS listener as `https://`.
 
 mod support;
 
@@ -386,4 +386,68 @@ async fn past_the_limit_a_tls_listener_refuses_in_tls() {
         assert_eq!((status, code.as_str()), (503, "overloaded"));
     }
     drop(held);
+}
+
+/// `mdproxy serve` with a certificate announces its listener as `https://`, and the
+/// address it prints answers over TLS.
+#[tokio::test]
+async fn serve_announces_a_tls_listener_as_https() {
+    use tokio::io::AsyncBufReadExt;
+    let (cert, key, _) = certificate();
+    let files = TlsFiles::new("banner", &cert, &key);
+    let sim = support::sim_with_token("banner-upstream").await;
+    let config = files.dir.join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\ntls_cert = {:?}\ntls_key = {:?}\n[auth]\ntokens = [\"{}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"banner-upstream\"\n[scheduler]\nenabled = false\n",
+            files.cert.display().to_string(),
+            files.key.display().to_string(),
+            support::TOKEN,
+            sim.base_url()
+        ),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+        .args(["serve", "--log", "warn", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let base = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.strip_prefix("mdproxy serving ") {
+                return rest.split_whitespace().next().unwrap().to_owned();
+            }
+        }
+        panic!("serve ended before serving");
+    })
+    .await
+    .expect("serve came up");
+    let addr: std::net::SocketAddr = base
+        .strip_prefix("https://")
+        .unwrap_or_else(|| panic!("{base} is announced as https"))
+        .trim_end_matches("/api/v1")
+        .parse()
+        .unwrap();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .resolve("localhost", addr)
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let r = client
+        .get(format!(
+            "https://localhost:{}/api/v1/market/indices",
+            addr.port()
+        ))
+        .bearer_auth(support::TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    child.kill().await.unwrap();
 }

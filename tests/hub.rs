@@ -5,9 +5,11 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mdproxy::config::Config;
+use mdproxy::hub::{Pacing, Subscription};
+use mdproxy::sim::{ThrottleMode, Throttling};
 use std::collections::{BTreeMap, BTreeSet};
 
 use support::{Env, Next, SseReader, TOKEN, header};
@@ -202,46 +204,60 @@ async fn pz_bounds_every_event_and_nothing_is_lost() {
         .map(|q| (support::row_code(q), q.clone()))
         .collect();
     assert_eq!(expected.keys().cloned().collect::<BTreeSet<_>>(), all);
-    let deadline = Instant::now() + WAIT;
-    while seen.latest != expected {
-        assert!(
-            Instant::now() < deadline,
-            "the subscriber never caught up with the frozen quotes"
-        );
-        let left = deadline.saturating_duration_since(Instant::now());
-        match r.next_or_end(left).await {
-            Next::Event(e) if e.event == "quote" => {
-                seen.take(e);
+    let caught_up = tokio::time::timeout(WAIT, async {
+        while seen.latest != expected {
+            match r.next_or_end(WAIT).await {
+                Next::Event(e) if e.event == "quote" => {
+                    seen.take(e);
+                }
+                Next::Event(_) => {}
+                other => panic!("the stream stopped before catching up: {other:?}"),
             }
-            Next::Event(_) => {}
-            other => panic!("the stream stopped before catching up: {other:?}"),
         }
-    }
+    })
+    .await;
+    assert!(
+        caught_up.is_ok(),
+        "the subscriber never caught up with the frozen quotes"
+    );
 }
 
-/// A reconnect with Last-Event-ID starts with a fresh snapshot of every code.
+/// A reconnect with `Last-Event-ID` starts with a fresh snapshot of every code (not
+/// only what changed since that id: here nothing did), and its ids continue past
+/// the client's last one, also when that is ahead of this proxy's ticks (another
+/// node's, or this process's before a restart): an EventSource never sees its ids
+/// go back. Polls stop with the last subscriber, so the ticks stand still between.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnect_with_last_event_id_gets_a_fresh_snapshot() {
-    let (env, _ticker) = hub_env(|_| {}).await;
-    let mut r = subscribe(&env, "codes=600519,000001,300750&pz=10").await;
-    let e = r.next_quote(WAIT).await.unwrap();
+    // The clock stands still: the quotes never change after the first poll.
+    let clock = support::clock_at(MONDAY_10_00);
+    let env = support::start_with(|_| {}, fast_hub, Some(clock)).await;
+    let query = "codes=600519,000001,300750&pz=10";
+    let mut r = subscribe(&env, query).await;
+    let first = r.next_quote(WAIT).await.unwrap();
+    assert_eq!(first.codes().len(), 3);
     drop(r);
-    let again = env
-        .get_with(
-            "/stock/indicator/realtime/sse?codes=600519,000001,300750&pz=10",
-            &[("last-event-id", &e.id)],
-        )
-        .await;
-    let mut again = SseReader::new(again);
-    assert_eq!(again.next(WAIT).await.unwrap().retry, Some(3000));
-    let snapshot = again.next_quote(WAIT).await.unwrap();
-    let mut codes = snapshot.codes();
-    codes.sort();
-    assert_eq!(
-        codes,
-        ["000001", "300750", "600519"],
-        "all codes, each once, not only what changed"
-    );
+    let last: u64 = first.id.parse().unwrap();
+    for sent in [last, last + 1_000_000] {
+        let again = env
+            .get_with(
+                &format!("/stock/indicator/realtime/sse?{query}"),
+                &[("last-event-id", &sent.to_string())],
+            )
+            .await;
+        let mut again = SseReader::new(again);
+        assert_eq!(again.next(WAIT).await.unwrap().retry, Some(3000));
+        let snapshot = again.next_quote(WAIT).await.unwrap();
+        let mut codes = snapshot.codes();
+        codes.sort();
+        assert_eq!(
+            codes,
+            ["000001", "300750", "600519"],
+            "all codes, each once, not only what changed"
+        );
+        let id: u64 = snapshot.id.parse().unwrap();
+        assert!(id > sent, "id {id} after Last-Event-ID {sent}");
+    }
 }
 
 /// A subscriber that never reads neither delays another subscriber nor grows its
@@ -249,10 +265,14 @@ async fn reconnect_with_last_event_id_gets_a_fresh_snapshot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_that_never_reads_harms_no_one() {
     let (env, _ticker) = hub_env(|c| {
-        c.hub.stall_timeout_secs = 1;
+        c.hub.stall_timeout_secs = 2;
         c.hub.max_codes_per_stream = 400;
     })
     .await;
+    let hub = env.proxy.hub().clone();
+    // The reader first, so that it reads while the sleeper fills its socket.
+    let mut reader = subscribe(&env, "codes=600519").await;
+    let mut last_id: u64 = reader.next_quote(WAIT).await.unwrap().id.parse().unwrap();
     // 400 quotes change every tick: ~130 KB per 50 ms fills the loopback socket
     // buffers of a client that never reads within a few seconds.
     let codes = first_codes(400);
@@ -265,21 +285,15 @@ async fn a_subscriber_that_never_reads_harms_no_one() {
         codes.join(",")
     );
     sleeper.write_all(request.as_bytes()).await.unwrap();
-    let mut reader = subscribe(&env, "codes=600519").await;
-    let hub = env.proxy.hub().clone();
     // Until the sleeper is cut off, the reader keeps getting new ticks (each within
     // the bounded wait, ids rising: nothing old queued up for it), and at most one
-    // board's worth of 400 quotes is ever built ahead. No speed is asserted.
+    // board's worth of 400 quotes is ever built ahead. No speed is asserted. The
+    // sleeper is stuck from its connection's first write that took less than an
+    // event (the rest waits for it): the reader must get ticks after that.
     let mut max_pending = 0;
-    let mut last_id = 0u64;
-    let mut events = 0u32;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    // Both subscribed (or the sleeper already cut, on a slow machine) before reading.
-    while hub.subscribers() < 2 && hub.stalled() == 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    // At least one event is read, whatever the timing; then until the sleeper goes.
-    loop {
+    let mut ticks_while_stuck = 0u32;
+    let mut subscribed = false;
+    for _ in 0..100_000 {
         let e = reader
             .next_quote(WAIT)
             .await
@@ -287,16 +301,20 @@ async fn a_subscriber_that_never_reads_harms_no_one() {
         let id: u64 = e.id.parse().unwrap();
         assert!(id > last_id, "tick {id} after {last_id}");
         last_id = id;
-        events += 1;
         max_pending = max_pending.max(hub.max_pending_bytes());
         assert!(max_pending < 256 * 1024, "{max_pending} bytes pending");
-        if hub.subscribers() <= 1 || Instant::now() >= deadline {
+        let open = hub.subscribers() == 2;
+        subscribed |= open;
+        if open && hub.partial_writes() > 0 {
+            ticks_while_stuck += 1;
+        }
+        if subscribed && !open {
             break;
         }
     }
     assert!(
-        events > 0,
-        "the reader got events while the sleeper was stuck"
+        ticks_while_stuck >= 3,
+        "the reader got {ticks_while_stuck} ticks while the sleeper was stuck"
     );
     assert_eq!(hub.subscribers(), 1, "the sleeper was disconnected");
     assert_eq!(hub.stalled(), 1);
@@ -320,7 +338,8 @@ async fn a_subscriber_that_never_reads_harms_no_one() {
     assert!(drained.is_ok(), "the stalled connection was closed");
 }
 
-/// The poll stops when the last subscriber leaves, and starts again for the next.
+/// The poll stops when the last subscriber's connection goes, and starts again for
+/// the next (that nothing is polled meanwhile: tests/hub_paused.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_stops_when_the_last_subscriber_leaves() {
     let (env, _ticker) = hub_env(|_| {}).await;
@@ -329,19 +348,9 @@ async fn polling_stops_when_the_last_subscriber_leaves() {
     r.next_quote(WAIT).await.unwrap();
     assert!(hub.is_polling());
     drop(r);
-    let deadline = Instant::now() + WAIT;
-    while (hub.is_polling() || hub.subscribers() > 0) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(!hub.is_polling(), "poll loop still running");
+    let stopped = support::eventually(WAIT, || !hub.is_polling() && hub.subscribers() == 0).await;
+    assert!(stopped, "poll loop still running");
     assert_eq!(hub.codes(), 0);
-    let polls = env.sim.hits("/stock/list");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        env.sim.hits("/stock/list"),
-        polls,
-        "no polls without subscribers"
-    );
     let mut again = subscribe(&env, "codes=000001").await;
     assert!(again.next_quote(WAIT).await.is_some());
 }
@@ -412,10 +421,8 @@ async fn stream_limits_and_missing_source() {
     assert_eq!(env.proxy.hub().subscribers(), 3);
     // A refused stream took no slot: closing one frees exactly one.
     drop(c);
-    let deadline = Instant::now() + WAIT;
-    while env.proxy.hub().subscribers() > 2 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let hub = env.proxy.hub().clone();
+    assert!(support::eventually(WAIT, || hub.subscribers() == 2).await);
     let again = other("codes=000001").await.unwrap();
     assert_eq!(again.status(), 200);
 
@@ -467,59 +474,6 @@ async fn access_token_authenticates_event_source_clients() {
     drop(Arc::new(()));
 }
 
-/// A subscriber whose codes never change still gets keepalives while other codes
-/// keep the board busy, and is not mistaken for a stalled one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quiet_subscribers_get_keepalives_and_stay_connected() {
-    let (env, _ticker) = hub_env(|c| c.hub.stall_timeout_secs = 2).await;
-    let mut busy = subscribe(&env, "codes=600519").await;
-    // 605999 is not listed: it never has a quote, so this stream only ever idles.
-    let mut quiet = subscribe(&env, "codes=605999").await;
-    assert_eq!(quiet.next(WAIT).await.unwrap().retry, Some(3000));
-    // Keepalives come every 1 s, so the 4th arrives past the 2 s stall timeout: the
-    // quiet stream outlived it while the board kept changing. No speed is asserted.
-    for _ in 0..4 {
-        let e = quiet.next(WAIT).await.expect("the quiet stream stays open");
-        assert!(e.comment, "only keepalives: {e:?}");
-        assert!(e.data.is_empty() && e.event.is_empty(), "{e:?}");
-        busy.next_quote(WAIT)
-            .await
-            .expect("the busy stream keeps moving");
-    }
-    assert_eq!(env.proxy.hub().stalled(), 0);
-    assert_eq!(env.proxy.hub().subscribers(), 2);
-}
-
-/// A keepalive is due one period after the last thing sent: a stream whose quote
-/// moves on every poll (every 50 ms here, keepalives every 1 s) gets quotes, not
-/// keepalives. A timer that fired on its own schedule whatever was sent would put
-/// three or four keepalives into these four seconds; one is allowed for a machine
-/// that stalls the stream for a whole second.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn busy_streams_get_no_keepalives() {
-    let (env, _ticker) = hub_env(|_| {}).await;
-    let mut busy = subscribe(&env, "codes=600519").await;
-    assert_eq!(busy.next(WAIT).await.unwrap().retry, Some(3000));
-    let until = Instant::now() + Duration::from_secs(4);
-    let (mut quotes, mut keepalives) = (0, 0);
-    for _ in 0..10_000 {
-        if Instant::now() >= until {
-            break;
-        }
-        let e = busy.next(WAIT).await.expect("the stream stays open");
-        if e.comment {
-            keepalives += 1;
-        } else {
-            quotes += 1;
-        }
-    }
-    assert!(quotes > 4, "the quote moved on the polls: {quotes}");
-    assert!(
-        keepalives <= 1,
-        "{keepalives} keepalives among {quotes} quotes"
-    );
-}
-
 /// Shutting the proxy down ends open streams at once instead of waiting out the
 /// grace period.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -560,7 +514,16 @@ async fn a_stream_opened_after_the_stop_ends_at_once() {
         .await
         .expect("shutdown ends");
     for _ in 0..2 {
-        let mut events = hub.subscribe(0, "600519", 20, None, None).unwrap();
+        let mut events = hub
+            .subscribe(Subscription {
+                token: 0,
+                codes: "600519",
+                pz: 20,
+                last_event_id: None,
+                connection: None,
+                outlet: None,
+            })
+            .unwrap();
         let ended =
             tokio::time::timeout(WAIT, async { while events.next().await.is_some() {} }).await;
         assert!(ended.is_ok(), "the stream ended");
@@ -568,6 +531,75 @@ async fn a_stream_opened_after_the_stop_ends_at_once() {
         assert!(support::eventually(WAIT, || hub.subscribers() == 0).await);
     }
     drop(sim);
+}
+
+/// Under the upstream's throttling (the simulator's switch: a `429` with
+/// `Retry-After` past three requests a minute) the quote poll sends nothing until
+/// the time it was given, not even for a stream of a new code, while every stream
+/// stays open, keeps its last quotes and gets keepalives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_upstream_is_not_polled_before_its_retry_after() {
+    // The clock stands still, so the simulator's minute never ends: its Retry-After
+    // is the whole minute, far longer than this test.
+    let clock = support::clock_at(MONDAY_10_00);
+    let env = support::start_with(|_| {}, fast_hub, Some(clock)).await;
+    env.sim.set_throttling(Some(Throttling {
+        limit: 3,
+        window: Duration::from_secs(60),
+        mode: ThrottleMode::TooManyRequests,
+    }));
+    let hub = env.proxy.hub().clone();
+    let mut r = subscribe(&env, "codes=600519").await;
+    r.next_quote(WAIT).await.expect("the snapshot");
+    assert!(support::eventually(WAIT, || env.sim.throttled() == 1).await);
+    let polls = env.sim.hits("/stock/list");
+    assert_eq!(polls, 3, "three polls before the 429");
+    // A new code wakes the poll loop: the upstream is still not asked.
+    let mut other = subscribe(&env, "codes=000001").await;
+    assert_eq!(other.next(WAIT).await.unwrap().retry, Some(3000));
+    for _ in 0..3 {
+        let e = r.next(WAIT).await.expect("the stream stays open");
+        assert!(e.comment, "keepalives only: {e:?}");
+        let e = other.next(WAIT).await.expect("the stream stays open");
+        assert!(e.comment, "no quote without a poll: {e:?}");
+    }
+    assert_eq!(env.sim.hits("/stock/list"), polls);
+    assert_eq!(env.sim.throttled(), 1, "nothing sent during Retry-After");
+    let pacing = hub.pacing();
+    assert_eq!(pacing.held_by, Some("paused"));
+    assert!(pacing.interval > Duration::from_secs(50), "{pacing:?}");
+    assert_eq!(hub.subscribers(), 2);
+}
+
+/// With a vendor quota of two requests a minute the quote poll takes half of it:
+/// one poll a minute instead of one every 50 ms (which would spend the quota at
+/// once and leave nothing for client misses). The stream has its snapshot, then
+/// keepalives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quote_poll_keeps_to_its_share_of_a_minute_quota() {
+    let clock = support::clock_at(MONDAY_10_00);
+    let quota = |c: &mut Config| {
+        fast_hub(c);
+        c.limits.upstream_per_minute = 2;
+    };
+    let env = support::start_with(|_| {}, quota, Some(clock)).await;
+    let mut r = subscribe(&env, "codes=600519").await;
+    r.next_quote(WAIT).await.expect("the snapshot");
+    for _ in 0..3 {
+        let e = r.next(WAIT).await.expect("the stream stays open");
+        assert!(e.comment, "keepalives: {e:?}");
+    }
+    assert_eq!(env.sim.hits("/stock/list"), 1, "one poll");
+    assert_eq!(
+        env.proxy.hub().pacing(),
+        Pacing {
+            interval: Duration::from_secs(60),
+            held_by: Some("minute_quota")
+        }
+    );
+    // A client miss still finds the other half.
+    let miss = env.get("/stock/detail/600519").await;
+    assert_eq!(miss.status(), 200);
 }
 
 /// Reads from `stream` into `buf` until `done(buf)` holds (bounded by [`WAIT`]).
@@ -653,6 +685,7 @@ async fn streams_on_the_bare_socket_are_plain_http() {
     // The only code's quote has been sent and keepalives are 30 s away: the stream
     // is quiet when the client hangs up, and the hub still learns of it.
     assert!(support::eventually(WAIT, || hub.subscribers() == 1).await);
+    assert_eq!(hub.outlet_subscribers(), 1, "written on the bare socket");
     drop(stream);
     assert!(
         support::eventually(WAIT, || hub.subscribers() == 0).await,
@@ -682,6 +715,11 @@ async fn streams_on_the_bare_socket_are_plain_http() {
     split.write_all(second.as_bytes()).await.unwrap();
     let head = first_two_chunks(&mut split).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(
+        (hub.subscribers(), hub.outlet_subscribers()),
+        (1, 0),
+        "hyper serves it: the hub has no outlet for it"
+    );
 }
 
 /// A reader whose socket fills up (it stops reading for a while, through a small
@@ -716,6 +754,10 @@ async fn a_reader_that_falls_behind_gets_whole_chunks_in_order() {
     // Read on until 20 ticks past the board the hub had when reading resumed: the
     // backlog is drained and the stream is fed by the fan-out again.
     let resumed_at = env.proxy.hub().tick();
+    assert!(
+        env.proxy.hub().partial_writes() > 0,
+        "the connection took part of an event: its rest went to the stream's task"
+    );
     read_until(&mut stream, &mut buf, |b| newest_tick(b) >= resumed_at + 20).await;
     let (_, chunks) = chunked(&buf).unwrap();
     let mut last = 0u64;

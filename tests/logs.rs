@@ -1,6 +1,7 @@
 //! What an operator reads in the log: one access line per request (JSON here), the
 //! request ID echoed and carried to the upstream with the trace context, the
-//! start-up probe's verdict, no cron-library chatter, and never a secret.
+//! start-up probe's verdict, a failing quote poll once, no cron-library chatter, and
+//! never a secret.
 
 mod support;
 
@@ -315,6 +316,179 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
             "cron chatter: {line}"
         );
     }
+}
+
+/// `mdproxy demo` with text logs: a purge whose prefix carries `%0a` (a newline, once
+/// decoded) leaves one log line with the newline escaped, not a second line the
+/// admin wrote.
+#[tokio::test]
+async fn control_characters_cannot_forge_a_text_log_line() {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+        .args([
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--admin-token",
+            "log-admin-t",
+            "--log",
+            "info",
+            "--log-format",
+            "text",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = support::stderr_lines(&mut child);
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let admin = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = stdout.next_line().await {
+            if let Some(rest) = line.strip_prefix("admin: ") {
+                return rest.split("/status").next().unwrap().to_owned();
+            }
+        }
+        panic!("demo ended before printing its admin address");
+    })
+    .await
+    .expect("demo came up");
+    // The rest of stdout is drained, so the demo never blocks on it.
+    tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+    let client = support::client();
+    let purge = |query: &'static str| {
+        client
+            .post(format!("{admin}/purge?{query}"))
+            .bearer_auth("log-admin-t")
+            .send()
+    };
+    let r = purge("prefix=/stock/%0aINFO%20forged%20line%0d")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = purge("prefix=/marker/").await.unwrap();
+    assert_eq!(r.status(), 200);
+    let mut seen = Vec::new();
+    let found = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.recv().await {
+            seen.push(line.clone());
+            if line.contains("/marker/") {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "the purges were logged: {seen:#?}");
+    let purged: Vec<&String> = seen.iter().filter(|l| l.contains("purged")).collect();
+    assert!(
+        purged
+            .iter()
+            .any(|l| l.contains(r"/stock/\nINFO forged line\r")),
+        "the newline is escaped in the purge's own line: {seen:#?}"
+    );
+    assert!(
+        !seen.iter().any(|l| l.starts_with("INFO forged")),
+        "no line of the admin's making: {seen:#?}"
+    );
+    child.kill().await.unwrap();
+}
+
+/// A quote poll whose requests all fail (three codes in batches of one, the
+/// upstream answering 500, then its breaker open) writes one warning, not one per
+/// request of every poll: by the time the upstream has refused six requests (two
+/// polls) and the breaker opened, the old hub had written one line per request.
+#[tokio::test]
+async fn a_failing_quote_poll_is_logged_once() {
+    let sim = support::sim_with_token(UPSTREAM_SECRET).await;
+    sim.fail_next(1_000_000);
+    let dir = std::env::temp_dir().join(format!("mdproxy-poll-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("serve.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[auth]\ntokens = [\"{CLIENT_SECRET}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{UPSTREAM_SECRET}\"\nprobe_target = \"\"\n[scheduler]\nenabled = false\n[hub]\nsession_interval_ms = 50\nclosed_interval_ms = 50\nbatch_size = 1\n[log]\nformat = \"json\"\n",
+            sim.base_url()
+        ),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = support::stderr_lines(&mut child);
+    let mut seen = Vec::new();
+    let base = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.recv().await {
+            seen.push(line.clone());
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if let Some(rest) = v["banner"]
+                .as_str()
+                .and_then(|b| b.strip_prefix("mdproxy serving "))
+            {
+                return rest.split_whitespace().next().unwrap().to_owned();
+            }
+        }
+        panic!("no banner event");
+    })
+    .await
+    .expect("serve came up");
+    let stream = support::client()
+        .get(format!(
+            "{base}/stock/indicator/realtime/sse?codes=600519,000001,300750"
+        ))
+        .bearer_auth(CLIENT_SECRET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    // Two polls' requests reached the upstream, and the breaker opened after five.
+    assert!(
+        support::eventually(Duration::from_secs(20), || sim.hits("/stock/list") >= 5).await,
+        "the hub polled"
+    );
+    let breaker = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.recv().await {
+            seen.push(line.clone());
+            if line.contains("circuit breaker opened") {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(breaker.is_ok(), "lines seen:\n{}", seen.join("\n"));
+    drop(stream);
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.recv().await {
+            seen.push(line);
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "serve stopped");
+    assert!(child.wait().await.unwrap().success());
+    std::fs::remove_dir_all(&dir).ok();
+    let polls: Vec<&String> = seen
+        .iter()
+        .filter(|l| l.contains("\"level\":\"WARN\"") && l.contains("quote poll"))
+        .collect();
+    assert_eq!(polls.len(), 1, "{polls:#?}");
+    let warning: serde_json::Value = serde_json::from_str(polls[0]).unwrap();
+    assert_eq!(warning["failed"], 3, "{warning}");
+    assert_eq!(warning["requests"], 3, "{warning}");
 }
 
 /// What a test's in-process log lines were written to.

@@ -1,8 +1,9 @@
 //! The OpenAPI document: served without a token at `/api/v1/openapi.json` (GET, HEAD,
 //! `If-None-Match`), printed the same by `mdproxy openapi`, a 3.1 document listing
-//! every catalogue path once with its parameters, the three auth forms and the
-//! stream's `text/event-stream`. Validation against the 3.1 schema and fuzzing are
-//! in `fuzz.rs`.
+//! every catalogue path once with its parameters, the three auth forms, the
+//! stream's `text/event-stream` and each answer's `data` typed from the documented
+//! examples; a TypeScript client generated from it type-checks (scripts/ts-client).
+//! Validation against the 3.1 schema and fuzzing are in `fuzz.rs`.
 
 mod support;
 
@@ -39,6 +40,14 @@ fn documented<'d>(op: &'d Value, name: &str, location: &str) -> &'d Value {
         op["operationId"]
     );
     found[0]
+}
+
+/// `value`, or what it refers to when it is a `$ref` into the document.
+fn resolve<'d>(doc: &'d Value, value: &'d Value) -> &'d Value {
+    match value["$ref"].as_str() {
+        Some(pointer) => doc.pointer(pointer.strip_prefix('#').unwrap()).unwrap(),
+        None => value,
+    }
 }
 
 /// What a documented parameter must say, given the catalogue's row.
@@ -160,16 +169,10 @@ async fn auth_stream_and_errors_are_documented() {
         doc["security"],
         serde_json::json!([{ "bearer": [] }, { "apiKeyHeader": [] }, { "apiKeyQuery": [] }])
     );
-    let responses = &doc["components"]["responses"];
     for endpoint in catalog().endpoints() {
         let op = operation(&doc, endpoint);
-        let name = op["responses"]["200"]["$ref"]
-            .as_str()
-            .unwrap()
-            .rsplit('/')
-            .next()
-            .unwrap();
-        let content = responses[name]["content"].as_object().unwrap();
+        let success = resolve(&doc, &op["responses"]["200"]);
+        let content = success["content"].as_object().unwrap();
         let media = if endpoint.streaming {
             "text/event-stream"
         } else {
@@ -212,6 +215,63 @@ async fn auth_stream_and_errors_are_documented() {
     }
 }
 
+/// The schema of an operation's successful `data`: what `success: true` carries,
+/// beside the upstream's own failure relayed with 200.
+fn data_schema<'d>(doc: &'d Value, path: &str) -> &'d Value {
+    let op = &doc["paths"][path]["get"];
+    let either = &op["responses"]["200"]["content"]["application/json"]["schema"]["oneOf"];
+    assert_eq!(
+        either[1]["$ref"], "#/components/schemas/UpstreamFailure",
+        "{path}"
+    );
+    let success = &either[0];
+    assert_eq!(success["properties"]["success"]["const"], true, "{path}");
+    resolve(doc, &success["properties"]["data"])
+}
+
+/// Every JSON endpoint's success has a named `data` schema; where the docs show a
+/// successful example it is typed from it (keys, JSON types, arrays of rows), loose
+/// where the upstream varies (numbers, nulls, optional keys); where they show only
+/// a failure, a placeholder or a copied sample it is left open.
+#[tokio::test]
+async fn success_data_is_typed_from_the_documented_examples() {
+    let doc = served().await;
+    for endpoint in catalog().endpoints().iter().filter(|e| !e.streaming) {
+        let schema = data_schema(&doc, &endpoint.path);
+        assert!(schema.get("description").is_some(), "{}", endpoint.path);
+    }
+    let detail = data_schema(&doc, "/stock/detail/{code}");
+    assert_eq!(detail["type"], serde_json::json!(["object", "null"]));
+    let number = serde_json::json!({ "type": ["number", "null"] });
+    assert_eq!(detail["properties"]["newPrice"], number);
+    assert_eq!(
+        detail["properties"]["name"],
+        serde_json::json!({ "type": ["string", "null"] })
+    );
+    assert!(detail.get("required").is_none(), "keys are optional");
+    let calendar = data_schema(&doc, "/market/trading-calendar");
+    assert_eq!(calendar["type"], serde_json::json!(["array", "null"]));
+    assert_eq!(calendar["items"]["type"], "object", "a row is never null");
+    assert_eq!(
+        calendar["items"]["properties"]["isTradingDay"],
+        serde_json::json!({ "type": ["boolean", "null"] })
+    );
+    let indices = data_schema(&doc, "/market/indices");
+    assert_eq!(
+        indices["properties"]["diff"]["items"]["properties"]["changeRate"],
+        number
+    );
+    for open in [
+        "/stock/kline",
+        "/market/hotmap",
+        "/stock/board/info/{code}",
+        "/market/flow",
+    ] {
+        let schema = data_schema(&doc, open);
+        assert!(schema.get("type").is_none(), "{open}: {schema}");
+    }
+}
+
 /// The document needs no token, answers HEAD without a body and `If-None-Match`
 /// with 304, and refuses other methods.
 #[tokio::test]
@@ -241,4 +301,57 @@ async fn cli_prints_the_served_document() {
     );
     let printed: Value = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(printed, served().await);
+}
+
+/// Bounds a run of scripts/ts-client (npm installs its tools on first use).
+const TS_CLIENT_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Runs scripts/ts-client on `program` in a fresh directory named `name`: generates
+/// the TypeScript types of `mdproxy openapi` and type-checks the program with them.
+async fn ts_client(program: &std::path::Path, name: &str) -> std::process::Output {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let work = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let mut command = tokio::process::Command::new(root.join("scripts/ts-client"));
+    command
+        .arg(program)
+        .arg(&work)
+        .env("MDPROXY", env!("CARGO_BIN_EXE_mdproxy"))
+        .kill_on_drop(true);
+    tokio::time::timeout(TS_CLIENT_LIMIT, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("scripts/ts-client ran past {TS_CLIENT_LIMIT:?}"))
+        .unwrap()
+}
+
+/// A dashboard developer's typed client: openapi-typescript's types of the document
+/// type-check `tests/ts/client.ts` (a stock's quote, the indices, the trading
+/// calendar); the same program reading a field the document does not have fails
+/// the check, naming the field.
+#[tokio::test]
+async fn a_typescript_client_type_checks_against_the_document() {
+    let program = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ts/client.ts");
+    let out = ts_client(&program, "ts-client").await;
+    let printed = |out: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    assert!(out.status.success(), "{}", printed(&out));
+
+    let source = std::fs::read_to_string(&program).unwrap();
+    let wrong = source.replace("price(quote?.newPrice)", "price(quote?.openPrice)");
+    assert_ne!(wrong, source, "the program reads newPrice");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("ts-client-wrong-src");
+    std::fs::create_dir_all(&dir).unwrap();
+    let wrong_program = dir.join("client.ts");
+    std::fs::write(&wrong_program, wrong).unwrap();
+    let out = ts_client(&wrong_program, "ts-client-wrong").await;
+    assert!(!out.status.success(), "{}", printed(&out));
+    assert!(
+        printed(&out).contains("error TS2339: Property 'openPrice' does not exist"),
+        "{}",
+        printed(&out)
+    );
 }

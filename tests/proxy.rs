@@ -345,7 +345,7 @@ async fn a_hit_is_answered_at_once_and_keeps_none_of_the_requests_bytes() {
     let edge = env.proxy.edge();
     let connection = Arc::new(mdproxy::edge::Connection {
         peer: "127.0.0.1:40000".parse().unwrap(),
-        close: mdproxy::closing::Closer::new(),
+        close: Default::default(),
         outlet: None,
     });
     let request = |origin: &str| {

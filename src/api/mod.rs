@@ -1,8 +1,8 @@
 //! The contract mdproxy serves: the endpoint catalogue as data, the router, the
 //! validation that turns a request into one canonical target (cache key and upstream
 //! request at once; remembered for hot targets), and the OpenAPI document generated
-//! from them. Knows nothing of HTTP beyond paths, query strings and what that
-//! document states.
+//! from them (the answers' shapes read off the documented examples). Knows nothing
+//! of HTTP beyond paths, query strings and what that document states.
 
 pub mod catalog;
 pub mod code;
@@ -11,6 +11,7 @@ pub mod openapi;
 pub mod params;
 pub mod passthrough;
 pub mod router;
+pub(crate) mod shapes;
 pub(crate) mod value;
 
 use std::sync::OnceLock;

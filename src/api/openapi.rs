@@ -6,6 +6,10 @@
 //! (`/stock/kline`, not `/api/v1/stock/kline`): a client given the base URL
 //! `http://host:port/api/v1` reaches every operation.
 //!
+//! A success's `data` has the schema its documented example shows (`api::shapes`),
+//! one named schema per operation (`StockDetailByCodeData`), so that generated
+//! clients are typed; an endpoint whose docs show no success is left open.
+//!
 //! The stream's `text/event-stream` schema describes one event (`event`, `id`,
 //! `data`, `retry`), as OpenAPI 3.2's `itemSchema` does. 3.1 leaves open whether it
 //! describes the whole stream or each event; schemathesis reads it per event, and a
@@ -17,6 +21,7 @@ use serde_json::{Map, Value, json};
 use crate::api::CacheStatus;
 use crate::api::catalog::{Endpoint, KeyRole, MAX_CODES, Param, ParamKind, REFUSED, catalog};
 use crate::api::router::API_PREFIX;
+use crate::api::shapes;
 use crate::error::Error;
 
 /// Where the proxy serves the document, relative to [`API_PREFIX`]. Not an endpoint
@@ -27,6 +32,8 @@ pub const DOCUMENT_PATH: &str = "/openapi.json";
 /// Spelled out because `\s` means other sets in ECMA-262 and in Python.
 const TRIMMED: &str =
     r"[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*";
+/// A date as `api::value` takes it, the days a month lacks aside: 1900 to 2099.
+const DATE: &str = "(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
 /// Free text: no Unicode control character (`char::is_control`, category Cc).
 const NO_CONTROL: &str = r"^[^\x00-\x1f\x7f-\x9f]*$";
 
@@ -209,16 +216,14 @@ fn kind_schema(kind: ParamKind) -> Value {
             .into();
             schema
         }
-        ParamKind::Period => {
-            pattern("^([0-9]{4}(0[1-9]|1[0-2])|[0-9]{4}-[0-9]{2}-[0-9]{2})$".into())
-        }
+        ParamKind::Period => pattern(format!("^([0-9]{{4}}(0[1-9]|1[0-2])|{DATE})$")),
         ParamKind::Ident => pattern("^[0-9A-Za-z._-]{1,64}$".into()),
         ParamKind::Choice(values) => json!({ "type": "string", "enum": values }),
         ParamKind::Int { min, max } => json!({ "type": "integer", "minimum": min, "maximum": max }),
         ParamKind::Date => json!({
             "type": "string",
             "format": "date",
-            "pattern": "^(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$",
+            "pattern": format!("^{DATE}$"),
         }),
         ParamKind::Text { max_chars } => json!({
             "type": "string",
@@ -232,11 +237,11 @@ fn kind_schema(kind: ParamKind) -> Value {
 fn responses(endpoint: &Endpoint) -> Value {
     let mut out = Map::new();
     let success = if endpoint.streaming {
-        "Stream"
+        reference("responses", "Stream")
     } else {
-        "Answer"
+        answer_response(endpoint)
     };
-    out.insert("200".into(), reference("responses", success));
+    out.insert("200".into(), success);
     for status in error_statuses() {
         let status = status.as_u16().to_string();
         out.insert(
@@ -250,6 +255,33 @@ fn responses(endpoint: &Endpoint) -> Value {
         out.insert("4XX".into(), reference("responses", "Relayed"));
     }
     out.into()
+}
+
+/// `stockDetailByCode` → `StockDetailByCodeData`: the name of the schema of an
+/// endpoint's `data`.
+fn data_schema_name(endpoint: &Endpoint) -> String {
+    let id = operation_id(&endpoint.path);
+    let mut chars = id.chars();
+    let first = chars.next().map(|c| c.to_ascii_uppercase());
+    format!(
+        "{}{}Data",
+        first.into_iter().collect::<String>(),
+        chars.as_str()
+    )
+}
+
+/// The schema of each endpoint's `data` (not the stream's), by name.
+fn data_schemas() -> impl Iterator<Item = (String, Value)> {
+    catalog()
+        .endpoints()
+        .iter()
+        .filter(|e| !e.streaming)
+        .map(|e| {
+            let schema = shapes::data_schema(&e.path).unwrap_or_else(|| {
+                json!({ "description": "Undocumented: the upstream's docs show no successful answer of this endpoint." })
+            });
+            (data_schema_name(e), schema)
+        })
 }
 
 fn reference(kind: &str, name: &str) -> Value {
@@ -277,13 +309,12 @@ fn may_be_relayed(status: StatusCode) -> bool {
 
 fn components() -> Value {
     let mut responses = Map::new();
-    responses.insert("Answer".into(), answer_response());
     responses.insert("Stream".into(), stream_response());
     responses.insert(
         "NotModified".into(),
         json!({
             "description": "The representation named by `If-None-Match` is current.",
-            "headers": cache_headers(),
+            "headers": cache_header_references(),
         }),
     );
     responses.insert(
@@ -296,6 +327,12 @@ fn components() -> Value {
     for status in error_statuses() {
         responses.insert(format!("Error{}", status.as_u16()), error_response(status));
     }
+    let mut schemas = Map::new();
+    schemas.insert("Envelope".into(), envelope_schema());
+    schemas.insert("UpstreamFailure".into(), upstream_failure_schema());
+    schemas.insert("Error".into(), error_schema());
+    schemas.insert("StreamEvent".into(), stream_event_schema());
+    schemas.extend(data_schemas());
     json!({
         "securitySchemes": {
             "bearer": {
@@ -306,21 +343,30 @@ fn components() -> Value {
             "apiKeyHeader": { "type": "apiKey", "in": "header", "name": "x-api-key" },
             "apiKeyQuery": { "type": "apiKey", "in": "query", "name": "x-api-key" },
         },
-        "schemas": {
-            "Envelope": envelope_schema(),
-            "Error": error_schema(),
-            "StreamEvent": stream_event_schema(),
-        },
+        "schemas": schemas,
         "responses": responses,
+        "headers": cache_headers(),
     })
 }
 
-fn answer_response() -> Value {
+/// An endpoint's success: its `data` typed, or the upstream's own failure relayed.
+fn answer_response(endpoint: &Endpoint) -> Value {
+    let success = json!({
+        "type": "object",
+        "required": ["success", "data"],
+        "properties": {
+            "success": { "const": true },
+            "data": reference("schemas", &data_schema_name(endpoint)),
+            "message": { "type": "string" },
+        },
+    });
     json!({
         "description": "The upstream's body, byte for byte (from the cache or fetched). \
             A body with `success: false` is the upstream's own failure, relayed.",
-        "headers": cache_headers(),
-        "content": { "application/json": { "schema": reference("schemas", "Envelope") } },
+        "headers": cache_header_references(),
+        "content": { "application/json": { "schema": {
+            "oneOf": [success, reference("schemas", "UpstreamFailure")],
+        } } },
     })
 }
 
@@ -345,6 +391,17 @@ fn cache_headers() -> Value {
         "Cache-Control": header_schema(string, "`max-age=<seconds still fresh>`; `no-store` on a relayed answer."),
         "Age": header_schema(json!({ "type": "integer", "minimum": 0 }), "Seconds since the upstream produced the answer."),
     })
+}
+
+/// References to [`cache_headers`] in the components.
+fn cache_header_references() -> Value {
+    cache_headers()
+        .as_object()
+        .expect("the cache headers are an object")
+        .keys()
+        .map(|name| (name.clone(), reference("headers", name)))
+        .collect::<Map<String, Value>>()
+        .into()
 }
 
 fn header_schema(schema: Value, description: &str) -> Value {
@@ -398,6 +455,20 @@ fn envelope_schema() -> Value {
         "properties": {
             "success": { "type": "boolean" },
             "data": { "description": "The answer: an object, an array, a string or null." },
+            "message": { "type": "string" },
+        },
+    })
+}
+
+/// The upstream's own failure, answered with 200 (`socket hang up`, `Failed to
+/// fetch kline`) and relayed as it came.
+fn upstream_failure_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["success"],
+        "properties": {
+            "success": { "const": false },
+            "data": { "description": "`null` in every documented failure." },
             "message": { "type": "string" },
         },
     })

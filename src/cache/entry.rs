@@ -40,6 +40,8 @@ pub struct CachedBody {
     /// Read from the cluster's shared store (another node's fill, or this node's
     /// before a restart), not fetched by this node.
     pub shared: bool,
+    /// Read from this node's disk tier (so not written back to it).
+    pub disk: bool,
 }
 
 impl CachedBody {
@@ -53,6 +55,20 @@ impl CachedBody {
         generation: u64,
     ) -> CachedBody {
         let hash = xxhash_rust::xxh3::xxh3_64(&body);
+        CachedBody::hashed(body, hash, status, fetched_at, rule, lifetimes, generation)
+    }
+
+    /// [`CachedBody::new`] for a body whose xxh3 is known (read back and checked by
+    /// the disk tier): not hashed again.
+    pub fn hashed(
+        body: Bytes,
+        hash: u64,
+        status: u16,
+        fetched_at: DateTime<Utc>,
+        rule: Rule,
+        lifetimes: Lifetimes,
+        generation: u64,
+    ) -> CachedBody {
         let header =
             |s: String| HeaderValue::from_str(&s).expect("hex digits are a valid header value");
         let keep_for = (lifetimes.error_until - fetched_at)
@@ -74,7 +90,24 @@ impl CachedBody {
             })),
             keep_for,
             shared: false,
+            disk: false,
         }
+    }
+
+    /// The xxh3 of the body, as the ETag quotes it (`"<16 hex digits>"`; read back
+    /// rather than kept: the entry stays as small as before).
+    pub fn hash(&self) -> u64 {
+        let quoted = self.etag.as_bytes();
+        std::str::from_utf8(&quoted[1..quoted.len() - 1])
+            .ok()
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .expect("the ETag is made from the hash")
+    }
+
+    /// Takes a representation in `coding` made before (read back from disk),
+    /// unless one is already there.
+    pub fn set_encoded(&mut self, coding: Coding, bytes: Bytes) {
+        let _ = self.encoded[coding.index()].bytes.set(Some(bytes));
     }
 
     /// Its lifetimes under `policy`: as stored when it was filled under the policy's

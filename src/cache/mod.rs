@@ -1,8 +1,9 @@
 //! The cache: the byte-bounded store with single-flight fills and its hot set, the
 //! compressed representations of an answer, the read-through decision, the
 //! cluster's share of a fill, the freshness policy and the market clock it is
-//! computed from.
+//! computed from; the disk tier under the memory.
 
+pub mod disk;
 pub mod encoding;
 pub mod entry;
 pub mod failures;

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::api::params::Valid;
+use crate::cache::disk::Pattern;
 use crate::cache::entry::CachedBody;
 use crate::cache::failures::{Backoff, Failures};
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
@@ -54,13 +55,15 @@ pub enum Served {
     /// From the cluster's shared store: another node's fill (or this node's
     /// before a restart), no upstream request.
     Shared,
+    /// Fresh from this node's disk tier (and now in memory), no upstream request.
+    Disk,
 }
 
 impl Served {
     /// The `X-Cache` status.
     pub fn x_cache(self) -> CacheStatus {
         match self {
-            Served::Hit | Served::Negative | Served::Shared => CacheStatus::Hit,
+            Served::Hit | Served::Negative | Served::Shared | Served::Disk => CacheStatus::Hit,
             Served::Revalidating | Served::StaleIfError | Served::StaleHeldBack(_) => {
                 CacheStatus::Stale
             }
@@ -204,11 +207,21 @@ impl ReadThrough {
     }
 
     /// Drops what `purge` names from this node's cache only (another node's purge,
-    /// heard); returns how many entries it held.
+    /// heard); returns how many entries it held in memory. The disk tier drops a
+    /// key at once and keeps a rule for an endpoint or a prefix (its reads apply it).
     pub async fn forget(&self, purge: &Purge) -> usize {
         match purge {
             Purge::Key(key) => usize::from(self.inner.store.invalidate(key).await),
             _ => {
+                if let Some(disk) = self.inner.store.disk() {
+                    let pattern = match purge {
+                        Purge::Endpoint(e) => Pattern::Endpoint(e.path.clone()),
+                        _ => Pattern::Prefix(purge.prefix().to_owned()),
+                    };
+                    if let Err(e) = disk.purge(pattern) {
+                        tracing::warn!(error = %e, "disk tier: purge rule not saved (it holds until a restart)");
+                    }
+                }
                 let dropped = self
                     .inner
                     .store
@@ -260,11 +273,23 @@ impl ReadThrough {
             Wait::Fill(cached) => cached,
             Wait::Read(unheld) => {
                 let store = &self.inner.store;
-                let cached = store
+                let mut cached = store
                     .finish_read(&valid.target, unheld, now.timestamp())
                     .await;
+                // Memory, then the disk tier; the cluster and the upstream are the
+                // fill's.
+                let mut from_disk = false;
+                if cached.is_none() && store.disk().is_some() {
+                    cached = store.promote(&valid.target, policy, now).await;
+                    from_disk = cached.is_some();
+                }
                 match self.decide(policy, valid, cached, now) {
-                    Ok(answer) => return Ok(answer),
+                    Ok(mut answer) => {
+                        if from_disk && answer.served == Served::Hit {
+                            answer.served = Served::Disk;
+                        }
+                        return Ok(answer);
+                    }
                     Err(cached) => cached,
                 }
             }
@@ -362,6 +387,7 @@ impl ReadThrough {
                 let served = match role {
                     FillRole::Found => Served::Hit,
                     _ if entry.shared => Served::Shared,
+                    _ if entry.disk => Served::Disk,
                     FillRole::Leader if cached.is_some() => Served::RefetchedStale,
                     FillRole::Leader => Served::Stored,
                     FillRole::Joined => Served::Collapsed,
@@ -480,10 +506,26 @@ impl ReadThrough {
         let target = valid.upstream_target().to_owned();
         let passthrough = valid.endpoint == crate::api::catalog::catalog().passthrough();
         let key = valid.target.clone();
+        // A prewarm (unless forced) uses a fresh answer on this node's disk before
+        // the cluster and the upstream are asked: after a restart it reads the
+        // disk. A client's miss has read the disk already (`lookup_later`).
+        let disk = s
+            .store
+            .disk()
+            .filter(|_| !force && priority == Priority::Prewarm)
+            .cloned();
         let outcome = s
             .store
             .fill(&valid.target, usable, move || {
                 crate::upstream::trace::within(context, async move {
+                    if let Some(disk) = disk {
+                        let now = clock.now();
+                        if let Some(entry) = disk.get(&key, &policy, now).await
+                            && entry.is_fresh_under(&policy, now)
+                        {
+                            return Ok(entry);
+                        }
+                    }
                     let Some((store, lock)) = shared else {
                         return fetch(
                             &upstream,

@@ -7,13 +7,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use moka::Expiry;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use crate::cache::disk::Disk;
 use crate::cache::entry::{CachedBody, weight};
 use crate::cache::flight::{Ending, Filled, Flights};
+use crate::cache::freshness::Policy;
 use crate::cache::hot::{Found, Hot};
 use crate::upstream::client::FetchError;
 
@@ -56,12 +59,18 @@ struct Inner {
     max_bytes: u64,
     /// Entries evicted for room, counted by moka's eviction listener.
     evictions: Arc<AtomicU64>,
+    /// The disk tier under the memory (`cache.disk_path`), when there is one.
+    disk: Option<Disk>,
 }
 
 impl Inner {
     /// Stores a filled answer, unless it is too large to cache (then it is served
-    /// and let go).
+    /// and let go), and queues it for the disk tier (an answer too large for memory
+    /// too; one read from the disk is not written back).
     async fn keep(&self, key: &str, entry: &Arc<CachedBody>) {
+        if let Some(disk) = &self.disk {
+            disk.put(key, entry);
+        }
         if weight(key, entry) <= self.max_entry {
             self.entries.insert(key.to_owned(), Arc::clone(entry)).await;
             self.hot.changed(key);
@@ -146,8 +155,53 @@ impl Cache {
                 evictions,
                 flights: Arc::default(),
                 tracker,
+                disk: None,
             }),
         }
+    }
+
+    /// This cache with `disk` under it.
+    ///
+    /// # Panics
+    /// When the cache was cloned before (call it right after [`Cache::new`]).
+    pub fn with_disk(mut self, disk: Disk) -> Cache {
+        Arc::get_mut(&mut self.inner)
+            .expect("the disk tier is added before the cache is shared")
+            .disk = Some(disk);
+        self
+    }
+
+    /// The disk tier, when there is one.
+    pub fn disk(&self) -> Option<&Disk> {
+        self.inner.disk.as_ref()
+    }
+
+    /// Reads `key` from the disk tier into memory after a memory miss: one disk
+    /// read per key however many callers miss at once (moka's coalesced insert).
+    /// The entry if the disk holds one that may be served at `now` under `policy`.
+    pub async fn promote(
+        &self,
+        key: &str,
+        policy: &Policy,
+        now: DateTime<Utc>,
+    ) -> Option<Arc<CachedBody>> {
+        let inner = &*self.inner;
+        let disk = inner.disk.as_ref()?;
+        // An entry too large for memory is served without being kept.
+        let unkept = std::sync::Mutex::new(None);
+        let kept = inner
+            .entries
+            .optionally_get_with(key.to_owned(), async {
+                let entry = Arc::new(disk.get(key, policy, now).await?);
+                if weight(key, &entry) <= inner.max_entry {
+                    Some(entry)
+                } else {
+                    *unkept.lock().unwrap_or_else(|e| e.into_inner()) = Some(entry);
+                    None
+                }
+            })
+            .await;
+        kept.or_else(|| unkept.into_inner().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The cached answer for `key`, whatever its freshness, as moka holds it (for
@@ -191,8 +245,11 @@ impl Cache {
         }
     }
 
-    /// Drops one key; whether it was cached.
+    /// Drops one key, from the disk tier too; whether memory held it.
     pub async fn invalidate(&self, key: &str) -> bool {
+        if let Some(disk) = &self.inner.disk {
+            disk.delete(key);
+        }
         let dropped = self.inner.entries.remove(key).await.is_some();
         self.inner.hot.changed(key);
         dropped

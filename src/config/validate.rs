@@ -165,6 +165,22 @@ impl Config {
                 "must be at least 1048576 (1 MiB)",
             ));
         }
+        match (self.cache.disk_path.is_empty(), self.cache.disk_bytes) {
+            (true, 0) => {}
+            (true, _) => problems.push(Problem::new(
+                "cache.disk_bytes",
+                "is set but cache.disk_path is empty (set both for a disk tier, or neither)",
+            )),
+            (false, 0) => problems.push(Problem::new(
+                "cache.disk_path",
+                "is set but cache.disk_bytes is 0 (set both for a disk tier, or neither)",
+            )),
+            (false, n) if n < super::MIN_DISK_BYTES => problems.push(Problem::new(
+                "cache.disk_bytes",
+                format!("must be at least {} (16 MiB)", super::MIN_DISK_BYTES),
+            )),
+            _ => {}
+        }
         for class in FreshnessClass::ALL {
             if !self.freshness.classes.contains_key(&class) {
                 problems.push(Problem::new(

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use http::{HeaderValue, Request, Response, header};
@@ -16,15 +16,16 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
+use tokio::task::AbortHandle;
 use tokio_util::task::TaskTracker;
 
-use crate::closing::Closer;
 use crate::edge::body::Body;
 use crate::edge::protocol::{self, Builders, ConnectionLimits, Protocol};
 use crate::edge::response::IntoResponse;
 use crate::edge::sniff;
 use crate::edge::tls::Tls;
 use crate::error::Error;
+use crate::hub::Hangup;
 
 /// How long a refused connection is given to send its request and take the 503.
 const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
@@ -33,8 +34,40 @@ const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
 /// without an answer (a flood must not turn the answers into the next flood).
 const MAX_REFUSALS_IN_FLIGHT: usize = 1_024;
 
-/// Open connections, in all and per client address, and the handles that drain and
-/// close them at shutdown; one lock, taken when a connection comes and when it goes.
+/// Closes one connection by aborting its task, so that nothing is checked on the
+/// connection's own polls: the hub closes a stalled or revoked stream's connection
+/// with it, the listener every connection still open when the grace runs out.
+#[derive(Debug, Default)]
+pub struct Closer {
+    /// The connection's task, known once it is spawned.
+    task: OnceLock<AbortHandle>,
+    closed: AtomicBool,
+}
+
+impl Closer {
+    /// Ties this closer to the connection's task; a close asked before ends it now.
+    pub(crate) fn attach(&self, task: AbortHandle) {
+        if self.task.set(task).is_ok() && self.closed.load(Ordering::Acquire) {
+            self.close();
+        }
+    }
+}
+
+impl Hangup for Closer {
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        if let Some(task) = self.task.get() {
+            task.abort();
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+/// Open connections, in all and per client address, and the closers that end them
+/// when the grace runs out; one lock, taken when a connection comes and when it goes.
 #[derive(Default)]
 pub(crate) struct Occupancy {
     table: Mutex<Table>,
@@ -46,7 +79,7 @@ pub(crate) struct Occupancy {
 #[derive(Default)]
 struct Table {
     /// Every open connection's closer, by its id (their number is the total).
-    open: HashMap<u64, Closer>,
+    open: HashMap<u64, Arc<Closer>>,
     per_client: HashMap<IpAddr, usize>,
     next: u64,
 }
@@ -68,7 +101,7 @@ impl Occupancy {
         self: &Arc<Self>,
         ip: IpAddr,
         limits: &ConnectionLimits,
-        close: Closer,
+        close: Arc<Closer>,
     ) -> Result<Slot, &'static str> {
         let mut table = self.table();
         if table.open.len() >= limits.max_connections {
@@ -87,13 +120,6 @@ impl Occupancy {
             ip,
             id,
         })
-    }
-
-    /// Drains every open connection (see [`Closer::drain`]).
-    pub(crate) fn drain_all(&self) {
-        for close in self.table().open.values() {
-            close.drain();
-        }
     }
 
     /// Closes every open connection.

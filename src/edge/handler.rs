@@ -30,7 +30,7 @@ use crate::edge::response::{self, IntoResponse};
 use crate::edge::server::Connection;
 use crate::edge::sse;
 use crate::error::Error;
-use crate::hub::QuoteHub;
+use crate::hub::{Hangup, QuoteHub, Subscription};
 use crate::state::{AppState, Snapshot};
 use crate::stats::{CacheStatus, Outcome};
 use crate::upstream::budget::RateClock;
@@ -521,7 +521,7 @@ impl Edge {
         let client = access
             .tokens
             .check(head, query, streaming)
-            .ok_or(Error::Unauthorized)?;
+            .ok_or(Error::UNAUTHORIZED)?;
         trail.client = Some(client.0);
         access
             .limits
@@ -600,9 +600,20 @@ impl Edge {
                 .unwrap_or(20);
             let outlet = connection.outlet.clone();
             let chunked = outlet.is_some();
-            let events =
-                self.hub
-                    .subscribe(client, &codes, pz, Some(connection.close.clone()), outlet)?;
+            // An EventSource that reconnects sends the last id it saw.
+            let last_event_id = request
+                .headers()
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse().ok());
+            let events = self.hub.subscribe(Subscription {
+                token: client,
+                codes: &codes,
+                pz,
+                last_event_id,
+                connection: Some(Arc::clone(&connection.close) as Arc<dyn Hangup>),
+                outlet,
+            })?;
             let mut response = Response::new(body::stream(events));
             if chunked {
                 response.extensions_mut().insert(sse::Chunked);

@@ -1,7 +1,8 @@
 //! The HTTP edge toward clients: the accept loop and connection limits, one request's
 //! handling (the headers it reads, auth, client limits, CORS, routing), and how
-//! answers and errors are written (the encoding chosen by `Accept-Encoding`). Below it, the cache knows nothing of HTTP, and the hub only how an
-//! HTTP/1.1 chunk is framed (it writes stream events to bare sockets itself).
+//! answers and errors are written (the encoding chosen by `Accept-Encoding`), and
+//! quote streams on the bare socket (`sse`: their heads, HTTP/1.1 chunk framing, the
+//! socket as the hub's outlet). Below it, the cache and the hub know nothing of HTTP.
 
 pub(crate) mod admission;
 pub(crate) mod auth;
@@ -18,5 +19,6 @@ pub(crate) mod sniff;
 pub(crate) mod sse;
 pub mod tls;
 
+pub use admission::Closer;
 pub use protocol::ConnectionLimits;
 pub use server::{Connection, Listening};

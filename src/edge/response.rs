@@ -154,6 +154,7 @@ fn cache_status(served: Served, ttl: i64) -> HeaderValue {
         Served::Negative => "negative",
         Served::Revalidating => "stale-while-revalidate",
         Served::Shared => "shared",
+        Served::Disk => "disk",
         Served::StaleIfError => "stale-if-error",
         Served::StaleHeldBack(why) => why.detail(),
         Served::Stored => return HeaderValue::from_static("mdproxy; fwd=miss; stored"),
@@ -323,7 +324,7 @@ impl IntoResponse for Error {
         );
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         match self {
-            Error::Unauthorized => {
+            Error::Unauthorized { .. } => {
                 headers.insert(
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static("Bearer realm=\"mdproxy\""),
@@ -543,7 +544,7 @@ mod tests {
 
     #[test]
     fn errors_carry_the_contract_headers() {
-        let r = Error::Unauthorized.to_response();
+        let r = Error::UNAUTHORIZED.to_response();
         assert!(
             r.headers()[header::WWW_AUTHENTICATE]
                 .to_str()

@@ -1,8 +1,9 @@
 //! The accept loop: admits each connection (or refuses it, `admission`), serves it
 //! with hyper-util's builder for its protocol (`sniff`), over TLS when configured,
 //! or hands a quote stream's request to the bare socket (`sse`); at shutdown stops
-//! accepting, drains, and closes what is still open when the grace runs out. What
-//! a request means is the handler's business.
+//! accepting, drains (hyper-util's graceful shutdown for what hyper serves; what is
+//! not serving yet closes at once), and closes what is still open when the grace
+//! runs out. What a request means is the handler's business.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -14,11 +15,12 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::closing::Closer;
-use crate::edge::admission::{self, Occupancy, Refusal};
+use crate::edge::admission::{self, Closer, Occupancy, Refusal};
 use crate::edge::body::Body;
 use crate::edge::protocol::{self, Builders, ConnectionLimits, Protocol};
 use crate::edge::sniff;
@@ -41,12 +43,11 @@ pub struct Listening {
 }
 
 /// The connection a request came on: the client's address (for the access log)
-/// and the handle that closes it (the hub uses it to disconnect a subscriber that
-/// stopped reading).
+/// and what closes it (the hub, to disconnect a subscriber that stopped reading).
 #[derive(Clone, Debug)]
 pub struct Connection {
     pub peer: SocketAddr,
-    pub close: Closer,
+    pub close: Arc<Closer>,
     /// The bare socket of a stream request, which the hub may write to itself.
     pub outlet: Option<Arc<dyn Outlet>>,
 }
@@ -90,6 +91,9 @@ where
         tls: tls.clone(),
     };
     let streams = streams.map(Arc::new);
+    // Drains what hyper serves; `draining` closes what does not serve yet.
+    let graceful = GracefulShutdown::new();
+    let draining = CancellationToken::new();
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -106,8 +110,8 @@ where
         };
         // Closed by the hub, or by the listener when the grace runs out, so no
         // connection task outlives the listener (the tracker waits for them).
-        let close = Closer::new();
-        let slot = match occupancy.admit(peer.ip(), &limits, close.clone()) {
+        let close = Arc::new(Closer::default());
+        let slot = match occupancy.admit(peer.ip(), &limits, Arc::clone(&close)) {
             Ok(slot) => slot,
             Err(reason) => {
                 admission::refuse(stream, peer, reason, refusal.clone(), &occupancy, &tracker);
@@ -120,16 +124,19 @@ where
         let served = Served {
             connection: Arc::new(Connection {
                 peer,
-                close: close.clone(),
+                close: Arc::clone(&close),
                 outlet: None,
             }),
             handler: handler.clone(),
             streams: streams.clone(),
             builders: Arc::clone(&builders),
             limits,
+            // Taken now, before any drain: a watcher taken after it would miss it.
+            watcher: graceful.watcher(),
+            draining: draining.clone(),
         };
         let tls = tls.clone();
-        tracker.spawn(async move {
+        let task = tracker.spawn(async move {
             // Only what every connection needs is held here: each protocol's state
             // is boxed, so a stream on the bare socket is not the size of hyper's.
             let result = async {
@@ -138,18 +145,21 @@ where
                     Some(tls) => Box::pin(served.tls(stream, &tls)).await,
                 }
             };
-            match close.guard(result).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "connection ended with an error"),
-                Err(_) => tracing::debug!(%peer, "connection closed by the server"),
+            if let Err(e) = result.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
             drop(slot);
         });
+        close.attach(task.abort_handle());
     }
     drop(listener);
-    occupancy.drain_all();
+    draining.cancel();
+    let drained = async {
+        graceful.shutdown().await;
+        occupancy.emptied().await;
+    };
     tokio::select! {
-        () = occupancy.emptied() => tracing::info!(listener = %local, "all connections closed"),
+        () = drained => tracing::info!(listener = %local, "all connections closed"),
         () = tokio::time::sleep(grace) => {
             tracing::warn!(listener = %local, grace_ms = grace.as_millis() as u64, "connections still open after the grace period; closing them");
             occupancy.close_all();
@@ -168,6 +178,10 @@ struct Served<H> {
     streams: Option<Arc<Streams>>,
     builders: Arc<Builders>,
     limits: ConnectionLimits,
+    /// Starts hyper's graceful shutdown of this connection when the listener drains.
+    watcher: Watcher,
+    /// Cancelled when the listener drains: a connection not serving yet closes.
+    draining: CancellationToken,
 }
 
 impl<H, F> Served<H>
@@ -181,9 +195,11 @@ where
         // The first bytes get the header read timeout too: a client that connects
         // and says nothing frees its slot.
         let timeout = self.limits.header_read_timeout;
-        let Ok(Some((protocol, first))) =
-            tokio::time::timeout(timeout, sniff::sniff(&stream)).await
-        else {
+        let sniffed = tokio::select! {
+            sniffed = tokio::time::timeout(timeout, sniff::sniff(&stream)) => sniffed,
+            () = self.draining.cancelled() => return Ok(()),
+        };
+        let Ok(Some((protocol, first))) = sniffed else {
             return Ok(());
         };
         if protocol == Protocol::H1
@@ -199,7 +215,6 @@ where
             match taken.await {
                 Taken::Request(request) => {
                     // Ended by the hub at shutdown, not by the listener's drain.
-                    self.connection.close.serving();
                     let socket = Arc::new(stream);
                     let outlet: Arc<dyn Outlet> = Arc::new(sse::Socket(Arc::clone(&socket)));
                     let connection = Arc::new(Connection {
@@ -215,10 +230,13 @@ where
                 Taken::Elsewhere => {}
             }
         }
+        if self.draining.is_cancelled() {
+            return Ok(());
+        }
         let builder = self.builders.pick(protocol);
         let service = self.service();
         let conn = builder.serve_connection(TokioIo::new(stream), service);
-        Box::pin(self.connection.close.draining(conn)).await
+        Box::pin(self.watcher.watch(conn)).await
     }
 
     /// A connection over TLS: its protocol is the one ALPN chose.
@@ -227,7 +245,11 @@ where
         // nothing frees its slot as one that sends no headers does.
         let peer = self.connection.peer;
         let accept = tls.acceptor().accept(stream);
-        let stream = match tokio::time::timeout(self.limits.header_read_timeout, accept).await {
+        let handshake = tokio::select! {
+            handshake = tokio::time::timeout(self.limits.header_read_timeout, accept) => handshake,
+            () = self.draining.cancelled() => return Ok(()),
+        };
+        let stream = match handshake {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -244,7 +266,7 @@ where
             .builders
             .pick(protocol)
             .serve_connection(TokioIo::new(stream), service);
-        self.connection.close.draining(conn).await
+        self.watcher.watch(conn).await
     }
 
     /// The hyper service: every request with this connection.

@@ -133,10 +133,14 @@ fn target_json(t: &crate::upstream::target::TargetReport) -> serde_json::Value {
 /// Drops cached answers: `POST /purge` with `Authorization: Bearer <admin.token>`
 /// and one of
 /// - `target=/stock/detail/600519`: that one answer (canonicalised like a request,
-///   so parameter order and defaults do not matter);
+///   so parameter order and defaults do not matter; its own query percent-encoded,
+///   `target=%2Fstock%2Fkline%3Fcode%3D600519%26period%3Dweek`);
 /// - `endpoint=/stock/detail/{code}`: every answer of that endpoint (the template as
 ///   in the catalogue);
 /// - `prefix=/stock/`: every key starting so (like a Varnish ban on the URL).
+///
+/// Any other parameter is refused by name; one beside a `target` is the target's own
+/// query sent unencoded (see [`unencoded_target`]).
 ///
 /// Reports how many entries this node held and dropped (in a cluster the same keys
 /// are dropped from the shared store and from every other node, whether this node
@@ -145,13 +149,21 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
     let snap = state.snapshot();
     let presented = crate::edge::auth::bearer(request.headers()).unwrap_or_default();
     if snap.config.admin.token.is_empty() || !snap.config.admin.token.matches(presented) {
-        return Err(Error::Unauthorized);
+        return Err(Error::ADMIN_UNAUTHORIZED);
     }
     let query = request.uri().query().unwrap_or_default();
-    let given: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
-        .filter(|(k, _)| matches!(k.as_ref(), "target" | "endpoint" | "prefix"))
+    type Pairs = Vec<(String, String)>;
+    let (given, others): (Pairs, Pairs) = form_urlencoded::parse(query.as_bytes())
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
+        .partition(|(k, _)| matches!(k.as_str(), "target" | "endpoint" | "prefix"));
+    if let Some((name, _)) = others.first() {
+        return Err(match given.as_slice() {
+            [(mode, target)] if mode == "target" => unencoded_target(target, &others),
+            _ => Error::UnknownParameter {
+                param: name.clone(),
+            },
+        });
+    }
     let [(mode, raw)] = given.as_slice() else {
         return Err(Error::BadRequest {
             reason: "give exactly one of target (a request path and query), endpoint (a path template such as /stock/detail/{code}) or prefix (a key prefix such as /stock/)".into(),
@@ -200,6 +212,59 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
     };
     tracing::info!(mode = %mode, what = %what, purged, "purged");
     Ok(json!({ "mode": mode, "purged": purged, mode.as_str(): what }))
+}
+
+/// The refusal of `target=/stock/kline?code=000001&period=week`: the target's own
+/// query came unencoded, so its `&period=week` reached the purge as a parameter of
+/// its own and the target read would be another key. Names `target` and gives the
+/// encoded form of what was probably meant.
+fn unencoded_target(target: &str, others: &[(String, String)]) -> Error {
+    let rest: Vec<String> = others.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let meant = format!("{target}&{}", rest.join("&"));
+    let encoded: String = form_urlencoded::byte_serialize(meant.as_bytes()).collect();
+    Error::invalid(
+        "target",
+        format!(
+            "{} reached the purge as its own parameter: percent-encode the target's query (& as %26), as in target={encoded}",
+            others[0].0
+        ),
+    )
+}
+
+/// The disk tier's part of `/status.json`.
+fn disk_json(disk: &crate::cache::disk::Disk) -> serde_json::Value {
+    let s = disk.stats();
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    let latency = &s.read_latency;
+    json!({
+        "state": if disk.is_writable() { "up" } else { "failing" },
+        "path": disk.path().display().to_string(),
+        "bytes": disk.used_bytes(),
+        "max_bytes": disk.capacity(),
+        "entries_estimate": disk.entries_estimate(),
+        "open_ms": disk.opened_in().as_millis() as u64,
+        "hits": n(&s.hits),
+        "misses": n(&s.misses),
+        "writes": n(&s.writes),
+        "written_bytes": n(&s.written_bytes),
+        "read_ms_mean": if latency.count() > 0 {
+            round(latency.sum_secs() * 1e3 / latency.count() as f64, 3)
+        } else {
+            0.0
+        },
+        "purge_rules": disk.purge_rules(),
+        "dropped": {
+            "corrupt": n(&s.corrupt),
+            "truncated": n(&s.truncated),
+            "foreign": n(&s.foreign),
+            "expired": n(&s.expired),
+            "purged": n(&s.purged),
+            "too_large": n(&s.too_large),
+            "queue_full": n(&s.queue_full),
+            "write_failures": n(&s.write_failures),
+            "read_errors": n(&s.read_errors),
+        },
+    })
 }
 
 /// A time as an operator in China reads it: `2026-11-23 09:30:00 CST`.
@@ -298,6 +363,7 @@ impl Admin {
                 "max_bytes": store.max_bytes(),
                 "evictions": store.evictions(),
             },
+            "disk": store.disk().map_or_else(|| json!({ "state": "off" }), disk_json),
             "cluster": state.cluster().map_or_else(
                 || json!({ "state": "off" }),
                 |c| json!({
@@ -330,6 +396,8 @@ impl Admin {
             "hub": {
                 "polling": hub.is_polling(), "subscribers": hub.subscribers(), "codes": hub.codes(),
                 "polls": hub.polls(), "stalled": hub.stalled(),
+                "poll_interval_ms": hub.pacing().interval.as_millis() as u64,
+                "slowed_by": hub.pacing().held_by,
             },
             "reloads": stats.reloads().into_iter().rev().map(|r| json!({
                 "at": china_time(r.at), "applied": r.applied, "detail": r.detail,

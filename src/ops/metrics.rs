@@ -369,8 +369,95 @@ impl Collector for StatsCollector {
                 cluster.shared_hits(),
             )?;
         }
+        if let Some(disk) = store.disk() {
+            disk_metrics(&mut encoder, disk)?;
+        }
         heap_metrics(&mut encoder)
     }
+}
+
+/// The disk tier's metrics (`cache.disk_path`), when it is on.
+fn disk_metrics(
+    encoder: &mut DescriptorEncoder<'_>,
+    disk: &crate::cache::disk::Disk,
+) -> fmt::Result {
+    use std::sync::atomic::Ordering::Relaxed;
+    let s = disk.stats();
+    for (name, help, value) in [
+        (
+            "disk_bytes",
+            "Bytes the disk tier's files take on disk",
+            disk.used_bytes(),
+        ),
+        (
+            "disk_max_bytes",
+            "The disk tier's bound, cache.disk_bytes",
+            disk.capacity(),
+        ),
+        (
+            "disk_entries",
+            "Records on the disk tier (estimated: bytes used over the mean record written)",
+            disk.entries_estimate(),
+        ),
+        (
+            "disk_writable",
+            "1 while the disk tier takes writes (0: failing, memory only)",
+            u64::from(disk.is_writable()),
+        ),
+    ] {
+        gauge(encoder, name, help, value)?;
+    }
+    for (name, help, value) in [
+        (
+            "disk_hits",
+            "Reads answered by the disk tier",
+            s.hits.load(Relaxed),
+        ),
+        (
+            "disk_misses",
+            "Reads the disk tier could not answer",
+            s.misses.load(Relaxed),
+        ),
+        (
+            "disk_writes",
+            "Records written to the disk tier",
+            s.writes.load(Relaxed),
+        ),
+        (
+            "disk_written_bytes",
+            "Bytes of records written to the disk tier",
+            s.written_bytes.load(Relaxed),
+        ),
+    ] {
+        counter(encoder, name, help, value)?;
+    }
+    let mut family = encoder.encode_descriptor(
+        "disk_dropped",
+        "Records the disk tier dropped or did not write, by reason",
+        None,
+        MetricType::Counter,
+    )?;
+    for (reason, n) in [
+        ("corrupt", &s.corrupt),
+        ("truncated", &s.truncated),
+        ("foreign", &s.foreign),
+        ("expired", &s.expired),
+        ("purged", &s.purged),
+        ("too_large", &s.too_large),
+        ("queue_full", &s.queue_full),
+        ("write_failure", &s.write_failures),
+        ("read_error", &s.read_errors),
+    ] {
+        ConstCounter::new(n.load(Relaxed)).encode(family.encode_family(&[("reason", reason)])?)?;
+    }
+    let h = &s.read_latency;
+    let mut family = encoder.encode_descriptor(
+        "disk_read_duration",
+        "Time a disk tier read took, hit or miss",
+        Some(&Unit::Seconds),
+        MetricType::Histogram,
+    )?;
+    family.encode_histogram::<NoLabelSet>(h.sum_secs(), h.count(), &h.buckets(), None)
 }
 
 /// The standard `process_*` metrics, read from `/proc/self` at scrape time.
@@ -429,15 +516,15 @@ fn process_metrics(mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
             fds as u64,
         )?;
     }
-    if let Ok(limits) = me.limits() {
-        if let procfs::process::LimitValue::Value(max) = limits.max_open_files.soft_limit {
-            gauge(
-                &mut encoder,
-                "process_max_fds",
-                "Maximum open file descriptors",
-                max,
-            )?;
-        }
+    if let Ok(limits) = me.limits()
+        && let procfs::process::LimitValue::Value(max) = limits.max_open_files.soft_limit
+    {
+        gauge(
+            &mut encoder,
+            "process_max_fds",
+            "Maximum open file descriptors",
+            max,
+        )?;
     }
     Ok(())
 }

@@ -55,7 +55,7 @@ pub fn ttl_table(config: &Config) -> String {
 
 /// `1500` → `1500ms`, `90000` → `90s` (whole seconds as [`human`] writes them).
 fn human_ms(ms: u128) -> String {
-    if ms % 1_000 == 0 {
+    if ms.is_multiple_of(1_000) {
         human(u64::try_from(ms / 1_000).unwrap_or(u64::MAX))
     } else {
         format!("{ms}ms")

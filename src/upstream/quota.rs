@@ -74,6 +74,8 @@ pub struct QuotaReport {
     pub skipped_today: u64,
     /// Whether the cache prefers stale answers to refreshes now.
     pub thrifty: bool,
+    /// How long until the vendor's next day starts (and the day quota with it).
+    pub day_resets_in: Duration,
 }
 
 /// The quotas of one upstream.
@@ -285,6 +287,7 @@ impl Quota {
             projected_day,
             skipped_today: counts.skipped,
             thrifty,
+            day_resets_in: (next_day - now).to_std().unwrap_or(Duration::ZERO),
         }
     }
 }

@@ -128,6 +128,14 @@ const RANGE_ENDED: Settles = Settles {
     why: "a range that ended before today in its market (not forward-adjusted: neither `fqt=pre` nor `fqt` absent)",
 };
 
+/// Holdings at a period's end are final once every periodic report of the period is
+/// out (the annual one, the last due, within four months).
+const PERIOD_REPORTED: Settles = Settles {
+    param: "endDate",
+    months: 4,
+    why: "4 months after `endDate` (the last periodic report of a period is due by then)",
+};
+
 /// A row of the table below; expanded into an [`Endpoint`].
 struct Def {
     path: &'static str,
@@ -464,11 +472,7 @@ static NEWS_AND_STOCK: &[Def] = &[
         "Top ten circulating shareholders of the stock",
         REPORTS,
     )
-    .settles(Settles {
-        param: "endDate",
-        months: 4,
-        why: "4 months after `endDate` (the last periodic report of a period is due by then)",
-    }),
+    .settles(PERIOD_REPORTED),
     def(
         "/stock/shareholder/list",
         Periodic,
@@ -484,7 +488,8 @@ static NEWS_AND_STOCK: &[Def] = &[
         ],
         "Stocks held by a shareholder",
         REPORTS,
-    ),
+    )
+    .settles(PERIOD_REPORTED),
     def(
         "/stock/shareholder/research/latest/{code}",
         Periodic,
@@ -500,7 +505,12 @@ static NEWS_AND_STOCK: &[Def] = &[
         &[text("reportDate", 32), PAGE, PAGE_SIZE],
         "Paged earnings-forecast list for a report period",
         REPORTS,
-    ),
+    )
+    .settles(Settles {
+        param: "reportDate",
+        months: 4,
+        why: "4 months after `reportDate` (forecasts of a period end with its report, due by then)",
+    }),
     def(
         "/stock/performance/ten-years",
         Periodic,
@@ -909,7 +919,7 @@ pub(super) fn all() -> Vec<Endpoint> {
         FreshnessClass::Macro,
         &[],
         "",
-        "a release about once a month",
+        "a release about once a month (the whole series, latest included: never final)",
     );
     for (slug, name) in MACRO_INDICATORS {
         endpoints.push(expand(

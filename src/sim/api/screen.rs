@@ -237,7 +237,7 @@ fn screen_row(s: &Stock, now: DateTime<Utc>) -> Value {
         "IS_SZ50": yes("上证50"),
         "IS_ZZ500": yes("中证500"),
         "IS_ZZ1000": yes("中证1000"),
-        "IS_CY50": if s.code.starts_with("30") && s.seed % 28 == 0 { "是" } else { "否" },
+        "IS_CY50": if s.code.starts_with("30") && s.seed.is_multiple_of(28) { "是" } else { "否" },
         "PE9": v.pe_dynamic,
         "PE_TTM": v.pe_ttm,
         "PBNEWMRQ": v.pb,

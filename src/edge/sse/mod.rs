@@ -1,24 +1,29 @@
 //! Event streams on the bare socket: a plain HTTP/1.1 `GET` of the stream path is
-//! parsed here (httparse), answered by the same handler as every other request, and
-//! its text/event-stream body written as chunks straight to the socket, without
-//! hyper's per-connection read and write buffers (16 KiB that an idle subscriber
-//! would hold for hours; README "Quote stream"). The socket is also the stream's
-//! [`Outlet`]: the hub's fan-out writes events to it itself while the stream is
-//! caught up. Anything unusual (a head split over several reads, a body, an
-//! upgrade, HTTP/1.0) is left to hyper untouched.
+//! taken off the socket (`head`), answered by the same handler as every other
+//! request, and its text/event-stream body written as chunks straight to the
+//! socket, without hyper's per-connection read and write buffers (16 KiB that an
+//! idle subscriber would hold for hours; README "The quote stream"). The socket is
+//! also the stream's outlet (`outlet`): the hub's fan-out writes events to it itself
+//! while the stream is caught up. Anything unusual (a head split over several
+//! reads, a body, an upgrade, HTTP/1.0) is left to hyper untouched.
+
+mod head;
+mod outlet;
+
+pub use head::may_be;
+pub use outlet::{Socket, chunk};
 
 use std::io::ErrorKind;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use http::{Method, Request, Response, Version};
+use http::{Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::edge::body::Body;
-use crate::hub::{self, Outlet};
 
 /// How long a connection closed after an answer is given to take it (its unread
 /// bytes are drained meanwhile: closing with unread bytes resets the connection,
@@ -26,35 +31,9 @@ use crate::hub::{self, Outlet};
 const LINGER: Duration = Duration::from_secs(1);
 
 /// Marks an answer whose body frames are HTTP/1.1 chunks already (the hub frames a
-/// stream's events when it writes them to an [`Outlet`]).
+/// stream's events when it writes them to an [`Outlet`](crate::hub::Outlet)).
 #[derive(Clone, Copy, Debug)]
 pub struct Chunked;
-
-/// A bare socket as the hub's outlet.
-#[derive(Debug)]
-pub struct Socket(pub Arc<TcpStream>);
-
-impl Outlet for Socket {
-    fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.try_write(bytes)
-    }
-}
-
-/// Whether a connection whose first bytes are `first` may be a `GET` of `path`
-/// (cheap: decides whether its head is worth peeking at).
-pub fn may_be(first: &[u8], path: &str) -> bool {
-    let wanted = [b"GET ".as_slice(), path.as_bytes()];
-    let mut rest = first;
-    for part in wanted {
-        let n = rest.len().min(part.len());
-        if rest[..n] != part[..n] {
-            return false;
-        }
-        rest = &rest[n..];
-    }
-    // Past the path: its end (`?` or the space before the version).
-    rest.first().is_none_or(|b| matches!(b, b'?' | b' '))
-}
 
 /// What [`take`] found at the head of a connection.
 pub enum Taken {
@@ -85,41 +64,13 @@ pub async fn take(
     let Ok(httparse::Status::Complete(len)) = parsed.parse(&buf[..n]) else {
         return Taken::Elsewhere;
     };
-    let Some(request) = request_of(&parsed, path) else {
+    let Some(request) = head::request_of(&parsed, path) else {
         return Taken::Elsewhere;
     };
     match stream.read_exact(&mut buf[..len]).await {
         Ok(_) => Taken::Request(Box::new(request)),
         Err(_) => Taken::Gone,
     }
-}
-
-/// The request `parsed` is when it is one this module serves.
-fn request_of(parsed: &httparse::Request<'_, '_>, path: &str) -> Option<Request<()>> {
-    if parsed.method != Some("GET") || parsed.version != Some(1) {
-        return None;
-    }
-    let target = parsed.path?;
-    if target.split_once('?').map_or(target, |(p, _)| p) != path {
-        return None;
-    }
-    let mut request = Request::builder()
-        .method(Method::GET)
-        .version(Version::HTTP_11)
-        .uri(target);
-    for header in parsed.headers.iter() {
-        let name = header.name;
-        let framing = name.eq_ignore_ascii_case("transfer-encoding")
-            || name.eq_ignore_ascii_case("upgrade")
-            || name.eq_ignore_ascii_case("expect")
-            || (name.eq_ignore_ascii_case("content-length") && header.value != b"0");
-        if framing {
-            return None;
-        }
-        request = request.header(name, header.value);
-    }
-    // A name or value `http` refuses goes to hyper, which answers it 400.
-    request.body(()).ok()
 }
 
 /// Writes `response` on `socket`: a streamed body as chunks until it ends or the
@@ -130,35 +81,7 @@ pub async fn write(socket: Arc<TcpStream>, response: Response<Body>) {
     let (parts, mut body) = response.into_parts();
     let length = body.size_hint().exact();
     let chunked = parts.extensions.get::<Chunked>().is_some();
-    let mut head = Vec::with_capacity(512);
-    head.extend_from_slice(b"HTTP/1.1 ");
-    head.extend_from_slice(parts.status.as_str().as_bytes());
-    head.push(b' ');
-    head.extend_from_slice(
-        parts
-            .status
-            .canonical_reason()
-            .unwrap_or_default()
-            .as_bytes(),
-    );
-    head.extend_from_slice(b"\r\n");
-    for (name, value) in &parts.headers {
-        head.extend_from_slice(name.as_str().as_bytes());
-        head.extend_from_slice(b": ");
-        head.extend_from_slice(value.as_bytes());
-        head.extend_from_slice(b"\r\n");
-    }
-    head.extend_from_slice(b"date: ");
-    head.extend_from_slice(httpdate::fmt_http_date(SystemTime::now()).as_bytes());
-    head.extend_from_slice(b"\r\n");
-    match length {
-        Some(n) => {
-            head.extend_from_slice(b"content-length: ");
-            head.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-            head.extend_from_slice(b"\r\nconnection: close\r\n\r\n");
-        }
-        None => head.extend_from_slice(b"transfer-encoding: chunked\r\n\r\n"),
-    }
+    let head = head::response_head(&parts, length, SystemTime::now());
     drop(parts);
     if write_all(&socket, &head).await.is_err() {
         return;
@@ -195,7 +118,7 @@ pub async fn write(socket: Arc<TcpStream>, response: Response<Body>) {
                     if let Ok(data) = frame.into_data()
                         && !data.is_empty()
                     {
-                        let data = if chunked { data } else { hub::chunk(&data) };
+                        let data = if chunked { data } else { chunk(&data) };
                         if write_all(&socket, &data).await.is_err() {
                             return;
                         }
@@ -246,54 +169,4 @@ pub async fn close_gently(stream: &mut TcpStream) {
         Ok::<(), std::io::Error>(())
     };
     let _ = tokio::time::timeout(LINGER, drain).await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_gets_of_the_path_are_candidates() {
-        let path = "/api/v1/stock/indicator/realtime/sse";
-        assert!(may_be(b"GET /api/v1/stock/indica", path));
-        assert!(may_be(b"GE", path));
-        assert!(may_be(
-            b"GET /api/v1/stock/indicator/realtime/sse?codes=1",
-            path
-        ));
-        assert!(may_be(
-            b"GET /api/v1/stock/indicator/realtime/sse HTTP/1.1",
-            path
-        ));
-        assert!(!may_be(b"GET /api/v1/stock/indicator/realtime/sse2", path));
-        assert!(!may_be(b"HEAD /api/v1/stock", path));
-        assert!(!may_be(b"GET /api/v1/market/indices", path));
-    }
-
-    fn parse(head: &[u8]) -> Option<Request<()>> {
-        let mut headers = [httparse::EMPTY_HEADER; 16];
-        let mut parsed = httparse::Request::new(&mut headers);
-        assert!(parsed.parse(head).unwrap().is_complete());
-        request_of(&parsed, "/sse")
-    }
-
-    #[test]
-    fn plain_gets_are_taken_and_the_rest_left_to_hyper() {
-        let r = parse(b"GET /sse?codes=1 HTTP/1.1\r\nHost: x\r\nX-Api-Key: k\r\n\r\n").unwrap();
-        assert_eq!(r.uri().query(), Some("codes=1"));
-        assert_eq!(r.version(), Version::HTTP_11);
-        assert_eq!(r.headers()["x-api-key"], "k");
-        assert!(parse(b"GET /sse HTTP/1.1\r\nContent-Length: 0\r\n\r\n").is_some());
-        for head in [
-            &b"GET /sse HTTP/1.0\r\n\r\n"[..],
-            b"HEAD /sse HTTP/1.1\r\n\r\n",
-            b"GET /sse/x HTTP/1.1\r\n\r\n",
-            b"GET /sse HTTP/1.1\r\nContent-Length: 5\r\n\r\n",
-            b"GET /sse HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
-            b"GET /sse HTTP/1.1\r\nUpgrade: websocket\r\n\r\n",
-            b"GET /sse HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
-        ] {
-            assert!(parse(head).is_none(), "{}", String::from_utf8_lossy(head));
-        }
-    }
 }

@@ -1,0 +1,445 @@
+#!/usr/bin/env python3
+"""The disk tier beside nginx's disk cache, in one run (issue 28).
+
+Started by scripts/disk-compare.sh, which installs the tools and builds the binary.
+Puts mdproxy (memory `max_bytes` far below the working set, a disk tier under it)
+and nginx `proxy_cache` (its cache on disk) in front of one simulator; fills both
+with the same real K-line bodies (day, week and month bars, unadjusted and
+backward-adjusted, of ranges that ended yesterday: final answers) until the working
+set reaches its size; then, rounds interleaved, `wrk --latency` at random keys of the
+whole set (disk hits for mdproxy: its memory holds a few percent) against mdproxy and
+nginx, and at a small hot set that fits in memory (memory hits) against mdproxy.
+Checks the simulator saw no request while measuring and that the disk answered.
+Then restarts mdproxy with `kill -9` a few times and times exec to its first answer
+from disk. Reports ranges over rounds, RSS, and writes the figures as JSON. Every
+file it writes lives under --dir and is deleted at the end. Standard library only."""
+
+import argparse
+import atexit
+import concurrent.futures
+import datetime
+import http.client
+import json
+import os
+import pwd
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import harness
+from harness import free_port
+
+CLIENT_TOKEN = "load-token"
+UPSTREAM_TOKEN = "sim-secret"
+START_WAIT = 60.0
+GIB = 1 << 30
+MIB = 1 << 20
+# Per code: (period, fqt); forward adjustment (`pre`) is never final, so not here.
+SHAPES = [("day", "none"), ("week", "none"), ("day", "after"), ("month", "none"), ("week", "after")]
+
+processes = []
+work = None
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cleanup():
+    global work
+    for _, p in reversed(processes):
+        if p.poll() is None:
+            p.terminate()
+    for _, p in reversed(processes):
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+    processes.clear()
+    if work and not os.environ.get("KEEP"):
+        shutil.rmtree(work, ignore_errors=True)
+    work = None
+
+
+def on_signal(signum, _frame):
+    cleanup()
+    sys.exit(128 + signum)
+
+
+def start(name, argv):
+    out = open(os.path.join(work, f"{name}.log"), "ab")
+    p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    processes.append((name, p))
+    return p
+
+
+def wait_listening(name, port, p):
+    harness.wait_listening(name, port, p, os.path.join(work, f"{name}.log"), START_WAIT)
+
+
+class Client:
+    """One keep-alive connection."""
+
+    def __init__(self, port):
+        self.port = port
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def get(self, target, token=CLIENT_TOKEN):
+        for attempt in range(2):
+            try:
+                self.conn.request("GET", target, headers={"Authorization": f"Bearer {token}"})
+                r = self.conn.getresponse()
+                return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+            except (http.client.HTTPException, OSError):
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+                if attempt:
+                    raise
+
+
+def status_json(port):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/status.json")
+    return json.loads(c.getresponse().read())
+
+
+def sim_total(sim_port):
+    c = http.client.HTTPConnection("127.0.0.1", sim_port, timeout=10)
+    c.request("GET", "/_sim/stats")
+    return json.loads(c.getresponse().read())["total"]
+
+
+def rss_mib(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                out[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return out
+
+
+def du_mib(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total / MIB
+
+
+def stock_codes(sim_port):
+    """Every A-share code the simulator knows (its screener, page by page)."""
+    codes = []
+    for page in range(1, 100):
+        c = http.client.HTTPConnection("127.0.0.1", sim_port, timeout=30)
+        c.request("GET", f"/api/v1/stock/screener/universe?market=CN_A&page={page}&pageSize=500",
+                  headers={"Authorization": f"Bearer {UPSTREAM_TOKEN}"})
+        items = json.loads(c.getresponse().read())["data"]["items"]
+        if not items:
+            break
+        codes += [i["code"] for i in items]
+    return codes
+
+
+def targets(codes):
+    yesterday = (datetime.date.today() - datetime.timedelta(days=1)).isoformat()
+    codes = list(codes)
+    random.Random(28).shuffle(codes)
+    for period, fqt in SHAPES:
+        for code in codes:
+            yield f"/api/v1/stock/kline?code={code}&period={period}&fqt={fqt}&to={yesterday}"
+
+
+def mdproxy_config(path, port, admin_port, sim_port, disk_dir, args):
+    with open(path, "w") as f:
+        f.write(f"""[server]
+listen = "127.0.0.1:{port}"
+[admin]
+listen = "127.0.0.1:{admin_port}"
+[auth]
+tokens = ["{CLIENT_TOKEN}"]
+[upstream]
+base_url = "http://127.0.0.1:{sim_port}/api/v1"
+token = "{UPSTREAM_TOKEN}"
+# No start-up probe: the restarts below must ask the simulator nothing.
+probe_target = ""
+[limits]
+upstream_rps = 0
+[scheduler]
+enabled = false
+[cache]
+max_bytes = {args.max_mib * MIB}
+disk_path = "{disk_dir}"
+disk_bytes = {args.disk_mib * MIB}
+""")
+
+
+def nginx_config(path, port, sim_port, cache_dir, args):
+    d = os.path.dirname(path)
+    with open(path, "w") as f:
+        f.write(f"""worker_processes 2;
+daemon off;
+user {pwd.getpwuid(os.getuid()).pw_name};
+pid {d}/nginx.pid;
+error_log {d}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  proxy_cache_path {cache_dir} levels=1:2 keys_zone=md:64m max_size={args.disk_mib}m inactive=7d use_temp_path=off;
+  upstream sim {{ server 127.0.0.1:{sim_port}; keepalive 64; }}
+  server {{
+    listen 127.0.0.1:{port};
+    location /api/v1/ {{
+      proxy_pass http://sim;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Authorization "Bearer {UPSTREAM_TOKEN}";
+      proxy_set_header Accept-Encoding "";
+      proxy_buffers 64 16k;
+      proxy_cache md;
+      proxy_cache_key $uri$is_args$args;
+      proxy_cache_valid 200 7d;
+      proxy_ignore_headers Cache-Control Expires Set-Cookie X-Accel-Expires;
+      proxy_cache_lock on;
+      add_header X-Cache $upstream_cache_status;
+    }}
+  }}
+}}
+""")
+
+
+def fill(port, keys, threads=4):
+    """GETs every key once (in `threads` connections); returns body bytes."""
+    def one(chunk):
+        c = Client(port)
+        n = 0
+        for k in chunk:
+            status, _, body = c.get(k)
+            if status != 200:
+                raise SystemExit(f"fill {k}: {status} {body[:200]!r}")
+            n += len(body)
+        return n
+    chunks = [keys[i::threads] for i in range(threads)]
+    with concurrent.futures.ThreadPoolExecutor(threads) as ex:
+        return sum(ex.map(one, chunks))
+
+
+WRK_LUA = """
+local paths = {{}}
+for line in io.lines("{file}") do paths[#paths + 1] = line end
+local seed = {seed}
+function setup(thread) seed = seed + 7919; thread:set("seed", seed) end
+function init(args) math.randomseed(seed) end
+function request() return wrk.format("GET", paths[math.random(#paths)]) end
+"""
+
+
+def run_wrk(port, keys_file, args, label):
+    script = os.path.join(work, f"wrk-{label}-{random.randrange(1 << 30)}.lua")
+    with open(script, "w") as f:
+        f.write(WRK_LUA.format(file=keys_file, seed=random.randrange(1 << 20)))
+    cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
+           "-H", f"Authorization: Bearer {CLIENT_TOKEN}", "-s", script, f"http://127.0.0.1:{port}/"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60).stdout
+    result = {"rps": None, "p50_ms": None, "p99_ms": None, "mib_s": None, "errors": 0, "non_2xx": 0}
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if m:
+        result["rps"] = float(m.group(1))
+    m = re.search(r"Transfer/sec:\s+([\d.]+)(\w+)", out)
+    if m:
+        scale = {"B": 1 / MIB, "KB": 1 / 1024, "MB": 1, "GB": 1024}.get(m.group(2), 1)
+        result["mib_s"] = float(m.group(1)) * scale
+    for pct, key in (("50", "p50_ms"), ("99", "p99_ms")):
+        m = re.search(rf"^\s+{pct}%\s+([\d.]+)(us|ms|s)", out, re.M)
+        if m:
+            result[key] = float(m.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[m.group(2)]
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if m:
+        result["errors"] = sum(int(x) for x in m.groups())
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if m:
+        result["non_2xx"] = int(m.group(1))
+    if result["rps"] is None:
+        log(f"wrk gave no rate for {label}:\n{out}")
+    return result
+
+
+def start_mdproxy(args, cfg, port):
+    p = start("mdproxy", [args.bin, "serve", "--config", cfg, "--log", "warn"])
+    wait_listening("mdproxy", port, p)
+    return p
+
+
+def spread(xs, fmt="{:.0f}"):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    lo, hi = min(xs), max(xs)
+    return fmt.format(lo) if lo == hi else f"{fmt.format(lo)}–{fmt.format(hi)}"
+
+
+def main():
+    global work
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--dir", required=True, help="work directory (deleted at the end)")
+    ap.add_argument("--working-set-mib", type=int, default=3072)
+    ap.add_argument("--max-mib", type=int, default=64)
+    ap.add_argument("--disk-mib", type=int, default=4096)
+    ap.add_argument("--hot", type=int, default=48, help="keys of the memory-hit set")
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--restarts", type=int, default=3)
+    ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", required=True)
+    args = ap.parse_args()
+
+    os.makedirs(os.path.dirname(os.path.abspath(args.dir)), exist_ok=True)
+    free = shutil.disk_usage(os.path.dirname(os.path.abspath(args.dir))).free
+    need = 2 * args.working_set_mib * MIB + 4 * GIB
+    if free < need:
+        raise SystemExit(f"{free / GIB:.1f} GiB free; this run needs {need / GIB:.1f} GiB (WORKING_SET_MIB is smaller)")
+    work = os.path.abspath(args.dir)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    atexit.register(cleanup)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    ports = {name: free_port() for name in ("sim", "mdproxy", "admin", "nginx")}
+    sim = start("sim", [args.bin, "sim", "--listen", f"127.0.0.1:{ports['sim']}", "--token", UPSTREAM_TOKEN, "--log", "warn"])
+    wait_listening("sim", ports["sim"], sim)
+    cfg = os.path.join(work, "mdproxy.toml")
+    disk_dir = os.path.join(work, "mdproxy-disk")
+    mdproxy_config(cfg, ports["mdproxy"], ports["admin"], ports["sim"], disk_dir, args)
+    md = start_mdproxy(args, cfg, ports["mdproxy"])
+    ncfg = os.path.join(work, "nginx.conf")
+    nginx_dir = os.path.join(work, "nginx-cache")
+    nginx_config(ncfg, ports["nginx"], ports["sim"], nginx_dir, args)
+    ng = start("nginx", ["nginx", "-c", ncfg, "-p", work])
+    wait_listening("nginx", ports["nginx"], ng)
+
+    # Fill mdproxy key by key until the working set is reached, in batches.
+    keys, filled, started = [], 0, time.monotonic()
+    codes = stock_codes(ports["sim"])
+    log(f"simulator: {len(codes)} A-share codes")
+    gen = targets(codes)
+    while filled < args.working_set_mib * MIB:
+        batch = [k for _, k in zip(range(200), gen)]
+        if not batch:
+            break
+        filled += fill(ports["mdproxy"], batch)
+        keys += batch
+    md_fill_s = time.monotonic() - started
+    log(f"working set: {len(keys)} K-lines, {filled / MIB:.0f} MiB, mean {filled / len(keys) / 1024:.0f} KiB; "
+        f"mdproxy filled it in {md_fill_s:.0f} s")
+    started = time.monotonic()
+    fill(ports["nginx"], keys)
+    nginx_fill_s = time.monotonic() - started
+    # Let mdproxy's writer catch up (the status page counts its writes).
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        disk = status_json(ports["admin"])["disk"]
+        if disk["writes"] + disk["dropped"]["queue_full"] + disk["dropped"]["too_large"] >= len(keys):
+            break
+        time.sleep(1)
+    disk = status_json(ports["admin"])["disk"]
+    log(f"mdproxy disk: {disk['writes']} records, {disk['bytes'] / MIB:.0f} MiB; dropped {disk['dropped']}; "
+        f"nginx cache {du_mib(nginx_dir):.0f} MiB")
+
+    keys_file = os.path.join(work, "keys.txt")
+    with open(keys_file, "w") as f:
+        f.write("\n".join(keys) + "\n")
+    hot = keys[: args.hot]
+    hot_file = os.path.join(work, "hot.txt")
+    with open(hot_file, "w") as f:
+        f.write("\n".join(hot) + "\n")
+    hot_bytes = fill(ports["mdproxy"], hot, threads=1)
+    log(f"hot set: {len(hot)} keys, {hot_bytes / MIB:.0f} MiB (memory: {args.max_mib} MiB)")
+
+    sim_before = sim_total(ports["sim"])
+    runs = {"mdproxy disk": [], "nginx disk": [], "mdproxy memory": []}
+    order = list(runs)
+    disk_hits = []
+    for r in range(args.rounds):
+        for name in order[r % len(order):] + order[: r % len(order)]:
+            if name == "mdproxy memory":
+                fill(ports["mdproxy"], hot, threads=1)
+                result = run_wrk(ports["mdproxy"], hot_file, args, "hot")
+            elif name == "mdproxy disk":
+                before = status_json(ports["admin"])["disk"]["hits"]
+                result = run_wrk(ports["mdproxy"], keys_file, args, "md")
+                result["disk_hits"] = status_json(ports["admin"])["disk"]["hits"] - before
+            else:
+                result = run_wrk(ports["nginx"], keys_file, args, "nginx")
+            runs[name].append(result)
+            log(f"round {r + 1} {name}: {result}")
+    sim_after = sim_total(ports["sim"])
+    rss = rss_mib(md.pid)
+
+    # Restarts: kill -9, then exec to the first answer from disk (a key not in
+    # memory before the kill: there is no memory after it).
+    restarts = []
+    for i in range(args.restarts):
+        md.send_signal(signal.SIGKILL)
+        md.wait(timeout=10)
+        key = keys[len(keys) // 2 + i]
+        t0 = time.monotonic()
+        md = start("mdproxy", [args.bin, "serve", "--config", cfg, "--log", "warn"])
+        c = None
+        while time.monotonic() - t0 < START_WAIT:
+            try:
+                c = Client(ports["mdproxy"])
+                status, headers, _ = c.get(key)
+                break
+            except OSError:
+                time.sleep(0.005)
+        first_ms = (time.monotonic() - t0) * 1e3
+        cs = headers.get("cache-status", "")
+        open_ms = status_json(ports["admin"])["disk"]["open_ms"]
+        restarts.append({"first_hit_ms": first_ms, "status": status, "cache_status": cs, "engine_open_ms": open_ms})
+        log(f"restart {i + 1}: first answer after {first_ms:.0f} ms ({status}, {cs}); engine opened in {open_ms} ms")
+    sim_restart = sim_total(ports["sim"])
+
+    print()
+    print(f"Working set {len(keys)} K-lines, {filled / MIB:.0f} MiB (mean {filled / len(keys) / 1024:.0f} KiB); "
+          f"mdproxy max_bytes {args.max_mib} MiB, disk_bytes {args.disk_mib} MiB; "
+          f"wrk -t{args.threads} -c{args.connections} -d{args.duration}s, {args.rounds} rounds interleaved")
+    print(f"{'':18} {'req/s':>14} {'MiB/s':>12} {'p50 ms':>12} {'p99 ms':>14}")
+    for name, rs in runs.items():
+        print(f"{name:18} {spread([x['rps'] for x in rs]):>14} {spread([x['mib_s'] for x in rs]):>12} "
+              f"{spread([x['p50_ms'] for x in rs], '{:.2f}'):>12} {spread([x['p99_ms'] for x in rs], '{:.2f}'):>14}")
+    ratios = [a["rps"] / b["rps"] for a, b in zip(runs["mdproxy disk"], runs["nginx disk"]) if a["rps"] and b["rps"]]
+    print(f"mdproxy disk / nginx by round: {' / '.join(f'{x:.2f}' for x in ratios)}")
+    print(f"mdproxy RSS {rss.get('VmRSS', 0):.0f} MiB (peak {rss.get('VmHWM', 0):.0f} MiB); "
+          f"goal ≤ 1.25 × {args.max_mib} + 64 MiB + the engine's index")
+    print(f"restart to first disk hit: {spread([x['first_hit_ms'] for x in restarts])} ms "
+          f"(engine open {spread([x['engine_open_ms'] for x in restarts])} ms)")
+    print(f"simulator requests while measuring: {sim_after - sim_before}, during restarts: {sim_restart - sim_after}")
+    errors = sum(x["errors"] + x["non_2xx"] for rs in runs.values() for x in rs)
+    print(f"wrk errors and non-2xx: {errors}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump({
+            "working_set": {"keys": len(keys), "mib": filled / MIB},
+            "fill_s": {"mdproxy": md_fill_s, "nginx": nginx_fill_s},
+            "runs": runs, "rss_mib": rss, "restarts": restarts,
+            "disk": disk, "nginx_cache_mib": du_mib(nginx_dir),
+            "sim_requests_while_measuring": sim_after - sim_before,
+            "sim_requests_during_restarts": sim_restart - sim_after,
+            "args": vars(args),
+        }, f, indent=1)
+    if sim_after != sim_before or errors:
+        raise SystemExit("the simulator was asked while measuring, or requests failed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The disk tier beside nginx proxy_cache (its cache on disk), in one run: mdproxy at
+# a memory budget far below a multi-GiB working set of real K-line bodies, disk hits
+# and memory hits per second with p99, nginx serving the same bodies from its disk
+# cache, restart (kill -9) to first disk hit, RSS. Prints one table and writes
+# target/disk-compare/results.json. Installs Debian's nginx-light and wrk if missing.
+# Needs about twice the working set free on disk (both caches), deleted at the end.
+#   WORKING_SET_MIB=3072 MAX_MIB=64 DISK_MIB=4096 DURATION=10 ROUNDS=3 scripts/disk-compare.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v nginx >/dev/null || need+=(nginx-light)
+command -v wrk >/dev/null || need+=(wrk)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "disk-compare: installing ${need[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+cargo build --release --quiet --bin mdproxy
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+ulimit -n "$(ulimit -Hn)"
+
+exec python3 scripts/disk-compare.py \
+  --bin "$target_dir/release/mdproxy" \
+  --dir "$target_dir/disk-compare/work" \
+  --working-set-mib "${WORKING_SET_MIB:-3072}" \
+  --max-mib "${MAX_MIB:-64}" \
+  --disk-mib "${DISK_MIB:-4096}" \
+  --duration "${DURATION:-10}" \
+  --rounds "${ROUNDS:-3}" \
+  --restarts "${RESTARTS:-3}" \
+  --connections "${CONNECTIONS:-32}" \
+  --threads "${THREADS:-2}" \
+  --json "$target_dir/disk-compare/results.json"

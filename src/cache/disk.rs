@@ -1,0 +1,546 @@
+//! The disk tier under the memory cache (`cache.disk_path`, bounded by
+//! `cache.disk_bytes`): foyer's block engine holds the records ([`format`]) in
+//! preallocated block files with its own index, eviction and recovery. Writes go
+//! through a bounded queue to one writer task (a full queue drops the write, never
+//! the request); reads check every record and drop what is damaged, foreign, expired
+//! or purged ([`purges`]). A failing disk stops writes with one warning until a probe
+//! succeeds again. What to read or write, and when, is the store's business.
+
+pub mod format;
+pub mod purges;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::cache::entry::CachedBody;
+use crate::cache::freshness::{Freshness, Policy};
+use crate::stats::Histogram;
+pub use format::Refused;
+pub use purges::Pattern;
+
+/// Block size of the engine on a disk of a GiB or more: its unit of eviction, and
+/// the largest record it can hold (an answer too large for memory still fits).
+const BLOCK_BYTES: usize = 16 << 20;
+/// Smallest block on a small disk (K-lines reach 650 KB).
+const MIN_BLOCK_BYTES: usize = 1 << 20;
+/// A disk holds at least this many blocks: one is being written, one is being
+/// reclaimed, the rest hold records.
+const MIN_BLOCKS: usize = 16;
+/// Room in a block for the engine's own headers and blob index.
+const BLOCK_OVERHEAD: usize = 64 << 10;
+/// Records waiting for the writer task; past this a write is dropped and counted.
+const WRITE_QUEUE: usize = 512;
+/// Body bytes waiting for the writer task (they stay in memory until written, even
+/// once the memory cache let them go); past this a write is dropped and counted.
+const WRITE_QUEUE_BYTES: u64 = 8 << 20;
+/// How often a failing disk is tried again (and a healthy one checked).
+const PROBE_EVERY: Duration = Duration::from_secs(10);
+/// An answer whose fresh life is shorter than this is not written: a quote
+/// refreshed every few seconds gains nothing from a disk.
+const MIN_FRESH_SECS: i64 = 60;
+/// The probe file's name in `cache.disk_path`.
+const PROBE_FILE: &str = "mdproxy-probe";
+
+/// Records as the engine stores them: our bytes, written and read as they are.
+#[derive(Clone, Debug)]
+struct Record(Bytes);
+
+impl foyer::Code for Record {
+    fn encode(&self, writer: &mut impl std::io::Write) -> foyer::Result<()> {
+        writer.write_all(&self.0).map_err(foyer::Error::io_error)
+    }
+
+    fn decode(reader: &mut impl std::io::Read) -> foyer::Result<Record> {
+        let mut bytes = Vec::new();
+        reader
+            .read_to_end(&mut bytes)
+            .map_err(foyer::Error::io_error)?;
+        Ok(Record(Bytes::from(bytes)))
+    }
+
+    fn estimated_size(&self) -> usize {
+        self.0.len()
+    }
+}
+
+type Engine = foyer::Store<String, Record, foyer::DefaultHasher, foyer::HybridCacheProperties>;
+type Pieces = foyer::Cache<String, Record, foyer::DefaultHasher, foyer::HybridCacheProperties>;
+
+/// What the disk tier counted since start.
+#[derive(Debug, Default)]
+pub struct DiskStats {
+    /// Reads answered with a usable record.
+    pub hits: AtomicU64,
+    /// Reads that found nothing.
+    pub misses: AtomicU64,
+    /// Records handed to the engine.
+    pub writes: AtomicU64,
+    /// Bytes of those records.
+    pub written_bytes: AtomicU64,
+    /// Records dropped as damaged (checksum or length; the engine's own checksum
+    /// counts here too, as a miss of a key its index held).
+    pub corrupt: AtomicU64,
+    /// Records dropped as shorter than their header says.
+    pub truncated: AtomicU64,
+    /// Records dropped as another version's or another catalogue's.
+    pub foreign: AtomicU64,
+    /// Records dropped on read as past their stale-if-error time.
+    pub expired: AtomicU64,
+    /// Records dropped on read because a purge covers them.
+    pub purged: AtomicU64,
+    /// Answers not written: larger than a block.
+    pub too_large: AtomicU64,
+    /// Answers not written: the write queue was full (a slow disk).
+    pub queue_full: AtomicU64,
+    /// Answers not written: the disk was failing.
+    pub write_failures: AtomicU64,
+    /// Reads the engine failed (an I/O error): answered as misses.
+    pub read_errors: AtomicU64,
+    /// Time a read took, hit or miss.
+    pub read_latency: Histogram,
+}
+
+/// The disk tier. Cheap to clone.
+#[derive(Clone)]
+pub struct Disk {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    pieces: Pieces,
+    purges: purges::Purges,
+    path: PathBuf,
+    capacity: u64,
+    max_record: usize,
+    /// The engine's write buffer.
+    buffer: usize,
+    /// Records on their way to the writer task.
+    queue: mpsc::Sender<(String, Arc<CachedBody>)>,
+    /// Records queued and not yet handed to the engine.
+    pending: AtomicU64,
+    /// Their body bytes.
+    pending_bytes: AtomicU64,
+    /// Cleared while the disk fails (the probe could not write): nothing is queued.
+    writable: AtomicBool,
+    /// How long the engine took to open (its index rebuilt from the blocks).
+    opened_in: Duration,
+    stats: DiskStats,
+}
+
+impl std::fmt::Debug for Disk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Disk")
+            .field("path", &self.inner.path)
+            .field("capacity", &self.inner.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the disk tier could not open.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot use {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the disk engine refused {path}: {source}")]
+    Engine { path: String, source: foyer::Error },
+}
+
+impl Disk {
+    /// Opens (or creates) the tier at `path`, at most `capacity` bytes, its index
+    /// rebuilt from what an earlier run left; the writer and the probe run on
+    /// `tracker` until `stop`, when what is queued is written and the engine closed.
+    ///
+    /// # Errors
+    /// When the directory cannot be created or written, or the engine cannot open
+    /// its files: the caller runs without a disk tier.
+    pub async fn open(
+        path: &Path,
+        capacity: u64,
+        tracker: &TaskTracker,
+        stop: CancellationToken,
+    ) -> Result<Disk, OpenError> {
+        let io = |source| OpenError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        std::fs::create_dir_all(path).map_err(io)?;
+        probe(path).map_err(io)?;
+        let purges = purges::Purges::open(path).map_err(io)?;
+        let capacity_usize = usize::try_from(capacity).unwrap_or(usize::MAX);
+        let block = if capacity_usize >= BLOCK_BYTES * 64 {
+            BLOCK_BYTES
+        } else {
+            (capacity_usize / MIN_BLOCKS).max(MIN_BLOCK_BYTES) & !4095
+        };
+        let started = Instant::now();
+        let pieces: Pieces = foyer::CacheBuilder::new(WRITE_QUEUE).with_shards(4).build();
+        let device = foyer::DeviceBuilder::build(
+            foyer::FsDeviceBuilder::new(path).with_capacity(capacity_usize),
+        )
+        .map_err(|source| OpenError::Engine {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let engine = foyer::StoreBuilder::new(
+            "mdproxy-disk",
+            pieces.clone(),
+            Arc::new(foyer_common::metrics::Metrics::noop()),
+        )
+        .with_engine_config(
+            foyer::BlockEngineConfig::new(device)
+                .with_block_size(block)
+                .with_flushers(1)
+                .with_reclaimers(1)
+                // The engine's memory: one block being filled, one block's worth
+                // of records waiting for it (past that it drops them).
+                .with_buffer_pool_size(block)
+                .with_submit_queue_size_threshold(block.max(BLOCK_BYTES))
+                // Purges and dropped records stay dropped across a restart.
+                .with_tombstone_log(true),
+        )
+        // A damaged block is skipped, not fatal: its records are lost, not served.
+        .with_recover_mode(foyer::RecoverMode::Quiet)
+        .build()
+        .await
+        .map_err(|source| OpenError::Engine {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let opened_in = started.elapsed();
+        let (queue, rx) = mpsc::channel(WRITE_QUEUE);
+        let disk = Disk {
+            inner: Arc::new(Inner {
+                engine,
+                pieces,
+                purges,
+                path: path.to_owned(),
+                capacity,
+                max_record: block - BLOCK_OVERHEAD.min(block / 4),
+                buffer: block,
+                queue,
+                pending: AtomicU64::new(0),
+                pending_bytes: AtomicU64::new(0),
+                writable: AtomicBool::new(true),
+                opened_in,
+                stats: DiskStats::default(),
+            }),
+        };
+        tracker.spawn(disk.clone().write_until(rx, stop.clone()));
+        tracker.spawn(disk.clone().probe_until(stop));
+        tracing::info!(
+            path = %path.display(),
+            disk_bytes = capacity,
+            block_bytes = block,
+            open_ms = opened_in.as_millis() as u64,
+            "disk tier open"
+        );
+        Ok(disk)
+    }
+
+    /// The record of `key` if it may be served at `now` under `policy` (fresh,
+    /// stale or usable on error); a damaged, foreign, expired or purged record is
+    /// dropped and counted, and a read error is a miss.
+    pub async fn get(&self, key: &str, policy: &Policy, now: DateTime<Utc>) -> Option<CachedBody> {
+        let s = &*self.inner;
+        let started = Instant::now();
+        // The engine drops a record whose checksum fails and answers a miss: a
+        // miss of a key its index held is counted as such a drop.
+        let indexed = s.engine.may_contains(key);
+        let found = s.engine.load(key).await;
+        s.stats.read_latency.observe(started.elapsed());
+        let record = match found {
+            Ok(foyer::Load::Entry { value, .. }) => value.0,
+            Ok(foyer::Load::Piece { piece, .. }) => piece.value().0.clone(),
+            Ok(_) => {
+                let counter = if indexed {
+                    &s.stats.corrupt
+                } else {
+                    &s.stats.misses
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            Err(e) => {
+                s.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(error = %e, "disk read failed");
+                return None;
+            }
+        };
+        let dropped = |counter: &AtomicU64| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            s.engine.delete(key);
+            None
+        };
+        let decoded = match format::decode(&record, key, policy, format::Check::Header) {
+            Ok(decoded) => decoded,
+            Err(why) => {
+                tracing::debug!(key, why = why.as_str(), "disk record dropped");
+                return dropped(match why {
+                    Refused::Corrupt => &s.stats.corrupt,
+                    Refused::Truncated => &s.stats.truncated,
+                    Refused::Foreign => &s.stats.foreign,
+                });
+            }
+        };
+        if s.purges.covers(key, decoded.stored_at_us) {
+            return dropped(&s.stats.purged);
+        }
+        if decoded.entry.lifetimes.decide(now) == Freshness::Expired {
+            return dropped(&s.stats.expired);
+        }
+        s.stats.hits.fetch_add(1, Ordering::Relaxed);
+        Some(decoded.entry)
+    }
+
+    /// Queues `entry` to be written under `key`, unless it is not worth a disk
+    /// (a failure, a "not found", an answer fresh for less than a minute) or came
+    /// from this disk. Never waits: a full queue or a failing disk drops it.
+    pub fn put(&self, key: &str, entry: &Arc<CachedBody>) {
+        let s = &*self.inner;
+        if entry.disk
+            || entry.status != 200
+            || (entry.lifetimes.fresh_until - entry.fetched_at).num_seconds() < MIN_FRESH_SECS
+        {
+            return;
+        }
+        if !s.writable.load(Ordering::Relaxed) {
+            s.stats.write_failures.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if entry.body.len() > s.max_record {
+            s.stats.too_large.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let bytes = entry.body.len() as u64;
+        let queued = s.pending_bytes.fetch_add(bytes, Ordering::Relaxed);
+        s.pending.fetch_add(1, Ordering::Relaxed);
+        if queued + bytes > WRITE_QUEUE_BYTES.max(bytes)
+            || s.queue
+                .try_send((key.to_owned(), Arc::clone(entry)))
+                .is_err()
+        {
+            s.pending.fetch_sub(1, Ordering::Relaxed);
+            s.pending_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            s.stats.queue_full.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Drops the record of `key`.
+    pub fn delete(&self, key: &str) {
+        self.inner.engine.delete(key);
+    }
+
+    /// Drops every record `pattern` covers that was stored before now.
+    ///
+    /// # Errors
+    /// When the rule cannot be written to disk: it applies until a restart.
+    pub fn purge(&self, pattern: Pattern) -> std::io::Result<()> {
+        self.inner.purges.add(pattern, wall_clock_us())
+    }
+
+    /// Waits until every record queued so far is on disk (tests and the
+    /// benchmark; requests never wait for it).
+    pub async fn flush(&self) {
+        // Bounded: a writer that stopped (shutdown) leaves records queued.
+        for _ in 0..1_000 {
+            if self.inner.pending.load(Ordering::Relaxed) == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.inner.engine.wait().await;
+    }
+
+    /// What was counted.
+    pub fn stats(&self) -> &DiskStats {
+        &self.inner.stats
+    }
+
+    /// Where it lives.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// `cache.disk_bytes`.
+    pub fn capacity(&self) -> u64 {
+        self.inner.capacity
+    }
+
+    /// Bytes its files take on the disk now (allocated blocks, not their
+    /// preallocated length: the engine's files are sparse until written).
+    pub fn used_bytes(&self) -> u64 {
+        used_bytes(&self.inner.path)
+    }
+
+    /// About how many records it holds: the bytes used over the mean record
+    /// written (the engine does not count its index).
+    pub fn entries_estimate(&self) -> u64 {
+        let s = &self.inner.stats;
+        let (writes, bytes) = (
+            s.writes.load(Ordering::Relaxed),
+            s.written_bytes.load(Ordering::Relaxed),
+        );
+        if writes == 0 || bytes == 0 {
+            return 0;
+        }
+        self.used_bytes() / (bytes / writes).max(1)
+    }
+
+    /// Whether writes go on (`false` while the disk fails).
+    pub fn is_writable(&self) -> bool {
+        self.inner.writable.load(Ordering::Relaxed)
+    }
+
+    /// How long the engine took to open.
+    pub fn opened_in(&self) -> Duration {
+        self.inner.opened_in
+    }
+
+    /// The purge rules in force.
+    pub fn purge_rules(&self) -> usize {
+        self.inner.purges.count()
+    }
+
+    /// The writer task: records from the queue into the engine until `stop`, then
+    /// what is still queued, then the engine closed (its buffers written).
+    async fn write_until(
+        self,
+        mut rx: mpsc::Receiver<(String, Arc<CachedBody>)>,
+        stop: CancellationToken,
+    ) {
+        // The engine drops what does not fit its write buffer, unseen: past half a
+        // buffer handed over, the writer waits for the engine to write it (our
+        // queue fills meanwhile, and what overflows it is counted).
+        let mut handed = 0;
+        loop {
+            tokio::select! {
+                next = rx.recv() => match next {
+                    Some((key, entry)) => {
+                        handed += self.write(&key, &entry);
+                        self.inner.pending.fetch_sub(1, Ordering::Relaxed);
+                        if handed >= self.inner.buffer / 2 {
+                            self.inner.engine.wait().await;
+                            handed = 0;
+                        }
+                    }
+                    None => break,
+                },
+                () = stop.cancelled() => {
+                    rx.close();
+                    while let Ok((key, entry)) = rx.try_recv() {
+                        handed += self.write(&key, &entry);
+                        self.inner.pending.fetch_sub(1, Ordering::Relaxed);
+                        if handed >= self.inner.buffer / 2 {
+                            self.inner.engine.wait().await;
+                            handed = 0;
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        if let Err(e) = self.inner.engine.close().await {
+            tracing::warn!(error = %e, "disk tier did not close cleanly");
+        }
+    }
+
+    /// Hands one record to the engine; the bytes handed.
+    fn write(&self, key: &str, entry: &CachedBody) -> usize {
+        let s = &*self.inner;
+        s.pending_bytes
+            .fetch_sub(entry.body.len() as u64, Ordering::Relaxed);
+        let record = format::encode(key, entry, wall_clock_us(), s.max_record);
+        if record.len() > s.max_record {
+            s.stats.too_large.fetch_add(1, Ordering::Relaxed);
+            return 0;
+        }
+        let len = record.len();
+        s.stats.writes.fetch_add(1, Ordering::Relaxed);
+        s.stats
+            .written_bytes
+            .fetch_add(record.len() as u64, Ordering::Relaxed);
+        // The engine takes a record as an entry of its memory cache: handed over,
+        // then let go there (it keeps its own reference until written).
+        let held = s.pieces.insert(key.to_owned(), Record(record));
+        s.engine.enqueue(held.piece(), true);
+        drop(held);
+        drop(s.pieces.remove(key));
+        len
+    }
+
+    /// Tries the disk every [`PROBE_EVERY`]: a failure stops writes with one
+    /// warning, a success after failures starts them again with one notice.
+    async fn probe_until(self, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(PROBE_EVERY) => {}
+                () = stop.cancelled() => return,
+            }
+            self.check().await;
+        }
+    }
+
+    /// One probe of the disk (also run by tests instead of waiting for the timer).
+    pub async fn check(&self) {
+        let path = self.inner.path.clone();
+        let result = tokio::task::spawn_blocking(move || probe(&path))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        let was = self.inner.writable.swap(result.is_ok(), Ordering::Relaxed);
+        match (was, result) {
+            (true, Err(e)) => tracing::warn!(
+                path = %self.inner.path.display(),
+                error = %e,
+                "disk tier failing: serving from memory only, writes stop until the disk can be written again"
+            ),
+            (false, Ok(())) => tracing::info!(
+                path = %self.inner.path.display(),
+                "disk tier writable again: writes resume"
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// Writes and syncs a small file in `dir`: the disk takes writes.
+fn probe(dir: &Path) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(dir.join(PROBE_FILE))?;
+    file.write_all(&[0u8; 4096])?;
+    file.sync_all()
+}
+
+/// Blocks allocated to the files in `dir`, in bytes.
+fn used_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .filter(std::fs::Metadata::is_file)
+                .map(|m| m.blocks() * 512)
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Microseconds since the Unix epoch by the system clock: purge rules and records
+/// are compared by it (not the market clock a test may hold still).
+fn wall_clock_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}

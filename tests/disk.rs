@@ -1,0 +1,366 @@
+//! The disk tier (`cache.disk_path`): a restart serves from disk without the
+//! upstream, damaged records are never served, `disk_bytes` holds, purges reach the
+//! disk, and a disk that cannot be written leaves the proxy serving from memory.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mdproxy::app::App;
+use mdproxy::cache::disk::Disk;
+use mdproxy::cache::market::{Clock, ManualClock};
+use mdproxy::cache::purge::Purge;
+use mdproxy::sim::SimHandle;
+use support::header;
+
+/// K-line ranges that ended before the test's Saturday: final, kept for a week.
+const PAST: [&str; 4] = [
+    "/stock/kline?code=600519&period=day&fqt=none&to=2026-03-06",
+    "/stock/kline?code=000001&period=week&fqt=after&to=2026-03-06",
+    "/stock/kline?code=300750&period=month&fqt=none&to=2026-02-27",
+    "/stock/kline?code=601318&period=day&fqt=none&to=2026-01-30",
+];
+
+/// A fresh directory for one test's disk tier.
+fn dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("disk-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A proxy in front of `sim` with a disk tier at `path` of `disk_bytes`.
+async fn proxy(sim: &SimHandle, path: &Path, disk_bytes: u64, clock: &Arc<ManualClock>) -> App {
+    let mut config = support::proxy_config(sim);
+    config.cache.disk_path = path.display().to_string();
+    config.cache.disk_bytes = disk_bytes;
+    config.admin.listen = "127.0.0.1:0".into();
+    config.admin.token = mdproxy::config::Secret::new("admin-secret");
+    let clock: Arc<dyn Clock> = clock.clone();
+    mdproxy::app::start(&config, clock).await.unwrap()
+}
+
+fn disk(app: &App) -> Disk {
+    app.state()
+        .cache()
+        .store()
+        .disk()
+        .expect("the disk tier is on")
+        .clone()
+}
+
+async fn get(app: &App, target: &str) -> reqwest::Response {
+    support::client()
+        .get(format!("{}{target}", app.base_url()))
+        .bearer_auth(support::TOKEN)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn status_json(app: &App) -> serde_json::Value {
+    let admin = format!("http://{}", app.admin_addr.unwrap());
+    serde_json::from_str(&support::text(&format!("{admin}/status.json")).await).unwrap()
+}
+
+/// Fills `targets` through a proxy with a disk tier, waits for the writes, and
+/// stops it; returns the bodies served.
+async fn fill(
+    sim: &SimHandle,
+    path: &Path,
+    clock: &Arc<ManualClock>,
+    targets: &[&str],
+) -> Vec<bytes::Bytes> {
+    let app = proxy(sim, path, 64 << 20, clock).await;
+    let mut bodies = Vec::new();
+    for target in targets {
+        let r = get(&app, target).await;
+        assert_eq!(r.status(), 200, "{target}");
+        bodies.push(r.bytes().await.unwrap());
+    }
+    disk(&app).flush().await;
+    app.shutdown().await;
+    bodies
+}
+
+/// A node that restarts with its disk serves every entry still inside its life
+/// from its first request on, and the simulator counts no request for them.
+#[tokio::test]
+async fn a_restart_serves_from_disk_without_the_upstream() {
+    let clock = support::saturday();
+    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
+        .await
+        .unwrap();
+    let path = dir("restart");
+    let mut targets = PAST.to_vec();
+    targets.push("/stock/detail/600519");
+    let bodies = fill(&sim, &path, &clock, &targets).await;
+    let before = (sim.hits("/stock/kline"), sim.hits("/stock/detail/{code}"));
+    assert_eq!(before, (4, 1));
+
+    let app = proxy(&sim, &path, 64 << 20, &clock).await;
+    for (target, body) in targets.iter().zip(&bodies) {
+        let r = get(&app, target).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(header(&r, "x-cache"), "HIT", "{target}");
+        assert!(
+            header(&r, "cache-status").ends_with("detail=disk"),
+            "{target}"
+        );
+        assert_eq!(&r.bytes().await.unwrap(), body, "{target}");
+    }
+    // Promoted to memory: the next read is a memory hit.
+    let again = get(&app, PAST[0]).await;
+    assert!(!header(&again, "cache-status").contains("disk"));
+    assert_eq!(
+        (sim.hits("/stock/kline"), sim.hits("/stock/detail/{code}")),
+        before,
+        "no upstream request after the restart"
+    );
+    let status = status_json(&app).await;
+    assert_eq!(status["disk"]["state"], "up");
+    assert_eq!(status["disk"]["hits"], 5);
+    let admin = format!("http://{}", app.admin_addr.unwrap());
+    let metrics = support::text(&format!("{admin}/metrics")).await;
+    for line in [
+        "mdproxy_disk_hits_total 5",
+        "mdproxy_disk_dropped_total{reason=\"corrupt\"} 0",
+        "mdproxy_disk_writable 1",
+        "mdproxy_disk_read_duration_seconds_count 5",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
+}
+
+/// Flips a byte in every place of the disk tier's files where `needle` occurs.
+fn corrupt(path: &Path, needle: &[u8]) -> usize {
+    let mut flipped = 0;
+    for entry in std::fs::read_dir(path).unwrap().flatten() {
+        let file = entry.path();
+        if !file
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("foyer")
+        {
+            continue;
+        }
+        let mut bytes = std::fs::read(&file).unwrap();
+        let mut changed = false;
+        let mut at = 0;
+        while let Some(i) = bytes[at..].windows(needle.len()).position(|w| w == needle) {
+            bytes[at + i + needle.len() / 2] ^= 0x01;
+            at += i + needle.len();
+            flipped += 1;
+            changed = true;
+        }
+        if changed {
+            std::fs::write(&file, bytes).unwrap();
+        }
+    }
+    flipped
+}
+
+/// A record whose body was damaged on disk is dropped and counted, and the answer
+/// comes from the upstream again, byte for byte.
+#[tokio::test]
+async fn a_corrupted_record_is_never_served() {
+    let clock = support::saturday();
+    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
+        .await
+        .unwrap();
+    let path = dir("corrupt");
+    let bodies = fill(&sim, &path, &clock, &PAST[..2]).await;
+    // Damage the first body in the middle, where only the checksums can tell.
+    let middle = &bodies[0][bodies[0].len() / 2..bodies[0].len() / 2 + 64];
+    assert!(corrupt(&path, middle) >= 1, "the body is on disk");
+
+    let app = proxy(&sim, &path, 64 << 20, &clock).await;
+    let upstream = sim.hits("/stock/kline");
+    let r = get(&app, PAST[0]).await;
+    assert_eq!(header(&r, "x-cache"), "MISS");
+    assert_eq!(r.bytes().await.unwrap(), bodies[0], "the upstream's bytes");
+    assert_eq!(sim.hits("/stock/kline"), upstream + 1);
+    // The other record is untouched and served.
+    let r = get(&app, PAST[1]).await;
+    assert!(header(&r, "cache-status").ends_with("detail=disk"));
+    let status = status_json(&app).await;
+    assert_eq!(status["disk"]["dropped"]["corrupt"], 1);
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
+}
+
+/// A flood of distinct keys far larger than `disk_bytes` keeps the files within
+/// it, and the latest answers are still on disk.
+#[tokio::test]
+async fn disk_bytes_holds_under_a_flood_of_distinct_keys() {
+    let clock = support::saturday();
+    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
+        .await
+        .unwrap();
+    let path = dir("flood");
+    let bound = 16 << 20;
+    let app = proxy(&sim, &path, bound, &clock).await;
+    let d = disk(&app);
+    let client = support::client();
+    let mut written = 0;
+    let mut last = String::new();
+    let first = chrono::NaiveDate::from_ymd_opt(2025, 1, 1).unwrap();
+    for i in 0..240u32 {
+        // Distinct keys: the same stocks' daily bars up to 240 different days.
+        let code = ["600519", "000001", "601318", "600036"][i as usize % 4];
+        let to = first + chrono::Days::new(u64::from(i));
+        last = format!("/stock/kline?code={code}&period=day&fqt=none&to={to}");
+        let r = client
+            .get(format!("{}{last}", app.base_url()))
+            .bearer_auth(support::TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        written += r.bytes().await.unwrap().len();
+        if i % 50 == 49 {
+            d.flush().await;
+        }
+    }
+    d.flush().await;
+    assert!(written > 3 * bound as usize, "the flood is {written} bytes");
+    let used = d.used_bytes();
+    assert!(used <= bound, "{used} bytes on disk, bound {bound}");
+    assert!(
+        d.stats().writes.load(std::sync::atomic::Ordering::Relaxed) >= 200,
+        "the flood was written: {:?}",
+        d.stats()
+    );
+    app.shutdown().await;
+    let app = proxy(&sim, &path, bound, &clock).await;
+    let r = get(&app, &last).await;
+    assert!(header(&r, "cache-status").ends_with("detail=disk"));
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
+}
+
+/// A purge by key, by endpoint or by prefix (the admin's) drops the disk's records
+/// too, across a restart.
+#[tokio::test]
+async fn a_purge_removes_disk_entries() {
+    let clock = support::saturday();
+    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
+        .await
+        .unwrap();
+    let path = dir("purge");
+    let mut targets = PAST.to_vec();
+    targets.push("/stock/detail/600519");
+    targets.push("/market/indices");
+    fill(&sim, &path, &clock, &targets).await;
+
+    let app = proxy(&sim, &path, 64 << 20, &clock).await;
+    let admin = format!("http://{}", app.admin_addr.unwrap());
+    let client = support::client();
+    for query in [
+        "target=/stock/kline%3Fcode%3D600519%26period%3Dday%26fqt%3Dnone%26to%3D2026-03-06",
+        "endpoint=/stock/detail/%7Bcode%7D",
+        "prefix=/market/",
+    ] {
+        let r = client
+            .post(format!("{admin}/purge?{query}"))
+            .bearer_auth("admin-secret")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{query}");
+    }
+    disk(&app).flush().await;
+    app.shutdown().await;
+
+    let app = proxy(&sim, &path, 64 << 20, &clock).await;
+    for (target, from_disk) in [
+        (PAST[0], false),
+        ("/stock/detail/600519", false),
+        ("/market/indices", false),
+        (PAST[1], true),
+    ] {
+        let r = get(&app, target).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(
+            header(&r, "cache-status").ends_with("detail=disk"),
+            from_disk,
+            "{target}"
+        );
+    }
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
+}
+
+/// A purge rule covers what was stored before it, and only that.
+#[tokio::test]
+async fn a_purge_rule_spares_what_is_stored_after_it() {
+    let clock = support::saturday();
+    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
+        .await
+        .unwrap();
+    let path = dir("purge-after");
+    let app = proxy(&sim, &path, 64 << 20, &clock).await;
+    let cache = app.state().cache().clone();
+    get(&app, PAST[0]).await;
+    disk(&app).flush().await;
+    cache.purge(&Purge::Prefix("/stock/".into())).await;
+    // Filled again after the purge: kept.
+    get(&app, PAST[0]).await;
+    disk(&app).flush().await;
+    app.shutdown().await;
+    let app = proxy(&sim, &path, 64 << 20, &clock).await;
+    let r = get(&app, PAST[0]).await;
+    assert!(header(&r, "cache-status").ends_with("detail=disk"));
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
+}
+
+/// A disk that cannot be used at start, or stops taking writes later, leaves the
+/// proxy serving from memory: no request fails, the status page says so.
+#[tokio::test]
+async fn a_disk_that_cannot_be_written_degrades_to_memory_only() {
+    let clock = support::saturday();
+    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
+        .await
+        .unwrap();
+    // At start: the path is under a regular file.
+    let blocked = dir("blocked");
+    std::fs::create_dir_all(&blocked).unwrap();
+    std::fs::write(blocked.join("file"), b"x").unwrap();
+    let app = proxy(&sim, &blocked.join("file").join("disk"), 64 << 20, &clock).await;
+    assert!(app.state().cache().store().disk().is_none());
+    assert_eq!(get(&app, PAST[0]).await.status(), 200);
+    assert_eq!(status_json(&app).await["disk"]["state"], "off");
+    app.shutdown().await;
+
+    // Later: the disk stops taking writes (here the probe's file cannot be
+    // written: a directory stands in its place).
+    let path = dir("failing");
+    let app = proxy(&sim, &path, 64 << 20, &clock).await;
+    let d = disk(&app);
+    std::fs::remove_file(path.join("mdproxy-probe")).unwrap();
+    std::fs::create_dir(path.join("mdproxy-probe")).unwrap();
+    d.check().await;
+    assert!(!d.is_writable());
+    for target in PAST {
+        assert_eq!(get(&app, target).await.status(), 200);
+        assert_eq!(header(&get(&app, target).await, "x-cache"), "HIT");
+    }
+    let status = status_json(&app).await;
+    assert_eq!(status["disk"]["state"], "failing");
+    assert_eq!(status["disk"]["dropped"]["write_failures"], 4);
+    assert_eq!(status["disk"]["writes"], 0);
+    // Writable again: writes resume.
+    std::fs::remove_dir(path.join("mdproxy-probe")).unwrap();
+    d.check().await;
+    assert!(d.is_writable());
+    assert_eq!(get(&app, "/stock/detail/600519").await.status(), 200);
+    d.flush().await;
+    assert_eq!(status_json(&app).await["disk"]["writes"], 1);
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
+    let _ = std::fs::remove_dir_all(&blocked);
+}
