@@ -502,8 +502,11 @@ pub struct LimitsConfig {
     /// prewarm stop when less is left, and below half of it stale answers are
     /// preferred to refreshes.
     pub quota_reserve_percent: u32,
-    /// When the vendor's day starts, `HH:MM` China time.
+    /// When the vendor's day starts, `HH:MM` in `quota_time_zone`.
     pub quota_day_start: String,
+    /// The time zone the vendor's day is counted in (an IANA name such as
+    /// `Asia/Shanghai` or `UTC`).
+    pub quota_time_zone: String,
     /// After a key's fetch fails, later requests get its stale answer at once while
     /// one background retry per key runs after this long, doubling each time (with
     /// jitter) up to `failure_backoff_max_ms`. 0: no key is held back (every
@@ -531,6 +534,7 @@ impl Default for LimitsConfig {
             upstream_per_day: 0,
             quota_reserve_percent: 20,
             quota_day_start: "00:00".into(),
+            quota_time_zone: "Asia/Shanghai".into(),
             failure_backoff_ms: 1_000,
             failure_backoff_max_ms: 60_000,
         }

@@ -3,84 +3,13 @@
 
 mod support;
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use mdproxy::cache::market::Clock;
 use mdproxy::config::Secret;
-use support::{error_of, header};
+use support::{Scripted, error_of, header, response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-
-/// A hand-written upstream: answers each request with the next scripted response
-/// (a 500 when the script has run out) and counts what it received.
-struct Scripted {
-    addr: SocketAddr,
-    script: Arc<Mutex<VecDeque<String>>>,
-    received: Arc<AtomicU64>,
-}
-
-impl Scripted {
-    async fn start() -> Scripted {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let script = Arc::new(Mutex::new(VecDeque::<String>::new()));
-        let received = Arc::new(AtomicU64::new(0));
-        let (s, r) = (script.clone(), received.clone());
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                let (script, received) = (s.clone(), r.clone());
-                tokio::spawn(async move {
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 4096];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match socket.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    received.fetch_add(1, Ordering::SeqCst);
-                    let response = script
-                        .lock()
-                        .unwrap()
-                        .pop_front()
-                        .unwrap_or_else(|| response("500 Internal Server Error", &[], "{}"));
-                    let _ = socket.write_all(response.as_bytes()).await;
-                    let _ = socket.shutdown().await;
-                });
-            }
-        });
-        Scripted {
-            addr,
-            script,
-            received,
-        }
-    }
-
-    fn then(&self, response: String) {
-        self.script.lock().unwrap().push_back(response);
-    }
-
-    fn received(&self) -> u64 {
-        self.received.load(Ordering::SeqCst)
-    }
-}
-
-/// An HTTP/1.1 response with `Connection: close`.
-fn response(status: &str, headers: &[(&str, &str)], body: &str) -> String {
-    let mut out = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        out.push_str(&format!("{k}: {v}\r\n"));
-    }
-    out.push_str("\r\n");
-    out.push_str(body);
-    out
-}
 
 /// A proxy in front of `upstream` on a clock standing at Saturday 20:00 China time.
 async fn proxy_for(

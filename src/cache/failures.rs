@@ -99,6 +99,17 @@ impl Failures {
         Some(wait)
     }
 
+    /// The background retry of `key` ended: unless its failure was recorded again
+    /// (a new backoff, a new retry to schedule), the next request tries itself.
+    pub fn retry_ended(&self, key: &str) {
+        if let Some(failure) = self.keys().get_mut(key)
+            && failure.retrying
+        {
+            failure.retrying = false;
+            failure.retry_at = failure.retry_at.min(Instant::now());
+        }
+    }
+
     /// Forgets `key` (its fill succeeded).
     pub fn clear(&self, key: &str) {
         let mut keys = self.keys();

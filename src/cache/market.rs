@@ -370,6 +370,58 @@ impl Clock for ManualClock {
     }
 }
 
+/// A clock that runs `factor` times faster than tokio's from `start`: a day of
+/// traffic replayed in minutes, or a test's minutes in seconds. Its
+/// [`rate_clock`](ScaledClock::rate_clock) runs alike, so the upstream budget, the
+/// pauses and the adaptive rate keep the same time as the market and the simulator.
+#[derive(Debug)]
+pub struct ScaledClock {
+    start: DateTime<Utc>,
+    origin: tokio::time::Instant,
+    factor: f64,
+    /// Added by [`advance`](ScaledClock::advance): a jump over idle hours.
+    jumped: Mutex<chrono::Duration>,
+}
+
+impl ScaledClock {
+    /// A clock at `start` now, running `factor` times faster than real time.
+    pub fn new(start: DateTime<Utc>, factor: f64) -> Arc<ScaledClock> {
+        Arc::new(ScaledClock {
+            start,
+            origin: tokio::time::Instant::now(),
+            factor,
+            jumped: Mutex::new(chrono::Duration::zero()),
+        })
+    }
+
+    /// The rate clock running alike (same origin and factor).
+    pub fn rate_clock(&self) -> crate::upstream::budget::RateClock {
+        crate::upstream::budget::RateClock::Scaled {
+            origin: self.origin,
+            factor: self.factor,
+        }
+    }
+
+    /// Jumps the market time forward (the rate clock does not jump).
+    pub fn advance(&self, by: std::time::Duration) {
+        *self.jumped.lock().expect("clock lock is never poisoned") +=
+            chrono::Duration::from_std(by).expect("jumps are small");
+    }
+
+    /// How long `d` of this clock's time lasts in real time.
+    pub fn to_real(&self, d: std::time::Duration) -> std::time::Duration {
+        d.div_f64(self.factor)
+    }
+}
+
+impl Clock for ScaledClock {
+    fn now(&self) -> DateTime<Utc> {
+        let run = self.origin.elapsed().mul_f64(self.factor);
+        let jumped = *self.jumped.lock().expect("clock lock is never poisoned");
+        self.start + chrono::Duration::from_std(run).expect("a run lasts less than years") + jumped
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn cst(s: &str) -> DateTime<Utc> {
     let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")

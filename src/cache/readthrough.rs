@@ -314,10 +314,10 @@ impl ReadThrough {
         let served = match lifetimes.decide(now) {
             Freshness::Fresh if entry.status == 200 => Served::Hit,
             Freshness::Fresh => Served::Negative,
-            Freshness::Stale => {
-                self.refresh_in_background(policy, valid);
-                Served::Revalidating
-            }
+            Freshness::Stale => match self.refresh_in_background(policy, valid) {
+                None => Served::Revalidating,
+                Some(why) => Served::StaleHeldBack(why),
+            },
             Freshness::StaleIfError | Freshness::Expired => return Err(Some(entry)),
         };
         // The entry moves into the answer (no second refcount on a hot key's shared
@@ -443,6 +443,9 @@ impl ReadThrough {
             if let (Err(e), _) = this.fill(&policy, &valid, Priority::Prewarm, true).await {
                 tracing::debug!(key = %valid.target, error = e.as_str(), "retry of a failing key failed");
             }
+            // A retry that was not sent (no budget, a pause) or whose failure was
+            // recorded leaves the key to the next request, never held for good.
+            this.inner.failures.retry_ended(&valid.target);
         });
     }
 
@@ -568,7 +571,12 @@ impl ReadThrough {
         if outcome.1 == FillRole::Leader {
             match &outcome.0 {
                 Ok(_) => s.failures.clear(&valid.target),
-                Err(e) if e.is_failure() && e.was_asked() => {
+                // Throttling is the instance's pause, not this key's failure.
+                Err(e)
+                    if e.is_failure()
+                        && e.was_asked()
+                        && !matches!(e, FetchError::Throttled { .. }) =>
+                {
                     s.failures.record(&valid.target, e);
                 }
                 Err(_) => {}
@@ -577,10 +585,25 @@ impl ReadThrough {
         outcome
     }
 
-    /// Starts a background refresh of `valid` unless one is already under way.
-    fn refresh_in_background(&self, policy: &Arc<Policy>, valid: &Valid) {
+    /// Starts a background refresh of `valid` unless one is already under way, or
+    /// the upstream holds it back: then why (a key that just failed has its one
+    /// retry scheduled instead).
+    fn refresh_in_background(&self, policy: &Arc<Policy>, valid: &Valid) -> Option<HeldBack> {
         if self.inner.store.is_filling(&valid.target) {
-            return;
+            return None;
+        }
+        let upstream = &self.inner.upstream;
+        if upstream.is_paused() {
+            return Some(HeldBack::Paused);
+        }
+        if let Some((_, schedule)) = self.inner.failures.held(&valid.target) {
+            if let Some(at) = schedule {
+                self.retry_at(policy, valid, at);
+            }
+            return Some(HeldBack::FailingKey);
+        }
+        if upstream.is_thrifty() {
+            return Some(HeldBack::Thrifty);
         }
         self.inner
             .stats
@@ -592,6 +615,7 @@ impl ReadThrough {
                 tracing::debug!(key = %valid.target, error = e.as_str(), "background refresh failed");
             }
         });
+        None
     }
 }
 

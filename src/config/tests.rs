@@ -417,6 +417,39 @@ fn value_checks_point_to_the_line_or_the_variable() {
     assert_eq!(found[0].0, At::File, "{found:?}");
 }
 
+/// The vendor's day is counted in a time zone that exists (from the file or
+/// `MDPROXY_LIMITS_QUOTA_TIME_ZONE`), and the pause of a `Retry-After` the upstream
+/// did not give is no longer than the longest one allowed.
+#[test]
+fn the_quota_time_zone_and_the_default_pause_are_checked() {
+    let env = vars(&[("MDPROXY_LIMITS_QUOTA_TIME_ZONE", "UTC")]);
+    let c = load_text(REQUIRED, &env).unwrap();
+    assert_eq!(c.limits.quota_time_zone, "UTC");
+    let text = format!(
+        "{REQUIRED}[limits]\nquota_time_zone = \"China\"\nretry_after_default_secs = 60\nretry_after_max_secs = 30\n"
+    );
+    assert_eq!(
+        problems(&text, &no_env),
+        [
+            (
+                At::Line(7),
+                "limits.quota_time_zone: \"China\" is not a time zone name such as Asia/Shanghai or UTC".to_owned()
+            ),
+            (
+                At::Line(8),
+                "limits.retry_after_default_secs: must be at most limits.retry_after_max_secs".into()
+            ),
+        ]
+    );
+    let env = vars(&[("MDPROXY_LIMITS_QUOTA_TIME_ZONE", "Asia/Shanghia")]);
+    let found = problems(REQUIRED, &env);
+    assert_eq!(
+        found[0].0,
+        At::Var("MDPROXY_LIMITS_QUOTA_TIME_ZONE".into()),
+        "{found:?}"
+    );
+}
+
 /// Defect: a misspelt `MDPROXY_*` variable was ignored, so the setting silently
 /// did not apply. It is refused, with the names it was probably meant to be.
 #[test]

@@ -299,6 +299,21 @@ impl Config {
                 format!("{:?} is not a time written HH:MM", limits.quota_day_start),
             ));
         }
+        if limits.quota_time_zone.parse::<chrono_tz::Tz>().is_err() {
+            problems.push(Problem::new(
+                "limits.quota_time_zone",
+                format!(
+                    "{:?} is not a time zone name such as Asia/Shanghai or UTC",
+                    limits.quota_time_zone
+                ),
+            ));
+        }
+        if limits.retry_after_max_secs < limits.retry_after_default_secs {
+            problems.push(Problem::new(
+                "limits.retry_after_default_secs",
+                "must be at most limits.retry_after_max_secs",
+            ));
+        }
         if limits.failure_backoff_max_ms < limits.failure_backoff_ms {
             problems.push(Problem::new(
                 "limits.failure_backoff_ms",

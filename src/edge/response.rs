@@ -12,7 +12,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, hea
 
 use crate::cache::encoding::Coding;
 use crate::cache::freshness;
-use crate::cache::readthrough::{Answer, HeldBack, Served};
+use crate::cache::readthrough::{Answer, Served};
 use crate::edge::body::{self, Body};
 use crate::edge::head::{Head, X_REQUEST_ID};
 use crate::error::Error;
@@ -146,33 +146,33 @@ static HIT_TTL: Numbered = Numbered::new("mdproxy; hit; ttl=");
 
 /// `Cache-Status`; `ttl` is the seconds of freshness left (negative when stale).
 fn cache_status(served: Served, ttl: i64) -> HeaderValue {
-    let tail = match served {
+    let detail = match served {
         Served::Hit => match u64::try_from(ttl) {
             Ok(ttl) => return HIT_TTL.get(ttl),
             Err(_) => "",
         },
-        Served::Negative => "; detail=negative",
-        Served::Revalidating => "; detail=stale-while-revalidate",
-        Served::Shared => "; detail=shared",
-        Served::Disk => "; detail=disk",
-        Served::StaleIfError => "; detail=stale-if-error",
-        Served::StaleHeldBack(why) => match why {
-            HeldBack::Paused => "; detail=stale-upstream-paused",
-            HeldBack::OverQuota => "; detail=stale-over-quota",
-            HeldBack::FailingKey => "; detail=stale-key-backing-off",
-            HeldBack::Thrifty => "; detail=stale-saving-quota",
-        },
+        Served::Negative => "negative",
+        Served::Revalidating => "stale-while-revalidate",
+        Served::Shared => "shared",
+        Served::Disk => "disk",
+        Served::StaleIfError => "stale-if-error",
+        Served::StaleHeldBack(why) => why.detail(),
         Served::Stored => return HeaderValue::from_static("mdproxy; fwd=miss; stored"),
         Served::RefetchedStale => return HeaderValue::from_static("mdproxy; fwd=stale; stored"),
         Served::Collapsed => return HeaderValue::from_static("mdproxy; fwd=miss; collapsed"),
     };
     const HEAD: &str = "mdproxy; hit; ttl=";
+    const DETAIL: &str = "; detail=";
     let mut digits = itoa::Buffer::new();
     let digits = digits.format(ttl);
-    let mut value = bytes::BytesMut::with_capacity(HEAD.len() + digits.len() + tail.len());
+    let mut value =
+        bytes::BytesMut::with_capacity(HEAD.len() + digits.len() + DETAIL.len() + detail.len());
     value.extend_from_slice(HEAD.as_bytes());
     value.extend_from_slice(digits.as_bytes());
-    value.extend_from_slice(tail.as_bytes());
+    if !detail.is_empty() {
+        value.extend_from_slice(DETAIL.as_bytes());
+        value.extend_from_slice(detail.as_bytes());
+    }
     HeaderValue::from_maybe_shared(value.freeze()).expect("ASCII digits and text")
 }
 

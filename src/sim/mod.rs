@@ -108,6 +108,12 @@ pub enum ThrottleMode {
     /// The source bans the key: every request answers `200` with `success: false`
     /// ("socket hang up") for this long, whatever the window.
     Ban { lasts: Duration },
+    /// The source warns, then bans: past the limit a request answers `200` with
+    /// `success: false` ("socket hang up"), and once more than `warnings` of them
+    /// come in one window the key is banned for `lasts` (every request answered
+    /// alike, whatever the window). A client that slows at the first warnings is
+    /// never banned; one that keeps its pace is.
+    WarnThenBan { warnings: u64, lasts: Duration },
 }
 
 /// A throttling switch's state.

@@ -200,6 +200,14 @@ fn throttled(shared: &Shared) -> Option<Response<Body>> {
             faults.bans.fetch_add(1, Ordering::SeqCst);
             Some(failure(StatusCode::OK, "socket hang up"))
         }
+        super::ThrottleMode::WarnThenBan { warnings, lasts } => {
+            if limit.count - limit.throttling.limit > warnings {
+                limit.banned_until_ms =
+                    now_ms + i64::try_from(lasts.as_millis()).unwrap_or(i64::MAX / 2);
+                faults.bans.fetch_add(1, Ordering::SeqCst);
+            }
+            Some(failure(StatusCode::OK, "socket hang up"))
+        }
     }
 }
 

@@ -61,6 +61,13 @@ pub enum RateClock {
     Tokio { origin: tokio::time::Instant },
     /// A clock that moves only when a test advances it.
     Fake(FakeRelativeClock),
+    /// tokio's clock running `factor` times faster from `origin`: an accelerated
+    /// day (a replay, a test of minutes run in seconds), read alike by the market
+    /// clock ([`ScaledClock`](crate::cache::market::ScaledClock)).
+    Scaled {
+        origin: tokio::time::Instant,
+        factor: f64,
+    },
 }
 
 impl RateClock {
@@ -68,6 +75,14 @@ impl RateClock {
     pub fn tokio() -> RateClock {
         RateClock::Tokio {
             origin: tokio::time::Instant::now(),
+        }
+    }
+
+    /// How long a wait of `d` on this clock lasts on tokio's (a sleep's length).
+    pub fn to_real(&self, d: Duration) -> Duration {
+        match self {
+            RateClock::Scaled { factor, .. } if *factor > 0.0 => d.div_f64(*factor),
+            _ => d,
         }
     }
 }
@@ -79,6 +94,7 @@ impl Clock for RateClock {
         match self {
             RateClock::Tokio { origin } => Nanos::from(origin.elapsed()),
             RateClock::Fake(fake) => fake.now(),
+            RateClock::Scaled { origin, factor } => Nanos::from(origin.elapsed().mul_f64(*factor)),
         }
     }
 }
@@ -117,7 +133,7 @@ pub fn check(limiter: &Limiter, clock: &RateClock) -> Result<(), Duration> {
 /// Waits (on tokio's clock) until `limiter` has a permit and takes it.
 async fn until_ready(limiter: &Limiter, clock: &RateClock) {
     while let Err(wait) = check(limiter, clock) {
-        tokio::time::sleep(wait).await;
+        tokio::time::sleep(clock.to_real(wait)).await;
     }
 }
 
@@ -343,7 +359,7 @@ impl UpstreamBudget {
                         return Ok(());
                     };
                     let retry = tokio::time::Instant::now()
-                        + wait
+                        + clock.to_real(wait)
                         + Duration::from_millis(fastrand::u64(5..50));
                     if retry > deadline {
                         return Err(self.drop_one());

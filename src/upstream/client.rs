@@ -239,6 +239,21 @@ impl FetchError {
         )
     }
 
+    /// Whether the next upstream instance may answer where the one that gave this
+    /// did not: its refusals (pause, breaker, quota), a throttling answer, or an
+    /// outage (unreachable, a 5xx). Not a timeout: the request's time is spent.
+    pub fn is_for_the_next(&self) -> bool {
+        matches!(
+            self,
+            FetchError::Throttled { .. }
+                | FetchError::Paused { .. }
+                | FetchError::OverQuota { .. }
+                | FetchError::CircuitOpen { .. }
+                | FetchError::Unreachable
+                | FetchError::Failed(_)
+        )
+    }
+
     /// Whether it says the upstream itself is unreachable or does not answer (as
     /// opposed to one route failing): what the upstream-wide breaker counts.
     pub fn is_transport(&self) -> bool {
@@ -433,16 +448,9 @@ impl Answered {
             status,
             StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
         ) {
-            let retry_after = retry_after.as_ref().and_then(|v| {
-                let text = v.to_str().ok()?.trim();
-                match text.parse::<u64>() {
-                    Ok(secs) => Some(Duration::from_secs(secs)),
-                    Err(_) => httpdate::parse_http_date(text).ok().map(|at| {
-                        at.duration_since(std::time::SystemTime::now())
-                            .unwrap_or(Duration::ZERO)
-                    }),
-                }
-            });
+            let retry_after = retry_after
+                .as_ref()
+                .and_then(|v| crate::upstream::pause::asked_wait(v, std::time::SystemTime::now()));
             return Err(FetchError::Throttled {
                 status: status.as_u16(),
                 retry_after,

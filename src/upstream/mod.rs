@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use governor::clock::Clock as _;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -159,19 +160,26 @@ impl Upstream {
 
     /// Sends `request` to the first instance that may take it: one that is not
     /// paused, whose breakers let it through and whose quota has room (then its
-    /// budget, at its pace); a throttling answer pauses that instance and the next
-    /// one is tried. Every outcome, refusals included, is counted once, and every
-    /// answer's latency is observed under the endpoint the target routes to.
+    /// budget, at its pace). A throttling answer pauses that instance, and a
+    /// refusal, a throttling answer or an outage (unreachable, a 5xx) sends the
+    /// request on to the next one; a client waits for budget at most
+    /// `limits.client_wait_ms` over all of them. An instance's breaker probe goes out
+    /// on its own when a later instance can answer, so no client waits on an
+    /// instance that is likely still down. Every outcome, refusals included, is
+    /// counted once, and every answer's latency is observed under the endpoint the
+    /// target routes to.
     ///
     /// # Errors
     /// The answer's [`FetchError`], or the first instance's refusal when none took it.
     pub async fn request(&self, request: UpstreamRequest<'_>) -> Result<Fetched, FetchError> {
         let endpoint = endpoint_of(request.target);
         let targets = self.inner.targets.load_full();
+        let wait = Duration::from_millis(targets[0].settings.budget.client_wait_ms);
+        let deadline = tokio::time::Instant::now() + wait;
         // The first refusal (the primary's, when it refused) is what the client is
         // told if no instance takes the request.
         let mut outcome = None;
-        for target in targets.iter() {
+        for (i, target) in targets.iter().enumerate() {
             let passed = match target.admit(endpoint.id) {
                 Ok(passed) => passed,
                 Err(e) => {
@@ -180,36 +188,80 @@ impl Upstream {
                     continue;
                 }
             };
-            let (result, asked) = self.attempt(target, request).await;
+            if passed.is_probe() && targets[i + 1..].iter().any(|t| t.is_available()) {
+                self.probe(Arc::clone(target), endpoint.id, passed, request);
+                continue;
+            }
+            let tried = self.attempt(target, request, deadline).await;
             let pushback = target.record(
                 endpoint.id,
                 passed,
-                result.as_ref().map(|f| f.elapsed),
-                asked.is_some(),
+                tried.result.as_ref().map(|f| f.elapsed),
+                tried.sent,
             );
+            let mut result = tried.result;
+            if let (Err(FetchError::Throttled { retry_after, .. }), Some(paused)) =
+                (&mut result, pushback.retry_in)
+            {
+                // The client is told when this instance may be asked again.
+                *retry_after = Some(paused);
+            }
             self.tell_fleet(target, pushback).await;
             target.count(match &result {
                 Ok(_) => UpstreamOutcome::Ok,
                 Err(e) => e.outcome(),
             });
-            // Throttled, paused meanwhile, or its quota spent: the next instance
-            // may answer.
-            let next = matches!(
-                result,
-                Err(FetchError::Throttled { .. }
-                    | FetchError::Paused { .. }
-                    | FetchError::OverQuota { .. })
-            );
-            if next {
-                outcome.get_or_insert((result, asked));
+            if result.as_ref().is_err_and(FetchError::is_for_the_next) {
+                outcome.get_or_insert((result, tried.asked));
             } else {
-                outcome = Some((result, asked));
+                outcome = Some((result, tried.asked));
                 break;
             }
         }
         let (result, asked) = outcome.unwrap_or((Err(FetchError::Unreachable), None));
         self.observe(request, endpoint.id, &result, asked);
         result
+    }
+
+    /// Sends the breaker probe of `target` on its own, as background work (budget
+    /// at once or never), while the request it came with goes on to the next
+    /// instance; its outcome closes or reopens the breaker.
+    fn probe(
+        &self,
+        target: Arc<Target>,
+        endpoint: usize,
+        passed: target::Passed,
+        request: UpstreamRequest<'_>,
+    ) {
+        let (this, path, passthrough) =
+            (self.clone(), request.target.to_owned(), request.passthrough);
+        tokio::spawn(async move {
+            let request = UpstreamRequest {
+                target: &path,
+                priority: Priority::Background,
+                passthrough,
+            };
+            let tried = this
+                .attempt(&target, request, tokio::time::Instant::now())
+                .await;
+            let pushback = target.record(
+                endpoint,
+                passed,
+                tried.result.as_ref().map(|f| f.elapsed),
+                tried.sent,
+            );
+            this.tell_fleet(&target, pushback).await;
+            target.count(match &tried.result {
+                Ok(_) => UpstreamOutcome::Ok,
+                Err(e) => e.outcome(),
+            });
+            tracing::info!(
+                upstream = %target.settings.label,
+                outcome = tried.result.as_ref().map_or_else(FetchError::as_str, |_| "ok"),
+                "probe of an upstream instance whose breaker was open"
+            );
+            this.observe(request, endpoint, &tried.result, tried.asked);
+        });
     }
 
     /// Counts and logs the outcome of a request.
@@ -266,29 +318,47 @@ impl Upstream {
         }
     }
 
-    /// The quota, the budget at `target`'s pace, then the request; ended early by
-    /// [`halt`](Self::halt). Also returns how long the upstream itself took, when it
-    /// was asked.
+    /// The quota, the budget at `target`'s pace (a client waits until `deadline`
+    /// at most, and no longer once a pause begins), then the request; ended early by
+    /// [`halt`](Self::halt).
     async fn attempt(
         &self,
         target: &Target,
         request: UpstreamRequest<'_>,
-    ) -> (Result<Fetched, FetchError>, Option<Duration>) {
+        deadline: tokio::time::Instant,
+    ) -> Attempt {
         let timeout = target
             .client
             .config()
             .timeout_for(endpoint_of(request.target));
-        let mut asked = None;
+        let (mut asked, mut sent) = (None, None);
         let attempt = async {
-            self.permit(target, request.priority)
-                .instrument(crate::telemetry::budget_span(request.priority.as_str()))
-                .await?;
-            // A pause that began while this request waited for its permit (here,
-            // or announced by another node) holds it back too.
-            if let Some(remaining) = target.paused_for() {
+            target.check_quota(request.priority)?;
+            let begun = target.pause_begun();
+            let permit = async {
+                match request.priority {
+                    Priority::Client => {
+                        tokio::time::timeout_at(deadline, self.permit(target, request.priority))
+                            .await
+                            .unwrap_or(Err(Denied::Overloaded))
+                    }
+                    Priority::Background | Priority::Prewarm => {
+                        self.permit(target, request.priority).await
+                    }
+                }
+            }
+            .instrument(crate::telemetry::budget_span(request.priority.as_str()));
+            tokio::select! {
+                granted = permit => granted?,
+                () = begun => {}
+            }
+            // A pause that began while this request waited for budget (here, or
+            // announced by another node): it does not go out now.
+            if let Some(remaining) = target.paused() {
                 return Err(FetchError::Paused { remaining });
             }
             self.take_quota(target, request.priority).await?;
+            sent = Some(self.inner.clock.now().as_u64());
             let started = Instant::now();
             // Its context goes upstream as `traceparent` (see `client.rs`).
             let span =
@@ -306,14 +376,37 @@ impl Upstream {
             result = attempt => result,
             () = self.inner.halt.cancelled() => Err(FetchError::Unreachable),
         };
-        (result, asked)
+        Attempt {
+            result,
+            asked,
+            sent,
+        }
     }
 
     /// One permit: from the fleet's budget when this node is in a cluster whose
     /// Redis answers, else from the target's own budget (at its pace) divided by
     /// the nodes last seen.
     async fn permit(&self, target: &Target, priority: Priority) -> Result<(), Denied> {
-        let budget = target.budget();
+        // Waiting on the budget of the pace at the time; when the pace replaces it,
+        // on the new one.
+        loop {
+            let rebuilt = target.budget_rebuilt();
+            let budget = target.budget();
+            tokio::select! {
+                granted = self.permit_from(&budget, target, priority) => return granted,
+                () = rebuilt => {}
+            }
+        }
+    }
+
+    /// One permit from `budget` (`target`'s at its pace now), as
+    /// [`permit`](Self::permit) says.
+    async fn permit_from(
+        &self,
+        budget: &UpstreamBudget,
+        target: &Target,
+        priority: Priority,
+    ) -> Result<(), Denied> {
         let permits = &*self.inner.permits;
         let bucket = &target.settings.label;
         if let Ok(granted) = budget.acquire_shared(permits, bucket, priority).await {
@@ -386,6 +479,16 @@ impl Upstream {
             .timeout_for(endpoint)
     }
 
+    /// Whether every instance is paused by a `Retry-After` now (a refresh would
+    /// not go out).
+    pub fn is_paused(&self) -> bool {
+        self.inner
+            .targets
+            .load()
+            .iter()
+            .all(|t| t.paused().is_some())
+    }
+
     /// Whether every instance's day quota is so low that a stale answer is better
     /// than a refresh.
     pub fn is_thrifty(&self) -> bool {
@@ -411,6 +514,15 @@ impl Upstream {
             .map(|t| t.report())
             .collect()
     }
+}
+
+/// One instance's try at a request.
+struct Attempt {
+    result: Result<Fetched, FetchError>,
+    /// How long the upstream itself took, when it was asked.
+    asked: Option<Duration>,
+    /// When the request left (rate-clock nanoseconds), when it did.
+    sent: Option<u64>,
 }
 
 /// The catalogue's endpoint for an upstream target (the pass-through pseudo-endpoint

@@ -1,9 +1,10 @@
 //! The rate the upstream tolerates, found by additive increase and multiplicative
 //! decrease between a floor and `limits.upstream_rps`: a throttling answer (429,
 //! 503), a rising share of reported failures or timeouts among recent answers, or
-//! latency well above its recent normal halves the rate (at most once per
-//! cool-down); quiet time raises it step by step back to the ceiling. The budget
-//! takes its permits at this rate.
+//! latency well above its endpoint's recent normal halves the rate; quiet time
+//! raises it step by step back to the ceiling. As TCP counts one loss per round
+//! trip, only answers to requests sent after the last decrease can lower it again.
+//! The budget takes its permits at this rate.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -42,17 +43,26 @@ pub enum Signal {
 /// The recent answers looked at for shares.
 const WINDOW: usize = 20;
 /// A share of reported failures or timeouts at or past this (with at least
-/// [`MIN_SIGNALS`] of them) is a throttling signal.
-const SHARE: f64 = 0.3;
-const MIN_SIGNALS: usize = 5;
-/// Latency this many times its slow average (and at least [`SLOW_FLOOR`]) is one.
+/// [`MIN_SIGNALS`] of them) is a throttling signal. Few: a source that bans after
+/// a burst of refusals must see us slow at its first ones.
+const SHARE: f64 = 0.25;
+const MIN_SIGNALS: usize = 3;
+/// Latency this many times its endpoint's slow average (and at least
+/// [`SLOW_FLOOR`]) is one, once the endpoint has [`MIN_SAMPLES`] answers.
 const LATENCY_FACTOR: f64 = 3.0;
 const SLOW_FLOOR: Duration = Duration::from_millis(500);
-/// Decreases come at most this often: a burst of failures of requests sent at the
-/// same moment is one signal, not twenty.
-const COOL_DOWN: Duration = Duration::from_secs(5);
+const MIN_SAMPLES: u32 = 5;
 /// The additive increase is made in steps this long.
 const STEP: Duration = Duration::from_secs(5);
+
+/// Latency of one endpoint: a K-line's normal is not a quote's.
+#[derive(Clone, Copy, Debug, Default)]
+struct Latency {
+    /// Exponential averages: fast (the last few) and slow (the normal), in ms.
+    fast_ms: f64,
+    slow_ms: f64,
+    samples: u32,
+}
 
 #[derive(Debug)]
 struct State {
@@ -63,10 +73,10 @@ struct State {
     stepped_to: u64,
     reason: Option<String>,
     decreases: u64,
+    /// Signals of requests sent since the last decrease (the last [`WINDOW`]).
     recent: VecDeque<Signal>,
-    /// Exponential averages of latency: fast (the last few) and slow (the normal).
-    fast_ms: f64,
-    slow_ms: f64,
+    /// By endpoint id.
+    latency: Vec<Latency>,
 }
 
 /// Where the pace stands, for `/status` and metrics.
@@ -104,8 +114,7 @@ impl Pace {
                 reason: None,
                 decreases: 0,
                 recent: VecDeque::with_capacity(WINDOW),
-                fast_ms: 0.0,
-                slow_ms: 0.0,
+                latency: Vec::new(),
             }),
         }
     }
@@ -148,38 +157,30 @@ impl Pace {
         state.rate
     }
 
-    /// Takes in one answer's signal; `Some(rate)` when it lowered the rate.
-    pub fn observe(&self, signal: Signal) -> Option<f64> {
+    /// Takes in the signal of one answer of `endpoint` to a request sent at `sent`
+    /// (rate-clock nanoseconds); `Some(rate)` when it lowered the rate.
+    pub fn observe(&self, endpoint: usize, sent: u64, signal: Signal) -> Option<f64> {
         if !self.settings.enabled || self.settings.ceiling <= 0.0 {
             return None;
         }
         let now = self.clock.now().as_u64();
         let mut state = self.lock();
         self.catch_up(&mut state, now);
+        let slow = match signal {
+            Signal::Answered(took) => Self::latency(&mut state, endpoint, took),
+            _ => None,
+        };
+        // Sent before the last decrease: it tells of the old rate, already lowered.
+        if state.last_decrease.is_some_and(|last| sent <= last) {
+            return None;
+        }
         if state.recent.len() == WINDOW {
             state.recent.pop_front();
         }
         state.recent.push_back(signal);
         let reason = match signal {
             Signal::Throttled => Some("the upstream throttled us (429 or 503)".to_owned()),
-            Signal::Answered(took) => {
-                let ms = took.as_secs_f64() * 1000.0;
-                if state.slow_ms == 0.0 {
-                    (state.fast_ms, state.slow_ms) = (ms, ms);
-                }
-                state.fast_ms = 0.7 * state.fast_ms + 0.3 * ms;
-                state.slow_ms = 0.98 * state.slow_ms + 0.02 * ms;
-                (state.fast_ms > LATENCY_FACTOR * state.slow_ms
-                    && state.fast_ms > SLOW_FLOOR.as_secs_f64() * 1000.0)
-                    .then(|| {
-                        format!(
-                            "latency {:.0} ms, {:.1} times its normal {:.0} ms",
-                            state.fast_ms,
-                            state.fast_ms / state.slow_ms,
-                            state.slow_ms
-                        )
-                    })
-            }
+            Signal::Answered(_) => slow,
             Signal::Reported | Signal::Timeout => {
                 let count = state.recent.iter().filter(|s| **s == signal).count();
                 let share = count as f64 / state.recent.len() as f64;
@@ -189,35 +190,61 @@ impl Pace {
                     } else {
                         "timeouts"
                     };
-                    format!(
-                        "{what}: {:.0} % of the last {}",
-                        share * 100.0,
-                        state.recent.len()
-                    )
+                    format!("{what}: {count} of the last {} answers", state.recent.len())
                 })
             }
         }?;
-        let cool = COOL_DOWN.as_nanos() as u64;
-        if state
-            .last_decrease
-            .is_some_and(|last| now.saturating_sub(last) < cool)
-        {
-            return None;
-        }
-        state.rate = (state.rate / 2.0).max(self.settings.floor);
+        let rate = (state.rate / 2.0).max(self.settings.floor);
+        Self::lower(&mut state, rate, now, reason);
+        Some(state.rate)
+    }
+
+    /// Sets the rate to a lower `rate` at `now`, for `reason`.
+    fn lower(state: &mut State, rate: f64, now: u64, reason: String) {
+        state.rate = rate;
         state.last_decrease = Some(now);
         state.stepped_to = now;
         state.reason = Some(reason);
         state.decreases += 1;
-        // The window starts again: the same failures do not lower the rate twice.
+        // The window starts again, and latency is judged afresh: the same answers
+        // do not lower the rate twice.
         state.recent.clear();
-        Some(state.rate)
+        for l in &mut state.latency {
+            l.fast_ms = l.slow_ms;
+        }
+    }
+
+    /// Takes in one answer's latency for `endpoint`; why it is a signal, if it is.
+    fn latency(state: &mut State, endpoint: usize, took: Duration) -> Option<String> {
+        if state.latency.len() <= endpoint {
+            state.latency.resize(endpoint + 1, Latency::default());
+        }
+        let l = &mut state.latency[endpoint];
+        let ms = took.as_secs_f64() * 1000.0;
+        if l.samples == 0 {
+            (l.fast_ms, l.slow_ms) = (ms, ms);
+        }
+        l.samples = l.samples.saturating_add(1);
+        l.fast_ms = 0.7 * l.fast_ms + 0.3 * ms;
+        l.slow_ms = 0.98 * l.slow_ms + 0.02 * ms;
+        (l.samples >= MIN_SAMPLES
+            && l.fast_ms > LATENCY_FACTOR * l.slow_ms
+            && l.fast_ms > SLOW_FLOOR.as_secs_f64() * 1000.0)
+            .then(|| {
+                format!(
+                    "latency {:.0} ms, {:.1} times its normal {:.0} ms",
+                    l.fast_ms,
+                    l.fast_ms / l.slow_ms,
+                    l.slow_ms
+                )
+            })
     }
 
     /// Takes in a lower rate another node of the fleet chose, so the fleet moves
     /// as one rate: the rate goes down to it (never up, never below the floor),
-    /// and the cool-down and the way back up start now, as on that node. Returns
-    /// whether it lowered the rate.
+    /// and the way back up starts now, as on that node; answers to requests sent
+    /// before now no longer lower it (they told of the old rate, as that node's
+    /// did). Returns whether it lowered the rate.
     pub fn follow(&self, rate: f64, reason: &str) -> bool {
         if !self.settings.enabled || self.settings.ceiling <= 0.0 {
             return false;
@@ -229,12 +256,7 @@ impl Pace {
         if rate >= state.rate {
             return false;
         }
-        state.rate = rate;
-        state.last_decrease = Some(now);
-        state.stepped_to = now;
-        state.reason = Some(format!("another node: {reason}"));
-        state.decreases += 1;
-        state.recent.clear();
+        Self::lower(&mut state, rate, now, format!("another node: {reason}"));
         true
     }
 
@@ -276,14 +298,26 @@ mod tests {
         (Pace::new(settings, RateClock::Fake(fake.clone())), fake)
     }
 
+    fn at(clock: &FakeRelativeClock) -> u64 {
+        clock.now().as_u64()
+    }
+
     #[test]
-    fn throttling_halves_once_per_cool_down_then_quiet_restores_it() {
+    fn throttling_halves_once_per_round_trip_then_quiet_restores_it() {
         let (p, clock) = pace();
-        assert_eq!(p.observe(Signal::Throttled), Some(10.0));
-        assert_eq!(p.observe(Signal::Throttled), None, "the same burst");
-        clock.advance(COOL_DOWN);
-        // One step (+1) came with the cool-down, then the rate halves: 11 / 2.
-        assert_eq!(p.observe(Signal::Throttled), Some(5.5));
+        let sent = at(&clock);
+        clock.advance(Duration::from_millis(100));
+        assert_eq!(p.observe(0, sent, Signal::Throttled), Some(10.0));
+        assert_eq!(
+            p.observe(0, sent, Signal::Throttled),
+            None,
+            "sent with the first: the same burst"
+        );
+        clock.advance(Duration::from_secs(5));
+        let sent = at(&clock);
+        clock.advance(Duration::from_millis(100));
+        // One step (+1) came meanwhile, then the rate halves: 11 / 2.
+        assert_eq!(p.observe(0, sent, Signal::Throttled), Some(5.5));
         // (20 - 1) / 19 steps of 5 s: 1 per step; 14.5 to go.
         assert_eq!(p.report().full_in, Duration::from_secs(75));
         clock.advance(Duration::from_secs(10));
@@ -295,45 +329,64 @@ mod tests {
 
     #[test]
     fn a_share_of_reported_failures_is_a_signal_a_few_are_not() {
-        let (p, _) = pace();
-        for _ in 0..10 {
-            assert_eq!(p.observe(Signal::Answered(Duration::from_millis(50))), None);
+        let (p, clock) = pace();
+        for _ in 0..8 {
+            let ok = Signal::Answered(Duration::from_millis(50));
+            assert_eq!(p.observe(0, at(&clock), ok), None);
         }
-        for _ in 0..4 {
-            assert_eq!(p.observe(Signal::Reported), None, "four is few");
+        for _ in 0..2 {
+            assert_eq!(p.observe(0, at(&clock), Signal::Reported), None, "few");
         }
-        assert_eq!(p.observe(Signal::Reported), Some(10.0), "5 of 15");
+        assert_eq!(
+            p.observe(0, at(&clock), Signal::Reported),
+            Some(10.0),
+            "3 of 11"
+        );
         assert!(p.report().reason.unwrap().starts_with("reported failures"));
+        // Answers to requests sent after the decrease count again, from nothing.
+        clock.advance(Duration::from_millis(1));
+        for _ in 0..2 {
+            assert_eq!(p.observe(0, at(&clock), Signal::Reported), None);
+        }
+        assert_eq!(p.observe(0, at(&clock), Signal::Reported), Some(5.0));
     }
 
     #[test]
-    fn latency_far_above_its_normal_is_a_signal() {
+    fn latency_far_above_its_endpoints_normal_is_a_signal() {
         let (p, clock) = pace();
         for _ in 0..50 {
-            assert_eq!(
-                p.observe(Signal::Answered(Duration::from_millis(100))),
-                None
-            );
+            let quick = Signal::Answered(Duration::from_millis(100));
+            assert_eq!(p.observe(0, at(&clock), quick), None);
+            // A K-line takes longer, and that is its normal.
+            let kline = Signal::Answered(Duration::from_secs(3));
+            assert_eq!(p.observe(1, at(&clock), kline), None);
         }
         clock.advance(Duration::from_secs(1));
         let mut lowered = None;
         for _ in 0..5 {
-            lowered = lowered.or(p.observe(Signal::Answered(Duration::from_secs(2))));
+            let slow = Signal::Answered(Duration::from_secs(2));
+            lowered = lowered.or(p.observe(0, at(&clock), slow));
         }
         assert_eq!(lowered, Some(10.0));
         assert!(p.report().reason.unwrap().starts_with("latency"));
     }
 
     /// Another node's lower rate is taken (never a higher one, never below the
-    /// floor) and starts this node's cool-down: the same burst does not halve the
+    /// floor) and starts this node's round trip: the same burst does not halve the
     /// fleet's rate twice.
     #[test]
     fn a_lower_rate_of_another_node_is_followed() {
         let (p, clock) = pace();
         assert!(!p.follow(30.0, "x"), "never up");
+        let sent = at(&clock);
+        clock.advance(Duration::from_millis(10));
         assert!(p.follow(8.0, "the upstream throttled us (429 or 503)"));
         assert_eq!(p.rate(), 8.0);
-        assert_eq!(p.observe(Signal::Throttled), None, "within its cool-down");
+        assert_eq!(
+            p.observe(0, sent, Signal::Throttled),
+            None,
+            "sent before it followed: the same burst"
+        );
         assert!(p.report().reason.unwrap().starts_with("another node"));
         assert!(p.follow(0.1, "x"));
         assert_eq!(p.rate(), 1.0, "the floor");
@@ -349,10 +402,11 @@ mod tests {
     fn never_below_the_floor_and_off_means_the_ceiling() {
         let (p, clock) = pace();
         for _ in 0..10 {
-            p.observe(Signal::Throttled);
-            clock.advance(COOL_DOWN);
+            let sent = at(&clock);
+            clock.advance(Duration::from_millis(10));
+            p.observe(0, sent, Signal::Throttled);
         }
-        assert!(p.rate() >= 1.0);
+        assert_eq!(p.rate(), 1.0);
         let off = Pace::new(
             PaceSettings {
                 enabled: false,
@@ -360,7 +414,7 @@ mod tests {
             },
             RateClock::Fake(FakeRelativeClock::default()),
         );
-        assert_eq!(off.observe(Signal::Throttled), None);
+        assert_eq!(off.observe(0, 0, Signal::Throttled), None);
         assert_eq!(off.rate(), 20.0);
     }
 }

@@ -40,16 +40,22 @@ pub fn retry_after(
     now: SystemTime,
     settings: PauseSettings,
 ) -> Duration {
-    let asked = value.and_then(|v| v.to_str().ok()).and_then(|text| {
-        let text = text.trim();
-        match text.parse::<u64>() {
-            Ok(secs) => Some(Duration::from_secs(secs)),
-            Err(_) => httpdate::parse_http_date(text)
-                .ok()
-                .map(|at| at.duration_since(now).unwrap_or(Duration::ZERO)),
-        }
-    });
-    asked.unwrap_or(settings.default).min(settings.max)
+    value
+        .and_then(|v| asked_wait(v, now))
+        .unwrap_or(settings.default)
+        .min(settings.max)
+}
+
+/// The wait a `Retry-After` value names (seconds, or an HTTP date, from `now`);
+/// `None` when it cannot be read.
+pub fn asked_wait(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
+    let text = value.to_str().ok()?.trim();
+    match text.parse::<u64>() {
+        Ok(secs) => Some(Duration::from_secs(secs)),
+        Err(_) => httpdate::parse_http_date(text)
+            .ok()
+            .map(|at| at.duration_since(now).unwrap_or(Duration::ZERO)),
+    }
 }
 
 /// The pause of one upstream, on the rate clock (a test's fake clock moves it).
@@ -60,6 +66,9 @@ pub struct Pause {
     until: AtomicU64,
     /// How many pauses began.
     count: AtomicU64,
+    /// Wakes the requests waiting for budget when a pause begins: they give up at
+    /// once rather than go out during it.
+    begun: tokio::sync::Notify,
 }
 
 impl Pause {
@@ -69,7 +78,17 @@ impl Pause {
             clock,
             until: AtomicU64::new(0),
             count: AtomicU64::new(0),
+            begun: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Resolves when a pause begins or is extended after this call (a waiter
+    /// creates it before it starts waiting, so no pause slips in between).
+    pub fn begun(&self) -> std::pin::Pin<Box<tokio::sync::futures::Notified<'_>>> {
+        let mut notified = Box::pin(self.begun.notified());
+        // Registered now: `notify_waiters` reaches it even before its first poll.
+        notified.as_mut().enable();
+        notified
     }
 
     fn now(&self) -> u64 {
@@ -85,6 +104,7 @@ impl Pause {
             if before <= self.now() {
                 self.count.fetch_add(1, Ordering::Relaxed);
             }
+            self.begun.notify_waiters();
             true
         } else {
             false

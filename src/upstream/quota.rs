@@ -154,6 +154,19 @@ impl Quota {
     /// # Errors
     /// Which quota is spent, or that background work keeps the reserve.
     pub fn take(&self, priority: Priority) -> Result<(), Exhausted> {
+        self.decide(priority, true)
+    }
+
+    /// Whether [`take`](Self::take) would give a request now, without taking it:
+    /// asked before the budget, so a spent quota costs no permit and no wait.
+    ///
+    /// # Errors
+    /// As [`take`](Self::take).
+    pub fn check(&self, priority: Priority) -> Result<(), Exhausted> {
+        self.decide(priority, false)
+    }
+
+    fn decide(&self, priority: Priority, take: bool) -> Result<(), Exhausted> {
         let s = self.settings;
         if s.per_minute == 0 && s.per_day == 0 {
             return Ok(());
@@ -181,8 +194,10 @@ impl Quota {
                 Duration::from_secs(u64::try_from(next_minute - now.timestamp()).unwrap_or(1));
             return Err(Exhausted::Minute { resets_in });
         }
-        counts.in_minute += 1;
-        counts.in_day += 1;
+        if take {
+            counts.in_minute += 1;
+            counts.in_day += 1;
+        }
         Ok(())
     }
 

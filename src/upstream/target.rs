@@ -88,7 +88,10 @@ impl TargetSettings {
                 per_day: limits.upstream_per_day,
                 reserve_percent: limits.quota_reserve_percent,
                 day_start,
-                zone: chrono_tz::Asia::Shanghai,
+                zone: limits
+                    .quota_time_zone
+                    .parse()
+                    .unwrap_or(chrono_tz::Asia::Shanghai),
             },
             upstream,
         }
@@ -109,6 +112,13 @@ pub struct Breakers {
 pub struct Passed {
     all: Admitted,
     route: Admitted,
+}
+
+impl Passed {
+    /// Whether it is the one request that tests an open breaker.
+    pub fn is_probe(self) -> bool {
+        self.all == Admitted::Probe || self.route == Admitted::Probe
+    }
 }
 
 impl Breakers {
@@ -184,13 +194,17 @@ pub struct TargetReport {
     pub outcomes: Vec<(UpstreamOutcome, u64)>,
 }
 
-/// What an outcome taught a target that the rest of the fleet should know.
+/// What an outcome taught a target that the client and the rest of the fleet
+/// should know.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Pushback {
     /// A pause began (or grew): its length.
     pub paused: Option<Duration>,
     /// The rate went down: to what, and why.
     pub slowed: Option<(f64, String)>,
+    /// A throttling answer: how long until this target may be asked again (what
+    /// the client is told), whether or not it began the pause.
+    pub retry_in: Option<Duration>,
 }
 
 /// One upstream instance.
@@ -199,6 +213,9 @@ pub struct Target {
     pub client: UpstreamClient,
     /// Its budget, at the pace's rate.
     budget: ArcSwap<UpstreamBudget>,
+    /// Wakes the requests waiting on a budget the pace replaced: they wait on the
+    /// new one, so none goes out at the old rate.
+    rebuilt: tokio::sync::Notify,
     breakers: Breakers,
     pause: Pause,
     pace: Pace,
@@ -224,6 +241,7 @@ impl Target {
         Ok(Target {
             client,
             budget: ArcSwap::from_pointee(budget),
+            rebuilt: tokio::sync::Notify::new(),
             breakers: Breakers::new(settings.breaker, clock),
             pause: Pause::new(clock.clone()),
             pace: Pace::new(settings.pace, clock.clone()),
@@ -259,6 +277,25 @@ impl Target {
             .map_err(|open| FetchError::CircuitOpen {
                 remaining_ms: open.remaining.as_millis() as u64,
             })
+    }
+
+    /// How long the `Retry-After` pause still runs, if one does.
+    pub fn paused(&self) -> Option<Duration> {
+        self.pause.remaining()
+    }
+
+    /// Resolves when a pause begins after this call (see [`Pause::begun`]).
+    pub fn pause_begun(&self) -> std::pin::Pin<Box<tokio::sync::futures::Notified<'_>>> {
+        self.pause.begun()
+    }
+
+    /// Whether the quotas have room for a request at `priority`, without taking
+    /// it (asked before the budget).
+    ///
+    /// # Errors
+    /// As [`take_quota`](Self::take_quota).
+    pub fn check_quota(&self, priority: Priority) -> Result<(), FetchError> {
+        self.quota_verdict(self.quota.check(priority))
     }
 
     /// Takes one request from the quotas at `priority`.
@@ -309,26 +346,35 @@ impl Target {
                 Arc::clone(&self.stats),
             ));
             self.budget.store(Arc::clone(&paced));
+            self.rebuilt.notify_waiters();
             return paced;
         }
         budget
     }
 
+    /// Resolves when the budget is replaced after this call (the pace moved).
+    pub fn budget_rebuilt(&self) -> std::pin::Pin<Box<tokio::sync::futures::Notified<'_>>> {
+        let mut notified = Box::pin(self.rebuilt.notified());
+        notified.as_mut().enable();
+        notified
+    }
+
     /// Takes in the outcome of a request admitted as `passed` for `endpoint`: the
-    /// breakers, the pace, the pause. `asked`: how long the upstream took, when it
-    /// was asked. Returns what the fleet should hear of it.
+    /// breakers, the pace, the pause. `sent`: when the request left (rate-clock
+    /// nanoseconds), if it was sent. Returns what the client and the fleet should
+    /// hear of it.
     pub fn record(
         &self,
         endpoint: usize,
         passed: Passed,
         result: Result<Duration, &FetchError>,
-        asked: bool,
+        sent: Option<u64>,
     ) -> Pushback {
         let mut pushback = Pushback::default();
-        let (verdict, transport) = match result {
-            Ok(_) => (Verdict::Up, false),
-            Err(e) if asked => (e.verdict(), e.is_transport()),
-            Err(_) => (Verdict::Unknown, false),
+        let (verdict, transport) = match (result, sent) {
+            (Ok(_), _) => (Verdict::Up, false),
+            (Err(e), Some(_)) => (e.verdict(), e.is_transport()),
+            (Err(_), None) => (Verdict::Unknown, false),
         };
         if let Some((scope, interval)) = self.breakers.record(endpoint, passed, verdict, transport)
         {
@@ -351,8 +397,8 @@ impl Target {
             Err(FetchError::Throttled { .. }) => Some(Signal::Throttled),
             Err(_) => None,
         };
-        if let Some(signal) = signal
-            && let Some(rate) = self.pace.observe(signal)
+        if let (Some(signal), Some(sent)) = (signal, sent)
+            && let Some(rate) = self.pace.observe(endpoint, sent, signal)
         {
             let reason = self.pace.report().reason.unwrap_or_default();
             tracing::warn!(
@@ -361,25 +407,29 @@ impl Target {
                 reason,
                 "upstream pushes back: slowing down"
             );
+            // At the new rate now, also for the requests already waiting.
+            self.budget();
             pushback.slowed = Some((rate, reason));
         }
-        if let Err(FetchError::Throttled {
+        let Err(FetchError::Throttled {
             status,
             retry_after,
         }) = result
-        {
-            let pause = self.settings.pause;
-            let wait = retry_after.unwrap_or(pause.default).min(pause.max);
-            if self.pause.pause(wait) {
-                tracing::warn!(
-                    upstream = %self.settings.label,
-                    status,
-                    pause_secs = wait.as_secs(),
-                    "the upstream throttles us: nothing is sent to it until its Retry-After"
-                );
-                pushback.paused = Some(wait);
-            }
+        else {
+            return pushback;
+        };
+        let pause = self.settings.pause;
+        let wait = retry_after.unwrap_or(pause.default).min(pause.max);
+        if self.pause.pause(wait) {
+            tracing::warn!(
+                upstream = %self.settings.label,
+                status,
+                pause_secs = wait.as_secs(),
+                "the upstream throttles us: nothing is sent to it until its Retry-After"
+            );
+            pushback.paused = Some(wait);
         }
+        pushback.retry_in = Some(self.pause.remaining().unwrap_or(wait));
         pushback
     }
 
@@ -403,14 +453,11 @@ impl Target {
                         rate = format!("{rate:.2}"),
                         "another node slowed down: this one follows"
                     );
+                    // At the new rate now, also for the requests already waiting.
+                    self.budget();
                 }
             }
         }
-    }
-
-    /// How long its pause still runs, if one does.
-    pub fn paused_for(&self) -> Option<Duration> {
-        self.pause.remaining()
     }
 
     /// Whether the day's quota is so low that stale answers are preferred.
