@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use http::Request;
-use mdproxy::cache::market::SystemClock;
 use mdproxy::config::Secret;
+use mdproxy::market::SystemClock;
 use mdproxy::sim::SimConfig;
 
 fn cache_hit(c: &mut Criterion) {

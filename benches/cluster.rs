@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mdproxy::app::App;
-use mdproxy::cache::market::{Clock, ManualClock};
 use mdproxy::config::Secret;
+use mdproxy::market::{Clock, ManualClock};
 use mdproxy::sim::SimConfig;
 
 fn env_or(name: &str, default: u64) -> u64 {

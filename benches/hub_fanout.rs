@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mdproxy::cache::market::ManualClock;
 use mdproxy::config::Secret;
+use mdproxy::market::ManualClock;
 use mdproxy::sim::SimConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Mutex;

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mdproxy::app::App;
-use mdproxy::cache::market::{Clock, SystemClock};
 use mdproxy::config::Secret;
+use mdproxy::market::{Clock, SystemClock};
 use mdproxy::sim::{SimConfig, SimHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mdproxy::cache::encoding::Coding;
-use mdproxy::cache::market::SystemClock;
 use mdproxy::config::Secret;
+use mdproxy::market::SystemClock;
 use mdproxy::sim::SimConfig;
 
 const ANSWERS: [(&str, &str); 3] = [

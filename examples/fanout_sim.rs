@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use chrono::{DateTime, Duration, Utc};
 use clap::Parser;
-use mdproxy::cache::market::Clock;
 use mdproxy::config::Secret;
+use mdproxy::market::Clock;
 use mdproxy::sim::SimConfig;
 
 #[derive(Parser)]

@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, NaiveTime, TimeZone, Utc};
 use chrono_tz::Asia::Shanghai;
-use mdproxy::cache::market::{Clock, ScaledClock};
 use mdproxy::config::{Config, Secret};
+use mdproxy::market::{Clock, ScaledClock};
 use mdproxy::sim::{SimConfig, ThrottleMode, Throttling};
 
 const TOKEN: &str = "replay-token";
@@ -375,9 +375,13 @@ async fn run(options: &Options, protected: bool) -> Outcome {
         config.limits.upstream_per_day = options.per_day;
         config.limits.upstream_per_minute = options.per_minute;
     }
-    let proxy = mdproxy::app::start_with(&config, clock.clone(), clock.rate_clock())
-        .await
-        .expect("the proxy starts");
+    let proxy = mdproxy::app::start_with(
+        &config,
+        clock.clone(),
+        mdproxy::upstream::budget::RateClock::following(&clock),
+    )
+    .await
+    .expect("the proxy starts");
     let universe = mdproxy::sim::universe::universe();
     let mut rng = fastrand::Rng::with_seed(options.seed);
     let mut market: Vec<String> = universe.stocks.iter().map(|s| s.code.clone()).collect();

@@ -15,13 +15,13 @@ use tokio_util::task::TaskTracker;
 
 use crate::api::catalog::STREAM_PATH;
 use crate::api::router::API_PREFIX;
-use crate::cache::market::Clock;
 use crate::config::Config;
 use crate::edge::ConnectionLimits;
 use crate::edge::handler::Edge;
 use crate::edge::server::{Listening, Streams};
 use crate::edge::tls::Tls;
 use crate::hub::QuoteHub;
+use crate::market::Clock;
 use crate::ops::admin::Admin;
 use crate::ops::reload::{Applied, Apply, Lookup};
 use crate::ops::scheduler::{self, Scheduler};

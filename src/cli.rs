@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
-use crate::cache::market::SystemClock;
 use crate::config::{Config, LogFormat, Secret};
+use crate::market::SystemClock;
 use crate::sim::SimConfig;
 
 /// A caching read-through proxy for a Chinese market data API.

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use crate::app::{App, StartError};
-use crate::cache::market::Clock;
 use crate::config::{Config, Secret};
+use crate::market::Clock;
 use crate::sim::{SimConfig, SimHandle};
 
 /// A running simulator and the proxy in front of it.

@@ -10,14 +10,16 @@
 //!   allows) fanned out to subscribers; it knows nothing of HTTP.
 //! - [`ops`]: admin listener, status page, metrics, reload, scheduler, reports.
 //! - [`state`]: what the edge, the hub and the operations share.
-//! - [`cache`]: store and single flight, the read-through decision, freshness, market clock.
+//! - [`cache`]: store and single flight, the read-through decision, freshness.
+//! - [`market`]: the market clocks (sessions, holidays, venues) and the injectable
+//!   wall clock; below everything that reads the time.
 //! - [`cluster`]: several nodes as one cache, on Redis (shared store, fill lock,
 //!   purges, budget, the upstream's pushback, job claims, hub leadership), seen by
 //!   the rest through narrow traits whose single-node versions are the defaults;
 //!   below the cache, beside the upstream.
 //! - [`upstream`]: the pooled client, the envelope scan, the circuit breaker and the
 //!   budget with priorities.
-//! - [`api`]: the catalogue of 72 endpoints, the router, validation, pass-through
+//! - [`api`]: the catalogue of the documented endpoints, the router, validation, pass-through
 //!   and the OpenAPI document generated from the catalogue.
 //! - [`config`], [`stats`], [`error`], [`logging`]: configuration, counters, the
 //!   contract's errors, rate-limited warnings.
@@ -49,6 +51,7 @@ pub mod edge;
 pub mod error;
 pub mod hub;
 pub mod logging;
+pub mod market;
 pub mod ops;
 pub mod shutdown;
 pub mod sim;

@@ -12,12 +12,12 @@ use tokio_util::task::TaskTracker;
 
 use crate::cache::disk::Disk;
 use crate::cache::freshness::Policy;
-use crate::cache::market::Clock;
 use crate::cache::purge::Purge;
 use crate::cache::readthrough::ReadThrough;
 use crate::cache::store::Cache;
 use crate::cluster::{Cluster, Fleet};
 use crate::config::Config;
+use crate::market::Clock;
 use crate::stats::Stats;
 use crate::upstream::Upstream;
 use crate::upstream::budget::RateClock;

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use mdproxy::api::catalog::FreshnessClass;
-use mdproxy::cache::market::ManualClock;
 use mdproxy::config::{Config, TtlOverride};
+use mdproxy::market::ManualClock;
 use support::{Env, RawResponse, error_of, eventually, header};
 
 /// Saturday 21 November 2026, 20:00 China time: closed all day, so a `news` answer
@@ -35,7 +35,7 @@ fn at(start: DateTime<Utc>, secs: i64) -> DateTime<Utc> {
 /// A proxy and simulator on a clock standing at Saturday 20:00.
 async fn saturday_env(proxy: impl FnOnce(&mut Config)) -> (Env, Arc<ManualClock>, DateTime<Utc>) {
     let clock = support::clock_at(SATURDAY_20_00);
-    let start = mdproxy::cache::market::Clock::now(&*clock);
+    let start = mdproxy::market::Clock::now(&*clock);
     let env = support::start_with(|_| {}, proxy, Some(clock.clone())).await;
     (env, clock, start)
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use mdproxy::app::App;
 use mdproxy::cache::disk::Disk;
-use mdproxy::cache::market::{Clock, ManualClock};
 use mdproxy::cache::purge::Purge;
+use mdproxy::market::{Clock, ManualClock};
 use mdproxy::sim::SimHandle;
 use support::header;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mdproxy::api::catalog::catalog;
-use mdproxy::cache::market::Clock;
+use mdproxy::market::Clock;
 use mdproxy::stats::{CacheStatus, UpstreamOutcome};
 use serde_json::Value;
 use support::{Env, Next, SseReader, TOKEN, UPSTREAM_TOKEN, error_of, header};

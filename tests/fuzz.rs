@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use mdproxy::api::catalog::catalog;
 use mdproxy::api::openapi::DOCUMENT_PATH;
-use mdproxy::cache::market::SystemClock;
 use mdproxy::config::Secret;
 use mdproxy::demo::Demo;
+use mdproxy::market::SystemClock;
 use serde_json::Value;
 
 /// The demo's client token (`mdproxy demo`'s default).

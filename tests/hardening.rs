@@ -6,15 +6,13 @@ mod support;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use mdproxy::cache::market::Clock;
 use mdproxy::config::Secret;
+use mdproxy::market::Clock;
 use support::{Scripted, error_of, header, response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A proxy in front of `upstream` on a clock standing at Saturday 20:00 China time.
-async fn proxy_for(
-    upstream: SocketAddr,
-) -> (mdproxy::app::App, Arc<mdproxy::cache::market::ManualClock>) {
+async fn proxy_for(upstream: SocketAddr) -> (mdproxy::app::App, Arc<mdproxy::market::ManualClock>) {
     proxy_with(upstream, |_| {}).await
 }
 
@@ -22,7 +20,7 @@ async fn proxy_for(
 async fn proxy_with(
     upstream: SocketAddr,
     change: impl FnOnce(&mut mdproxy::config::Config),
-) -> (mdproxy::app::App, Arc<mdproxy::cache::market::ManualClock>) {
+) -> (mdproxy::app::App, Arc<mdproxy::market::ManualClock>) {
     let clock = support::clock_at("2026-11-21T20:00:00+08:00");
     let mut config = mdproxy::config::Config::default();
     config.server.listen = "127.0.0.1:0".into();

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use governor::clock::FakeRelativeClock;
-use mdproxy::cache::market::{Clock, ManualClock, ScaledClock};
 use mdproxy::config::{Config, FallbackConfig, Secret};
+use mdproxy::market::{Clock, ManualClock, ScaledClock};
 use mdproxy::sim::{SimHandle, ThrottleMode, Throttling};
 use mdproxy::stats::UpstreamOutcome;
 use mdproxy::upstream::budget::RateClock;
@@ -263,9 +263,13 @@ async fn a_source_that_warns_then_bans_never_bans_mdproxy() {
     config.limits.adaptive_recovery_secs = 60;
     // Real milliseconds (40 s of the clock): a client queues, the flood never ends.
     config.limits.client_wait_ms = 1_000;
-    let proxy = mdproxy::app::start_with(&config, clock.clone(), clock.rate_clock())
-        .await
-        .unwrap();
+    let proxy = mdproxy::app::start_with(
+        &config,
+        clock.clone(),
+        mdproxy::upstream::budget::RateClock::following(&clock),
+    )
+    .await
+    .unwrap();
     let env = Arc::new(Env {
         sim,
         proxy,

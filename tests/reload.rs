@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use governor::clock::FakeRelativeClock;
 use mdproxy::app::App;
-use mdproxy::cache::market::Clock;
 use mdproxy::config::Config;
+use mdproxy::market::Clock;
 use mdproxy::sim::SimHandle;
 use mdproxy::stats::{Stats, UpstreamOutcome};
 use mdproxy::upstream::budget::RateClock;

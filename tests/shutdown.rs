@@ -231,8 +231,7 @@ impl Drop for Serve {
 
 /// A simulator for the `serve` tests (its own clock: nothing here depends on time).
 async fn upstream() -> mdproxy::sim::SimHandle {
-    let clock: Arc<dyn mdproxy::cache::market::Clock> =
-        support::clock_at("2026-11-21T20:00:00+08:00");
+    let clock: Arc<dyn mdproxy::market::Clock> = support::clock_at("2026-11-21T20:00:00+08:00");
     mdproxy::sim::start(&support::sim_config(), clock)
         .await
         .unwrap()

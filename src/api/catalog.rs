@@ -270,7 +270,7 @@ pub struct Settles {
 }
 
 /// Which market's sessions an answer follows when it is not the A-share market's
-/// (`cache::market::Venue`): whether it is in session, when it next opens, on which
+/// (`market::Venue`): whether it is in session, when it next opens, on which
 /// date a range ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VenueRule {

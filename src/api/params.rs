@@ -8,8 +8,8 @@ use chrono::{Months, NaiveDate};
 
 use crate::api::catalog::{ClassRule, Endpoint, FreshnessClass, KeyRole, Successor, VenueRule};
 use crate::api::value::{canonical, is_date};
-use crate::cache::market::Venue;
 use crate::error::Error;
+use crate::market::Venue;
 
 /// The browser cache-buster (`?_=1700000000000`): accepted, never part of a key.
 pub const CACHE_BUSTER: &str = "_";

@@ -6,8 +6,8 @@
 
 use crate::api::catalog::{FreshnessClass, catalog};
 use crate::api::params::{PASSTHROUGH_KEY, Valid, is_ignored, query_pairs};
-use crate::cache::market::Venue;
 use crate::error::Error;
+use crate::market::Venue;
 
 /// Query parameters that carry a client credential: never keyed, never forwarded.
 const CREDENTIALS: [&str; 1] = ["access_token"];

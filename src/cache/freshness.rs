@@ -6,8 +6,8 @@
 use chrono::{DateTime, NaiveDate, Timelike, Utc};
 
 use crate::api::catalog::{FreshnessClass, catalog};
-use crate::cache::market::{Calendar, Venue};
 use crate::config::{ClassTtl, Config};
+use crate::market::{Calendar, Venue};
 
 /// The state of a cached answer at a moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -244,7 +244,7 @@ pub fn age_secs(now: DateTime<Utc>, fetched_at: DateTime<Utc>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::market::{Clock, ManualClock, cst};
+    use crate::market::{Clock, ManualClock, cst};
 
     fn rule(path: &str) -> Rule {
         let e = catalog().by_path(path).unwrap();

@@ -1,7 +1,7 @@
 //! The cache: the byte-bounded store with single-flight fills and its hot set, the
 //! compressed representations of an answer, the read-through decision, the
-//! cluster's share of a fill, the freshness policy and the market clock it is
-//! computed from; the disk tier under the memory.
+//! cluster's share of a fill, the freshness policy (computed from the market
+//! clock, [`crate::market`]); the disk tier under the memory.
 
 pub mod disk;
 pub mod encoding;
@@ -10,7 +10,6 @@ pub mod failures;
 mod flight;
 pub mod freshness;
 mod hot;
-pub mod market;
 pub mod purge;
 pub mod readthrough;
 pub mod shared;

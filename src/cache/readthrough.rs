@@ -17,17 +17,17 @@ use crate::cache::disk::Pattern;
 use crate::cache::entry::CachedBody;
 use crate::cache::failures::{Backoff, Failures};
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
-use crate::cache::market::Clock;
 use crate::cache::purge::Purge;
 use crate::cache::shared::{self, Share};
 use crate::cache::store::{Cache, FillRole, Unheld};
 use crate::cluster::{FillLock, Fleet, SharedStore};
 use crate::logging::Throttle;
+use crate::market::Clock;
 use crate::stats::{CacheStatus, Stats};
+use crate::telemetry::context::Context;
 use crate::upstream::Upstream;
 use crate::upstream::budget::Priority;
 use crate::upstream::client::FetchError;
-use crate::upstream::trace::Context;
 
 /// At most one warning line per kind in this interval.
 const WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -517,7 +517,7 @@ impl ReadThrough {
         let outcome = s
             .store
             .fill(&valid.target, usable, move || {
-                crate::upstream::trace::within(context, async move {
+                crate::telemetry::context::within(context, async move {
                     if let Some(disk) = disk {
                         let now = clock.now();
                         if let Some(entry) = disk.get(&key, &policy, now).await

@@ -15,8 +15,8 @@ use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use crate::api::catalog::{FreshnessClass, catalog};
 use crate::cache::entry::CachedBody;
 use crate::cache::freshness::{Policy, Rule};
-use crate::cache::market::Venue;
 use crate::cluster::{FillLock, Lease, SharedStore};
+use crate::market::Venue;
 
 /// Format tag of a stored entry, bumped with any change of the layout below or of
 /// the catalogue's ids and classes (MDE2: 93 endpoints, 11 classes, settling).

@@ -417,7 +417,7 @@ mod tests {
             until_open: false,
             negative: false,
             settles: None,
-            venue: crate::cache::market::Venue::China,
+            venue: crate::market::Venue::China,
         };
         CachedBody::new(
             Bytes::from_static(s.as_bytes()),

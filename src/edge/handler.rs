@@ -33,9 +33,9 @@ use crate::error::Error;
 use crate::hub::{Hangup, QuoteHub, Subscription};
 use crate::state::{AppState, Snapshot};
 use crate::stats::{CacheStatus, Outcome};
+use crate::telemetry::context::Traceparent;
 use crate::upstream::budget::RateClock;
 use crate::upstream::client::FetchError;
-use crate::upstream::trace::Traceparent;
 
 /// What the edge builds from a configuration: who may call, how often, and from
 /// which browser origins. Swapped whole on reload; the rate buckets of unchanged
@@ -136,7 +136,7 @@ impl<B> Later<B> {
             snap,
             access,
         } = self;
-        let context = || crate::upstream::trace::Context {
+        let context = || crate::telemetry::context::Context {
             request_id: Some(request_id.clone()),
             trace: traceparent(request.headers()),
         };

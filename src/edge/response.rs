@@ -427,7 +427,7 @@ mod tests {
             until_open: false,
             negative: false,
             settles: None,
-            venue: crate::cache::market::Venue::China,
+            venue: crate::market::Venue::China,
         };
         let body = Bytes::from(vec![b' '; 4096]);
         let entry = CachedBody::new(body, 200, fetched_at, rule, lifetimes, 0);

@@ -22,8 +22,8 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::market::Clock;
 use crate::config::Secret;
+use crate::market::Clock;
 
 pub use wire::DIRTY_PATHS;
 

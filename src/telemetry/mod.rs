@@ -6,7 +6,10 @@
 //! - `settings`: `[telemetry]` and the `OTEL_*` variables, resolved and checked.
 //! - `export`: the tracer provider, the OTLP exporter, the `tracing` layer.
 //! - `span`: the spans, each made where its work is, and the trace context.
+//! - `context`: the request ID and `traceparent` a client request hands on to the
+//!   upstream requests it causes (kept whether traces are on or off).
 
+pub mod context;
 mod export;
 mod settings;
 mod span;

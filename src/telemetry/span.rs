@@ -24,7 +24,7 @@ pub struct Link(Option<SpanContext>);
 
 /// The span of one client request, a child of the client's trace when it sent a
 /// valid `traceparent` (W3C Trace Context, later versions too: see
-/// [`crate::upstream::trace::Traceparent::parse`]); `None` while traces are off.
+/// [`crate::telemetry::context::Traceparent::parse`]); `None` while traces are off.
 /// Its name becomes `GET /api/v1/<route>` once routed ([`record_response`]).
 pub fn request_span(method: &http::Method, path: &str, headers: &HeaderMap) -> Option<Span> {
     if !is_on() {
@@ -48,7 +48,7 @@ pub fn request_span(method: &http::Method, path: &str, headers: &HeaderMap) -> O
     );
     let valid = headers
         .get("traceparent")
-        .is_some_and(|v| crate::upstream::trace::Traceparent::parse(v.as_bytes()).is_some());
+        .is_some_and(|v| crate::telemetry::context::Traceparent::parse(v.as_bytes()).is_some());
     if valid {
         // The crate's propagator reads the fields (and `tracestate`); the strict
         // parse above keeps out what it would let through (short fields, `ff`).
@@ -153,7 +153,7 @@ pub fn upstream_span(base: &str, target: &str) -> Span {
     )
 }
 
-/// Marks `span` failed with `error` (a [`crate::upstream::client::FetchError`]'s
+/// Marks `span` failed with `error` (the upstream fetch error's
 /// label); nothing for `None`.
 pub fn record_error(span: &Span, error: Option<&'static str>) {
     if let Some(error) = error {

@@ -63,7 +63,7 @@ pub enum RateClock {
     Fake(FakeRelativeClock),
     /// tokio's clock running `factor` times faster from `origin`: an accelerated
     /// day (a replay, a test of minutes run in seconds), read alike by the market
-    /// clock ([`ScaledClock`](crate::cache::market::ScaledClock)).
+    /// clock ([`ScaledClock`](crate::market::ScaledClock)).
     Scaled {
         origin: tokio::time::Instant,
         factor: f64,
@@ -71,6 +71,12 @@ pub enum RateClock {
 }
 
 impl RateClock {
+    /// The rate clock running alike `clock` (same origin and factor).
+    pub fn following(clock: &crate::market::ScaledClock) -> RateClock {
+        let (origin, factor) = clock.origin_and_factor();
+        RateClock::Scaled { origin, factor }
+    }
+
     /// tokio's clock, starting now.
     pub fn tokio() -> RateClock {
         RateClock::Tokio {

@@ -356,7 +356,7 @@ impl UpstreamClient {
         // While traces are on, the current span's context (this request's span);
         // else the client's trace, continued with a new parent ID.
         let traced = crate::telemetry::outgoing();
-        if let Some(context) = super::trace::current() {
+        if let Some(context) = crate::telemetry::context::current() {
             if let Some(id) = context.request_id {
                 request = request.header("x-request-id", id);
             }

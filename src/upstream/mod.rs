@@ -12,7 +12,6 @@ pub mod pace;
 pub mod pause;
 pub mod quota;
 pub mod target;
-pub mod trace;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,11 +21,11 @@ use governor::clock::Clock as _;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::cache::market::Clock;
 use crate::cluster::limits::Announcement;
 use crate::cluster::{Fleet, FleetLimits, Permits};
 use crate::config::Config;
 use crate::logging::Throttle;
+use crate::market::Clock;
 use crate::stats::{Stats, UpstreamOutcome};
 use budget::{BudgetSettings, Denied, Priority, RateClock, UpstreamBudget};
 use client::{FetchError, Fetched};
@@ -537,7 +536,7 @@ fn endpoint_of(target: &str) -> &'static crate::api::catalog::Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::market::SystemClock;
+    use crate::market::SystemClock;
 
     fn upstream(config: &Config) -> Upstream {
         Upstream::new(

@@ -11,8 +11,8 @@ use std::time::Duration;
 use chrono::{DateTime, NaiveDate, NaiveTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
-use crate::cache::market::Clock;
 use crate::cluster::limits::{QuotaAsk, QuotaCount, QuotaVerdict};
+use crate::market::Clock;
 use crate::upstream::budget::Priority;
 
 /// `[limits] upstream_per_minute`, `upstream_per_day` and the day's boundary.
@@ -295,7 +295,7 @@ impl Quota {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::market::{ManualClock, cst};
+    use crate::market::{ManualClock, cst};
 
     fn quota(per_minute: u64, per_day: u64) -> (Quota, Arc<ManualClock>) {
         let clock = ManualClock::new(cst("2026-03-02 23:59:00"));

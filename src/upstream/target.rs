@@ -12,9 +12,9 @@ use arc_swap::ArcSwap;
 use chrono::NaiveTime;
 
 use crate::api::catalog::catalog;
-use crate::cache::market::Clock;
 use crate::cluster::limits::{Announcement, QuotaAsk, QuotaCount};
 use crate::config::{Config, FallbackConfig, UpstreamConfig, redacted_url};
+use crate::market::Clock;
 use crate::stats::{Stats, UpstreamOutcome};
 use crate::upstream::breaker::{Admitted, Breaker, BreakerSettings, Open, Verdict};
 use crate::upstream::budget::{BudgetSettings, Priority, RateClock, UpstreamBudget};

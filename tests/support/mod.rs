@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use mdproxy::app::App;
-use mdproxy::cache::market::{Clock, ManualClock, SystemClock};
 use mdproxy::config::{Config, Secret};
+use mdproxy::market::{Clock, ManualClock, SystemClock};
 use mdproxy::sim::{SimConfig, SimHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -14,7 +14,7 @@ use crate::api::catalog::{FreshnessClass, catalog};
 use crate::cache::encoding::Coding;
 use crate::cache::entry::CachedBody;
 use crate::cache::freshness::{Policy, Rule};
-use crate::cache::market::Venue;
+use crate::market::Venue;
 
 /// Format tag: bumped with any change of the layout below. A new representation is
 /// a new [`Kind`] in the table and needs no bump: a reader skips kinds it does not

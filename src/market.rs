@@ -246,7 +246,7 @@ impl Calendar {
     ///
     /// ```
     /// use chrono::{DateTime, Utc};
-    /// let cal = mdproxy::cache::market::Calendar::builtin();
+    /// let cal = mdproxy::market::Calendar::builtin();
     /// // Friday 6 March 2026, 16:00 China time (08:00 UTC) -> Monday 09:15 China time.
     /// let friday: DateTime<Utc> = "2026-03-06T08:00:00Z".parse().unwrap();
     /// assert!(!cal.is_open(friday));
@@ -260,7 +260,7 @@ impl Calendar {
     ///
     /// ```
     /// use chrono::{DateTime, Utc};
-    /// use mdproxy::cache::market::{Calendar, Venue};
+    /// use mdproxy::market::{Calendar, Venue};
     /// let cal = Calendar::builtin();
     /// // Monday 2 March 2026, 15:30 China time: New York opens at 09:30 EST, 14:30 UTC.
     /// let t: DateTime<Utc> = "2026-03-02T07:30:00Z".parse().unwrap();
@@ -394,12 +394,10 @@ impl ScaledClock {
         })
     }
 
-    /// The rate clock running alike (same origin and factor).
-    pub fn rate_clock(&self) -> crate::upstream::budget::RateClock {
-        crate::upstream::budget::RateClock::Scaled {
-            origin: self.origin,
-            factor: self.factor,
-        }
+    /// The tokio instant it started at, and how many times faster than real time
+    /// it runs (the rate clock runs alike: `RateClock::following`).
+    pub fn origin_and_factor(&self) -> (tokio::time::Instant, f64) {
+        (self.origin, self.factor)
     }
 
     /// Jumps the market time forward (the rate clock does not jump).
