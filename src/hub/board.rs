@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::hub::Code;
+use crate::hub::port::Code;
 
 /// The latest quote of every subscribed code.
 #[derive(Debug, Default)]

@@ -5,7 +5,7 @@
 
 use bytes::BytesMut;
 
-use crate::hub::Room;
+use crate::hub::port::Room;
 
 /// The fixed part of a quote event: `event: quote\nid: ` (17), the id (at most 20
 /// digits), `\ndata: [` (8) and `]\n\n` (3).

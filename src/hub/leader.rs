@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::hub::Code;
+use crate::hub::port::Code;
 use crate::hub::source::{Polled, QuoteSource};
 use crate::state::AppState;
 

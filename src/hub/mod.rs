@@ -25,6 +25,7 @@ mod event;
 mod fanout;
 mod leader;
 mod poll;
+mod port;
 mod registry;
 pub mod source;
 mod stream;
@@ -42,80 +43,11 @@ use tokio::time::Instant;
 use crate::error::Error;
 use crate::state::AppState;
 use board::Board;
+use port::{Code, Membership};
+pub use port::{Hangup, Outlet, Pacing, Room, Subscription};
 use registry::Registry;
 pub use source::{Allowance, Polled, QuoteSource, UpstreamSource};
 use stream::{Feed, Guard, SubStream};
-
-/// A subscribed code (canonical). One copy per code is shared by every subscriber
-/// that wants it: a list of 200 codes costs 200 pointers, not 200 strings.
-type Code = Arc<str>;
-
-/// A connection the fan-out writes a stream's events to itself, without waking the
-/// stream's task (an HTTP/1.1 answer written by hand), and that frames each chunk
-/// of the stream, those written here and those its task yields alike.
-pub trait Outlet: Send + Sync + std::fmt::Debug {
-    /// The room the framing needs around a chunk's text; the hub keeps it free in
-    /// every chunk it builds for this outlet, so framing copies nothing.
-    fn room(&self) -> Room;
-
-    /// `text` as it goes on the wire: `text` starts with [`Outlet::room`]'s
-    /// `head` bytes of room, and has its `tail` free behind it.
-    fn frame(&self, text: BytesMut) -> Bytes;
-
-    /// Writes what the connection takes of `bytes` now, without waiting: how many
-    /// bytes that was (`WouldBlock` when none).
-    ///
-    /// # Errors
-    /// The connection's write error.
-    fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize>;
-}
-
-/// The connection a stream is served on, as the hub sees it: closed when the
-/// subscriber stalls or its token is revoked.
-pub trait Hangup: Send + Sync + std::fmt::Debug {
-    /// Closes the connection now.
-    fn close(&self);
-
-    /// Whether [`Hangup::close`] was called.
-    fn is_closed(&self) -> bool;
-}
-
-/// Room around a chunk's text for an outlet's framing, in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Room {
-    /// Before the text (at most; what the framing does not use is skipped).
-    pub head: usize,
-    /// After the text.
-    pub tail: usize,
-}
-
-/// A request for a stream of quotes.
-#[derive(Debug)]
-pub struct Subscription<'a> {
-    /// The client's token (its index): streams are limited per token.
-    pub token: usize,
-    /// Canonical codes, comma-separated, in the client's order.
-    pub codes: &'a str,
-    /// Most quotes per event.
-    pub pz: usize,
-    /// The `Last-Event-ID` the client reconnected with: the stream's ids continue
-    /// past it (its first event is still a whole snapshot).
-    pub last_event_id: Option<u64>,
-    /// Closes the client's connection if the stream stalls, or its token is revoked.
-    pub connection: Option<Arc<dyn Hangup>>,
-    /// Where the fan-out writes the events itself while the stream is caught up.
-    pub outlet: Option<Arc<dyn Outlet>>,
-}
-
-/// How far apart the polls are now, and why.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Pacing {
-    /// The wait after the last poll before the next.
-    pub interval: Duration,
-    /// What stretched it past the hub's interval (`paused`, `pace`,
-    /// `minute_quota`, `day_quota`); none: the interval.
-    pub held_by: Option<&'static str>,
-}
 
 struct Inner {
     registry: Mutex<Registry>,
@@ -246,6 +178,7 @@ impl QuoteHub {
         self.inner.started
     }
 
+    /// Milliseconds since the hub started.
     fn now_ms(&self) -> u64 {
         self.inner.started.elapsed().as_millis() as u64
     }
@@ -316,7 +249,7 @@ impl QuoteHub {
             config.keepalive_secs * 1_000 + stream::keepalive_slack_ms(config.keepalive_secs);
         let stream = SubStream::new(
             Guard {
-                hub: self.clone(),
+                hub: Arc::new(self.clone()),
                 id: added.id,
             },
             self.inner.board.subscribe(),
@@ -349,5 +282,19 @@ impl QuoteHub {
             }
         }
         closed
+    }
+}
+
+impl Membership for QuoteHub {
+    fn started(&self) -> Instant {
+        QuoteHub::started(self)
+    }
+
+    fn now_ms(&self) -> u64 {
+        QuoteHub::now_ms(self)
+    }
+
+    fn leave(&self, id: u64) {
+        self.unsubscribe(id);
     }
 }

@@ -12,8 +12,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::HubConfig;
+use crate::hub::port::{Code, Pacing};
 use crate::hub::source::Polled;
-use crate::hub::{Code, Pacing, QuoteHub, leader};
+use crate::hub::{QuoteHub, leader};
 
 /// How often a poll that keeps failing is logged again (with how many failed).
 const REMINDER: Duration = Duration::from_secs(60);

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crate::config::HubConfig;
 use crate::error::Error;
+use crate::hub::port::{Code, Hangup};
 use crate::hub::stream::Feed;
-use crate::hub::{Code, Hangup};
 
 /// Seconds a client is told to wait after the per-token stream limit.
 const STREAM_RETRY_AFTER_SECS: u64 = 5;

@@ -15,7 +15,7 @@ use tokio::time::Sleep;
 
 use crate::hub::board::Board;
 use crate::hub::event::{self, Event};
-use crate::hub::{Code, Outlet, QuoteHub, Room};
+use crate::hub::port::{Code, Membership, Outlet, Room};
 
 /// Liveness of one subscriber, written by its stream and read by the poll loop.
 #[derive(Debug)]
@@ -182,13 +182,13 @@ impl Feed {
 
 /// Unregisters its subscriber when the stream is dropped (client gone, or shutdown).
 pub(super) struct Guard {
-    pub(super) hub: QuoteHub,
+    pub(super) hub: Arc<dyn Membership>,
     pub(super) id: u64,
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        self.hub.unsubscribe(self.id);
+        self.hub.leave(self.id);
     }
 }
 

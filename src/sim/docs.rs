@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use serde_json::Value;
 
-use super::request::Refusal;
+use super::refusal::Refusal;
 
 /// The documented list, as the docs' generator wrote it.
 const DOCUMENTED: &str = include_str!("../../docs/upstream-endpoints.json");

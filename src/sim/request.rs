@@ -8,15 +8,7 @@ use percent_encoding::percent_decode_str;
 
 use super::docs;
 
-/// Why the simulator refuses to answer with data.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    /// A required parameter is missing or a value is unusable: HTTP 400 with NestJS's
-    /// default text.
-    BadRequest,
-    /// An identifier the universe does not hold: HTTP 404 with this message.
-    NotFound(String),
-}
+pub use super::refusal::Refusal;
 
 /// What a handler gives back: the `data` payload, or why not.
 pub type Answer = Result<serde_json::Value, Refusal>;

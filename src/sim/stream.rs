@@ -10,8 +10,9 @@ use http::{HeaderValue, Response, header};
 
 use super::body::{self, Body};
 use super::request::{Call, Refusal, code_digits};
+use super::state::Shared;
 use super::universe::{Stock, universe};
-use super::{Shared, api, market};
+use super::{api, market};
 
 /// The stream's codes: `codes` is required (400 without it); unknown codes are left
 /// out.

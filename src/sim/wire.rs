@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 use super::body::{self, Body};
 use super::request::{self, Call, Query, Refusal};
-use super::{MAX_LOGGED, Shared, api, docs, stream};
+use super::state::{MAX_LOGGED, Shared};
+use super::{api, docs, stream};
 
 /// The stream's path.
 const STREAM_PATH: &str = "/stock/indicator/realtime/sse";
@@ -183,7 +184,7 @@ fn throttled(shared: &Shared) -> Option<Response<Body>> {
     }
     faults.throttled.fetch_add(1, Ordering::SeqCst);
     match limit.throttling.mode {
-        super::ThrottleMode::TooManyRequests => {
+        super::state::ThrottleMode::TooManyRequests => {
             let left_ms = (window + 1) * window_ms - now_ms;
             let secs = u64::try_from((left_ms + 999) / 1000).unwrap_or(1).max(1);
             let mut r = failure(
@@ -194,13 +195,13 @@ fn throttled(shared: &Shared) -> Option<Response<Body>> {
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
             Some(r)
         }
-        super::ThrottleMode::Ban { lasts } => {
+        super::state::ThrottleMode::Ban { lasts } => {
             limit.banned_until_ms =
                 now_ms + i64::try_from(lasts.as_millis()).unwrap_or(i64::MAX / 2);
             faults.bans.fetch_add(1, Ordering::SeqCst);
             Some(failure(StatusCode::OK, "socket hang up"))
         }
-        super::ThrottleMode::WarnThenBan { warnings, lasts } => {
+        super::state::ThrottleMode::WarnThenBan { warnings, lasts } => {
             if limit.count - limit.throttling.limit > warnings {
                 limit.banned_until_ms =
                     now_ms + i64::try_from(lasts.as_millis()).unwrap_or(i64::MAX / 2);

@@ -63,7 +63,7 @@ impl Telemetry {
             .with_resource(resource)
             .build();
         let tracer = provider.tracer("mdproxy");
-        super::ON.store(true, Ordering::Relaxed);
+        super::switch::ON.store(true, Ordering::Relaxed);
         Ok(Telemetry {
             provider,
             tracer,
@@ -111,7 +111,7 @@ impl Telemetry {
 
 impl Drop for Telemetry {
     fn drop(&mut self) {
-        super::ON.store(false, Ordering::Relaxed);
+        super::switch::ON.store(false, Ordering::Relaxed);
         if let Err(e) = self.provider.shutdown_with_timeout(self.settings.timeout) {
             eprintln!("warning: the span exporter did not shut down cleanly: {e}");
         }

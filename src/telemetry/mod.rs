@@ -6,6 +6,7 @@
 //! - `settings`: `[telemetry]` and the `OTEL_*` variables, resolved and checked.
 //! - `export`: the tracer provider, the OTLP exporter, the `tracing` layer.
 //! - `span`: the spans, each made where its work is, and the trace context.
+//! - `switch`: whether traces are on, and the `tracing` target of their spans.
 //! - `context`: the request ID and `traceparent` a client request hands on to the
 //!   upstream requests it causes (kept whether traces are on or off).
 
@@ -13,8 +14,7 @@ pub mod context;
 mod export;
 mod settings;
 mod span;
-
-use std::sync::atomic::{AtomicBool, Ordering};
+mod switch;
 
 pub use export::Telemetry;
 pub use settings::{Settings, check};
@@ -22,15 +22,4 @@ pub use span::{
     Link, budget_span, cluster_span, fill_span, outgoing, record_error, record_response,
     request_span, trace_id, upstream_span, wait_span,
 };
-
-/// The `tracing` target of every span made here: the log leaves them out, and the
-/// exporter takes only them.
-pub const TARGET: &str = "mdproxy::trace";
-
-/// Whether spans are made (a [`Telemetry`] was started).
-static ON: AtomicBool = AtomicBool::new(false);
-
-/// Whether traces are on: spans are made and exported.
-pub fn is_on() -> bool {
-    ON.load(Ordering::Relaxed)
-}
+pub use switch::{TARGET, is_on};

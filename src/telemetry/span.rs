@@ -15,7 +15,7 @@ use tracing::Span;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::{TARGET, is_on};
+use super::switch::{TARGET, is_on};
 
 /// A span to link to (the fill a coalesced request waited on); empty while traces
 /// are off. Cheap to clone.
