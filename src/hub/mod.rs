@@ -32,9 +32,8 @@ mod stream;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use tokio::sync::{Notify, watch};
@@ -43,7 +42,7 @@ use tokio::time::Instant;
 use crate::error::Error;
 use crate::state::AppState;
 use board::Board;
-use port::{Code, Membership};
+use port::Membership;
 pub use port::{Hangup, Outlet, Pacing, Room, Subscription};
 use registry::Registry;
 pub use source::{Allowance, Polled, QuoteSource, UpstreamSource};
