@@ -13,68 +13,8 @@ use std::time::Duration;
 
 use mdproxy::app::App;
 use mdproxy::config::Secret;
+use support::redis::{Lines, Redis};
 use support::{Env, header};
-
-/// A `redis-server` child on a loopback port, killed when dropped.
-struct Redis {
-    port: u16,
-    child: Child,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        Redis::on(port)
-    }
-
-    fn on(port: u16) -> Redis {
-        Redis::with(port, &[])
-    }
-
-    /// On `port` with extra arguments (`--requirepass`).
-    fn with(port: u16, extra: &[&str]) -> Redis {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(extra)
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect(
-                "redis-server is not installed: run scripts/test, or apt-get install redis-server",
-            );
-        // Owned at once, so it is killed and waited for whatever happens next.
-        let redis = Redis { port, child };
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(addr).is_ok() {
-                return redis;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("redis-server did not listen on {addr}");
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    fn stop(mut self) -> u16 {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.port
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A simulator answering after `latency`, and a Redis.
 async fn cluster_env(latency: Duration) -> (Env, Redis) {
@@ -446,7 +386,7 @@ async fn the_redis_password_never_shows() {
     .await;
     joined(&[&env.proxy]).await;
     let admin = env.proxy.admin_addr.unwrap();
-    for page in ["status", "metrics"] {
+    for page in ["status", "status.json", "metrics"] {
         let text = support::text(&format!("http://{admin}/{page}")).await;
         assert!(!text.contains("s3cret-pw"), "{page}: {text}");
     }
@@ -573,27 +513,6 @@ async fn a_stray_term_in_redis_is_forgotten() {
         .unwrap()
         .as_millis() as u64;
     assert!(term <= now_ms + 3_600_000, "term {term}");
-}
-
-/// A log line written by the process, collected for a test (tasks on a
-/// current-thread runtime write through the test thread's subscriber).
-#[derive(Clone, Default)]
-struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Lines {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
 }
 
 /// Defect: a wrong Redis password, or a Redis that does not answer, at start was

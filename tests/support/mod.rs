@@ -2,6 +2,8 @@
 //! client that talks to them. Everything stops when the `Env` is dropped.
 #![allow(dead_code)]
 
+pub mod redis;
+
 use std::sync::Arc;
 use std::time::Duration;
 
