@@ -6,8 +6,6 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
