@@ -383,12 +383,12 @@ fn cluster_link_metrics(
     cluster: &crate::cluster::Cluster,
 ) -> fmt::Result {
     let mut family = encoder.encode_descriptor(
-        "cluster_redis_info",
-        "1, labelled with the host:port of the Redis in use (the master the sentinels named)",
+        "cluster_redis",
+        "The host:port of the Redis in use (the master the sentinels named)",
         None,
-        MetricType::Gauge,
+        MetricType::Info,
     )?;
-    ConstGauge::new(1).encode(family.encode_family(&[("address", cluster.redis_address())])?)?;
+    family.encode_info(&[("address", cluster.redis_address())])?;
     counter(
         encoder,
         "cluster_failovers",
