@@ -21,6 +21,7 @@ mod tests;
 mod validate;
 
 pub use cluster::ClusterConfig;
+pub(crate) use cluster::REDIS_URL_FORM;
 pub use env::{ENV_PREFIX, Env, EnvKey, ProcessEnv, env_keys};
 pub use load::{Check, from_text, load};
 pub use problem::{At, Problem, Problems};

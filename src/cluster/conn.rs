@@ -12,7 +12,7 @@ use redis::{
     TlsMode,
 };
 
-use crate::config::{ClusterConfig, Secret};
+use crate::config::{ClusterConfig, REDIS_URL_FORM, Secret};
 
 /// The data connection: cheap to clone, every clone shares one link.
 #[derive(Clone)]
@@ -209,10 +209,7 @@ fn url_client(
     config: &ClusterConfig,
     certificates: Option<TlsCertificates>,
 ) -> Result<redis::Client, String> {
-    let refused = || {
-        "cluster.redis_url is not a redis://[[user]:password@]host:port/db URL (rediss:// for TLS)"
-            .to_owned()
-    };
+    let refused = || format!("cluster.redis_url: {REDIS_URL_FORM}");
     let url = config.redis_url.expose();
     if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
         return Err(refused());

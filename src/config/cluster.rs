@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 use super::Secret;
 use super::problem::Problem;
 
+/// What `cluster.redis_url` must look like (said by `check-config` and by `serve`).
+pub(crate) const REDIS_URL_FORM: &str =
+    "must be a redis://[[user]:password@]host:port/db URL (rediss:// for TLS)";
+
 /// `[cluster]`: several nodes as one cache toward the upstream, on Redis.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -96,19 +100,13 @@ impl ClusterConfig {
         let parsed = if url.is_empty() {
             None
         } else if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-            problem(
-                "cluster.redis_url",
-                "must be a redis://[[user]:password@]host:port/db URL (rediss:// for TLS)",
-            );
+            problem("cluster.redis_url", REDIS_URL_FORM);
             None
         } else {
             match redis::IntoConnectionInfo::into_connection_info(url) {
                 Ok(info) => Some(info),
                 Err(_) => {
-                    problem(
-                        "cluster.redis_url",
-                        "must be a redis://[[user]:password@]host:port/db URL (rediss:// for TLS)",
-                    );
+                    problem("cluster.redis_url", REDIS_URL_FORM);
                     None
                 }
             }
