@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mdproxy::app::App;
 use mdproxy::config::Secret;
-use support::redis::{Lines, Redis};
+use support::redis::{Lines, Redis, get, joined, node};
 use support::{Env, header};
 
 /// A simulator answering after `latency`, and a Redis.
@@ -49,35 +49,6 @@ async fn on_redis(
     )
     .await;
     (env, redis)
-}
-
-/// Another node: same simulator, same Redis, same clock.
-async fn node(env: &Env, name: &str) -> App {
-    let mut config = (*env.proxy.state().snapshot().config).clone();
-    config.server.listen = "127.0.0.1:0".into();
-    config.cluster.node_id = name.into();
-    let clock = env.clock.clone().expect("a manual clock");
-    mdproxy::app::start(&config, clock).await.unwrap()
-}
-
-/// Waits until every node's Redis link is up.
-async fn joined(nodes: &[&App]) {
-    for n in nodes {
-        let cluster = n.state().cluster().unwrap().clone();
-        assert!(
-            support::eventually(Duration::from_secs(10), || cluster.is_up()).await,
-            "node never joined"
-        );
-    }
-}
-
-async fn get(node: &App, target: &str) -> reqwest::Response {
-    support::client()
-        .get(format!("{}{target}", node.base_url()))
-        .bearer_auth(support::TOKEN)
-        .send()
-        .await
-        .unwrap()
 }
 
 /// 150 simultaneous requests for one cold key over three nodes reach the upstream

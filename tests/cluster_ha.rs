@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use mdproxy::app::App;
 use mdproxy::config::Secret;
-use support::redis::{Lines, Redis, free_port, scratch};
+use support::redis::{Lines, Redis, free_port, get, joined, node, scratch};
 use support::{Env, header};
 
 /// The name the sentinels know the master by.
@@ -90,36 +90,6 @@ async fn sentinel_topology() -> (Redis, Redis, Vec<Redis>) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     (master, replica, sentinels)
-}
-
-/// Another node: same simulator, same Redis settings, same clock.
-async fn node(env: &Env, name: &str) -> App {
-    let mut config = (*env.proxy.state().snapshot().config).clone();
-    config.server.listen = "127.0.0.1:0".into();
-    config.admin.listen = "127.0.0.1:0".into();
-    config.cluster.node_id = name.into();
-    let clock = env.clock.clone().expect("a manual clock");
-    mdproxy::app::start(&config, clock).await.unwrap()
-}
-
-/// Waits until every node's Redis link is up.
-async fn joined(nodes: &[&App]) {
-    for n in nodes {
-        let cluster = n.state().cluster().unwrap().clone();
-        assert!(
-            support::eventually(Duration::from_secs(20), || cluster.is_up()).await,
-            "node never joined"
-        );
-    }
-}
-
-async fn get(node: &App, target: &str) -> reqwest::Response {
-    support::client()
-        .get(format!("{}{target}", node.base_url()))
-        .bearer_auth(support::TOKEN)
-        .send()
-        .await
-        .unwrap()
 }
 
 /// A fill on `a` is served by `b` from the shared store.

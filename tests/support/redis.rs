@@ -1,6 +1,7 @@
 //! Real Redis processes for the cluster tests: `redis-server` children (a plain
 //! server, a replica, a sentinel, a TLS server) on loopback ports, killed when
-//! dropped, and a log collector to check what a node said (and never said).
+//! dropped, a log collector to check what a node said (and never said), and the
+//! nodes of a cluster (another node, all joined, a request to one).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -161,4 +162,34 @@ impl Lines {
             .finish();
         tracing::subscriber::set_default(subscriber)
     }
+}
+
+/// Another node of `env`'s cluster: same simulator, same Redis settings, same clock.
+pub async fn node(env: &super::Env, name: &str) -> mdproxy::app::App {
+    let mut config = (*env.proxy.state().snapshot().config).clone();
+    config.server.listen = "127.0.0.1:0".into();
+    config.cluster.node_id = name.into();
+    let clock = env.clock.clone().expect("a manual clock");
+    mdproxy::app::start(&config, clock).await.unwrap()
+}
+
+/// Waits until every node's Redis link is up.
+pub async fn joined(nodes: &[&mdproxy::app::App]) {
+    for n in nodes {
+        let cluster = n.state().cluster().unwrap().clone();
+        assert!(
+            super::eventually(Duration::from_secs(20), || cluster.is_up()).await,
+            "node never joined"
+        );
+    }
+}
+
+/// `GET target` on `node` with the test token.
+pub async fn get(node: &mdproxy::app::App, target: &str) -> reqwest::Response {
+    super::client()
+        .get(format!("{}{target}", node.base_url()))
+        .bearer_auth(super::TOKEN)
+        .send()
+        .await
+        .unwrap()
 }
