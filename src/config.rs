@@ -9,7 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::catalog::FreshnessClass;
 
+mod cluster;
 mod de;
+#[cfg(test)]
+mod deploy_tests;
 mod env;
 mod load;
 mod lookup;
@@ -19,6 +22,8 @@ mod secret;
 mod tests;
 mod validate;
 
+pub use cluster::ClusterConfig;
+pub(crate) use cluster::REDIS_URL_FORM;
 pub use env::{ENV_PREFIX, Env, EnvKey, ProcessEnv, env_keys};
 pub use load::{Check, from_text, load};
 pub use problem::{At, Problem, Problems};
@@ -659,33 +664,6 @@ impl Default for PassthroughConfig {
             enabled: false,
             class: FreshnessClass::Intraday,
             max_target_bytes: 2_048,
-        }
-    }
-}
-
-/// `[cluster]`: several nodes as one cache toward the upstream, on Redis.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ClusterConfig {
-    /// `redis://[:password@]host:port/db`; empty: a single node, as without it. A
-    /// secret (its password is never shown).
-    pub redis_url: Secret,
-    /// This node's name in the cluster; empty: host name and process id.
-    pub node_id: String,
-    /// Largest answer shared through Redis; larger ones stay in the node's cache.
-    pub max_l2_body_bytes: usize,
-    /// Every Redis operation's time limit; past it the node works alone for the
-    /// moment.
-    pub timeout_ms: u64,
-}
-
-impl Default for ClusterConfig {
-    fn default() -> Self {
-        ClusterConfig {
-            redis_url: Secret::new(""),
-            node_id: String::new(),
-            max_l2_body_bytes: 8 * 1024 * 1024,
-            timeout_ms: 250,
         }
     }
 }

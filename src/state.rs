@@ -78,7 +78,7 @@ impl AppState {
         disk: Option<Disk>,
     ) -> Result<AppState, String> {
         let stats = Arc::new(Stats::default());
-        let cluster = if config.cluster.redis_url.is_empty() {
+        let cluster = if !config.cluster.is_enabled() {
             None
         } else {
             Some(Cluster::start(&config.cluster, &tracker, stop.clone())?)

@@ -6,75 +6,13 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use mdproxy::app::App;
 use mdproxy::config::Secret;
+use support::redis::{Lines, Redis, get, joined, node};
 use support::{Env, header};
-
-/// A `redis-server` child on a loopback port, killed when dropped.
-struct Redis {
-    port: u16,
-    child: Child,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        Redis::on(port)
-    }
-
-    fn on(port: u16) -> Redis {
-        Redis::with(port, &[])
-    }
-
-    /// On `port` with extra arguments (`--requirepass`).
-    fn with(port: u16, extra: &[&str]) -> Redis {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(extra)
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect(
-                "redis-server is not installed: run scripts/test, or apt-get install redis-server",
-            );
-        // Owned at once, so it is killed and waited for whatever happens next.
-        let redis = Redis { port, child };
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(addr).is_ok() {
-                return redis;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("redis-server did not listen on {addr}");
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    fn stop(mut self) -> u16 {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.port
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A simulator answering after `latency`, and a Redis.
 async fn cluster_env(latency: Duration) -> (Env, Redis) {
@@ -111,35 +49,6 @@ async fn on_redis(
     )
     .await;
     (env, redis)
-}
-
-/// Another node: same simulator, same Redis, same clock.
-async fn node(env: &Env, name: &str) -> App {
-    let mut config = (*env.proxy.state().snapshot().config).clone();
-    config.server.listen = "127.0.0.1:0".into();
-    config.cluster.node_id = name.into();
-    let clock = env.clock.clone().expect("a manual clock");
-    mdproxy::app::start(&config, clock).await.unwrap()
-}
-
-/// Waits until every node's Redis link is up.
-async fn joined(nodes: &[&App]) {
-    for n in nodes {
-        let cluster = n.state().cluster().unwrap().clone();
-        assert!(
-            support::eventually(Duration::from_secs(10), || cluster.is_up()).await,
-            "node never joined"
-        );
-    }
-}
-
-async fn get(node: &App, target: &str) -> reqwest::Response {
-    support::client()
-        .get(format!("{}{target}", node.base_url()))
-        .bearer_auth(support::TOKEN)
-        .send()
-        .await
-        .unwrap()
 }
 
 /// 150 simultaneous requests for one cold key over three nodes reach the upstream
@@ -446,7 +355,7 @@ async fn the_redis_password_never_shows() {
     .await;
     joined(&[&env.proxy]).await;
     let admin = env.proxy.admin_addr.unwrap();
-    for page in ["status", "metrics"] {
+    for page in ["status", "status.json", "metrics"] {
         let text = support::text(&format!("http://{admin}/{page}")).await;
         assert!(!text.contains("s3cret-pw"), "{page}: {text}");
     }
@@ -575,27 +484,6 @@ async fn a_stray_term_in_redis_is_forgotten() {
     assert!(term <= now_ms + 3_600_000, "term {term}");
 }
 
-/// A log line written by the process, collected for a test (tasks on a
-/// current-thread runtime write through the test thread's subscriber).
-#[derive(Clone, Default)]
-struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Lines {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 /// Defect: a wrong Redis password, or a Redis that does not answer, at start was
 /// never logged (the warning spoke only when a reachable Redis went away). Both are
 /// said once at start, without the password.
@@ -642,17 +530,21 @@ async fn an_unreachable_redis_at_start_is_logged_without_its_password() {
     other.shutdown().await;
 }
 
-/// Defect: `rediss://` passed `check-config` and `serve` then refused it ("not a
-/// redis:// URL"). Both refuse it, with the same clear reason and no password.
+/// Defect: `rediss://` passed `check-config` and `serve` then refused it. Now both
+/// take it (issue 30), and what one refuses the other refuses with the same clear
+/// reason and no password.
 #[test]
-fn rediss_is_refused_by_check_config_as_by_serve() {
+fn check_config_and_serve_agree_on_redis_urls() {
     let mut config = mdproxy::config::Config::default();
     config.cluster.redis_url = Secret::new("rediss://:tls-pw@127.0.0.1:6380/0");
+    let checked = config
+        .validate()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(!checked.contains("cluster."), "{checked}");
+    config.cluster.redis_url = Secret::new("http://:tls-pw@127.0.0.1:6380/0");
     let checked = config.validate().unwrap_err().to_string();
-    assert!(
-        checked.contains("rediss:// (TLS to Redis) is not supported yet"),
-        "{checked}"
-    );
     let served = mdproxy::cluster::Cluster::start(
         &config.cluster,
         &tokio_util::task::TaskTracker::new(),

@@ -29,7 +29,7 @@ pub mod store;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -75,6 +75,12 @@ struct Inner {
     /// The data connection, made by the watcher (None until Redis first answers).
     conn: Mutex<Option<Connection>>,
     up: AtomicBool,
+    /// `host:port` of the Redis of the last session (empty before the first).
+    address: Mutex<String>,
+    /// Sessions that found the master at another address than the one before.
+    failovers: AtomicU64,
+    /// Time this node has spent without Redis.
+    alone: Mutex<AloneTime>,
     timeout: Duration,
     /// Nodes seen alive at the last heartbeat (at least 1).
     nodes: AtomicU64,
@@ -82,6 +88,18 @@ struct Inner {
     fills: lock::Waiters,
     board: leader::Board,
     limits: limits::Heard,
+}
+
+/// Time spent alone: the periods ended, and the start of the one under way.
+struct AloneTime {
+    ended: Duration,
+    since: Option<Instant>,
+}
+
+impl AloneTime {
+    fn total(&self) -> Duration {
+        self.ended + self.since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
 }
 
 /// The channel of fills, purges and the upstream's pushback.
@@ -122,6 +140,12 @@ impl Cluster {
                 connector,
                 conn: Mutex::new(None),
                 up: AtomicBool::new(false),
+                address: Mutex::new(String::new()),
+                failovers: AtomicU64::new(0),
+                alone: Mutex::new(AloneTime {
+                    ended: Duration::ZERO,
+                    since: Some(Instant::now()),
+                }),
                 timeout: Duration::from_millis(config.timeout_ms),
                 nodes: AtomicU64::new(1),
                 store: store::Local::new(config.max_l2_body_bytes),
@@ -144,7 +168,7 @@ impl Cluster {
         *cluster.inner.conn.lock().expect("not poisoned") = Some(Connection::Mock(
             redis_test::MockRedisConnection::new(commands),
         ));
-        cluster.inner.up.store(true, Ordering::Relaxed);
+        cluster.came_back();
         cluster
     }
 
@@ -156,6 +180,35 @@ impl Cluster {
     /// Whether Redis answers (false: the node works alone).
     pub fn is_up(&self) -> bool {
         self.inner.up.load(Ordering::Relaxed)
+    }
+
+    /// `host:port` of the Redis in use, or last used (empty before the first).
+    pub fn redis_address(&self) -> String {
+        self.inner.address.lock().expect("not poisoned").clone()
+    }
+
+    /// Times the master was found at another address than before (a failover
+    /// the sentinels made).
+    pub fn failovers(&self) -> u64 {
+        self.inner.failovers.load(Ordering::Relaxed)
+    }
+
+    /// Time this node has spent without Redis since it started (the wait for the
+    /// first answer included).
+    pub fn alone_for(&self) -> Duration {
+        self.inner.alone.lock().expect("not poisoned").total()
+    }
+
+    /// Marks Redis as answering; true when it was away.
+    fn came_back(&self) -> bool {
+        let was_away = !self.inner.up.swap(true, Ordering::Relaxed);
+        if was_away {
+            let mut alone = self.inner.alone.lock().expect("not poisoned");
+            if let Some(since) = alone.since.take() {
+                alone.ended += since.elapsed();
+            }
+        }
+        was_away
     }
 
     /// Nodes seen alive recently (this one included; 1 before Redis answered).
@@ -195,6 +248,12 @@ impl Cluster {
 
     fn went_away(&self, why: &str) {
         if self.inner.up.swap(false, Ordering::Relaxed) {
+            self.inner
+                .alone
+                .lock()
+                .expect("not poisoned")
+                .since
+                .get_or_insert_with(Instant::now);
             // Once per outage, not once per request. The URL (and its password)
             // is never part of the message.
             tracing::warn!(node = %self.inner.node_id, reason = why, "Redis unreachable: this node works alone until it is back");
@@ -244,22 +303,23 @@ impl Cluster {
             let session = async {
                 let channels = [events_channel(), leader::board_channel()];
                 let channels: Vec<&str> = channels.iter().map(String::as_str).collect();
-                let (conn, pubsub) = connector.connect(&channels).await?;
+                let session = connector.connect(&channels).await?;
                 first = false;
+                self.moved_to(session.address);
                 *self
                     .inner
                     .conn
                     .lock()
-                    .expect("cluster lock is never poisoned") = Some(conn);
+                    .expect("cluster lock is never poisoned") = Some(session.conn);
                 // A new subscription may follow a Redis that lost its data: take the
                 // next leader's board whatever its term.
                 self.inner.board.forget_term();
-                if !self.inner.up.swap(true, Ordering::Relaxed) {
-                    tracing::info!(node = %self.inner.node_id, "Redis reachable: this node shares its cache with the cluster");
+                if self.came_back() {
+                    tracing::info!(node = %self.inner.node_id, redis = %self.redis_address(), "Redis reachable: this node shares its cache with the cluster");
                 }
                 self.beat().await;
                 self.recall_pauses().await;
-                self.listen(pubsub.into_on_message()).await;
+                self.listen(session.pubsub.into_on_message()).await;
                 Ok::<(), redis::RedisError>(())
             };
             let ended = tokio::select! {
@@ -283,9 +343,20 @@ impl Cluster {
         }
     }
 
+    /// Notes the address of a new session; another than the last is a failover.
+    fn moved_to(&self, address: String) {
+        let mut current = self.inner.address.lock().expect("not poisoned");
+        if !current.is_empty() && *current != address {
+            self.inner.failovers.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(node = %self.inner.node_id, from = %current, to = %address, "Redis master moved: this node follows it");
+        }
+        *current = address;
+    }
+
     /// Takes in the publications of `messages` until they end; meanwhile, while
     /// Redis is marked away (a slow answer, with the subscription still up), asks
-    /// every [`RETRY_EVERY`] whether it answers again.
+    /// every [`RETRY_EVERY`] whether it answers again, or, where the master may
+    /// have moved (sentinels), ends the session so the next asks the sentinels.
     async fn listen(&self, messages: impl futures_util::Stream<Item = redis::Msg>) {
         tokio::pin!(messages);
         let mut check = tokio::time::interval(RETRY_EVERY);
@@ -305,6 +376,9 @@ impl Cluster {
                 // when a publication woke the loop, so a quiet node stayed alone).
                 _ = check.tick() => {
                     if !self.is_up() {
+                        if self.inner.connector.as_ref().is_some_and(Connector::follows_failover) {
+                            return;
+                        }
                         self.rejoin_if_answering().await;
                     }
                 }
@@ -325,7 +399,7 @@ impl Cluster {
         let ping = redis::cmd("PING");
         let answer = ping.query_async::<String>(&mut conn);
         if let Ok(Ok(_)) = tokio::time::timeout(self.inner.timeout, answer).await
-            && !self.inner.up.swap(true, Ordering::Relaxed)
+            && self.came_back()
         {
             tracing::info!(node = %self.inner.node_id, "Redis answers again: this node shares its cache with the cluster");
         }

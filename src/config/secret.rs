@@ -95,7 +95,10 @@ pub(super) fn is_secret(path: &[Seg]) -> bool {
         Seg::Key(k) => Some(k.as_str()),
         Seg::Index(_) => None,
     });
-    matches!(leaf, Some("token" | "tokens" | "redis_url"))
+    matches!(
+        leaf,
+        Some("token" | "tokens" | "redis_url" | "password" | "sentinel_password")
+    )
 }
 
 #[cfg(test)]

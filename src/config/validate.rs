@@ -143,22 +143,7 @@ impl Config {
         }
         self.upstream_problems(&mut problems);
         self.limits_problems(&mut problems);
-        // What `serve` can connect to, and nothing else (the message never holds
-        // the URL: it may carry a password).
-        let redis = self.cluster.redis_url.expose();
-        if redis.starts_with("rediss://") {
-            problems.push(Problem::new(
-                "cluster.redis_url",
-                "rediss:// (TLS to Redis) is not supported yet; use redis://",
-            ));
-        } else if !redis.is_empty()
-            && (!redis.starts_with("redis://") || redis::Client::open(redis).is_err())
-        {
-            problems.push(Problem::new(
-                "cluster.redis_url",
-                "must be a redis://[:password@]host:port/db URL",
-            ));
-        }
+        self.cluster.problems(&mut problems);
         if self.cache.max_bytes < 1024 * 1024 {
             problems.push(Problem::new(
                 "cache.max_bytes",

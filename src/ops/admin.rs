@@ -370,6 +370,9 @@ impl Admin {
                     "state": if c.is_up() { "up" } else { "alone" },
                     "node_id": c.node_id(),
                     "shared_hits": c.shared_hits(),
+                    "redis": c.redis_address(),
+                    "failovers": c.failovers(),
+                    "alone_seconds": c.alone_for().as_secs(),
                 }),
             ),
             "upstream": {

@@ -368,12 +368,40 @@ impl Collector for StatsCollector {
                 "Answers found in the cluster's shared store",
                 cluster.shared_hits(),
             )?;
+            cluster_link_metrics(&mut encoder, cluster)?;
         }
         if let Some(disk) = store.disk() {
             disk_metrics(&mut encoder, disk)?;
         }
         heap_metrics(&mut encoder)
     }
+}
+
+/// Which Redis the node uses, the failovers it followed and its time alone.
+fn cluster_link_metrics(
+    encoder: &mut DescriptorEncoder<'_>,
+    cluster: &crate::cluster::Cluster,
+) -> fmt::Result {
+    let mut family = encoder.encode_descriptor(
+        "cluster_redis",
+        "The host:port of the Redis in use (the master the sentinels named)",
+        None,
+        MetricType::Info,
+    )?;
+    family.encode_info(&[("address", cluster.redis_address())])?;
+    counter(
+        encoder,
+        "cluster_failovers",
+        "Times the master was found at another address than before",
+        cluster.failovers(),
+    )?;
+    let alone = ConstCounter::new(cluster.alone_for().as_secs_f64());
+    alone.encode(encoder.encode_descriptor(
+        "cluster_alone_seconds",
+        "Time this node has worked without Redis since it started",
+        None,
+        alone.metric_type(),
+    )?)
 }
 
 /// The disk tier's metrics (`cache.disk_path`), when it is on.

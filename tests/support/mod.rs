@@ -2,6 +2,8 @@
 //! client that talks to them. Everything stops when the `Env` is dropped.
 #![allow(dead_code)]
 
+pub mod redis;
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,391 @@
+//! The fleet on a highly available Redis (issue 30), against real processes on
+//! loopback: a master, a replica and three sentinels whose master is killed while
+//! two nodes serve (no request fails, the nodes follow the promoted replica by
+//! themselves, shared fills work again), and a TLS Redis with an ACL user (a node
+//! with the user's password, a CA file and a client certificate shares its fills;
+//! one with a wrong password says why, works alone and never shows a password).
+//! Every server is `redis-server` (Debian's 7.0; sentinels are `redis-server
+//! --sentinel`); `scripts/test` installs it where it is missing.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use mdproxy::app::App;
+use mdproxy::config::Secret;
+use support::redis::{Lines, Redis, free_port, get, joined, node, scratch};
+use support::{Env, header};
+
+/// The name the sentinels know the master by.
+const MASTER: &str = "mymaster";
+/// Sentinel's `down-after-milliseconds`: a silent master is down after this.
+const DOWN_AFTER_MS: u64 = 500;
+/// The bound within which both nodes use the promoted replica, from the master's
+/// death. Measured on the 2-core CI machine: about 2 to 4 s (down-after 0.5 s, the
+/// sentinels' vote and promotion, then one of the nodes' 0.5 s retries); the bound
+/// is generous so that a loaded machine does not fail it.
+const FOLLOW_WITHIN: Duration = Duration::from_secs(30);
+
+/// The answer to `cmd` from the Redis (or sentinel) on `port`.
+async fn ask<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> redis::RedisResult<T> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    cmd.query_async(&mut conn).await
+}
+
+/// Whether the sentinel on `port` knows the replica and the two other sentinels
+/// (what a failover needs).
+async fn sentinel_ready(port: u16) -> bool {
+    let fields: Vec<String> =
+        match ask(port, redis::cmd("SENTINEL").arg("master").arg(MASTER)).await {
+            Ok(fields) => fields,
+            Err(_) => return false,
+        };
+    let field = |name: &str| {
+        fields
+            .iter()
+            .position(|f| f == name)
+            .and_then(|i| fields.get(i + 1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    field("num-slaves") >= 1 && field("num-other-sentinels") >= 2
+}
+
+/// A master, its replica (in sync) and three sentinels that know each other.
+async fn sentinel_topology() -> (Redis, Redis, Vec<Redis>) {
+    let master = Redis::with(free_port(), &["--repl-diskless-sync-delay", "0"]);
+    let master_port = master.port.to_string();
+    let replica = Redis::with(
+        free_port(),
+        &[
+            "--replicaof",
+            "127.0.0.1",
+            &master_port,
+            "--repl-diskless-sync-delay",
+            "0",
+        ],
+    );
+    let sentinels: Vec<Redis> = (0..3)
+        .map(|_| Redis::sentinel(MASTER, master.port, DOWN_AFTER_MS))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let info: String = ask(replica.port, redis::cmd("INFO").arg("replication"))
+            .await
+            .unwrap_or_default();
+        let mut ready = info.contains("master_link_status:up");
+        for s in &sentinels {
+            ready = ready && sentinel_ready(s.port).await;
+        }
+        if ready {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sentinels never saw the replica and each other"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (master, replica, sentinels)
+}
+
+/// A fill on `a` is served by `b` from the shared store.
+async fn shares_a_fill(env: &Env, a: &App, b: &App, target: &str, endpoint: &str) {
+    let before = env.sim.hits(endpoint);
+    let first = get(a, target).await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(header(&first, "x-cache"), "MISS");
+    let shared = get(b, target).await;
+    assert_eq!(header(&shared, "x-cache"), "HIT");
+    assert!(
+        header(&shared, "cache-status").ends_with("; detail=shared"),
+        "{}",
+        header(&shared, "cache-status")
+    );
+    assert_eq!(env.sim.hits(endpoint), before + 1, "one upstream request");
+}
+
+/// Sentinel failover under load: the master is killed while two nodes serve; no
+/// request fails (the nodes work alone in the window), both follow the promoted
+/// replica within [`FOLLOW_WITHIN`] without a restart, count one failover, show
+/// the new address, and share fills again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nodes_follow_a_sentinel_failover_and_no_request_fails() {
+    let (master, replica, sentinels) = sentinel_topology().await;
+    let addrs: Vec<String> = sentinels.iter().map(Redis::addr).collect();
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.cluster.sentinels = addrs;
+            c.cluster.sentinel_master = MASTER.into();
+            c.cluster.node_id = "node-0".into();
+            c.admin.listen = "127.0.0.1:0".into();
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let b = node(&env, "node-1").await;
+    joined(&[&env.proxy, &b]).await;
+    for n in [&env.proxy, &b] {
+        assert_eq!(n.state().cluster().unwrap().redis_address(), master.addr());
+    }
+    shares_a_fill(&env, &env.proxy, &b, "/market/indices", "/market/indices").await;
+
+    // Requests on both nodes all through the failover, cold keys among them.
+    let stop = Arc::new(AtomicBool::new(false));
+    let nodes = Arc::new([env.proxy.base_url(), b.base_url()]);
+    let load = {
+        let (stop, nodes) = (Arc::clone(&stop), Arc::clone(&nodes));
+        tokio::spawn(async move {
+            let client = support::client();
+            let mut answers = Vec::new();
+            for i in 0..3_000u32 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let target = format!("/stock/detail/{}", 600_000 + i % 50);
+                let status = client
+                    .get(format!("{}{target}", nodes[i as usize % 2]))
+                    .bearer_auth(support::TOKEN)
+                    .send()
+                    .await
+                    .map(|r| r.status().as_u16())
+                    .unwrap_or(0);
+                answers.push(status);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            answers
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let killed = Instant::now();
+    master.stop();
+    let promoted = replica.addr();
+    let followed = |n: &App| {
+        let c = n.state().cluster().unwrap();
+        c.is_up() && c.redis_address() == promoted
+    };
+    let (a_node, b_node) = (&env.proxy, &b);
+    let all_followed =
+        support::eventually(FOLLOW_WITHIN, || followed(a_node) && followed(b_node)).await;
+    let took = killed.elapsed();
+    eprintln!("both nodes used the promoted replica {took:?} after the master died");
+    // Some more load on the new master, then the tally.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let answers = load.await.unwrap();
+    assert!(
+        all_followed,
+        "the nodes did not follow within {FOLLOW_WITHIN:?}"
+    );
+    assert!(answers.len() > 20, "too little load: {}", answers.len());
+    let failed: Vec<&u16> = answers
+        .iter()
+        .filter(|s| ![200, 404].contains(*s))
+        .collect();
+    assert!(failed.is_empty(), "failed during the failover: {failed:?}");
+
+    for n in [&env.proxy, &b] {
+        let cluster = n.state().cluster().unwrap();
+        assert_eq!(cluster.failovers(), 1);
+        assert!(cluster.alone_for() > Duration::ZERO);
+    }
+    shares_a_fill(
+        &env,
+        &b,
+        &env.proxy,
+        "/stock/detail/600519",
+        "/stock/detail/{code}",
+    )
+    .await;
+    let admin = env.proxy.admin_addr.unwrap();
+    let status: serde_json::Value = support::client()
+        .get(format!("http://{admin}/status.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["cluster"]["redis"], promoted.as_str());
+    assert_eq!(status["cluster"]["failovers"], 1);
+    let metrics = support::text(&format!("http://{admin}/metrics")).await;
+    assert!(
+        metrics.contains(&format!(
+            "mdproxy_cluster_redis_info{{address=\"{promoted}\"}} 1"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("mdproxy_cluster_failovers_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("mdproxy_cluster_alone_seconds_total "),
+        "{metrics}"
+    );
+    b.shutdown().await;
+    drop(sentinels);
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files
+/// in `dir`: (ca, server cert, server key, client cert, client key).
+fn certificates(dir: &std::path::Path) -> [String; 5] {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    // Each with its own name: a leaf named like its issuer looks self-signed.
+    let named = |sans: Vec<String>, cn: &str| {
+        let mut params = CertificateParams::new(sans).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params
+    };
+    let mut ca_params = named(Vec::new(), "mdproxy test CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let leaf = |name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let cert = named(vec![name.to_owned()], name)
+            .signed_by(&key, &ca)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server_cert, server_key) = leaf("127.0.0.1");
+    let (client_cert, client_key) = leaf("mdproxy");
+    let files = [
+        ("ca.pem", ca.pem()),
+        ("server.pem", server_cert),
+        ("server.key", server_key),
+        ("client.pem", client_cert),
+        ("client.key", client_key),
+    ];
+    files.map(|(name, pem)| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.display().to_string()
+    })
+}
+
+/// TLS and an ACL user: a Redis that speaks only TLS (client certificates
+/// required) and knows only the user `mdproxy` (its keys and channels under
+/// `mdproxy:`). Two nodes with the user, its password, the CA and a client
+/// certificate share a fill; a third with a wrong password says why at start
+/// (Redis's reason, never a password), serves alone, and no page, metric or log
+/// line holds either password.
+#[tokio::test]
+async fn a_tls_redis_with_an_acl_user_is_shared_and_a_wrong_password_fails_closed() {
+    let lines = Lines::default();
+    let _guard = lines.capture();
+    let dir = scratch("tls");
+    let [ca, server_cert, server_key, client_cert, client_key] = certificates(&dir);
+    let port = free_port();
+    let args: Vec<String> = [
+        "--port",
+        "0",
+        "--tls-port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--tls-cert-file",
+        &server_cert,
+        "--tls-key-file",
+        &server_key,
+        "--tls-ca-cert-file",
+        &ca,
+        "--tls-auth-clients",
+        "yes",
+        "--user",
+        "default",
+        "off",
+        "--user",
+        "mdproxy",
+        "on",
+        ">acl-pa55",
+        "~mdproxy:*",
+        "&mdproxy:*",
+        "+@all",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let _redis = Redis::spawn(&args, port, None);
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.cluster.redis_url = Secret::new(format!("rediss://127.0.0.1:{port}/0"));
+            c.cluster.username = "mdproxy".into();
+            c.cluster.password = Secret::new("acl-pa55");
+            c.cluster.tls_ca_file = ca.clone();
+            c.cluster.tls_cert_file = client_cert.clone();
+            c.cluster.tls_key_file = client_key.clone();
+            c.cluster.node_id = "node-0".into();
+            c.admin.listen = "127.0.0.1:0".into();
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let b = node(&env, "node-1").await;
+    for n in [&env.proxy, &b] {
+        let cluster = n.state().cluster().unwrap().clone();
+        assert!(
+            support::eventually(Duration::from_secs(20), || cluster.is_up()).await,
+            "node never joined: {}",
+            lines.text()
+        );
+    }
+    assert_eq!(
+        env.proxy.state().cluster().unwrap().redis_address(),
+        format!("127.0.0.1:{port}")
+    );
+    shares_a_fill(&env, &env.proxy, &b, "/market/indices", "/market/indices").await;
+
+    let mut wrong = (*env.proxy.state().snapshot().config).clone();
+    wrong.server.listen = "127.0.0.1:0".into();
+    wrong.admin.listen = "127.0.0.1:0".into();
+    wrong.cluster.node_id = "wrong-pw".into();
+    wrong.cluster.password = Secret::new("wr0ng-pa55");
+    let alone = mdproxy::app::start(&wrong, env.clock.clone().unwrap())
+        .await
+        .unwrap();
+    let said = || {
+        let text = lines.text();
+        text.lines()
+            .any(|l| l.contains("Redis unreachable at start") && l.contains("wrong-pw"))
+    };
+    assert!(
+        support::eventually(Duration::from_secs(10), said).await,
+        "{}",
+        lines.text()
+    );
+    assert!(
+        lines.text().contains("Password authentication failed"),
+        "Redis's reason is said: {}",
+        lines.text()
+    );
+    assert!(!alone.state().cluster().unwrap().is_up());
+    let before = env.sim.hits("/market/indices");
+    let own = get(&alone, "/market/indices").await;
+    assert_eq!(own.status(), 200);
+    assert_eq!(header(&own, "x-cache"), "MISS", "alone: its own fill");
+    assert_eq!(env.sim.hits("/market/indices"), before + 1);
+
+    for n in [&env.proxy, &alone] {
+        let admin = n.admin_addr.unwrap();
+        for page in ["status", "status.json", "metrics"] {
+            let text = support::text(&format!("http://{admin}/{page}")).await;
+            for secret in ["acl-pa55", "wr0ng-pa55"] {
+                assert!(!text.contains(secret), "{page}: {text}");
+            }
+        }
+    }
+    for secret in ["acl-pa55", "wr0ng-pa55"] {
+        assert!(!lines.text().contains(secret), "{}", lines.text());
+    }
+    alone.shutdown().await;
+    b.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
