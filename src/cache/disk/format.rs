@@ -30,6 +30,15 @@ const ROW: usize = 1 + 4 + 8;
 /// The header's own checksum (xxh3 of everything before it).
 const CHECKSUM: usize = 8;
 
+/// The largest body whose compressed copies go to disk with it. Copies nearly
+/// double a record (each coding keeps about a third of the body), which for the
+/// K-lines the disk tier is for (30 KB to 650 KB) halves what a tier holds: at the
+/// round's final commit a 4 GiB tier kept 36 % of a 3 GiB working set
+/// (docs/BENCHMARKS.md). A small answer's copies cost little room and save a
+/// compression on its first compressed request after a restart; a large one's are
+/// made again on first demand, as before the copies were stored.
+pub const COPIES_UP_TO: usize = 32 * 1024;
+
 /// A representation of the body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -114,15 +123,16 @@ fn flags(rule: &Rule) -> u8 {
 
 /// The record of `entry` under `key`, stored at `stored_at_us` (wall-clock
 /// microseconds: purge rules compare against it), no longer than `room` where the
-/// body allows: the compressed copies made go along (in [`Coding::ALL`] order)
-/// while they fit, so a K-line near the block's size is stored with fewer of them
-/// (or none) rather than not at all; one left out is made again on first demand.
+/// body allows: for a body up to [`COPIES_UP_TO`], the compressed copies made go
+/// along (in [`Coding::ALL`] order) while they fit; one left out is made again on
+/// first demand.
 pub fn encode(key: &str, entry: &CachedBody, stored_at_us: i64, room: usize) -> Bytes {
     let key = &key.as_bytes()[..key.len().min(usize::from(u16::MAX))];
     let mut reps: Vec<(Kind, &Bytes)> = vec![(Kind::Identity, &entry.body)];
     let mut len = FIXED + key.len() + ROW + CHECKSUM + entry.body.len();
     for coding in Coding::ALL {
         if let Some(bytes) = entry.encoded_now(coding)
+            && entry.body.len() <= COPIES_UP_TO
             && len + ROW + bytes.len() <= room
         {
             len += ROW + bytes.len();
@@ -400,6 +410,22 @@ mod tests {
             let d = decode(&record, "k", &policy, Check::Full).unwrap();
             assert_eq!(d.entry.rule, e.rule);
         }
+    }
+
+    #[test]
+    fn a_large_body_goes_alone() {
+        let text: &'static str =
+            Box::leak("{\"a\":1}".repeat(COPIES_UP_TO / 7 + 1).into_boxed_str());
+        let (e, policy) = entry(text);
+        e.encode_all();
+        assert!(e.body.len() > COPIES_UP_TO);
+        let d = decode(&encode("k", &e, 1, usize::MAX), "k", &policy, Check::Full).unwrap();
+        assert_eq!(d.entry.body, e.body);
+        assert!(
+            Coding::ALL
+                .iter()
+                .all(|&c| d.entry.encoded_now(c).is_none())
+        );
     }
 
     #[test]
