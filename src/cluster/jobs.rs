@@ -3,17 +3,40 @@
 
 use async_trait::async_trait;
 
-use super::{Cluster, JobClaims, PREFIX, Unavailable};
+use super::link::{Link, PREFIX, Unavailable};
+
+/// One run of each scheduled job for the fleet.
+#[async_trait]
+pub trait JobClaims: Send + Sync {
+    /// Claims the run of `job` that fired in `slot` (its second): `true` for the
+    /// first node that asks, `false` for the others.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the fleet cannot be asked (the node then runs it).
+    async fn claim(&self, job: &str, slot: i64) -> Result<bool, Unavailable>;
+}
+
+/// Job claims on Redis.
+pub struct RedisJobs {
+    link: Link,
+}
+
+impl RedisJobs {
+    pub(super) fn new(link: Link) -> RedisJobs {
+        RedisJobs { link }
+    }
+}
 
 /// How long a claim is kept: far longer than any clock skew between the nodes'
 /// firings of one second.
 const CLAIM_KEPT_MS: u64 = 60_000;
 
 #[async_trait]
-impl JobClaims for Cluster {
+impl JobClaims for RedisJobs {
     async fn claim(&self, job: &str, slot: i64) -> Result<bool, Unavailable> {
         let key = format!("{PREFIX}:job:{job}:{slot}");
-        self.set_if_absent(&key, &self.inner.node_id, CLAIM_KEPT_MS)
+        self.link
+            .set_if_absent(&key, self.link.node_id(), CLAIM_KEPT_MS)
             .await
     }
 }
@@ -21,7 +44,7 @@ impl JobClaims for Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::mock;
+    use crate::cluster::link::mock;
     use redis::Value;
     use redis_test::MockCmd;
 
@@ -39,13 +62,13 @@ mod tests {
     /// choice to the node (it runs the job).
     #[tokio::test]
     async fn a_firing_is_claimed_once() {
-        let cluster = Cluster::on_mock(vec![
+        let jobs = RedisJobs::new(Link::on_mock(vec![
             MockCmd::new(claim(60), Ok("OK")),
             MockCmd::new(claim(60), Ok(Value::Nil)),
             mock::failing(claim(120)),
-        ]);
-        assert_eq!(cluster.claim("warm", 60).await, Ok(true));
-        assert_eq!(cluster.claim("warm", 60).await, Ok(false));
-        assert_eq!(cluster.claim("warm", 120).await, Err(Unavailable));
+        ]));
+        assert_eq!(jobs.claim("warm", 60).await, Ok(true));
+        assert_eq!(jobs.claim("warm", 60).await, Ok(false));
+        assert_eq!(jobs.claim("warm", 120).await, Err(Unavailable));
     }
 }

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-use super::{Cluster, Leadership, PREFIX, Unavailable, nodes_key};
+use super::link::{Link, PREFIX, Unavailable, nodes_key};
 
 /// Takes or renews the lease (`scripts/lead.lua`).
 static LEAD: LazyLock<redis::Script> =
@@ -27,7 +27,7 @@ pub(super) fn board_channel() -> String {
 }
 
 /// This node's wall clock in milliseconds (what a term is held against).
-pub(super) fn wall_ms() -> u64 {
+fn wall_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -37,9 +37,43 @@ fn codes_key(node: &str) -> String {
     format!("{PREFIX}:hub:codes:{node}")
 }
 
+/// The hub's share of the fleet: every node registers the codes its subscribers
+/// want; one node (the leader, by a renewed lease with a term) polls the union and
+/// publishes each board; the others take the leader's boards.
+#[async_trait]
+pub trait Leadership: Send + Sync {
+    /// Whether the other nodes can be reached now (false: the node polls alone).
+    fn is_up(&self) -> bool;
+
+    /// Registers this node's codes for `ttl` (a dead node's codes drop out).
+    async fn register_codes(&self, codes: &[String], ttl: Duration);
+
+    /// Takes or renews the leader lease for `lease`: `Some(term)` while this node
+    /// leads, `None` while another does.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the fleet cannot be asked.
+    async fn lead_hub(&self, lease: Duration) -> Result<Option<u64>, Unavailable>;
+
+    /// The union of the codes every live node registered.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the fleet cannot be asked.
+    async fn all_codes(&self) -> Result<Vec<String>, Unavailable>;
+
+    /// Publishes the leader's board of `term` (rows by code).
+    async fn publish_board(&self, term: u64, rows: &HashMap<String, Bytes>);
+
+    /// The latest board a leader published (rows by code).
+    fn latest_board(&self) -> Arc<HashMap<String, Bytes>>;
+
+    /// Resolves when the next board arrives.
+    async fn board_arrived(&self);
+}
+
 /// The latest board a leader published, and its term.
 #[derive(Default)]
-pub(super) struct Board {
+struct Board {
     latest: Mutex<(u64, Arc<HashMap<String, Bytes>>)>,
     /// Woken when a board arrives.
     arrived: Notify,
@@ -48,7 +82,7 @@ pub(super) struct Board {
 impl Board {
     /// After a new subscription (Redis may have lost its data): the next board is
     /// taken whatever its term.
-    pub(super) fn forget_term(&self) {
+    fn forget_term(&self) {
         self.latest
             .lock()
             .expect("cluster lock is never poisoned")
@@ -57,7 +91,7 @@ impl Board {
 
     /// Takes a published board, unless an older term's (a deposed leader's) or one
     /// whose term lies beyond this node's clock (`now_ms`) by more than any skew.
-    pub(super) fn take(&self, payload: &[u8], now_ms: u64) {
+    fn take(&self, payload: &[u8], now_ms: u64) {
         let mut lines = payload.split(|b| *b == b'\n');
         let Some(term) = lines
             .next()
@@ -86,16 +120,43 @@ impl Board {
     }
 }
 
+/// The hub's leadership on Redis, and the latest board heard.
+pub struct RedisLeadership {
+    link: Link,
+    board: Board,
+}
+
+impl RedisLeadership {
+    pub(super) fn new(link: Link) -> RedisLeadership {
+        RedisLeadership {
+            link,
+            board: Board::default(),
+        }
+    }
+
+    /// After a new subscription (Redis may have lost its data): the next board is
+    /// taken whatever its term.
+    pub(super) fn forget_term(&self) {
+        self.board.forget_term();
+    }
+
+    /// A board published on [`board_channel`], taken against this node's clock.
+    pub(super) fn heard_board(&self, payload: &[u8]) {
+        self.board.take(payload, wall_ms());
+    }
+}
+
 #[async_trait]
-impl Leadership for Cluster {
+impl Leadership for RedisLeadership {
     fn is_up(&self) -> bool {
-        Cluster::is_up(self)
+        self.link.is_up()
     }
 
     async fn register_codes(&self, codes: &[String], ttl: Duration) {
-        let (key, value) = (codes_key(&self.inner.node_id), codes.join(","));
+        let (key, value) = (codes_key(self.link.node_id()), codes.join(","));
         let ms = ttl.as_millis() as u64;
         let _ = self
+            .link
             .run(|mut c| async move {
                 redis::cmd("SET")
                     .arg(&key)
@@ -110,8 +171,9 @@ impl Leadership for Cluster {
 
     async fn lead_hub(&self, lease: Duration) -> Result<Option<u64>, Unavailable> {
         let keys = (format!("{PREFIX}:hub:leader"), format!("{PREFIX}:hub:term"));
-        let (node, ms) = (self.inner.node_id.clone(), lease.as_millis() as u64);
+        let (node, ms) = (self.link.node_id().to_owned(), lease.as_millis() as u64);
         let term: u64 = self
+            .link
             .run(|mut c| async move {
                 LEAD.key(&keys.0)
                     .key(&keys.1)
@@ -127,6 +189,7 @@ impl Leadership for Cluster {
     async fn all_codes(&self) -> Result<Vec<String>, Unavailable> {
         let nodes_key = nodes_key();
         let nodes: Vec<String> = self
+            .link
             .run(|mut c| async move {
                 redis::cmd("ZRANGE")
                     .arg(&nodes_key)
@@ -137,8 +200,9 @@ impl Leadership for Cluster {
             })
             .await?;
         let mut keys: Vec<String> = nodes.iter().map(|n| codes_key(n)).collect();
-        keys.push(codes_key(&self.inner.node_id));
+        keys.push(codes_key(self.link.node_id()));
         let lists: Vec<Option<String>> = self
+            .link
             .run(|mut c| async move { redis::cmd("MGET").arg(&keys).query_async(&mut c).await })
             .await?;
         let mut union: Vec<String> = lists
@@ -164,6 +228,7 @@ impl Leadership for Cluster {
             message.extend_from_slice(row);
         }
         let _ = self
+            .link
             .run(|mut c| async move {
                 redis::cmd("PUBLISH")
                     .arg(board_channel())
@@ -177,7 +242,6 @@ impl Leadership for Cluster {
     fn latest_board(&self) -> Arc<HashMap<String, Bytes>> {
         Arc::clone(
             &self
-                .inner
                 .board
                 .latest
                 .lock()
@@ -187,14 +251,14 @@ impl Leadership for Cluster {
     }
 
     async fn board_arrived(&self) {
-        self.inner.board.arrived.notified().await;
+        self.board.arrived.notified().await;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::mock;
+    use crate::cluster::link::mock;
     use redis::Value;
     use redis_test::MockCmd;
 
@@ -252,7 +316,7 @@ mod tests {
             )
         };
         let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
-        let cluster = Cluster::on_mock(vec![
+        let leadership = RedisLeadership::new(Link::on_mock(vec![
             MockCmd::new(lead(), Ok(NOW as i64)),
             MockCmd::new(lead(), Ok(0)),
             MockCmd::new(
@@ -277,12 +341,12 @@ mod tests {
                     Value::Nil,
                 ])),
             ),
-        ]);
+        ]));
         let lease = Duration::from_secs(2);
-        assert_eq!(cluster.lead_hub(lease).await, Ok(Some(NOW)));
-        assert_eq!(cluster.lead_hub(lease).await, Ok(None));
+        assert_eq!(leadership.lead_hub(lease).await, Ok(Some(NOW)));
+        assert_eq!(leadership.lead_hub(lease).await, Ok(None));
         assert_eq!(
-            cluster.all_codes().await.unwrap(),
+            leadership.all_codes().await.unwrap(),
             ["000001", "300750", "600519"]
         );
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::broadcast;
 
-use super::{Cluster, FleetLimits, PREFIX, Unavailable};
+use super::link::{Link, PREFIX, Unavailable};
 
 /// Extends a pause (`scripts/pause.lua`).
 static PAUSE: LazyLock<redis::Script> =
@@ -71,29 +71,50 @@ pub struct QuotaCount {
     pub today: u64,
 }
 
-/// Announcements heard on the events channel, for the upstream to take in.
-pub(super) struct Heard {
+/// The upstream's pushback, shared by the fleet: a pause one node was asked for
+/// (`Retry-After`), a lower rate one node chose, and the vendor quotas' counts.
+#[async_trait]
+pub trait FleetLimits: Send + Sync {
+    /// Tells every node that `target` asked for a pause of `wait`.
+    async fn pause(&self, target: &str, wait: Duration);
+
+    /// Tells every node that `target`'s rate went down to `rate` (why: `reason`).
+    async fn slow_down(&self, target: &str, rate: f64, reason: &str);
+
+    /// Counts one request against `target`'s quotas for the fleet.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the fleet cannot be asked (the node counts alone).
+    async fn take_quota(&self, target: &str, ask: QuotaAsk) -> Result<QuotaCount, Unavailable>;
+
+    /// What other nodes announced (pauses, slow-downs), as it arrives.
+    fn announcements(&self) -> broadcast::Receiver<Announcement>;
+}
+
+/// The pushback on Redis, and the announcements heard on the events channel, for
+/// the upstream to take in.
+pub struct RedisLimits {
+    link: Link,
     announcements: broadcast::Sender<Announcement>,
 }
 
-impl Default for Heard {
-    fn default() -> Self {
-        Heard {
+impl RedisLimits {
+    pub(super) fn new(link: Link) -> RedisLimits {
+        RedisLimits {
+            link,
             announcements: broadcast::channel(256).0,
         }
     }
-}
 
-impl Heard {
     /// One publication of `kind` (`pause`, `slow`): `<node> <target> <value>[ <reason>]`.
     /// This node's own are not passed on (it took them in already).
-    pub(super) fn heard(&self, kind: &str, rest: &str, this_node: &str) {
+    pub(super) fn heard(&self, kind: &str, rest: &str) {
         let mut parts = rest.splitn(4, ' ');
         let (Some(node), Some(target), Some(value)) = (parts.next(), parts.next(), parts.next())
         else {
             return;
         };
-        if node == this_node {
+        if node == self.link.node_id() {
             return;
         }
         let target = target.to_owned();
@@ -123,10 +144,6 @@ impl Heard {
         let _ = self.announcements.send(announcement);
     }
 
-    pub(super) fn announcements(&self) -> broadcast::Receiver<Announcement> {
-        self.announcements.subscribe()
-    }
-
     fn tell(&self, announcement: Announcement) {
         let _ = self.announcements.send(announcement);
     }
@@ -136,7 +153,7 @@ fn pauses_key() -> String {
     format!("{PREFIX}:pauses")
 }
 
-impl Cluster {
+impl RedisLimits {
     /// Runs the pause script: extends `target`'s pause to `wait` when given, and
     /// returns every pause still running with its time left.
     async fn pauses(
@@ -147,6 +164,7 @@ impl Cluster {
         let extend =
             extend.map(|(target, wait)| (target.to_owned(), wait.as_millis().max(1) as u64));
         let running: Vec<(String, u64)> = self
+            .link
             .run(|mut c| async move {
                 let mut call = PAUSE.key(&key);
                 if let Some((target, ms)) = &extend {
@@ -178,27 +196,28 @@ impl Cluster {
     pub(super) async fn recall_pauses(&self) {
         if let Ok(running) = self.pauses(None).await {
             for (target, wait) in running {
-                self.inner.limits.tell(Announcement::Pause { target, wait });
+                self.tell(Announcement::Pause { target, wait });
             }
         }
     }
 }
 
 #[async_trait]
-impl FleetLimits for Cluster {
+impl FleetLimits for RedisLimits {
     async fn pause(&self, target: &str, wait: Duration) {
         let _ = self.pauses(Some((target, wait))).await;
         let ms = wait.as_millis().max(1);
-        self.publish(format!("pause {} {target} {ms}", self.inner.node_id))
+        let node = self.link.node_id();
+        self.link
+            .publish(format!("pause {node} {target} {ms}"))
             .await;
     }
 
     async fn slow_down(&self, target: &str, rate: f64, reason: &str) {
-        self.publish(format!(
-            "slow {} {target} {rate} {reason}",
-            self.inner.node_id
-        ))
-        .await;
+        let node = self.link.node_id();
+        self.link
+            .publish(format!("slow {node} {target} {rate} {reason}"))
+            .await;
     }
 
     async fn take_quota(&self, target: &str, ask: QuotaAsk) -> Result<QuotaCount, Unavailable> {
@@ -216,6 +235,7 @@ impl FleetLimits for Cluster {
             kept(ask.day_ends_in),
         );
         let (verdict, this_minute, today): (u8, u64, u64) = self
+            .link
             .run(|mut c| async move {
                 QUOTA
                     .key(&keys.0)
@@ -244,14 +264,14 @@ impl FleetLimits for Cluster {
     }
 
     fn announcements(&self) -> broadcast::Receiver<Announcement> {
-        self.inner.limits.announcements()
+        self.announcements.subscribe()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::mock;
+    use crate::cluster::link::mock;
     use redis::Value;
     use redis_test::MockCmd;
 
@@ -259,7 +279,7 @@ mod tests {
     /// other nodes' announcements reach the upstream, this node's own do not.
     #[tokio::test]
     async fn a_pause_is_kept_and_announced_to_the_others() {
-        let cluster = Cluster::on_mock(vec![
+        let limits = RedisLimits::new(Link::on_mock(vec![
             MockCmd::new(
                 mock::eval(&PAUSE, &["mdproxy:v1:pauses"], &["primary", "30000"]),
                 Ok(Value::Array(vec![
@@ -283,19 +303,22 @@ mod tests {
                     Value::Int(12_000),
                 ])),
             ),
-        ]);
-        let mut heard = cluster.announcements();
-        cluster.pause("primary", Duration::from_secs(30)).await;
+        ]));
+        let mut heard = limits.announcements();
+        limits.pause("primary", Duration::from_secs(30)).await;
         assert_eq!(
-            cluster.paused_for("primary").await,
+            limits.paused_for("primary").await,
             Ok(Some(Duration::from_secs(12)))
         );
-        cluster.on_event(b"pause n1 primary 30000");
+        limits.heard("pause", "n1 primary 30000");
         assert!(heard.try_recv().is_err(), "its own announcement");
-        cluster.on_event(b"pause n2 primary 30000");
-        cluster.on_event(b"slow n2 fallback-1 2.5 the upstream throttled us (429 or 503)");
-        cluster.on_event(b"slow n2 primary NaN x");
-        cluster.on_event(b"pause n2 primary soon");
+        limits.heard("pause", "n2 primary 30000");
+        limits.heard(
+            "slow",
+            "n2 fallback-1 2.5 the upstream throttled us (429 or 503)",
+        );
+        limits.heard("slow", "n2 primary NaN x");
+        limits.heard("pause", "n2 primary soon");
         assert_eq!(
             heard.try_recv().unwrap(),
             Announcement::Pause {
@@ -328,7 +351,7 @@ mod tests {
             minute_ends_in: Duration::from_secs(20),
             day_ends_in: Duration::from_secs(3_600),
         };
-        let cluster = Cluster::on_mock(vec![MockCmd::new(
+        let limits = RedisLimits::new(Link::on_mock(vec![MockCmd::new(
             mock::eval(
                 &QUOTA,
                 &[
@@ -342,9 +365,9 @@ mod tests {
                 Value::Int(4),
                 Value::Int(800),
             ])),
-        )]);
+        )]));
         assert_eq!(
-            cluster.take_quota("primary", ask).await,
+            limits.take_quota("primary", ask).await,
             Ok(QuotaCount {
                 verdict: QuotaVerdict::Reserve,
                 this_minute: 4,

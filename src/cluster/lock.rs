@@ -10,11 +10,34 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::Notify;
 
-use super::{Cluster, FillLock, PREFIX, Unavailable};
+use super::link::{Link, PREFIX, Unavailable};
 
 /// Compare-and-delete of a lease (`scripts/release.lua`).
 static RELEASE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("scripts/release.lua")));
+
+/// The right to fill a key for the whole fleet (one node per key asks the
+/// upstream), and the word that a fill is over.
+#[async_trait]
+pub trait FillLock: Send + Sync {
+    /// Registers interest in another node's fill of `key` (before asking for the
+    /// lock, so an announcement in between is not missed).
+    fn waiter(&self, key: &str) -> Waiter;
+
+    /// Takes the right to fill `key` for `lease`: `Some` when this node is to ask
+    /// the upstream, `None` when another node is asking.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the fleet cannot be asked.
+    async fn try_lock(&self, key: &str, lease: Duration) -> Result<Option<Lease>, Unavailable>;
+
+    /// Gives a lease back (a lease that expired and went to another node is not
+    /// touched).
+    async fn release(&self, lease: Lease);
+
+    /// Tells the nodes waiting for `key` that this node's fill is over.
+    async fn announce(&self, key: &str);
+}
 
 /// A fill another node announced.
 #[derive(Default)]
@@ -26,13 +49,21 @@ struct Filled {
 /// Fills waited for, by key.
 type Registry = Arc<Mutex<HashMap<String, Arc<Filled>>>>;
 
-/// The fills this node waits for, by key, woken by another node's announcement.
-#[derive(Default)]
-pub(super) struct Waiters {
+/// The fill lock on Redis, and the fills this node waits for, by key, woken by
+/// another node's announcement.
+pub struct RedisLock {
+    link: Link,
     by_key: Registry,
 }
 
-impl Waiters {
+impl RedisLock {
+    pub(super) fn new(link: Link) -> RedisLock {
+        RedisLock {
+            link,
+            by_key: Registry::default(),
+        }
+    }
+
     /// A fill of `key` was announced.
     pub(super) fn wake(&self, key: &str) {
         let waiters = self.by_key.lock().expect("cluster lock is never poisoned");
@@ -109,9 +140,9 @@ impl Drop for Waiter {
 }
 
 #[async_trait]
-impl FillLock for Cluster {
+impl FillLock for RedisLock {
     fn waiter(&self, key: &str) -> Waiter {
-        let registry = Arc::clone(&self.inner.fills.by_key);
+        let registry = Arc::clone(&self.by_key);
         let filled = Arc::clone(
             registry
                 .lock()
@@ -128,9 +159,10 @@ impl FillLock for Cluster {
     async fn try_lock(&self, key: &str, lease: Duration) -> Result<Option<Lease>, Unavailable> {
         let lock = Lease {
             key: format!("{PREFIX}:lock:{key}"),
-            token: format!("{}:{:016x}", self.inner.node_id, fastrand::u64(..)),
+            token: format!("{}:{:016x}", self.link.node_id(), fastrand::u64(..)),
         };
         let taken = self
+            .link
             .set_if_absent(&lock.key, &lock.token, lease.as_millis() as u64)
             .await?;
         Ok(taken.then_some(lock))
@@ -138,6 +170,7 @@ impl FillLock for Cluster {
 
     async fn release(&self, lease: Lease) {
         let _ = self
+            .link
             .run(|mut c| async move {
                 RELEASE
                     .key(&lease.key)
@@ -149,14 +182,14 @@ impl FillLock for Cluster {
     }
 
     async fn announce(&self, key: &str) {
-        self.publish(format!("filled {key}")).await;
+        self.link.publish(format!("filled {key}")).await;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::mock;
+    use crate::cluster::link::mock;
     use redis::Value;
     use redis_test::MockCmd;
 
@@ -181,62 +214,61 @@ mod tests {
             fastrand::u64(..);
             format!("n1:{:016x}", fastrand::u64(..))
         };
-        let cluster = Cluster::on_mock(vec![
+        let lock = RedisLock::new(Link::on_mock(vec![
             MockCmd::new(set(&token), Ok("OK")),
             MockCmd::new(mock::eval(&RELEASE, &[key], &[&token]), Ok(1)),
             MockCmd::new(set(&second), Ok(Value::Nil)),
-        ]);
+        ]));
         fastrand::seed(7);
-        let lease = cluster
+        let lease = lock
             .try_lock("/k", Duration::from_millis(900))
             .await
             .unwrap()
             .expect("free");
-        cluster.release(lease).await;
+        lock.release(lease).await;
         assert!(
-            cluster
-                .try_lock("/k", Duration::from_millis(900))
+            lock.try_lock("/k", Duration::from_millis(900))
                 .await
                 .unwrap()
                 .is_none(),
             "held by another node"
         );
-        assert!(cluster.is_up(), "every command was the one expected");
+        assert!(lock.link.is_up(), "every command was the one expected");
     }
 
     /// An announcement wakes every waiter of the key (registered before it); a
     /// waiter that saw it rearms for the next; dropping the last one deregisters.
     #[tokio::test(start_paused = true)]
     async fn announcements_wake_the_waiters_of_their_key() {
-        let cluster = Cluster::on_mock(vec![]);
-        let (a, b) = (cluster.waiter("/k"), cluster.waiter("/k"));
-        let other = cluster.waiter("/other");
-        cluster.inner.fills.wake("/k");
+        let lock = RedisLock::new(Link::on_mock(vec![]));
+        let (a, b) = (lock.waiter("/k"), lock.waiter("/k"));
+        let other = lock.waiter("/other");
+        lock.wake("/k");
         assert!(a.wait(Duration::from_secs(1)).await);
         assert!(b.wait(Duration::from_secs(1)).await);
         assert!(!other.wait(Duration::from_secs(1)).await, "times out");
         a.rearm();
         let waiting = tokio::spawn(async move { a.wait(Duration::from_secs(5)).await });
         tokio::task::yield_now().await;
-        cluster.inner.fills.wake("/k");
+        lock.wake("/k");
         assert!(waiting.await.unwrap());
         drop(b);
         drop(other);
-        assert!(cluster.inner.fills.by_key.lock().unwrap().is_empty());
+        assert!(lock.by_key.lock().unwrap().is_empty());
     }
 
     /// Redis away: no lease, the caller fills alone.
     #[tokio::test]
     async fn no_lease_while_redis_is_away() {
-        let cluster = Cluster::on_mock(vec![mock::failing(
+        let lock = RedisLock::new(Link::on_mock(vec![mock::failing(
             redis::cmd("SET").arg("mdproxy:v1:lock:/k").arg("x").clone(),
-        )]);
+        )]));
         assert_eq!(
-            cluster.try_lock("/k", Duration::from_millis(1)).await.err(),
+            lock.try_lock("/k", Duration::from_millis(1)).await.err(),
             Some(Unavailable)
         );
         assert_eq!(
-            cluster.try_lock("/k", Duration::from_millis(1)).await.err(),
+            lock.try_lock("/k", Duration::from_millis(1)).await.err(),
             Some(Unavailable),
             "marked away: not even asked"
         );

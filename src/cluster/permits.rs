@@ -7,7 +7,38 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{Cluster, PREFIX, Permits, Unavailable};
+use super::link::{Link, PREFIX, Unavailable};
+
+/// The fleet's upstream budget.
+#[async_trait]
+pub trait Permits: Send + Sync {
+    /// Nodes alive (this one included); a node alone takes this share of a budget.
+    fn nodes(&self) -> u64;
+
+    /// One permit from the fleet's bucket `bucket`: `interval` between permits,
+    /// `tolerance` how far ahead of that schedule one may be taken (the burst).
+    /// Zero when granted, else how long until one may be.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the fleet cannot be asked (the node uses its own).
+    async fn take_permit(
+        &self,
+        bucket: &str,
+        interval: Duration,
+        tolerance: Duration,
+    ) -> Result<Duration, Unavailable>;
+}
+
+/// The budget on Redis.
+pub struct RedisPermits {
+    link: Link,
+}
+
+impl RedisPermits {
+    pub(super) fn new(link: Link) -> RedisPermits {
+        RedisPermits { link }
+    }
+}
 
 /// One permit, or the wait for one (`scripts/gcra.lua`).
 static GCRA: LazyLock<redis::Script> =
@@ -25,9 +56,9 @@ fn bucket_key(bucket: &str) -> String {
 }
 
 #[async_trait]
-impl Permits for Cluster {
+impl Permits for RedisPermits {
     fn nodes(&self) -> u64 {
-        Cluster::nodes(self)
+        self.link.nodes()
     }
 
     async fn take_permit(
@@ -39,6 +70,7 @@ impl Permits for Cluster {
         let key = bucket_key(bucket);
         let (interval, tolerance) = (interval.as_micros() as u64, tolerance.as_micros() as u64);
         let wait: u64 = self
+            .link
             .run(|mut c| async move {
                 GCRA.key(&key)
                     .arg(interval)
@@ -54,14 +86,14 @@ impl Permits for Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::mock;
+    use crate::cluster::link::mock;
     use redis_test::MockCmd;
 
     /// The interval and tolerance go in microseconds, each instance to its own
     /// bucket (the primary's under its old name); the answer is the wait.
     #[tokio::test]
     async fn a_permit_is_asked_in_microseconds_per_bucket() {
-        let cluster = Cluster::on_mock(vec![
+        let permits = RedisPermits::new(Link::on_mock(vec![
             MockCmd::new(
                 mock::eval(&GCRA, &["mdproxy:v1:budget"], &["250000", "750000"]),
                 Ok(0),
@@ -70,14 +102,14 @@ mod tests {
                 mock::eval(&GCRA, &["mdproxy:v1:budget:fallback-1"], &["1000000", "0"]),
                 Ok(1_500),
             ),
-        ]);
+        ]));
         let quarter = Duration::from_millis(250);
         assert_eq!(
-            cluster.take_permit("primary", quarter, quarter * 3).await,
+            permits.take_permit("primary", quarter, quarter * 3).await,
             Ok(Duration::ZERO)
         );
         assert_eq!(
-            cluster
+            permits
                 .take_permit("fallback-1", Duration::from_secs(1), Duration::ZERO)
                 .await,
             Ok(Duration::from_micros(1_500))
@@ -89,7 +121,7 @@ mod tests {
     #[tokio::test]
     async fn a_forgotten_script_is_loaded_again() {
         let ask = || mock::eval(&GCRA, &["mdproxy:v1:budget"], &["1", "0"]);
-        let cluster = Cluster::on_mock(vec![
+        let permits = RedisPermits::new(Link::on_mock(vec![
             MockCmd::new::<_, i64>(
                 ask(),
                 Err(redis::RedisError::from((
@@ -105,9 +137,9 @@ mod tests {
                 Ok(GCRA.get_hash()),
             ),
             MockCmd::new(ask(), Ok(0)),
-        ]);
+        ]));
         assert_eq!(
-            cluster
+            permits
                 .take_permit("primary", Duration::from_micros(1), Duration::ZERO)
                 .await,
             Ok(Duration::ZERO)

@@ -10,12 +10,47 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
-#[cfg(test)]
-use super::SCAN_COUNT;
-use super::{Cluster, PREFIX, SharedStore, Unavailable};
+use super::link::{Link, PREFIX, Unavailable};
 
-/// What the store keeps on this node.
-pub(super) struct Local {
+/// The shared second-level store of answers (bytes by key) and cluster-wide purges.
+#[async_trait]
+pub trait SharedStore: Send + Sync {
+    /// Whether the other nodes can be reached now (false: every call is skipped
+    /// or fails at once).
+    fn is_up(&self) -> bool;
+
+    /// Largest body shared; larger ones stay in the node's cache.
+    fn max_body(&self) -> usize;
+
+    /// The answer stored under `key`, if any.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the store is away or slow.
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, Unavailable>;
+
+    /// Stores `value` under `key` for `ttl` (unless larger than [`max_body`](Self::max_body)).
+    async fn put(&self, key: &str, value: Bytes, ttl: Duration);
+
+    /// Drops `key` from the store and tells every node (`message` is what their
+    /// [`invalidations`](Self::invalidations) receive).
+    async fn purge(&self, key: &str, message: &str);
+
+    /// Drops every stored key that starts with `prefix` and that `matches` accepts,
+    /// and tells every node (`message`, as [`purge`](Self::purge)).
+    async fn purge_matching(
+        &self,
+        prefix: &str,
+        matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
+        message: &str,
+    );
+
+    /// Purges made anywhere (this node's too), as their messages.
+    fn invalidations(&self) -> broadcast::Receiver<String>;
+}
+
+/// The store on Redis, and what it keeps on this node.
+pub struct RedisStore {
+    link: Link,
     max_body: usize,
     /// Answers found in the shared store.
     shared_hits: AtomicU64,
@@ -24,9 +59,10 @@ pub(super) struct Local {
     invalidations: broadcast::Sender<String>,
 }
 
-impl Local {
-    pub(super) fn new(max_body: usize) -> Local {
-        Local {
+impl RedisStore {
+    pub(super) fn new(link: Link, max_body: usize) -> RedisStore {
+        RedisStore {
+            link,
             max_body,
             shared_hits: AtomicU64::new(0),
             invalidations: broadcast::channel(1024).0,
@@ -38,8 +74,21 @@ impl Local {
         let _ = self.invalidations.send(message.to_owned());
     }
 
-    pub(super) fn invalidations(&self) -> broadcast::Receiver<String> {
-        self.invalidations.subscribe()
+    /// Answers this node found in the shared store.
+    pub fn shared_hits(&self) -> u64 {
+        self.shared_hits.load(Ordering::Relaxed)
+    }
+
+    async fn delete(&self, redis_keys: Vec<String>) -> Result<(), Unavailable> {
+        self.link
+            .run(|mut c| async move {
+                redis::cmd("DEL")
+                    .arg(&redis_keys)
+                    .query_async::<i64>(&mut c)
+                    .await
+            })
+            .await
+            .map(drop)
     }
 }
 
@@ -65,51 +114,35 @@ fn pattern(prefix: &str) -> String {
     out
 }
 
-impl Cluster {
-    /// Answers this node found in the shared store.
-    pub fn shared_hits(&self) -> u64 {
-        self.inner.store.shared_hits.load(Ordering::Relaxed)
-    }
-
-    async fn delete(&self, redis_keys: Vec<String>) -> Result<(), Unavailable> {
-        self.run(|mut c| async move {
-            redis::cmd("DEL")
-                .arg(&redis_keys)
-                .query_async::<i64>(&mut c)
-                .await
-        })
-        .await
-        .map(drop)
-    }
-}
-
 #[async_trait]
-impl SharedStore for Cluster {
+impl SharedStore for RedisStore {
     fn is_up(&self) -> bool {
-        Cluster::is_up(self)
+        self.link.is_up()
     }
 
     fn max_body(&self) -> usize {
-        self.inner.store.max_body
+        self.max_body
     }
 
     async fn get(&self, key: &str) -> Result<Option<Bytes>, Unavailable> {
         let redis_key = entry_key(key);
         let found: Option<Vec<u8>> = self
+            .link
             .run(|mut c| async move { redis::cmd("GET").arg(&redis_key).query_async(&mut c).await })
             .await?;
         if found.is_some() {
-            self.inner.store.shared_hits.fetch_add(1, Ordering::Relaxed);
+            self.shared_hits.fetch_add(1, Ordering::Relaxed);
         }
         Ok(found.map(Bytes::from))
     }
 
     async fn put(&self, key: &str, value: Bytes, ttl: Duration) {
-        if value.len() > self.inner.store.max_body {
+        if value.len() > self.max_body {
             return;
         }
         let (redis_key, ms) = (entry_key(key), ttl.as_millis().max(1) as u64);
         let _ = self
+            .link
             .run(|mut c| async move {
                 redis::cmd("SET")
                     .arg(&redis_key)
@@ -124,7 +157,7 @@ impl SharedStore for Cluster {
 
     async fn purge(&self, key: &str, message: &str) {
         let _ = self.delete(vec![entry_key(key)]).await;
-        self.publish(format!("purge {message}")).await;
+        self.link.publish(format!("purge {message}")).await;
     }
 
     async fn purge_matching(
@@ -139,7 +172,7 @@ impl SharedStore for Cluster {
         let pattern = pattern(prefix);
         let mut cursor = 0;
         loop {
-            let Ok((next, keys)) = self.scan(cursor, &pattern).await else {
+            let Ok((next, keys)) = self.link.scan(cursor, &pattern).await else {
                 break;
             };
             let prefix = entry_prefix();
@@ -155,20 +188,24 @@ impl SharedStore for Cluster {
             }
             cursor = next;
         }
-        self.publish(format!("purge {message}")).await;
+        self.link.publish(format!("purge {message}")).await;
     }
 
     fn invalidations(&self) -> broadcast::Receiver<String> {
-        self.inner.store.invalidations()
+        self.invalidations.subscribe()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::mock;
+    use crate::cluster::link::{SCAN_COUNT, mock};
     use redis::Value;
     use redis_test::MockCmd;
+
+    fn on_mock(commands: Vec<MockCmd>) -> RedisStore {
+        RedisStore::new(Link::on_mock(commands), 1 << 20)
+    }
 
     fn bulk(s: &str) -> Value {
         Value::BulkString(s.as_bytes().to_vec())
@@ -199,7 +236,7 @@ mod tests {
     #[tokio::test]
     async fn get_counts_shared_hits_and_put_keeps_large_bodies_local() {
         let key = "mdproxy:v1:entry:/market/indices";
-        let cluster = Cluster::on_mock(vec![
+        let store = on_mock(vec![
             MockCmd::new(redis::cmd("GET").arg(key).clone(), Ok(Value::Nil)),
             MockCmd::new(redis::cmd("GET").arg(key).clone(), Ok(bulk("body"))),
             MockCmd::new(
@@ -212,27 +249,24 @@ mod tests {
                 Ok("OK"),
             ),
         ]);
-        assert_eq!(cluster.get("/market/indices").await, Ok(None));
+        assert_eq!(store.get("/market/indices").await, Ok(None));
         assert_eq!(
-            cluster.get("/market/indices").await,
+            store.get("/market/indices").await,
             Ok(Some(Bytes::from_static(b"body")))
         );
-        assert_eq!(cluster.shared_hits(), 1);
-        let large = Bytes::from(vec![0; cluster.max_body() + 1]);
-        cluster
+        assert_eq!(store.shared_hits(), 1);
+        let large = Bytes::from(vec![0; store.max_body() + 1]);
+        store
             .put("/market/indices", large, Duration::from_secs(1))
             .await;
-        cluster
+        store
             .put(
                 "/market/indices",
                 Bytes::from_static(b"ok"),
                 Duration::from_millis(1_500),
             )
             .await;
-        assert!(
-            Cluster::is_up(&cluster),
-            "every command was the one expected"
-        );
+        assert!(store.link.is_up(), "every command was the one expected");
     }
 
     /// A purge by prefix finds the stored keys round by round (none of them need be
@@ -240,7 +274,7 @@ mod tests {
     #[tokio::test]
     async fn a_purge_by_prefix_scans_redis_and_tells_every_node() {
         let pattern = "mdproxy:v1:entry:/stock/*";
-        let cluster = Cluster::on_mock(vec![
+        let store = on_mock(vec![
             MockCmd::new(
                 scan(0, pattern),
                 Ok(Value::Array(vec![
@@ -263,20 +297,17 @@ mod tests {
             ),
             published("purge endpoint /stock/detail/{code}"),
         ]);
-        let mut heard = cluster.invalidations();
-        cluster
+        let mut heard = store.invalidations();
+        store
             .purge_matching(
                 "/stock/",
                 &|k: &str| k.starts_with("/stock/detail/"),
                 "endpoint /stock/detail/{code}",
             )
             .await;
-        assert!(
-            Cluster::is_up(&cluster),
-            "every command was the one expected"
-        );
+        assert!(store.link.is_up(), "every command was the one expected");
         // The publication comes back through the subscription, to this node too.
-        cluster.on_event(b"purge endpoint /stock/detail/{code}");
+        store.purged("endpoint /stock/detail/{code}");
         assert_eq!(heard.try_recv().unwrap(), "endpoint /stock/detail/{code}");
     }
 
@@ -292,8 +323,8 @@ mod tests {
     /// Redis away in the middle of a purge: the scan stops, nothing hangs.
     #[tokio::test]
     async fn a_purge_stops_when_redis_goes_away() {
-        let cluster = Cluster::on_mock(vec![mock::failing(scan(0, "mdproxy:v1:entry:/x*"))]);
-        cluster.purge_matching("/x", &|_| true, "prefix /x").await;
-        assert!(!Cluster::is_up(&cluster));
+        let store = on_mock(vec![mock::failing(scan(0, "mdproxy:v1:entry:/x*"))]);
+        store.purge_matching("/x", &|_| true, "prefix /x").await;
+        assert!(!store.link.is_up());
     }
 }
