@@ -1,10 +1,12 @@
 //! The fleet on a highly available Redis (issue 30), against real processes on
 //! loopback: a master, a replica and three sentinels whose master is killed while
-//! two nodes serve (no request fails, the nodes follow the promoted replica by
-//! themselves, shared fills work again), and a TLS Redis with an ACL user (a node
+//! three nodes serve (no request fails, the nodes follow the promoted replica by
+//! themselves, the upstream requests of the window stay within what working alone
+//! costs, shared fills work again), and a TLS Redis with an ACL user (a node
 //! with the user's password, a CA file and a client certificate shares its fills;
 //! one with a wrong password says why, works alone and never shows a password).
-//! Every server is `redis-server` (Debian's 7.0; sentinels are `redis-server
+//! After the failover one node polls the hub for the cluster again within one
+//! lease. Every server is `redis-server` (Debian's 7.0; sentinels are `redis-server
 //! --sentinel`); `scripts/test` installs it where it is missing.
 
 mod support;
@@ -15,82 +17,16 @@ use std::time::{Duration, Instant};
 
 use mdproxy::app::App;
 use mdproxy::config::Secret;
-use support::redis::{Lines, Redis, free_port, get, joined, node, scratch};
+use support::redis::{
+    Lines, MASTER, Redis, free_port, get, joined, node, scratch, sentinel_topology,
+};
 use support::{Env, header};
 
-/// The name the sentinels know the master by.
-const MASTER: &str = "mymaster";
-/// Sentinel's `down-after-milliseconds`: a silent master is down after this.
-const DOWN_AFTER_MS: u64 = 500;
 /// The bound within which every node uses the promoted replica, from the master's
 /// death. Measured on the 2-core CI machine: about 2 to 4 s (down-after 0.5 s, the
 /// sentinels' vote and promotion, then one of the nodes' 0.5 s retries); the bound
 /// is generous so that a loaded machine does not fail it.
 const FOLLOW_WITHIN: Duration = Duration::from_secs(30);
-
-/// The answer to `cmd` from the Redis (or sentinel) on `port`.
-async fn ask<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> redis::RedisResult<T> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
-    let mut conn = client.get_multiplexed_async_connection().await?;
-    cmd.query_async(&mut conn).await
-}
-
-/// Whether the sentinel on `port` knows the replica and the two other sentinels
-/// (what a failover needs).
-async fn sentinel_ready(port: u16) -> bool {
-    let fields: Vec<String> =
-        match ask(port, redis::cmd("SENTINEL").arg("master").arg(MASTER)).await {
-            Ok(fields) => fields,
-            Err(_) => return false,
-        };
-    let field = |name: &str| {
-        fields
-            .iter()
-            .position(|f| f == name)
-            .and_then(|i| fields.get(i + 1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    field("num-slaves") >= 1 && field("num-other-sentinels") >= 2
-}
-
-/// A master, its replica (in sync) and three sentinels that know each other.
-async fn sentinel_topology() -> (Redis, Redis, Vec<Redis>) {
-    let master = Redis::with(free_port(), &["--repl-diskless-sync-delay", "0"]);
-    let master_port = master.port.to_string();
-    let replica = Redis::with(
-        free_port(),
-        &[
-            "--replicaof",
-            "127.0.0.1",
-            &master_port,
-            "--repl-diskless-sync-delay",
-            "0",
-        ],
-    );
-    let sentinels: Vec<Redis> = (0..3)
-        .map(|_| Redis::sentinel(MASTER, master.port, DOWN_AFTER_MS))
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let info: String = ask(replica.port, redis::cmd("INFO").arg("replication"))
-            .await
-            .unwrap_or_default();
-        let mut ready = info.contains("master_link_status:up");
-        for s in &sentinels {
-            ready = ready && sentinel_ready(s.port).await;
-        }
-        if ready {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the sentinels never saw the replica and each other"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    (master, replica, sentinels)
-}
 
 /// A fill on `a` is served by `b` from the shared store.
 async fn shares_a_fill(env: &Env, a: &App, b: &App, target: &str, endpoint: &str) {
@@ -273,6 +209,82 @@ async fn the_nodes_follow_a_sentinel_failover_and_no_request_fails() {
         metrics.contains("mdproxy_cluster_alone_seconds_total "),
         "{metrics}"
     );
+    b.shutdown().await;
+    c.shutdown().await;
+    drop(sentinels);
+}
+
+/// The hub's lease through a Sentinel failover: in the window every node polls for
+/// its own subscribers (alone, as when Redis is down); once every node uses the
+/// promoted replica, one lease later, one node polls for the cluster again (the
+/// lease and its term may have been lost with the old master: the first node to
+/// ask the new one takes it, the others follow its boards).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_polls_the_hub_again_one_lease_after_a_failover() {
+    let (master, replica, sentinels) = sentinel_topology().await;
+    let addrs: Vec<String> = sentinels.iter().map(Redis::addr).collect();
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.cluster.sentinels = addrs;
+            c.cluster.sentinel_master = MASTER.into();
+            c.cluster.node_id = "node-0".into();
+            c.hub.closed_interval_ms = 200;
+            // The lease covers a poll's longest wait: 2 × 200 ms + 1,000 + 200 + 500 ms.
+            c.upstream.timeout_ms = 1_000;
+            c.limits.client_wait_ms = 200;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    const LEASE: Duration = Duration::from_millis(2_100);
+    let (b, c) = (node(&env, "node-1").await, node(&env, "node-2").await);
+    let nodes: [&App; 3] = [&env.proxy, &b, &c];
+    joined(&nodes).await;
+    let mut readers = Vec::new();
+    for (n, code) in nodes.iter().zip(["600519", "000001", "300750"]) {
+        let r = get(n, &format!("/stock/indicator/realtime/sse?codes={code}")).await;
+        assert_eq!(r.status(), 200);
+        let mut reader = support::SseReader::new(r);
+        assert!(reader.next_quote(Duration::from_secs(10)).await.is_some());
+        readers.push(reader);
+    }
+    master.stop();
+    let promoted = replica.addr();
+    let followed = |n: &App| {
+        let c = n.state().cluster().unwrap();
+        c.is_up() && c.redis_address() == promoted
+    };
+    assert!(
+        support::eventually(FOLLOW_WITHIN, || nodes.iter().all(|n| followed(n))).await,
+        "the nodes did not follow within {FOLLOW_WITHIN:?}"
+    );
+    tokio::time::sleep(LEASE).await;
+    // Counted, not timed: of the next ten upstream polls, every one is one node's.
+    let polls = |n: &App| mdproxy::stats::Stats::get(&n.state().stats().hub_polls);
+    let before: Vec<u64> = nodes.iter().map(|n| polls(n)).collect();
+    let upstream = env.sim.hits("/stock/list");
+    let sim = &env.sim;
+    assert!(
+        support::eventually(Duration::from_secs(20), || sim.hits("/stock/list")
+            >= upstream + 10)
+        .await,
+        "the cluster stopped polling"
+    );
+    let after: Vec<u64> = nodes.iter().map(|n| polls(n)).collect();
+    let grew: Vec<usize> = (0..3).filter(|i| after[*i] > before[*i]).collect();
+    assert_eq!(grew.len(), 1, "one node polls: {before:?} -> {after:?}");
+    // A new subscriber on each node, for a code nobody asked before, gets its
+    // quote: registered with the new master, in the leader's union, on its board.
+    for (n, code) in nodes.iter().zip(["601318", "000858", "600036"]) {
+        let r = get(n, &format!("/stock/indicator/realtime/sse?codes={code}")).await;
+        let event = support::SseReader::new(r)
+            .next_quote(Duration::from_secs(10))
+            .await
+            .expect("a quote after the failover");
+        assert_eq!(event.codes(), [code.to_owned()]);
+    }
+    drop(readers);
     b.shutdown().await;
     c.shutdown().await;
     drop(sentinels);

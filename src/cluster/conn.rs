@@ -1,15 +1,23 @@
 //! The one place that makes (and remakes) the links to Redis: the data connection
 //! every operation runs on, and the subscription the events arrive on, to one Redis
-//! by URL or to the master the sentinels name at each (re)connect; TLS and the ACL
-//! user apply to either. Redis Cluster would grow here, behind [`Connection`].
+//! by URL, to the master the sentinels name at each (re)connect, or to a Redis
+//! Cluster from its seed nodes (the crate follows its slots and failovers; events
+//! on sharded pub/sub); TLS and the ACL user apply to each. What differs between
+//! one Redis and a Cluster for the parts (a `SCAN` of every master, the masters in
+//! use) is answered here, behind [`Connection`].
 
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSub};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
-    ClientTlsConfig, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates,
-    TlsMode,
+    ClientTlsConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion,
+    RedisConnectionInfo, TlsCertificates, TlsMode,
 };
 
 use crate::config::{ClusterConfig, REDIS_URL_FORM, Secret};
@@ -19,6 +27,8 @@ use crate::config::{ClusterConfig, REDIS_URL_FORM, Secret};
 pub(crate) enum Connection {
     /// One Redis, reconnected by the manager.
     Single(ConnectionManager),
+    /// A Redis Cluster: each command goes to the shard of its key.
+    Cluster(ClusterConnection),
     /// A scripted conversation (unit tests).
     #[cfg(test)]
     Mock(redis_test::MockRedisConnection),
@@ -31,6 +41,7 @@ impl redis::aio::ConnectionLike for Connection {
     ) -> redis::RedisFuture<'a, redis::Value> {
         match self {
             Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Cluster(c) => c.req_packed_command(cmd),
             #[cfg(test)]
             Connection::Mock(c) => c.req_packed_command(cmd),
         }
@@ -44,6 +55,7 @@ impl redis::aio::ConnectionLike for Connection {
     ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
         match self {
             Connection::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Connection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
             #[cfg(test)]
             Connection::Mock(c) => c.req_packed_commands(cmd, offset, count),
         }
@@ -52,18 +64,215 @@ impl redis::aio::ConnectionLike for Connection {
     fn get_db(&self) -> i64 {
         match self {
             Connection::Single(c) => c.get_db(),
+            Connection::Cluster(c) => c.get_db(),
             #[cfg(test)]
             Connection::Mock(c) => redis::aio::ConnectionLike::get_db(c),
         }
     }
 }
 
-/// Where the master is: one address, or whatever the sentinels name now.
+impl Connection {
+    /// One round of `SCAN ... MATCH pattern COUNT count` from where `scan` is: the
+    /// keys it found. On a Redis Cluster the rounds go through every master in turn
+    /// (found at the first round), each from cursor 0.
+    ///
+    /// # Errors
+    /// Redis's, when a master cannot be asked.
+    pub(crate) async fn scan_round(
+        &mut self,
+        scan: &mut Scan,
+        pattern: &str,
+        count: usize,
+    ) -> redis::RedisResult<Vec<Vec<u8>>> {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(scan.cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(count);
+        let Connection::Cluster(cluster) = self else {
+            let (next, keys): (u64, Vec<Vec<u8>>) = cmd.query_async(self).await?;
+            scan.cursor = next;
+            scan.done = next == 0;
+            return Ok(keys);
+        };
+        if scan.masters.is_none() {
+            scan.masters = Some(masters_of(cluster).await?);
+        }
+        let masters = scan.masters.as_mut().expect("just found");
+        let Some((host, port)) = masters.first().cloned() else {
+            scan.done = true;
+            return Ok(Vec::new());
+        };
+        let on = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+        let (next, keys): (u64, Vec<Vec<u8>>) =
+            redis::from_owned_redis_value(cluster.route_command(&cmd, on).await?)?;
+        if next == 0 {
+            masters.remove(0);
+            scan.done = masters.is_empty();
+        }
+        scan.cursor = next;
+        Ok(keys)
+    }
+}
+
+/// Where a `SCAN` of the keyspace is.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    /// A Redis Cluster's masters still to visit, the one being scanned first (`None`
+    /// before the first round, and on one Redis).
+    masters: Option<Vec<(String, u16)>>,
+    cursor: u64,
+    done: bool,
+}
+
+impl Scan {
+    /// Whether every key has been seen.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+/// Slots of a Redis Cluster.
+const SLOTS: usize = 16_384;
+
+/// The masters of a Redis Cluster that serve slots and are not failing, sorted,
+/// from `CLUSTER NODES` (asked of any node).
+///
+/// # Errors
+/// Redis's; and one of ours while some slots have no serving master (a shard's
+/// failover under way): a session begun then would be wrong about the masters.
+async fn masters_of(cluster: &mut ClusterConnection) -> redis::RedisResult<Vec<(String, u16)>> {
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(cluster)
+        .await?;
+    let (masters, served) = masters_in(&nodes);
+    if served < SLOTS {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::ClusterDown,
+            "some slots have no serving master (a failover under way)",
+        )));
+    }
+    Ok(masters)
+}
+
+/// The serving masters in the text of `CLUSTER NODES` (`<id> <ip:port@cport[,host]>
+/// <flags> <master> <ping> <pong> <epoch> <link> <slot>...`, one node a line), and
+/// how many slots they serve.
+fn masters_in(nodes: &str) -> (Vec<(String, u16)>, usize) {
+    let mut served = 0;
+    let mut masters: Vec<(String, u16)> = nodes
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let flags = fields.get(2)?;
+            let serving = fields.len() > 8
+                && flags.split(',').any(|f| f == "master")
+                && !flags.contains("fail");
+            if !serving {
+                return None;
+            }
+            served += fields[8..]
+                .iter()
+                .map(|range| slots_in(range))
+                .sum::<usize>();
+            let addr = fields[1].split(['@', ',']).next()?;
+            let (host, port) = addr.rsplit_once(':')?;
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            Some((host.to_owned(), port.parse().ok()?))
+        })
+        .collect();
+    masters.sort();
+    (masters, served)
+}
+
+/// Slots in one slot field of `CLUSTER NODES`: `5461-10922`, `42`, or a slot being
+/// moved (`[42->-id]`, counted where it is now: not here).
+fn slots_in(field: &str) -> usize {
+    let range = |text: &str| text.parse::<usize>().ok();
+    match field.split_once('-') {
+        _ if field.starts_with('[') => 0,
+        Some((first, last)) => match (range(first), range(last)) {
+            (Some(first), Some(last)) if last >= first => last - first + 1,
+            _ => 0,
+        },
+        None => usize::from(range(field).is_some()),
+    }
+}
+
+/// `host:port` of each, joined by commas: what status pages show of a Cluster.
+fn addresses(masters: &[(String, u16)]) -> String {
+    masters
+        .iter()
+        .map(|(host, port)| address(&ConnectionAddr::Tcp(host.clone(), *port)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Where Redis is: one address, whatever the sentinels name now, or a Cluster
+/// found from its seed nodes.
 enum Target {
     /// `redis_url` (with `username`, `password` and the TLS files applied).
     Url(redis::Client),
     /// Asked on every (re)connect; one lookup at a time.
     Sentinel(tokio::sync::Mutex<SentinelClient>),
+    /// A Redis Cluster: a client is built per session (its subscription's pushes
+    /// go to that session).
+    Cluster(ClusterSeeds),
+}
+
+/// What a Redis Cluster's client is built from.
+struct ClusterSeeds {
+    nodes: Vec<ConnectionInfo>,
+    username: String,
+    password: Secret,
+    certificates: Option<TlsCertificates>,
+}
+
+impl ClusterSeeds {
+    fn of(config: &ClusterConfig, certificates: Option<TlsCertificates>) -> Result<Self, String> {
+        let nodes = config
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                node.as_str()
+                    .into_connection_info()
+                    .map_err(|_| format!("cluster.nodes[{i}]: not a redis://host:port URL"))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(ClusterSeeds {
+            nodes,
+            username: config.username.clone(),
+            password: config.password.clone(),
+            certificates,
+        })
+    }
+
+    /// A client whose pushes (the subscription's messages) go to `pushes`.
+    fn client(
+        &self,
+        timeout: Duration,
+        pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
+    ) -> redis::RedisResult<redis::cluster::ClusterClient> {
+        let mut builder = ClusterClientBuilder::new(self.nodes.clone())
+            .use_protocol(ProtocolVersion::RESP3)
+            .push_sender(pushes)
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .retries(1);
+        if !self.username.is_empty() {
+            builder = builder.username(self.username.clone());
+        }
+        if !self.password.is_empty() {
+            builder = builder.password(self.password.expose().to_owned());
+        }
+        if let Some(certificates) = &self.certificates {
+            builder = builder.certs(certificates.clone());
+        }
+        builder.build()
+    }
 }
 
 /// Makes the links to the Redis of `[cluster]`.
@@ -79,9 +288,11 @@ pub(crate) struct Connector {
 pub(crate) struct Session {
     /// The data connection.
     pub(crate) conn: Connection,
-    /// The subscription the events arrive on.
-    pub(crate) pubsub: PubSub,
-    /// `host:port` of the Redis in use (never a credential).
+    /// The events of the subscription, as they arrive (the stream ends with the
+    /// subscription of one Redis; a Cluster's client resubscribes by itself).
+    pub(crate) messages: BoxStream<'static, redis::Msg>,
+    /// `host:port` of the Redis in use, or of a Cluster's masters, comma-separated
+    /// (never a credential).
     pub(crate) address: String,
 }
 
@@ -93,7 +304,9 @@ impl Connector {
     /// be read (the message never holds the URL or a password).
     pub(crate) fn new(config: &ClusterConfig) -> Result<Connector, String> {
         let certificates = certificates(config)?;
-        let target = if config.sentinels.is_empty() {
+        let target = if config.is_redis_cluster() {
+            Target::Cluster(ClusterSeeds::of(config, certificates)?)
+        } else if config.sentinels.is_empty() {
             Target::Url(url_client(config, certificates)?)
         } else {
             Target::Sentinel(tokio::sync::Mutex::new(sentinel_client(
@@ -102,7 +315,8 @@ impl Connector {
             )?))
         };
         let timeout = Duration::from_millis(config.timeout_ms);
-        let steps = u32::try_from(config.sentinels.len()).unwrap_or(u32::MAX);
+        let steps =
+            u32::try_from(config.sentinels.len().max(config.nodes.len())).unwrap_or(u32::MAX);
         Ok(Connector {
             target,
             timeout,
@@ -110,16 +324,21 @@ impl Connector {
         })
     }
 
-    /// Whether the master may move (sentinels): a node marked away then asks the
-    /// sentinels again rather than the address it had.
+    /// Whether the master may move (sentinels, a Cluster's shards): a node marked
+    /// away then starts a new session (asks the sentinels, or the seeds, again)
+    /// rather than waiting for the address it had.
     pub(crate) fn follows_failover(&self) -> bool {
-        matches!(self.target, Target::Sentinel(_))
+        matches!(self.target, Target::Sentinel(_) | Target::Cluster(_))
     }
 
     /// The client of the master now: the URL's, or the one the sentinels name.
     async fn master(&self) -> redis::RedisResult<redis::Client> {
         match &self.target {
             Target::Url(client) => Ok(client.clone()),
+            Target::Cluster(_) => Err(redis::RedisError::from((
+                redis::ErrorKind::ClientError,
+                "a Redis Cluster has no one master",
+            ))),
             Target::Sentinel(sentinels) => {
                 let lookup = async { sentinels.lock().await.async_get_client().await };
                 tokio::time::timeout(self.lookup_timeout, lookup)
@@ -136,6 +355,9 @@ impl Connector {
     /// Redis's (or the sentinels'), when it cannot be reached, refuses the user or
     /// password, or does not answer within the timeout.
     pub(crate) async fn connect(&self, channels: &[&str]) -> redis::RedisResult<Session> {
+        if let Target::Cluster(seeds) = &self.target {
+            return self.connect_cluster(seeds, channels).await;
+        }
         let client = self.master().await?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(self.timeout)
@@ -150,8 +372,42 @@ impl Connector {
         }
         Ok(Session {
             conn: Connection::Single(conn),
-            pubsub,
+            messages: pubsub.into_on_message().boxed(),
             address: address(&client.get_connection_info().addr),
+        })
+    }
+
+    /// A session on a Redis Cluster: a client from the seeds, the channels
+    /// subscribed on sharded pub/sub (each on its shard's master), and the masters
+    /// in use. Every master must answer: a session begun while a shard's master is
+    /// dead and not yet replaced would fail at its first command on that shard.
+    async fn connect_cluster(
+        &self,
+        seeds: &ClusterSeeds,
+        channels: &[&str],
+    ) -> redis::RedisResult<Session> {
+        let (pushes, arrived) = tokio::sync::mpsc::unbounded_channel();
+        let client = seeds.client(self.timeout, pushes)?;
+        let session = async {
+            let mut conn = client.get_async_connection().await?;
+            redis::cmd("PING").query_async::<()>(&mut conn).await?;
+            for channel in channels {
+                conn.ssubscribe(*channel).await?;
+            }
+            let masters = masters_of(&mut conn).await?;
+            Ok::<_, redis::RedisError>((conn, masters))
+        };
+        let (conn, masters) = tokio::time::timeout(self.lookup_timeout, session)
+            .await
+            .map_err(|_| timed_out())??;
+        let messages = futures_util::stream::unfold(arrived, |mut arrived| async move {
+            arrived.recv().await.map(|push| (push, arrived))
+        })
+        .filter_map(|push| std::future::ready(redis::Msg::from_push_info(push)));
+        Ok(Session {
+            conn: Connection::Cluster(conn),
+            messages: messages.boxed(),
+            address: addresses(&masters),
         })
     }
 }
@@ -343,5 +599,50 @@ mod tests {
             address(&client.get_connection_info().addr),
             "127.0.0.1:6379"
         );
+    }
+
+    /// The serving masters of `CLUSTER NODES`: replicas, failing masters and
+    /// masters without slots are left out; sorted, shown comma-separated.
+    #[test]
+    fn the_serving_masters_are_read_from_cluster_nodes() {
+        let nodes = "\
+a1 127.0.0.1:7001@17001 master - 0 1 2 connected 5461-10922
+a0 127.0.0.1:7000@17000,redis-0 myself,master - 0 0 1 connected 0-5460
+a2 127.0.0.1:7002@17002 master,fail - 0 1 3 connected 10923-16383
+a3 127.0.0.1:7003@17003 slave a2 0 1 4 connected
+a4 [::1]:7004@17004 master - 0 1 5 connected 10923-16382 16383 [16383->-a9]
+a5 127.0.0.1:7005@17005 master - 0 1 6 connected
+";
+        let (masters, served) = masters_in(nodes);
+        assert_eq!(served, 5461 + 5462 + 5461);
+        assert_eq!(
+            masters,
+            [
+                ("127.0.0.1".to_owned(), 7000),
+                ("127.0.0.1".to_owned(), 7001),
+                ("::1".to_owned(), 7004)
+            ]
+        );
+        assert_eq!(
+            addresses(&masters),
+            "127.0.0.1:7000,127.0.0.1:7001,[::1]:7004"
+        );
+    }
+
+    /// Seed nodes make a Cluster target, which follows failovers (a node marked
+    /// away starts a new session from the seeds).
+    #[test]
+    fn seed_nodes_make_a_cluster_that_follows_failovers() {
+        let c = Connector::new(&ClusterConfig {
+            nodes: vec![
+                "redis://127.0.0.1:7000".into(),
+                "redis://127.0.0.1:7001".into(),
+            ],
+            password: Secret::new("acl-pw"),
+            ..ClusterConfig::default()
+        })
+        .unwrap();
+        assert!(matches!(&c.target, Target::Cluster(seeds) if seeds.nodes.len() == 2));
+        assert!(c.follows_failover());
     }
 }

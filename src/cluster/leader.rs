@@ -170,7 +170,12 @@ impl Leadership for RedisLeadership {
     }
 
     async fn lead_hub(&self, lease: Duration) -> Result<Option<u64>, Unavailable> {
-        let keys = (format!("{PREFIX}:hub:leader"), format!("{PREFIX}:hub:term"));
+        // One shard on a Redis Cluster: the script reads both.
+        let hub = self.link.together("hub");
+        let keys = (
+            format!("{PREFIX}:{hub}:leader"),
+            format!("{PREFIX}:{hub}:term"),
+        );
         let (node, ms) = (self.link.node_id().to_owned(), lease.as_millis() as u64);
         let term: u64 = self
             .link
@@ -227,16 +232,7 @@ impl Leadership for RedisLeadership {
             message.push(b'\t');
             message.extend_from_slice(row);
         }
-        let _ = self
-            .link
-            .run(|mut c| async move {
-                redis::cmd("PUBLISH")
-                    .arg(board_channel())
-                    .arg(message)
-                    .query_async::<i64>(&mut c)
-                    .await
-            })
-            .await;
+        self.link.publish_on(board_channel(), message).await;
     }
 
     fn latest_board(&self) -> Arc<HashMap<String, Bytes>> {

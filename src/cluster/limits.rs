@@ -222,8 +222,17 @@ impl FleetLimits for RedisLimits {
 
     async fn take_quota(&self, target: &str, ask: QuotaAsk) -> Result<QuotaCount, Unavailable> {
         let keys = (
-            format!("{PREFIX}:quota:{target}:minute:{}", ask.minute),
-            format!("{PREFIX}:quota:{target}:day:{}", ask.day),
+            // One shard on a Redis Cluster: the script reads both.
+            format!(
+                "{PREFIX}:quota:{}:minute:{}",
+                self.link.together(target),
+                ask.minute
+            ),
+            format!(
+                "{PREFIX}:quota:{}:day:{}",
+                self.link.together(target),
+                ask.day
+            ),
         );
         let kept = |ends_in: Duration| (ends_in + COUNT_KEPT_PAST).as_millis() as u64;
         let reserve = ask.reserve;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::conn::Connection;
+use super::conn::{Connection, Scan};
 
 /// Prefix of every key and channel, versioned with the entry format.
 pub(super) const PREFIX: &str = "mdproxy:v1";
@@ -50,6 +50,9 @@ pub(super) struct Link {
 
 struct Inner {
     node_id: String,
+    /// Redis is a Redis Cluster: keys read together share a hash tag, and events
+    /// go out on sharded pub/sub.
+    sharded: bool,
     /// The data connection of the current session (None until Redis first answers).
     conn: Mutex<Option<Connection>>,
     up: AtomicBool,
@@ -77,11 +80,13 @@ impl AloneTime {
 }
 
 impl Link {
-    /// A link with no session yet (away until [`Link::joined`]).
-    pub(super) fn new(node_id: String, timeout: Duration) -> Link {
+    /// A link with no session yet (away until [`Link::joined`]); `sharded` for a
+    /// Redis Cluster.
+    pub(super) fn new(node_id: String, timeout: Duration, sharded: bool) -> Link {
         Link {
             inner: Arc::new(Inner {
                 node_id,
+                sharded,
                 conn: Mutex::new(None),
                 up: AtomicBool::new(false),
                 address: Mutex::new(String::new()),
@@ -100,7 +105,7 @@ impl Link {
     /// the unit tests of every part run on.
     #[cfg(test)]
     pub(super) fn on_mock(commands: Vec<redis_test::MockCmd>) -> Link {
-        let link = Link::new("n1".into(), Duration::from_millis(500));
+        let link = Link::new("n1".into(), Duration::from_millis(500), false);
         let conn = Connection::Mock(redis_test::MockRedisConnection::new(commands));
         link.joined(conn, "mock:6379".into());
         link
@@ -109,6 +114,17 @@ impl Link {
     /// This node's name in the cluster.
     pub(super) fn node_id(&self) -> &str {
         &self.inner.node_id
+    }
+
+    /// `group` as the part of a key that decides its shard: `{group}` on a Redis
+    /// Cluster, so that the keys one script reads land on one shard, and `group`
+    /// itself on one Redis (the names nodes of earlier versions use).
+    pub(super) fn together(&self, group: &str) -> String {
+        if self.inner.sharded {
+            format!("{{{group}}}")
+        } else {
+            group.to_owned()
+        }
     }
 
     /// Whether Redis answers (false: the node works alone).
@@ -258,31 +274,21 @@ impl Link {
         }
     }
 
-    /// One round of a `SCAN` for `pattern` from `cursor`: the next cursor (0: done)
-    /// and the keys the round found (any that are not text are skipped).
+    /// One round of a `SCAN` for `pattern` from where `scan` is (every master of a
+    /// Redis Cluster in turn): the keys the round found (any that are not text are
+    /// skipped). Done when [`Scan::is_done`].
     pub(super) async fn scan(
         &self,
-        cursor: u64,
+        scan: &mut Scan,
         pattern: &str,
-    ) -> Result<(u64, Vec<String>), Unavailable> {
-        let pattern = pattern.to_owned();
-        let (next, found): (u64, Vec<Vec<u8>>) = self
-            .run(|mut c| async move {
-                redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(SCAN_COUNT)
-                    .query_async(&mut c)
-                    .await
-            })
+    ) -> Result<Vec<String>, Unavailable> {
+        let found = self
+            .run(|mut c| async move { c.scan_round(scan, pattern, SCAN_COUNT).await })
             .await?;
-        let keys = found
+        Ok(found
             .into_iter()
             .filter_map(|k| String::from_utf8(k).ok())
-            .collect();
-        Ok((next, keys))
+            .collect())
     }
 
     /// `SET key value NX PX ms`: whether this call set it (no one held it).
@@ -310,11 +316,23 @@ impl Link {
 
     /// Publishes `message` on the events channel (every node hears it, this one too).
     pub(super) async fn publish(&self, message: String) {
+        self.publish_on(events_channel(), message.into_bytes())
+            .await;
+    }
+
+    /// Publishes `message` on `channel`: `SPUBLISH` on a Redis Cluster (the
+    /// channel's shard alone carries it), `PUBLISH` on one Redis.
+    pub(super) async fn publish_on(&self, channel: String, message: Vec<u8>) {
+        let command = if self.inner.sharded {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        };
         let _ = self
             .run(|mut c| async move {
-                redis::cmd("PUBLISH")
-                    .arg(events_channel())
-                    .arg(&message)
+                redis::cmd(command)
+                    .arg(&channel)
+                    .arg(message)
                     .query_async::<i64>(&mut c)
                     .await
             })

@@ -53,7 +53,11 @@ impl Cluster {
         } else {
             config.node_id.clone()
         };
-        let link = Link::new(node_id, Duration::from_millis(config.timeout_ms));
+        let link = Link::new(
+            node_id,
+            Duration::from_millis(config.timeout_ms),
+            config.is_redis_cluster(),
+        );
         let cluster = Cluster::on(link, Some(connector), config.max_l2_body_bytes);
         let watcher = cluster.clone();
         let watch_stop = stop.clone();
@@ -144,7 +148,7 @@ impl Cluster {
                 }
                 self.link.beat().await;
                 self.limits.recall_pauses().await;
-                self.listen(session.pubsub.into_on_message()).await;
+                self.listen(session.messages).await;
                 Ok::<(), redis::RedisError>(())
             };
             let ended = tokio::select! {

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
+use super::conn::Scan;
 use super::link::{Link, PREFIX, Unavailable};
 
 /// The shared second-level store of answers (bytes by key) and cluster-wide purges.
@@ -166,13 +167,13 @@ impl SharedStore for RedisStore {
         matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
         message: &str,
     ) {
-        // Round by round: Redis is never held for the whole keyspace, and each
-        // round has the operations' time limit. A round that fails ends the scan
+        // Round by round (through every master of a Redis Cluster): Redis is never
+        // held for the whole keyspace, and each round has the operations' time limit. A round that fails ends the scan
         // (Redis is away: the nodes are told anyway, as far as they can be).
         let pattern = pattern(prefix);
-        let mut cursor = 0;
+        let mut scan = Scan::default();
         loop {
-            let Ok((next, keys)) = self.link.scan(cursor, &pattern).await else {
+            let Ok(keys) = self.link.scan(&mut scan, &pattern).await else {
                 break;
             };
             let prefix = entry_prefix();
@@ -183,10 +184,9 @@ impl SharedStore for RedisStore {
             if !doomed.is_empty() && self.delete(doomed).await.is_err() {
                 break;
             }
-            if next == 0 {
+            if scan.is_done() {
                 break;
             }
-            cursor = next;
         }
         self.link.publish(format!("purge {message}")).await;
     }

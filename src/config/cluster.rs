@@ -1,5 +1,5 @@
-//! `[cluster]`: the keys of the link to Redis (one URL, or sentinels), its TLS and
-//! its ACL user.
+//! `[cluster]`: the keys of the link to Redis (one URL, sentinels, or the seed
+//! nodes of a Redis Cluster), its TLS and its ACL user.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +18,14 @@ pub struct ClusterConfig {
     /// no `sentinels`): a single node, as without it. A secret (its password is
     /// never shown).
     pub redis_url: Secret,
+    /// How Redis is reached: `single` (`redis_url`), `sentinel` (`sentinels`) or
+    /// `cluster` (a Redis Cluster, `nodes`); empty: whichever of the three is set.
+    pub mode: String,
+    /// Seed nodes of a Redis Cluster (`redis://host:port` or `rediss://`, without
+    /// credentials: those go in `username` and `password`); the others are found
+    /// from them. Entries spread over the shards; events travel on sharded pub/sub
+    /// (Redis 7 or Valkey 7.2 and later).
+    pub nodes: Vec<String>,
     /// Sentinels (`host:port`) that name the master in place of `redis_url`: asked
     /// on every (re)connect, so that the nodes follow a failover by themselves.
     pub sentinels: Vec<String>,
@@ -54,6 +62,8 @@ impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
             redis_url: Secret::new(""),
+            mode: String::new(),
+            nodes: Vec::new(),
             sentinels: Vec::new(),
             sentinel_master: String::new(),
             sentinel_username: String::new(),
@@ -72,9 +82,16 @@ impl Default for ClusterConfig {
 }
 
 impl ClusterConfig {
-    /// Whether this node is one of a cluster (a Redis URL or sentinels are set).
+    /// Whether this node is one of a cluster (a Redis URL, sentinels or the nodes
+    /// of a Redis Cluster are set).
     pub fn is_enabled(&self) -> bool {
-        !self.redis_url.is_empty() || !self.sentinels.is_empty()
+        !self.redis_url.is_empty() || !self.sentinels.is_empty() || !self.nodes.is_empty()
+    }
+
+    /// Whether Redis is a Redis Cluster (`nodes`): keys a script reads together
+    /// share a hash tag, and events travel on sharded pub/sub.
+    pub fn is_redis_cluster(&self) -> bool {
+        !self.nodes.is_empty()
     }
 
     /// The sentinels' hosts and ports (those that are `host:port`).
@@ -87,7 +104,9 @@ impl ClusterConfig {
 
     /// Whether the link to Redis is TLS (`rediss://`, or `tls` with sentinels).
     pub fn uses_tls(&self) -> bool {
-        self.tls || self.redis_url.expose().starts_with("rediss://")
+        self.tls
+            || self.redis_url.expose().starts_with("rediss://")
+            || self.nodes.iter().any(|n| n.starts_with("rediss://"))
     }
 }
 
@@ -137,6 +156,7 @@ impl ClusterConfig {
                 "and cluster.redis_url are both set: the master is found one way (sentinels) or the other (a URL)",
             );
         }
+        self.mode_problems(&mut problem);
         for sentinel in &self.sentinels {
             if sentinel_addr(sentinel).is_none() {
                 problem(
@@ -175,6 +195,82 @@ impl ClusterConfig {
             problem(
                 "cluster.tls_ca_file",
                 "or another tls_ file is set but the link is not TLS (rediss://, or cluster.tls with sentinels)",
+            );
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// `mode` names one way, and the keys of that way (and no other) are set;
+    /// every seed node is a plain URL. No message repeats a URL.
+    fn mode_problems(&self, problem: &mut impl FnMut(&str, &str)) {
+        let ways = [
+            ("single", !self.redis_url.is_empty()),
+            ("sentinel", !self.sentinels.is_empty()),
+            ("cluster", !self.nodes.is_empty()),
+        ];
+        match self.mode.as_str() {
+            "" => {}
+            "single" | "sentinel" | "cluster" => {
+                let key = match self.mode.as_str() {
+                    "single" => "cluster.redis_url",
+                    "sentinel" => "cluster.sentinels",
+                    _ => "cluster.nodes",
+                };
+                if !ways.iter().any(|(way, set)| *way == self.mode && *set) {
+                    problem(
+                        key,
+                        &format!("is empty: cluster.mode = {:?} needs it", self.mode),
+                    );
+                }
+            }
+            _ => problem(
+                "cluster.mode",
+                "must be \"single\" (redis_url), \"sentinel\" (sentinels) or \"cluster\" (nodes)",
+            ),
+        }
+        if self.nodes.is_empty() {
+            return;
+        }
+        if !self.redis_url.is_empty() || !self.sentinels.is_empty() {
+            problem(
+                "cluster.nodes",
+                "is set with cluster.redis_url or cluster.sentinels: Redis is reached one way",
+            );
+        }
+        if self.tls {
+            problem(
+                "cluster.tls",
+                "is for sentinels; with cluster.nodes the scheme says it (rediss://)",
+            );
+        }
+        let mut schemes = std::collections::BTreeSet::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let key = format!("cluster.nodes[{i}]");
+            let Some((scheme, _)) = node.split_once("://") else {
+                problem(&key, "is not a redis://host:port URL (rediss:// for TLS)");
+                continue;
+            };
+            schemes.insert(scheme.to_owned());
+            match redis::IntoConnectionInfo::into_connection_info(node.as_str()) {
+                Ok(info) if matches!(scheme, "redis" | "rediss") => {
+                    if info.redis.password.is_some() || info.redis.username.is_some() {
+                        problem(
+                            &key,
+                            "carries credentials: give them in cluster.username and cluster.password (or MDPROXY_CLUSTER_PASSWORD)",
+                        );
+                    }
+                    if info.redis.db != 0 {
+                        problem(&key, "names a database: a Redis Cluster has only 0");
+                    }
+                }
+                _ => problem(&key, "is not a redis://host:port URL (rediss:// for TLS)"),
+            }
+        }
+        if schemes.len() > 1 {
+            problem(
+                "cluster.nodes",
+                "mix redis:// and rediss://: the whole cluster is TLS or none of it",
             );
         }
     }
@@ -319,6 +415,132 @@ mod tests {
             let found = problems(config);
             assert!(found.starts_with(key), "{key}: {found}");
             for secret in ["url-pw", "cfg-pw", "s-pw"] {
+                assert!(!found.contains(secret), "{found}");
+            }
+        }
+    }
+
+    fn redis_cluster() -> ClusterConfig {
+        ClusterConfig {
+            mode: "cluster".into(),
+            nodes: vec!["redis://127.0.0.1:7000".into(), "redis://[::1]:7001".into()],
+            ..ClusterConfig::default()
+        }
+    }
+
+    /// The seed nodes of a Redis Cluster, with or without `mode`, with TLS by
+    /// scheme and the ACL user given apart: fine.
+    #[test]
+    fn sound_redis_cluster_settings_pass() {
+        assert_eq!(problems(redis_cluster()), "");
+        assert!(redis_cluster().is_enabled() && redis_cluster().is_redis_cluster());
+        assert_eq!(
+            problems(ClusterConfig {
+                mode: String::new(),
+                nodes: vec![
+                    "rediss://10.0.0.1:7000".into(),
+                    "rediss://10.0.0.2:7000".into()
+                ],
+                tls_ca_file: "ca.pem".into(),
+                username: "u".into(),
+                password: Secret::new("p"),
+                ..ClusterConfig::default()
+            }),
+            ""
+        );
+        assert_eq!(
+            problems(ClusterConfig {
+                mode: "single".into(),
+                redis_url: Secret::new("redis://127.0.0.1:6379/0"),
+                ..ClusterConfig::default()
+            }),
+            ""
+        );
+        assert_eq!(
+            problems(ClusterConfig {
+                mode: "sentinel".into(),
+                ..sentinels()
+            }),
+            ""
+        );
+    }
+
+    /// A mode that is not one, a mode without its keys, two ways at once, seed
+    /// nodes with credentials, a database or mixed schemes: refused by key, and no
+    /// message repeats a URL or a password.
+    #[test]
+    fn redis_cluster_contradictions_are_refused_by_key() {
+        let cases = [
+            (
+                ClusterConfig {
+                    mode: "replicated".into(),
+                    ..redis_cluster()
+                },
+                "cluster.mode",
+            ),
+            (
+                ClusterConfig {
+                    nodes: Vec::new(),
+                    redis_url: Secret::new("redis://h:1/0"),
+                    ..redis_cluster()
+                },
+                "cluster.nodes",
+            ),
+            (
+                ClusterConfig {
+                    mode: "sentinel".into(),
+                    ..redis_cluster()
+                },
+                "cluster.sentinels",
+            ),
+            (
+                ClusterConfig {
+                    redis_url: Secret::new("redis://:url-pw@h:1/0"),
+                    mode: String::new(),
+                    ..redis_cluster()
+                },
+                "cluster.nodes",
+            ),
+            (
+                ClusterConfig {
+                    nodes: vec!["redis://:node-pw@h:7000".into()],
+                    ..redis_cluster()
+                },
+                "cluster.nodes[0]",
+            ),
+            (
+                ClusterConfig {
+                    nodes: vec!["redis://h:7000".into(), "redis://h:7001/3".into()],
+                    ..redis_cluster()
+                },
+                "cluster.nodes[1]",
+            ),
+            (
+                ClusterConfig {
+                    nodes: vec!["h:7000".into()],
+                    ..redis_cluster()
+                },
+                "cluster.nodes[0]",
+            ),
+            (
+                ClusterConfig {
+                    nodes: vec!["redis://h:7000".into(), "rediss://h:7001".into()],
+                    ..redis_cluster()
+                },
+                "cluster.nodes",
+            ),
+            (
+                ClusterConfig {
+                    tls: true,
+                    ..redis_cluster()
+                },
+                "cluster.tls",
+            ),
+        ];
+        for (config, key) in cases {
+            let found = problems(config);
+            assert!(found.starts_with(key), "{key}: {found}");
+            for secret in ["url-pw", "node-pw", "h:7000", "h:7001", "h:1/0"] {
                 assert!(!found.contains(secret), "{found}");
             }
         }

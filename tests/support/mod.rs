@@ -247,6 +247,23 @@ pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> boo
     check()
 }
 
+/// [`eventually`] for a check that must ask over the network: polled every 50 ms
+/// until it holds or `limit` passes.
+pub async fn eventually_async<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    check().await
+}
+
 /// Sends `method target` (a path with query) over a fresh connection with
 /// `Connection: close` and reads until the server closes it, so any byte sent after
 /// the headers shows up in `body` (an HTTP client would not read a HEAD or 304 body).
