@@ -491,12 +491,7 @@ async fn upstream_cap_holds_under_a_burst_of_cold_keys() {
         .await
         .unwrap();
     let client = support::client();
-    let codes: Vec<String> = mdproxy::sim::universe::universe()
-        .stocks
-        .iter()
-        .take(25)
-        .map(|s| s.code.clone())
-        .collect();
+    let codes: Vec<String> = support::listed_codes(25);
     let mut tasks = Vec::new();
     for code in codes {
         let request = client

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mdproxy::app::App;
 use mdproxy::config::Secret;
-use support::redis::{Lines, Redis, get, joined, node};
+use support::redis::{Lines, Redis, at_once, get, joined, node, one_node_polls};
 use support::{Env, header};
 
 /// A simulator answering after `latency`, and a Redis.
@@ -58,21 +58,7 @@ async fn one_cold_key_reaches_the_upstream_once_for_the_cluster() {
     let (env, _redis) = cluster_env(Duration::from_millis(300)).await;
     let (b, c) = (node(&env, "node-1").await, node(&env, "node-2").await);
     joined(&[&env.proxy, &b, &c]).await;
-    let nodes = Arc::new([env.proxy.base_url(), b.base_url(), c.base_url()]);
-    let client = support::client();
-    let asks = (0..150).map(|i| {
-        let (nodes, client) = (Arc::clone(&nodes), client.clone());
-        async move {
-            let r = client
-                .get(format!("{}/stock/detail/600519", nodes[i % 3]))
-                .bearer_auth(support::TOKEN)
-                .send()
-                .await
-                .unwrap();
-            (r.status().as_u16(), r.bytes().await.unwrap())
-        }
-    });
-    let answers = futures_util::future::join_all(asks).await;
+    let answers = at_once(&[&env.proxy, &b, &c], "/stock/detail/600519", 150).await;
     assert!(answers.iter().all(|(s, b)| *s == 200 && *b == answers[0].1));
     assert_eq!(
         env.sim.hits("/stock/detail/{code}"),
@@ -157,14 +143,7 @@ async fn a_redis_outage_costs_no_request_and_the_nodes_rejoin() {
     let cluster = env.proxy.state().cluster().unwrap().clone();
     assert!(!cluster.is_up());
     let admin = env.proxy.admin_addr.unwrap();
-    let status: serde_json::Value = support::client()
-        .get(format!("http://{admin}/status.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status = support::json(&format!("http://{admin}/status.json")).await;
     assert_eq!(status["cluster"]["state"], "alone");
     assert!(
         !status.to_string().contains("redis://"),
@@ -272,27 +251,7 @@ async fn one_hub_poll_per_interval_for_the_cluster() {
             .expect("a quote from the cluster's poll");
         assert_eq!(event.codes(), [code.to_string()], "only its own code");
     }
-    // Counted, not timed: of the next ten upstream polls, every one is the
-    // leader's (three nodes polling on their own would each add theirs).
-    let nodes = [&env.proxy, &b, &c];
-    let polls = |n: &App| mdproxy::stats::Stats::get(&n.state().stats().hub_polls);
-    let before: Vec<u64> = nodes.iter().map(|n| polls(n)).collect();
-    let upstream = env.sim.hits("/stock/list");
-    let sim = &env.sim;
-    assert!(
-        support::eventually(Duration::from_secs(20), || sim.hits("/stock/list")
-            >= upstream + 10)
-        .await,
-        "the cluster stopped polling"
-    );
-    let after: Vec<u64> = nodes.iter().map(|n| polls(n)).collect();
-    let grew: Vec<usize> = (0..3).filter(|i| after[*i] > before[*i]).collect();
-    assert_eq!(grew.len(), 1, "one node polls: {before:?} -> {after:?}");
-    let led = after[grew[0]] - before[grew[0]];
-    assert!(
-        env.sim.hits("/stock/list") - upstream <= led + 1,
-        "upstream polls beyond the leader's own"
-    );
+    one_node_polls(&env.sim, &[&env.proxy, &b, &c]).await;
     drop(redis);
 }
 

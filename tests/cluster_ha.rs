@@ -11,14 +11,13 @@
 
 mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mdproxy::app::App;
-use mdproxy::config::Secret;
+use mdproxy::config::{Config, Secret};
 use support::redis::{
-    Lines, MASTER, Redis, free_port, get, joined, node, scratch, sentinel_topology,
+    Lines, MASTER, Redis, free_port, get, joined, node, one_node_polls, scratch, sentinel_topology,
+    through_failover,
 };
 use support::{Env, header};
 
@@ -27,6 +26,23 @@ use support::{Env, header};
 /// sentinels' vote and promotion, then one of the nodes' 0.5 s retries); the bound
 /// is generous so that a loaded machine does not fail it.
 const FOLLOW_WITHIN: Duration = Duration::from_secs(30);
+
+/// A simulator and a first node (`node-0`) on the sentinels of `sentinels`, on the
+/// Saturday clock, its config as `configure` leaves it.
+async fn on_sentinels(sentinels: &[Redis], configure: impl FnOnce(&mut Config)) -> Env {
+    let addrs: Vec<String> = sentinels.iter().map(Redis::addr).collect();
+    support::start_with(
+        |_| {},
+        |c| {
+            c.cluster.sentinels = addrs;
+            c.cluster.sentinel_master = MASTER.into();
+            c.cluster.node_id = "node-0".into();
+            configure(c);
+        },
+        Some(support::saturday()),
+    )
+    .await
+}
 
 /// A fill on `a` is served by `b` from the shared store.
 async fn shares_a_fill(env: &Env, a: &App, b: &App, target: &str, endpoint: &str) {
@@ -54,20 +70,8 @@ async fn shares_a_fill(env: &Env, a: &App, b: &App, target: &str, endpoint: &str
 /// (what working alone costs, and no more).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_nodes_follow_a_sentinel_failover_and_no_request_fails() {
-    const NODES: u64 = 3;
     let (master, replica, sentinels) = sentinel_topology().await;
-    let addrs: Vec<String> = sentinels.iter().map(Redis::addr).collect();
-    let env = support::start_with(
-        |_| {},
-        |c| {
-            c.cluster.sentinels = addrs;
-            c.cluster.sentinel_master = MASTER.into();
-            c.cluster.node_id = "node-0".into();
-            c.admin.listen = "127.0.0.1:0".into();
-        },
-        Some(support::saturday()),
-    )
-    .await;
+    let env = on_sentinels(&sentinels, |c| c.admin.listen = "127.0.0.1:0".into()).await;
     let (b, c) = (node(&env, "node-1").await, node(&env, "node-2").await);
     let nodes: [&App; 3] = [&env.proxy, &b, &c];
     joined(&nodes).await;
@@ -76,99 +80,21 @@ async fn the_nodes_follow_a_sentinel_failover_and_no_request_fails() {
     }
     shares_a_fill(&env, &env.proxy, &b, "/market/indices", "/market/indices").await;
 
-    // Requests on the three nodes all through the failover: 50 warm codes in
-    // turn, and every fourth request a code nobody asked for before.
-    const DETAIL: &str = "/stock/detail/{code}";
-    let started_hits = env.sim.hits(DETAIL);
-    let stop = Arc::new(AtomicBool::new(false));
-    let urls = Arc::new(nodes.map(App::base_url));
-    let load = {
-        let (stop, urls) = (Arc::clone(&stop), Arc::clone(&urls));
-        tokio::spawn(async move {
-            let client = support::client();
-            let mut answers = Vec::new();
-            for i in 0..3_000u32 {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let code = if i % 4 == 3 {
-                    601_000 + i
-                } else {
-                    600_000 + i % 50
-                };
-                let status = client
-                    .get(format!("{}/stock/detail/{code}", urls[i as usize % 3]))
-                    .bearer_auth(support::TOKEN)
-                    .send()
-                    .await
-                    .map(|r| r.status().as_u16())
-                    .unwrap_or(0);
-                answers.push((Instant::now(), code, status));
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            answers
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
-    let killed = Instant::now();
-    let hits_at_kill = env.sim.hits(DETAIL);
-    master.stop();
+    // Requests on the three nodes all through the failover, warm and cold codes.
     let promoted = replica.addr();
     let followed = |n: &App| {
         let c = n.state().cluster().unwrap();
         c.is_up() && c.redis_address() == promoted
     };
-    let all_followed =
-        support::eventually(FOLLOW_WITHIN, || nodes.iter().all(|n| followed(n))).await;
-    let window = killed.elapsed();
-    let hits_in_window = env.sim.hits(DETAIL) - hits_at_kill;
-    // Some more load on the new master, then the tally.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    stop.store(true, Ordering::Relaxed);
-    let answers = load.await.unwrap();
-    let hits = env.sim.hits(DETAIL) - started_hits;
-    assert!(
-        all_followed,
-        "the nodes did not follow within {FOLLOW_WITHIN:?}"
-    );
-    assert!(answers.len() > 20, "too little load: {}", answers.len());
-    let failed: Vec<u16> = answers
-        .iter()
-        .map(|(_, _, s)| *s)
-        .filter(|s| ![200, 404].contains(s))
-        .collect();
-    assert!(failed.is_empty(), "failed during the failover: {failed:?}");
-
-    // A fill the master took but had not passed to its replica when it died is
-    // lost with it: the window opens a little before the kill (replication on
-    // loopback takes well under a millisecond).
-    let (start, end) = (killed - Duration::from_millis(100), killed + window);
-    let in_window = |at: &Instant| *at >= start && *at <= end;
-    let mut first_asked = std::collections::HashMap::new();
-    for (at, code, _) in &answers {
-        first_asked.entry(*code).or_insert(*at);
-    }
-    let asked_in_window: std::collections::HashSet<u32> = answers
-        .iter()
-        .filter(|(at, _, _)| in_window(at))
-        .map(|(_, code, _)| *code)
-        .collect();
-    let keys = first_asked.len() as u64;
-    eprintln!(
-        "failover window {window:?}: {hits_in_window} upstream requests for {} codes asked in it; \
-         whole run {hits} for {keys} codes",
-        asked_in_window.len()
-    );
-    assert!(
-        hits_in_window <= NODES * asked_in_window.len() as u64,
-        "{hits_in_window} upstream requests in the window for {} codes",
-        asked_in_window.len()
-    );
-    let alone = asked_in_window.len() as u64;
-    assert!(
-        hits <= keys + (NODES - 1) * alone,
-        "{hits} upstream requests for {keys} codes, {alone} of them asked alone"
-    );
+    through_failover(
+        &env,
+        &nodes,
+        "sentinel failover",
+        FOLLOW_WITHIN,
+        || master.stop(),
+        followed,
+    )
+    .await;
 
     for n in nodes {
         let cluster = n.state().cluster().unwrap();
@@ -184,14 +110,7 @@ async fn the_nodes_follow_a_sentinel_failover_and_no_request_fails() {
     )
     .await;
     let admin = env.proxy.admin_addr.unwrap();
-    let status: serde_json::Value = support::client()
-        .get(format!("http://{admin}/status.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status = support::json(&format!("http://{admin}/status.json")).await;
     assert_eq!(status["cluster"]["redis"], promoted.as_str());
     assert_eq!(status["cluster"]["failovers"], 1);
     let metrics = support::text(&format!("http://{admin}/metrics")).await;
@@ -222,20 +141,12 @@ async fn the_nodes_follow_a_sentinel_failover_and_no_request_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_node_polls_the_hub_again_one_lease_after_a_failover() {
     let (master, replica, sentinels) = sentinel_topology().await;
-    let addrs: Vec<String> = sentinels.iter().map(Redis::addr).collect();
-    let env = support::start_with(
-        |_| {},
-        |c| {
-            c.cluster.sentinels = addrs;
-            c.cluster.sentinel_master = MASTER.into();
-            c.cluster.node_id = "node-0".into();
-            c.hub.closed_interval_ms = 200;
-            // The lease covers a poll's longest wait: 2 × 200 ms + 1,000 + 200 + 500 ms.
-            c.upstream.timeout_ms = 1_000;
-            c.limits.client_wait_ms = 200;
-        },
-        Some(support::saturday()),
-    )
+    let env = on_sentinels(&sentinels, |c| {
+        c.hub.closed_interval_ms = 200;
+        // The lease covers a poll's longest wait: 2 × 200 ms + 1,000 + 200 + 500 ms.
+        c.upstream.timeout_ms = 1_000;
+        c.limits.client_wait_ms = 200;
+    })
     .await;
     const LEASE: Duration = Duration::from_millis(2_100);
     let (b, c) = (node(&env, "node-1").await, node(&env, "node-2").await);
@@ -260,20 +171,7 @@ async fn one_node_polls_the_hub_again_one_lease_after_a_failover() {
         "the nodes did not follow within {FOLLOW_WITHIN:?}"
     );
     tokio::time::sleep(LEASE).await;
-    // Counted, not timed: of the next ten upstream polls, every one is one node's.
-    let polls = |n: &App| mdproxy::stats::Stats::get(&n.state().stats().hub_polls);
-    let before: Vec<u64> = nodes.iter().map(|n| polls(n)).collect();
-    let upstream = env.sim.hits("/stock/list");
-    let sim = &env.sim;
-    assert!(
-        support::eventually(Duration::from_secs(20), || sim.hits("/stock/list")
-            >= upstream + 10)
-        .await,
-        "the cluster stopped polling"
-    );
-    let after: Vec<u64> = nodes.iter().map(|n| polls(n)).collect();
-    let grew: Vec<usize> = (0..3).filter(|i| after[*i] > before[*i]).collect();
-    assert_eq!(grew.len(), 1, "one node polls: {before:?} -> {after:?}");
+    one_node_polls(&env.sim, &nodes).await;
     // A new subscriber on each node, for a code nobody asked before, gets its
     // quote: registered with the new master, in the leader's union, on its board.
     for (n, code) in nodes.iter().zip(["601318", "000858", "600036"]) {

@@ -148,12 +148,7 @@ impl Seen {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pz_bounds_every_event_and_nothing_is_lost() {
     let (env, ticker) = hub_env(|_| {}).await;
-    let codes: Vec<String> = mdproxy::sim::universe::universe()
-        .stocks
-        .iter()
-        .take(23)
-        .map(|s| s.code.clone())
-        .collect();
+    let codes: Vec<String> = support::listed_codes(23);
     let mut r = subscribe(&env, &format!("codes={}&pz=4", codes.join(","))).await;
     // Every event holds 1..=4 quotes, and the events of one tick (one id) carry
     // each code at most once. The latest quote of each code is kept.
@@ -275,7 +270,7 @@ async fn a_subscriber_that_never_reads_harms_no_one() {
     let mut last_id: u64 = reader.next_quote(WAIT).await.unwrap().id.parse().unwrap();
     // 400 quotes change every tick: ~130 KB per 50 ms fills the loopback socket
     // buffers of a client that never reads within a few seconds.
-    let codes = first_codes(400);
+    let codes = support::listed_codes(400);
     // The sleeper: a raw connection that sends its request and never reads.
     let mut sleeper = tokio::net::TcpStream::connect(env.proxy.addr)
         .await
@@ -734,7 +729,7 @@ async fn a_reader_that_falls_behind_gets_whole_chunks_in_order() {
         c.hub.max_codes_per_stream = 400;
     })
     .await;
-    let codes = first_codes(400);
+    let codes = support::listed_codes(400);
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut stream = socket.connect(env.proxy.addr).await.unwrap();
@@ -781,16 +776,6 @@ async fn a_reader_that_falls_behind_gets_whole_chunks_in_order() {
             quotes.len()
         );
     }
-}
-
-/// The first `n` codes of the simulated universe.
-fn first_codes(n: usize) -> Vec<String> {
-    mdproxy::sim::universe::universe()
-        .stocks
-        .iter()
-        .take(n)
-        .map(|s| s.code.clone())
-        .collect()
 }
 
 /// The tick of the last event that has begun in `bytes` (0 before any).

@@ -363,14 +363,7 @@ async fn simulator_counts_and_fails_on_demand() {
     sim.fail_next(1);
     assert_eq!(get("/news/overview").await.unwrap().status(), 500);
     assert_eq!(get("/news/overview").await.unwrap().status(), 200);
-    let stats: serde_json::Value = client
-        .get(format!("http://{}/_sim/stats", sim.addr))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = support::json(&format!("http://{}/_sim/stats", sim.addr)).await;
     assert_eq!(stats["endpoints"]["/market/indices"], 2);
     assert_eq!(stats["endpoints"]["/news/overview"], 2);
     assert_eq!(stats["total"], 4);

@@ -548,6 +548,28 @@ pub fn stderr_lines(
 }
 
 /// GETs `url` (an admin address, say) without a token and returns its body.
+/// The JSON document at `url` (`/status.json`, the simulator's stats).
+pub async fn json(url: &str) -> serde_json::Value {
+    client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The first `n` A-share codes the simulator lists.
+pub fn listed_codes(n: usize) -> Vec<String> {
+    mdproxy::sim::universe::universe()
+        .stocks
+        .iter()
+        .take(n)
+        .map(|s| s.code.clone())
+        .collect()
+}
+
 pub async fn text(url: &str) -> String {
     client()
         .get(url)

@@ -430,3 +430,215 @@ pub async fn sentinel_topology() -> (Redis, Redis, Vec<Redis>) {
     }
     (master, replica, sentinels)
 }
+
+/// A failover under load from `nodes`: a second of load, then `kill` (a
+/// [`Redis::stop`]), then load
+/// until every node passes `followed` (asserted within `within`) and half a second
+/// more. No request may fail, and the upstream requests stay within what working
+/// alone in the window costs ([`UpstreamCost::check`]); the figures are printed
+/// with `label`.
+pub async fn through_failover(
+    env: &super::Env,
+    nodes: &[&mdproxy::app::App],
+    label: &str,
+    within: Duration,
+    kill: impl FnOnce() -> u16,
+    followed: impl Fn(&mdproxy::app::App) -> bool,
+) {
+    const DETAIL: &str = "/stock/detail/{code}";
+    let started_hits = env.sim.hits(DETAIL);
+    let load = FailoverLoad::start(nodes);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let killed = Instant::now();
+    let hits_at_kill = env.sim.hits(DETAIL);
+    kill();
+    let all_followed = super::eventually(within, || nodes.iter().all(|n| followed(n))).await;
+    let window = killed.elapsed();
+    let in_window = env.sim.hits(DETAIL) - hits_at_kill;
+    // Some more load on the new master, then the tally.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let answers = load.finish().await;
+    assert!(
+        all_followed,
+        "{label}: the nodes did not follow within {within:?}"
+    );
+    UpstreamCost {
+        nodes: nodes.len() as u64,
+        killed,
+        window,
+        in_window,
+        whole_run: env.sim.hits(DETAIL) - started_hits,
+    }
+    .check(&answers, label);
+}
+
+/// One answer of a [`FailoverLoad`]: when it came, the code asked, its status (0:
+/// no answer at all).
+type Answered = (Instant, u32, u16);
+
+/// Requests on the nodes in turn every 10 ms while a failover happens: 50 warm
+/// codes, and every fourth request a code nobody asked before.
+struct FailoverLoad {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<Vec<Answered>>,
+}
+
+impl FailoverLoad {
+    /// Starts asking `nodes` (at most 3,000 requests).
+    fn start(nodes: &[&mdproxy::app::App]) -> FailoverLoad {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let urls: Vec<String> = nodes.iter().map(|n| n.base_url()).collect();
+        let stopped = Arc::clone(&stop);
+        let task = tokio::spawn(async move {
+            let client = super::client();
+            let mut answers = Vec::new();
+            for i in 0..3_000u32 {
+                if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let code = if i % 4 == 3 {
+                    601_000 + i
+                } else {
+                    600_000 + i % 50
+                };
+                let status = client
+                    .get(format!(
+                        "{}/stock/detail/{code}",
+                        urls[i as usize % urls.len()]
+                    ))
+                    .bearer_auth(super::TOKEN)
+                    .send()
+                    .await
+                    .map(|r| r.status().as_u16())
+                    .unwrap_or(0);
+                answers.push((Instant::now(), code, status));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            answers
+        });
+        FailoverLoad { stop, task }
+    }
+
+    /// Stops it; every answer.
+    async fn finish(self) -> Vec<Answered> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.task.await.unwrap()
+    }
+}
+
+/// What a failover cost the upstream, from the simulator's counts of the detail
+/// endpoint: in the window (from `killed` for `window`) and over the whole load.
+struct UpstreamCost {
+    nodes: u64,
+    killed: Instant,
+    window: Duration,
+    in_window: u64,
+    whole_run: u64,
+}
+
+impl UpstreamCost {
+    /// Checks `answers` and the counts: no request failed, and the upstream saw at
+    /// most one request per node for each code asked in the window and, over the
+    /// whole load, one per code plus one per other node for each code asked in the
+    /// window (what working alone costs, and no more). A write the dead master had
+    /// not passed to its replica is lost with it: the window opens 100 ms before
+    /// the kill.
+    fn check(&self, answers: &[Answered], label: &str) {
+        assert!(answers.len() > 20, "too little load: {}", answers.len());
+        let failed: Vec<u16> = answers
+            .iter()
+            .map(|(_, _, s)| *s)
+            .filter(|s| ![200, 404].contains(s))
+            .collect();
+        assert!(failed.is_empty(), "failed during the failover: {failed:?}");
+        let (start, end) = (
+            self.killed - Duration::from_millis(100),
+            self.killed + self.window,
+        );
+        let codes: std::collections::HashSet<u32> = answers.iter().map(|a| a.1).collect();
+        let alone: std::collections::HashSet<u32> = answers
+            .iter()
+            .filter(|(at, _, _)| *at >= start && *at <= end)
+            .map(|a| a.1)
+            .collect();
+        let (keys, alone) = (codes.len() as u64, alone.len() as u64);
+        eprintln!(
+            "{label} window {:?}: {} upstream requests for {alone} codes asked in it; \
+             whole run {} for {keys} codes",
+            self.window, self.in_window, self.whole_run
+        );
+        assert!(
+            self.in_window <= self.nodes * alone,
+            "{} upstream requests in the window for {alone} codes",
+            self.in_window
+        );
+        assert!(
+            self.whole_run <= keys + (self.nodes - 1) * alone,
+            "{} upstream requests for {keys} codes, {alone} of them asked alone",
+            self.whole_run
+        );
+    }
+}
+
+/// `n` requests for `target` at once, spread over `nodes`: each status and body.
+pub async fn at_once(
+    nodes: &[&mdproxy::app::App],
+    target: &str,
+    n: usize,
+) -> Vec<(u16, bytes::Bytes)> {
+    let urls: Vec<String> = nodes.iter().map(|n| n.base_url()).collect();
+    let client = super::client();
+    let asks = (0..n).map(|i| {
+        let request = client
+            .get(format!("{}{target}", urls[i % urls.len()]))
+            .bearer_auth(super::TOKEN);
+        async move {
+            let r = request.send().await.unwrap();
+            (r.status().as_u16(), r.bytes().await.unwrap())
+        }
+    });
+    futures_util::future::join_all(asks).await
+}
+
+/// Counted, not timed: of the next ten upstream polls of the hub, every one is one
+/// node's (nodes polling on their own would each add theirs). The polling node.
+pub async fn one_node_polls(sim: &mdproxy::sim::SimHandle, nodes: &[&mdproxy::app::App]) -> usize {
+    let polls = |n: &mdproxy::app::App| mdproxy::stats::Stats::get(&n.state().stats().hub_polls);
+    let before: Vec<u64> = nodes.iter().map(|n| polls(n)).collect();
+    let upstream = sim.hits("/stock/list");
+    assert!(
+        super::eventually(Duration::from_secs(20), || sim.hits("/stock/list")
+            >= upstream + 10)
+        .await,
+        "the cluster stopped polling"
+    );
+    let after: Vec<u64> = nodes.iter().map(|n| polls(n)).collect();
+    let grew: Vec<usize> = (0..nodes.len())
+        .filter(|i| after[*i] > before[*i])
+        .collect();
+    assert_eq!(grew.len(), 1, "one node polls: {before:?} -> {after:?}");
+    let led = after[grew[0]] - before[grew[0]];
+    assert!(
+        sim.hits("/stock/list") - upstream <= led + 1,
+        "upstream polls beyond the leader's own"
+    );
+    grew[0]
+}
+
+/// Waits until no store of `nodes` holds any of `keys` (a purge reached them).
+pub async fn forgotten(nodes: &[&mdproxy::app::App], keys: &[String]) -> bool {
+    let stores: Vec<_> = nodes
+        .iter()
+        .map(|n| n.state().cache().store().clone())
+        .collect();
+    super::eventually(Duration::from_secs(5), || {
+        stores.iter().all(|s| {
+            keys.iter().all(|k| {
+                futures_util::FutureExt::now_or_never(s.get(k))
+                    .flatten()
+                    .is_none()
+            })
+        })
+    })
+    .await
+}
