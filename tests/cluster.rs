@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mdproxy::app::App;
 use mdproxy::config::Secret;
-use support::redis::{Lines, Redis, at_once, get, joined, node, one_node_polls};
+use support::redis::{Lines, Redis, at_once, get, joined, node, one_node_polls, purge};
 use support::{Env, header};
 
 /// A simulator answering after `latency`, and a Redis.
@@ -104,14 +104,7 @@ async fn a_purge_on_one_node_is_seen_by_all() {
     joined(&[&env.proxy, &b]).await;
     get(&env.proxy, "/market/indices").await;
     assert_eq!(header(&get(&b, "/market/indices").await, "x-cache"), "HIT");
-    let admin = env.proxy.admin_addr.unwrap();
-    let purged = support::client()
-        .post(format!("http://{admin}/purge?target=/market/indices"))
-        .bearer_auth("admin-secret")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(purged.status(), 200);
+    purge(&env, "target=/market/indices").await;
     let store = b.state().cache().store().clone();
     assert!(
         support::eventually(Duration::from_secs(5), || {
@@ -378,15 +371,8 @@ async fn a_purge_by_prefix_or_endpoint_reaches_keys_the_purging_node_never_held(
     for target in ["/market/indices", "/stock/detail/600519"] {
         assert_eq!(header(&get(&b, target).await, "x-cache"), "MISS");
     }
-    let admin = env.proxy.admin_addr.unwrap();
     for how in ["prefix=/market/", "endpoint=/stock/detail/{code}"] {
-        let purged = support::client()
-            .post(format!("http://{admin}/purge?{how}"))
-            .bearer_auth("admin-secret")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(purged.status(), 200, "{how}");
+        purge(&env, how).await;
     }
     let store = b.state().cache().store().clone();
     assert!(

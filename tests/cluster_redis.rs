@@ -15,7 +15,9 @@ use std::time::Duration;
 use mdproxy::app::App;
 use mdproxy::cluster::limits::{QuotaAsk, QuotaVerdict};
 use mdproxy::config::Secret;
-use support::redis::{RedisCluster, at_once, forgotten, get, joined, node, through_failover};
+use support::redis::{
+    RedisCluster, at_once, forgotten, get, joined, node, purge, through_failover,
+};
 use support::{Env, header};
 
 const DETAIL: &str = "/stock/detail/{code}";
@@ -46,18 +48,6 @@ async fn on_cluster(redis: &RedisCluster, latency_ms: u64) -> (Env, App, App) {
     let (b, c) = (node(&env, "node-1").await, node(&env, "node-2").await);
     joined(&[&env.proxy, &b, &c]).await;
     (env, b, c)
-}
-
-/// `POST /purge?<how>` on node-0's admin listener, answered 200.
-async fn purge(env: &Env, how: &str) {
-    let admin = env.proxy.admin_addr.unwrap();
-    let purged = support::client()
-        .post(format!("http://{admin}/purge?{how}"))
-        .bearer_auth("admin-secret")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(purged.status(), 200, "{how}");
 }
 
 /// The shared entries on each shard.

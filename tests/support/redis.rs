@@ -642,3 +642,16 @@ pub async fn forgotten(nodes: &[&mdproxy::app::App], keys: &[String]) -> bool {
     })
     .await
 }
+
+/// `POST /purge?<how>` on the admin listener of `env`'s node (its token
+/// `admin-secret`), answered 200.
+pub async fn purge(env: &super::Env, how: &str) {
+    let admin = env.proxy.admin_addr.unwrap();
+    let purged = super::client()
+        .post(format!("http://{admin}/purge?{how}"))
+        .bearer_auth("admin-secret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(purged.status(), 200, "{how}");
+}
