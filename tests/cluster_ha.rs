@@ -16,8 +16,8 @@ use std::time::Duration;
 use mdproxy::app::App;
 use mdproxy::config::{Config, Secret};
 use support::redis::{
-    Lines, MASTER, Redis, free_port, get, joined, node, one_node_polls, scratch, sentinel_topology,
-    through_failover,
+    Lines, MASTER, Redis, certificates, free_port, get, joined, node, one_node_polls, scratch,
+    sentinel_topology, through_failover,
 };
 use support::{Env, header};
 
@@ -186,42 +186,6 @@ async fn one_node_polls_the_hub_again_one_lease_after_a_failover() {
     b.shutdown().await;
     c.shutdown().await;
     drop(sentinels);
-}
-
-/// A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files
-/// in `dir`: (ca, server cert, server key, client cert, client key).
-fn certificates(dir: &std::path::Path) -> [String; 5] {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-    // Each with its own name: a leaf named like its issuer looks self-signed.
-    let named = |sans: Vec<String>, cn: &str| {
-        let mut params = CertificateParams::new(sans).unwrap();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        params
-    };
-    let mut ca_params = named(Vec::new(), "mdproxy test CA");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    let leaf = |name: &str| {
-        let key = KeyPair::generate().unwrap();
-        let cert = named(vec![name.to_owned()], name)
-            .signed_by(&key, &ca)
-            .unwrap();
-        (cert.pem(), key.serialize_pem())
-    };
-    let (server_cert, server_key) = leaf("127.0.0.1");
-    let (client_cert, client_key) = leaf("mdproxy");
-    let files = [
-        ("ca.pem", ca.pem()),
-        ("server.pem", server_cert),
-        ("server.key", server_key),
-        ("client.pem", client_cert),
-        ("client.key", client_key),
-    ];
-    files.map(|(name, pem)| {
-        let path = dir.join(name);
-        std::fs::write(&path, pem).unwrap();
-        path.display().to_string()
-    })
 }
 
 /// TLS and an ACL user: a Redis that speaks only TLS (client certificates

@@ -5,7 +5,8 @@
 //! shard and every node, the scripts that read two keys (quota, hub lease) run on
 //! one shard by their hash tag; and a shard's master killed under load (the shard
 //! that carries the events channel) costs no request, the nodes follow the
-//! promoted replica and hear the events again. Every server is `redis-server`
+//! promoted replica and hear the events again; and the same cluster over TLS with
+//! an ACL user shares fills and purges. Every server is `redis-server`
 //! (Debian's 7.0: sharded pub/sub is there); `scripts/test` installs it.
 
 mod support;
@@ -14,9 +15,10 @@ use std::time::Duration;
 
 use mdproxy::app::App;
 use mdproxy::cluster::limits::{QuotaAsk, QuotaVerdict};
-use mdproxy::config::Secret;
+use mdproxy::config::{Config, Secret};
 use support::redis::{
-    RedisCluster, at_once, forgotten, get, joined, node, purge, through_failover,
+    RedisCluster, at_once, certificates, forgotten, get, joined, node, purge, scratch,
+    through_failover,
 };
 use support::{Env, header};
 
@@ -32,6 +34,15 @@ const FOLLOW_WITHIN: Duration = Duration::from_secs(30);
 /// A simulator (`latency_ms`), and three nodes on `redis` that know two of its
 /// masters; all joined.
 async fn on_cluster(redis: &RedisCluster, latency_ms: u64) -> (Env, App, App) {
+    on_cluster_as(redis, latency_ms, |_| {}).await
+}
+
+/// [`on_cluster`], the nodes' config as `configure` leaves it.
+async fn on_cluster_as(
+    redis: &RedisCluster,
+    latency_ms: u64,
+    configure: impl FnOnce(&mut Config),
+) -> (Env, App, App) {
     let seeds = redis.seeds()[..2].to_vec();
     let env = support::start_with(
         |s| s.latency_ms = latency_ms,
@@ -41,6 +52,7 @@ async fn on_cluster(redis: &RedisCluster, latency_ms: u64) -> (Env, App, App) {
             c.cluster.node_id = "node-0".into();
             c.admin.listen = "127.0.0.1:0".into();
             c.admin.token = Secret::new("admin-secret");
+            configure(c);
         },
         Some(support::saturday()),
     )
@@ -205,6 +217,50 @@ async fn a_shard_failover_costs_no_request() {
         forgotten(&[&c], &[target.to_owned()]).await,
         "the purge never reached node-2"
     );
+    b.shutdown().await;
+    c.shutdown().await;
+}
+
+/// TLS and an ACL user on a Redis Cluster: TLS between the shards too, the nodes
+/// given `rediss://` seeds, the CA and a client certificate, and the user
+/// `mdproxy` (its keys and channels only). Fills are shared across shards, a purge
+/// by prefix `SCAN`s every master over TLS, and the two-key scripts run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_with_an_acl_user_is_shared() {
+    let files = certificates(&scratch("cluster-tls"));
+    let redis = RedisCluster::start_tls(SHARDS, &files).await;
+    let [ca, _, _, client_cert, client_key] = files.clone();
+    let (env, b, c) = on_cluster_as(&redis, 0, |c| {
+        c.cluster.username = "mdproxy".into();
+        c.cluster.password = Secret::new("acl-pa55");
+        c.cluster.tls_ca_file = ca;
+        c.cluster.tls_cert_file = client_cert;
+        c.cluster.tls_key_file = client_key;
+    })
+    .await;
+    let codes = support::listed_codes(9);
+    for (i, code) in codes.iter().enumerate() {
+        let target = format!("/stock/detail/{code}");
+        assert_eq!(header(&get(&env.proxy, &target).await, "x-cache"), "MISS");
+        let shared = get([&b, &c][i % 2], &target).await;
+        assert!(
+            header(&shared, "cache-status").ends_with("; detail=shared"),
+            "{target}: {}",
+            header(&shared, "cache-status")
+        );
+    }
+    let spread = entries_by_shard(&redis).await;
+    assert_eq!(spread.iter().sum::<usize>(), 9, "{spread:?}");
+    purge(&env, "prefix=/stock/detail/").await;
+    assert_eq!(entries_by_shard(&redis).await, vec![0; SHARDS]);
+    let lease = Duration::from_secs(5);
+    assert!(b.state().fleet().leadership().lead_hub(lease).await.is_ok());
+    let admin = env.proxy.admin_addr.unwrap();
+    let status = support::json(&format!("http://{admin}/status.json")).await;
+    assert_eq!(status["cluster"]["state"], "up");
+    let shown = status["cluster"]["redis"].as_str().unwrap();
+    assert_eq!(shown.split(',').count(), SHARDS, "{shown}");
+    assert!(!status.to_string().contains("acl-pa55"));
     b.shutdown().await;
     c.shutdown().await;
 }

@@ -207,7 +207,8 @@ pub async fn ask<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> redis
 
 /// A Redis Cluster on loopback: `masters` shards, each with one replica, the
 /// slots split evenly; formed with `CLUSTER ADDSLOTSRANGE`, `MEET` and
-/// `REPLICATE` (Redis 7), a node declared failing after 1 s of silence.
+/// `REPLICATE` (Redis 7), a node declared failing after 1 s of silence. The
+/// helpers here ask each node on its plain port.
 pub struct RedisCluster {
     /// The masters as formed, shard by shard (a failover does not reorder them).
     pub masters: Vec<Option<Redis>>,
@@ -215,6 +216,8 @@ pub struct RedisCluster {
     pub replicas: Vec<Redis>,
     /// The first slot of each shard, same order.
     pub first_slots: Vec<u16>,
+    /// Each master's TLS port, same order (none without TLS).
+    tls_ports: Vec<u16>,
     dir: PathBuf,
 }
 
@@ -222,25 +225,82 @@ impl RedisCluster {
     /// Forms the cluster and waits until every node says `cluster_state:ok` and
     /// every replica is in sync.
     pub async fn start(masters: usize) -> RedisCluster {
+        RedisCluster::form(masters, None).await
+    }
+
+    /// The same, with TLS besides the plain port (`tls` from [`certificates`]):
+    /// TLS between the nodes too, client certificates optional, and the ACL user
+    /// `mdproxy` (password `acl-pa55`, its keys and channels under `mdproxy:`);
+    /// [`RedisCluster::seeds`] are then `rediss://` URLs.
+    pub async fn start_tls(masters: usize, tls: &[String; 5]) -> RedisCluster {
+        RedisCluster::form(masters, Some(tls)).await
+    }
+
+    async fn form(masters: usize, tls: Option<&[String; 5]>) -> RedisCluster {
         let dir = scratch(&format!("cluster-{}", free_port()));
+        // The bus port is given: the default (the port + 10,000) may not exist.
         let node = |port: u16| {
             let conf = dir.join(format!("nodes-{port}.conf"));
-            Redis::with(
-                port,
-                &[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    &conf.display().to_string(),
-                    "--cluster-node-timeout",
-                    "1000",
-                    "--repl-diskless-sync-delay",
-                    "0",
-                ],
-            )
+            let bus = free_port();
+            let mut args: Vec<String> = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                &conf.display().to_string(),
+                "--cluster-port",
+                &bus.to_string(),
+                "--cluster-node-timeout",
+                "1000",
+                "--repl-diskless-sync-delay",
+                "0",
+            ]
+            .map(str::to_owned)
+            .to_vec();
+            let tls_port = tls.map(|[ca, cert, key, _, _]| {
+                let tls_port = free_port();
+                args.extend(
+                    [
+                        "--tls-port",
+                        &tls_port.to_string(),
+                        "--tls-cert-file",
+                        cert,
+                        "--tls-key-file",
+                        key,
+                        "--tls-ca-cert-file",
+                        ca,
+                        "--tls-auth-clients",
+                        "optional",
+                        "--tls-cluster",
+                        "yes",
+                        "--tls-replication",
+                        "yes",
+                        "--user",
+                        "mdproxy",
+                        "on",
+                        ">acl-pa55",
+                        "~mdproxy:*",
+                        "&mdproxy:*",
+                        "+@all",
+                    ]
+                    .map(str::to_owned),
+                );
+                tls_port
+            });
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            (Redis::with(port, &args), bus, tls_port)
         };
-        let primaries: Vec<Redis> = (0..masters).map(|_| node(free_port())).collect();
-        let replicas: Vec<Redis> = (0..masters).map(|_| node(free_port())).collect();
+        let primaries: Vec<(Redis, u16, Option<u16>)> =
+            (0..masters).map(|_| node(free_port())).collect();
+        let replicas: Vec<(Redis, u16, Option<u16>)> =
+            (0..masters).map(|_| node(free_port())).collect();
+        let tls_ports: Vec<u16> = primaries.iter().filter_map(|p| p.2).collect();
+        let buses: std::collections::HashMap<u16, u16> = primaries
+            .iter()
+            .chain(&replicas)
+            .map(|(r, bus, _)| (r.port, *bus))
+            .collect();
+        let primaries: Vec<Redis> = primaries.into_iter().map(|p| p.0).collect();
+        let replicas: Vec<Redis> = replicas.into_iter().map(|p| p.0).collect();
         let per = 16_384 / masters;
         let first_slots: Vec<u16> = (0..masters).map(|i| (i * per) as u16).collect();
         for (i, m) in primaries.iter().enumerate() {
@@ -266,7 +326,8 @@ impl RedisCluster {
                 redis::cmd("CLUSTER")
                     .arg("MEET")
                     .arg("127.0.0.1")
-                    .arg(other.port),
+                    .arg(other.port)
+                    .arg(buses[&other.port]),
             )
             .await
             .unwrap();
@@ -318,12 +379,21 @@ impl RedisCluster {
             masters: primaries.into_iter().map(Some).collect(),
             replicas,
             first_slots,
+            tls_ports,
             dir,
         }
     }
 
-    /// `redis://127.0.0.1:port` of each master as formed: the seed nodes.
+    /// `redis://127.0.0.1:port` of each master as formed (`rediss://` and its TLS
+    /// port with TLS): the seed nodes.
     pub fn seeds(&self) -> Vec<String> {
+        if !self.tls_ports.is_empty() {
+            return self
+                .tls_ports
+                .iter()
+                .map(|port| format!("rediss://127.0.0.1:{port}"))
+                .collect();
+        }
         self.masters
             .iter()
             .flatten()
@@ -654,4 +724,40 @@ pub async fn purge(env: &super::Env, how: &str) {
         .await
         .unwrap();
     assert_eq!(purged.status(), 200, "{how}");
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files
+/// in `dir`: (ca, server cert, server key, client cert, client key).
+pub fn certificates(dir: &std::path::Path) -> [String; 5] {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    // Each with its own name: a leaf named like its issuer looks self-signed.
+    let named = |sans: Vec<String>, cn: &str| {
+        let mut params = CertificateParams::new(sans).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params
+    };
+    let mut ca_params = named(Vec::new(), "mdproxy test CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let leaf = |name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let cert = named(vec![name.to_owned()], name)
+            .signed_by(&key, &ca)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server_cert, server_key) = leaf("127.0.0.1");
+    let (client_cert, client_key) = leaf("mdproxy");
+    let files = [
+        ("ca.pem", ca.pem()),
+        ("server.pem", server_cert),
+        ("server.key", server_key),
+        ("client.pem", client_cert),
+        ("client.key", client_key),
+    ];
+    files.map(|(name, pem)| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.display().to_string()
+    })
 }
