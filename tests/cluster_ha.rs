@@ -6,7 +6,7 @@
 //! with the user's password, a CA file and a client certificate shares its fills;
 //! one with a wrong password says why, works alone and never shows a password).
 //! After the failover one node polls the hub for the cluster again within one
-//! lease. Every server is `redis-server` (Debian's 7.0; sentinels are `redis-server
+//! lease. The sentinels can be asked over TLS too. Every server is `redis-server` (Debian's 7.0; sentinels are `redis-server
 //! --sentinel`); `scripts/test` installs it where it is missing.
 
 mod support;
@@ -309,4 +309,64 @@ async fn a_tls_redis_with_an_acl_user_is_shared_and_a_wrong_password_fails_close
     alone.shutdown().await;
     b.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// TLS to the sentinels too (`sentinel_tls`): a master and a sentinel that both
+/// speak TLS (the sentinel watches the master over TLS). Two nodes that ask the
+/// sentinel over TLS find the master's TLS address and share a fill; a node that
+/// asks the same TLS port in plain text finds nothing and works alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sentinels_are_asked_over_tls() {
+    let files = certificates(&scratch("sentinel-tls"));
+    let (master, master_tls) = Redis::with_tls(free_port(), &files);
+    let (sentinel, sentinel_tls) = Redis::tls_sentinel(MASTER, master_tls, &files);
+    let ask_master = redis::cmd("SENTINEL")
+        .arg("get-master-addr-by-name")
+        .arg(MASTER)
+        .clone();
+    assert!(
+        support::eventually_async(Duration::from_secs(30), || async {
+            let found: Option<(String, u16)> = support::redis::ask(sentinel.port, &ask_master)
+                .await
+                .unwrap_or_default();
+            found.is_some_and(|(_, port)| port == master_tls)
+        })
+        .await,
+        "the sentinel never named the master"
+    );
+    let [ca, _, _, client_cert, client_key] = files.clone();
+    let tls = move |c: &mut Config| {
+        c.cluster.sentinels = vec![format!("127.0.0.1:{sentinel_tls}")];
+        c.cluster.sentinel_master = MASTER.into();
+        c.cluster.tls = true;
+        c.cluster.sentinel_tls = true;
+        c.cluster.tls_ca_file = ca;
+        c.cluster.tls_cert_file = client_cert;
+        c.cluster.tls_key_file = client_key;
+        c.cluster.node_id = "node-0".into();
+    };
+    let env = support::start_with(|_| {}, tls, Some(support::saturday())).await;
+    let b = node(&env, "node-1").await;
+    joined(&[&env.proxy, &b]).await;
+    assert_eq!(
+        env.proxy.state().cluster().unwrap().redis_address(),
+        format!("127.0.0.1:{master_tls}")
+    );
+    shares_a_fill(&env, &env.proxy, &b, "/market/indices", "/market/indices").await;
+
+    let mut plain = (*env.proxy.state().snapshot().config).clone();
+    plain.server.listen = "127.0.0.1:0".into();
+    plain.cluster.node_id = "node-plain".into();
+    plain.cluster.sentinel_tls = false;
+    let alone = mdproxy::app::start(&plain, env.clock.clone().unwrap())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !alone.state().cluster().unwrap().is_up(),
+        "a plain-text ask of a TLS sentinel found the master"
+    );
+    alone.shutdown().await;
+    b.shutdown().await;
+    drop((master, sentinel));
 }

@@ -490,16 +490,24 @@ fn credentials(info: &mut RedisConnectionInfo, username: &str, password: &Secret
     }
 }
 
-/// The sentinels' client: plain TCP to the sentinels; the master with the ACL
-/// user, the password and TLS of `[cluster]`.
+/// The sentinels' client: the sentinels over TLS with `sentinel_tls` (plain TCP
+/// otherwise); the master with the ACL user, the password and TLS of `[cluster]`.
 fn sentinel_client(
     config: &ClusterConfig,
     certificates: Option<TlsCertificates>,
 ) -> Result<SentinelClient, String> {
-    let addrs = config
-        .sentinel_addrs()
-        .into_iter()
-        .map(|(host, port)| ConnectionAddr::Tcp(host, port));
+    let addrs = config.sentinel_addrs().into_iter().map(|(host, port)| {
+        if config.sentinel_tls {
+            ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: false,
+                tls_params: None,
+            }
+        } else {
+            ConnectionAddr::Tcp(host, port)
+        }
+    });
     let mut builder = SentinelClientBuilder::new(
         addrs,
         config.sentinel_master.clone(),
@@ -518,6 +526,12 @@ fn sentinel_client(
     if !config.sentinel_password.is_empty() {
         builder =
             builder.set_client_to_sentinel_password(config.sentinel_password.expose().to_owned());
+    }
+    if config.sentinel_tls {
+        builder = builder.set_client_to_sentinel_tls_mode(TlsMode::Secure);
+        if let Some(certificates) = &certificates {
+            builder = builder.set_client_to_sentinel_certificates(certificates.clone());
+        }
     }
     if config.tls {
         builder = builder.set_client_to_redis_tls_mode(TlsMode::Secure);

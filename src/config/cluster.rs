@@ -35,6 +35,9 @@ pub struct ClusterConfig {
     pub sentinel_username: String,
     /// Password on the sentinels (`requirepass` of sentinel.conf). A secret.
     pub sentinel_password: Secret,
+    /// TLS to the sentinels too (their `tls-port`), checked against the same CA
+    /// and with the same client certificate as the master's.
+    pub sentinel_tls: bool,
     /// ACL user on Redis (empty: the URL's, or `default`).
     pub username: String,
     /// Password on Redis, in place of the URL's (which it may not repeat); env
@@ -68,6 +71,7 @@ impl Default for ClusterConfig {
             sentinel_master: String::new(),
             sentinel_username: String::new(),
             sentinel_password: Secret::new(""),
+            sentinel_tls: false,
             username: String::new(),
             password: Secret::new(""),
             tls: false,
@@ -102,9 +106,11 @@ impl ClusterConfig {
             .collect()
     }
 
-    /// Whether the link to Redis is TLS (`rediss://`, or `tls` with sentinels).
+    /// Whether the link to Redis is TLS (`rediss://`, or `tls` with sentinels), or
+    /// to the sentinels (`sentinel_tls`).
     pub fn uses_tls(&self) -> bool {
         self.tls
+            || self.sentinel_tls
             || self.redis_url.expose().starts_with("rediss://")
             || self.nodes.iter().any(|n| n.starts_with("rediss://"))
     }
@@ -175,6 +181,12 @@ impl ClusterConfig {
                 "is set but cluster.sentinels is empty",
             ),
             _ => {}
+        }
+        if self.sentinels.is_empty() && self.sentinel_tls {
+            problem(
+                "cluster.sentinel_tls",
+                "is set but cluster.sentinels is empty",
+            );
         }
         if self.sentinels.is_empty()
             && (!self.sentinel_username.is_empty() || !self.sentinel_password.is_empty())
@@ -409,6 +421,13 @@ mod tests {
                     ..ClusterConfig::default()
                 },
                 "cluster.sentinel_password",
+            ),
+            (
+                ClusterConfig {
+                    sentinel_tls: true,
+                    ..ClusterConfig::default()
+                },
+                "cluster.sentinel_tls",
             ),
         ];
         for (config, key) in cases {

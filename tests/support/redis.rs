@@ -77,6 +77,38 @@ impl Redis {
         Redis::spawn(&args, port, Some(dir))
     }
 
+    /// A Redis on `port` that also speaks TLS on a second port (the returned one),
+    /// with the server certificate of `tls` (from [`certificates`]), client
+    /// certificates optional.
+    pub fn with_tls(port: u16, tls: &[String; 5]) -> (Redis, u16) {
+        let tls_port = free_port();
+        let tls_port_text = tls_port.to_string();
+        let redis = Redis::with(port, &tls_args(&tls_port_text, tls));
+        (redis, tls_port)
+    }
+
+    /// A sentinel watching the master at `127.0.0.1:master` (as `name`, quorum 1,
+    /// over TLS), on a plain port and on a TLS port (the returned one).
+    pub fn tls_sentinel(name: &str, master: u16, tls: &[String; 5]) -> (Redis, u16) {
+        let (port, tls_port) = (free_port(), free_port());
+        let dir = scratch(&format!("sentinel-{port}"));
+        let conf = dir.join("sentinel.conf");
+        let [ca, cert, key, _, _] = tls;
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\n\
+                 tls-port {tls_port}\ntls-cert-file {cert}\ntls-key-file {key}\n\
+                 tls-ca-cert-file {ca}\ntls-auth-clients optional\ntls-replication yes\n\
+                 sentinel monitor {name} 127.0.0.1 {master} 1\n",
+                dir.display()
+            ),
+        )
+        .unwrap();
+        let args = [conf.display().to_string(), "--sentinel".to_owned()];
+        (Redis::spawn(&args, port, Some(dir)), tls_port)
+    }
+
     /// `redis-server args`, waited for until `port` accepts.
     pub fn spawn(args: &[String], port: u16, dir: Option<PathBuf>) -> Redis {
         let child = Command::new("redis-server")
@@ -124,6 +156,24 @@ impl Drop for Redis {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
+}
+
+/// The arguments that make a server speak TLS on `tls_port` too, with the server
+/// certificate of `tls` (from [`certificates`]), client certificates optional.
+fn tls_args<'a>(tls_port: &'a str, tls: &'a [String; 5]) -> [&'a str; 10] {
+    let [ca, cert, key, _, _] = tls;
+    [
+        "--tls-port",
+        tls_port,
+        "--tls-cert-file",
+        cert,
+        "--tls-key-file",
+        key,
+        "--tls-ca-cert-file",
+        ca,
+        "--tls-auth-clients",
+        "optional",
+    ]
 }
 
 /// A fresh directory under the test target's scratch space.
@@ -256,20 +306,11 @@ impl RedisCluster {
             ]
             .map(str::to_owned)
             .to_vec();
-            let tls_port = tls.map(|[ca, cert, key, _, _]| {
+            let tls_port = tls.map(|tls| {
                 let tls_port = free_port();
+                args.extend(tls_args(&tls_port.to_string(), tls).map(str::to_owned));
                 args.extend(
                     [
-                        "--tls-port",
-                        &tls_port.to_string(),
-                        "--tls-cert-file",
-                        cert,
-                        "--tls-key-file",
-                        key,
-                        "--tls-ca-cert-file",
-                        ca,
-                        "--tls-auth-clients",
-                        "optional",
                         "--tls-cluster",
                         "yes",
                         "--tls-replication",
