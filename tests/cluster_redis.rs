@@ -6,7 +6,8 @@
 //! one shard by their hash tag; and a shard's master killed under load (the shard
 //! that carries the events channel) costs no request, the nodes follow the
 //! promoted replica and hear the events again; and the same cluster over TLS with
-//! an ACL user shares fills and purges. Every server is `redis-server`
+//! an ACL user shares fills and purges; servers without sharded pub/sub get the
+//! classic kind. Every server is `redis-server`
 //! (Debian's 7.0: sharded pub/sub is there); `scripts/test` installs it.
 
 mod support;
@@ -261,6 +262,48 @@ async fn a_tls_cluster_with_an_acl_user_is_shared() {
     let shown = status["cluster"]["redis"].as_str().unwrap();
     assert_eq!(shown.split(',').count(), SHARDS, "{shown}");
     assert!(!status.to_string().contains("acl-pa55"));
+    b.shutdown().await;
+    c.shutdown().await;
+}
+
+/// A Redis Cluster whose servers lack sharded pub/sub (Redis 6; here the two
+/// commands renamed away): the nodes fall back to the classic kind, which the
+/// cluster's bus carries to every node, so a purge on one node still reaches the
+/// others' memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_sharded_pub_sub_the_events_take_the_classic_kind() {
+    let without = [
+        "--rename-command",
+        "SSUBSCRIBE",
+        "",
+        "--rename-command",
+        "SPUBLISH",
+        "",
+    ];
+    let redis = RedisCluster::start_with(SHARDS, &without).await;
+    let refused = support::redis::ask::<i64>(
+        redis.serving(0).await,
+        redis::cmd("SPUBLISH").arg("mdproxy:v1:events").arg("x"),
+    )
+    .await
+    .unwrap_err();
+    assert!(refused.to_string().contains("unknown command"), "{refused}");
+    let (env, b, c) = on_cluster(&redis, 0).await;
+    let target = "/stock/detail/600519";
+    assert_eq!(header(&get(&env.proxy, target).await, "x-cache"), "MISS");
+    for n in [&b, &c] {
+        let shared = get(n, target).await;
+        assert!(
+            header(&shared, "cache-status").ends_with("; detail=shared"),
+            "{}",
+            header(&shared, "cache-status")
+        );
+    }
+    purge(&env, &format!("target={target}")).await;
+    assert!(
+        forgotten(&[&b, &c], &[target.to_owned()]).await,
+        "the purge never reached the other nodes"
+    );
     b.shutdown().await;
     c.shutdown().await;
 }

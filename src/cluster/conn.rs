@@ -294,6 +294,9 @@ pub(crate) struct Session {
     /// `host:port` of the Redis in use, or of a Cluster's masters, comma-separated
     /// (never a credential).
     pub(crate) address: String,
+    /// The events travel on sharded pub/sub (a Redis Cluster whose servers have
+    /// it): publications go out with `SPUBLISH`.
+    pub(crate) sharded_pubsub: bool,
 }
 
 impl Connector {
@@ -374,11 +377,13 @@ impl Connector {
             conn: Connection::Single(conn),
             messages: pubsub.into_on_message().boxed(),
             address: address(&client.get_connection_info().addr),
+            sharded_pubsub: false,
         })
     }
 
     /// A session on a Redis Cluster: a client from the seeds, the channels
-    /// subscribed on sharded pub/sub (each on its shard's master), and the masters
+    /// subscribed on sharded pub/sub (each on its shard's master; the classic kind
+    /// where the servers lack it), and the masters
     /// in use. Every master must answer: a session begun while a shard's master is
     /// dead and not yet replaced would fail at its first command on that shard.
     async fn connect_cluster(
@@ -391,13 +396,28 @@ impl Connector {
         let session = async {
             let mut conn = client.get_async_connection().await?;
             redis::cmd("PING").query_async::<()>(&mut conn).await?;
+            // Sharded where the server has it (Redis 7, Valkey 7.2); a server
+            // without it gets the classic kind, which its bus carries to every node.
+            let mut sharded = true;
             for channel in channels {
-                conn.ssubscribe(*channel).await?;
+                match conn.ssubscribe(*channel).await {
+                    Ok(()) => {}
+                    Err(e) if sharded && unknown_command(&e) => {
+                        sharded = false;
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if !sharded {
+                for channel in channels {
+                    conn.subscribe(*channel).await?;
+                }
             }
             let masters = masters_of(&mut conn).await?;
-            Ok::<_, redis::RedisError>((conn, masters))
+            Ok::<_, redis::RedisError>((conn, masters, sharded))
         };
-        let (conn, masters) = tokio::time::timeout(self.lookup_timeout, session)
+        let (conn, masters, sharded) = tokio::time::timeout(self.lookup_timeout, session)
             .await
             .map_err(|_| timed_out())??;
         let messages = futures_util::stream::unfold(arrived, |mut arrived| async move {
@@ -408,6 +428,7 @@ impl Connector {
             conn: Connection::Cluster(conn),
             messages: messages.boxed(),
             address: addresses(&masters),
+            sharded_pubsub: sharded,
         })
     }
 }
@@ -542,6 +563,14 @@ fn sentinel_client(
     builder
         .build()
         .map_err(|_| "cluster.sentinels: not a list of host:port".to_owned())
+}
+
+/// Whether `e` is a server's refusal of a command it does not know (one older
+/// than the command, or one that renamed it away).
+fn unknown_command(e: &redis::RedisError) -> bool {
+    e.to_string()
+        .to_ascii_lowercase()
+        .contains("unknown command")
 }
 
 fn timed_out() -> redis::RedisError {

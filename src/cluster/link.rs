@@ -50,9 +50,10 @@ pub(super) struct Link {
 
 struct Inner {
     node_id: String,
-    /// Redis is a Redis Cluster: keys read together share a hash tag, and events
-    /// go out on sharded pub/sub.
+    /// Redis is a Redis Cluster: keys read together share a hash tag.
     sharded: bool,
+    /// The session's events travel on sharded pub/sub (`SPUBLISH`).
+    sharded_pubsub: AtomicBool,
     /// The data connection of the current session (None until Redis first answers).
     conn: Mutex<Option<Connection>>,
     up: AtomicBool,
@@ -87,6 +88,7 @@ impl Link {
             inner: Arc::new(Inner {
                 node_id,
                 sharded,
+                sharded_pubsub: AtomicBool::new(false),
                 conn: Mutex::new(None),
                 up: AtomicBool::new(false),
                 address: Mutex::new(String::new()),
@@ -150,6 +152,12 @@ impl Link {
     /// Nodes seen alive recently (this one included; 1 before Redis answered).
     pub(super) fn nodes(&self) -> u64 {
         self.inner.nodes.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Whether the session's events go out on sharded pub/sub (`SPUBLISH`), set
+    /// before it [`joined`](Self::joined).
+    pub(super) fn publish_sharded(&self, sharded: bool) {
+        self.inner.sharded_pubsub.store(sharded, Ordering::Relaxed);
     }
 
     /// A new session's data connection, with the address of its Redis (another
@@ -320,10 +328,10 @@ impl Link {
             .await;
     }
 
-    /// Publishes `message` on `channel`: `SPUBLISH` on a Redis Cluster (the
-    /// channel's shard alone carries it), `PUBLISH` on one Redis.
+    /// Publishes `message` on `channel`: `SPUBLISH` where the session's events are
+    /// sharded (the channel's shard alone carries it), `PUBLISH` otherwise.
     pub(super) async fn publish_on(&self, channel: String, message: Vec<u8>) {
-        let command = if self.inner.sharded {
+        let command = if self.inner.sharded_pubsub.load(Ordering::Relaxed) {
             "SPUBLISH"
         } else {
             "PUBLISH"

@@ -143,6 +143,7 @@ impl Cluster {
                 // A new subscription may follow a Redis that lost its data: take the
                 // next leader's board whatever its term.
                 self.leadership.forget_term();
+                self.link.publish_sharded(session.sharded_pubsub);
                 if self.link.joined(session.conn, session.address) {
                     tracing::info!(node = %self.node_id(), redis = %self.redis_address(), "Redis reachable: this node shares its cache with the cluster");
                 }

@@ -24,7 +24,7 @@ pub struct ClusterConfig {
     /// Seed nodes of a Redis Cluster (`redis://host:port` or `rediss://`, without
     /// credentials: those go in `username` and `password`); the others are found
     /// from them. Entries spread over the shards; events travel on sharded pub/sub
-    /// (Redis 7 or Valkey 7.2 and later).
+    /// (Redis 7 or Valkey 7.2 and later; the classic kind where the servers lack it).
     pub nodes: Vec<String>,
     /// Sentinels (`host:port`) that name the master in place of `redis_url`: asked
     /// on every (re)connect, so that the nodes follow a failover by themselves.

@@ -275,7 +275,12 @@ impl RedisCluster {
     /// Forms the cluster and waits until every node says `cluster_state:ok` and
     /// every replica is in sync.
     pub async fn start(masters: usize) -> RedisCluster {
-        RedisCluster::form(masters, None).await
+        RedisCluster::form(masters, None, &[]).await
+    }
+
+    /// The same, each server with `extra` arguments (`--rename-command ...`).
+    pub async fn start_with(masters: usize, extra: &[&str]) -> RedisCluster {
+        RedisCluster::form(masters, None, extra).await
     }
 
     /// The same, with TLS besides the plain port (`tls` from [`certificates`]):
@@ -283,10 +288,10 @@ impl RedisCluster {
     /// `mdproxy` (password `acl-pa55`, its keys and channels under `mdproxy:`);
     /// [`RedisCluster::seeds`] are then `rediss://` URLs.
     pub async fn start_tls(masters: usize, tls: &[String; 5]) -> RedisCluster {
-        RedisCluster::form(masters, Some(tls)).await
+        RedisCluster::form(masters, Some(tls), &[]).await
     }
 
-    async fn form(masters: usize, tls: Option<&[String; 5]>) -> RedisCluster {
+    async fn form(masters: usize, tls: Option<&[String; 5]>, extra: &[&str]) -> RedisCluster {
         let dir = scratch(&format!("cluster-{}", free_port()));
         // The bus port is given: the default (the port + 10,000) may not exist.
         let node = |port: u16| {
@@ -327,6 +332,7 @@ impl RedisCluster {
                 );
                 tls_port
             });
+            args.extend(extra.iter().map(|a| (*a).to_owned()));
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             (Redis::with(port, &args), bus, tls_port)
         };
