@@ -353,7 +353,6 @@ async fn serve_reloads_on_sighup() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let pid = child.id().unwrap().to_string();
     // Where it listens: its start-up line says (no port is guessed ahead).
     let base = {
         use tokio::io::AsyncBufReadExt;
@@ -391,15 +390,9 @@ async fn serve_reloads_on_sighup() {
         false
     };
     assert!(until(200, "first").await, "serve came up");
-    let hup = || {
-        std::process::Command::new("kill")
-            .args(["-HUP", &pid])
-            .status()
-            .unwrap()
-    };
 
     std::fs::write(&path, "[server\nbroken").unwrap();
-    assert!(hup().success());
+    support::signal(&child, "HUP");
     // Wait (bounded) until the process has dealt with the file, rather than sleeping
     // and hoping it has.
     let refused = tokio::time::timeout(Duration::from_secs(15), async {
@@ -419,7 +412,7 @@ async fn serve_reloads_on_sighup() {
     );
 
     write("second");
-    assert!(hup().success());
+    support::signal(&child, "HUP");
     assert!(
         until(200, "second").await,
         "the new token works after SIGHUP"

@@ -16,8 +16,8 @@ use std::time::Duration;
 use mdproxy::app::App;
 use mdproxy::config::{Config, Secret};
 use support::redis::{
-    Lines, MASTER, Redis, certificates, free_port, get, joined, node, one_node_polls, scratch,
-    sentinel_topology, through_failover,
+    ACL_USER, Lines, MASTER, Redis, certificates, free_port, get, joined, node, one_node_polls,
+    scratch, sentinel_topology, through_failover,
 };
 use support::{Env, header};
 
@@ -201,11 +201,12 @@ async fn a_tls_redis_with_an_acl_user_is_shared_and_a_wrong_password_fails_close
     let dir = scratch("tls");
     let [ca, server_cert, server_key, client_cert, client_key] = certificates(&dir);
     let port = free_port();
+    let port_text = port.to_string();
     let args: Vec<String> = [
         "--port",
         "0",
         "--tls-port",
-        &port.to_string(),
+        &port_text,
         "--bind",
         "127.0.0.1",
         "--tls-cert-file",
@@ -219,20 +220,12 @@ async fn a_tls_redis_with_an_acl_user_is_shared_and_a_wrong_password_fails_close
         "--user",
         "default",
         "off",
-        "--user",
-        "mdproxy",
-        "on",
-        ">acl-pa55",
-        "~mdproxy:*",
-        "&mdproxy:*",
-        "+@all",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
     ]
+    .into_iter()
+    .chain(ACL_USER)
+    .chain(["--save", "", "--appendonly", "no"])
     .map(str::to_owned)
-    .to_vec();
+    .collect();
     let _redis = Redis::spawn(&args, port, None);
     let env = support::start_with(
         |_| {},

@@ -63,6 +63,25 @@ async fn on_cluster_as(
     (env, b, c)
 }
 
+/// `target` filled on `filler` is a shared hit on each of `readers`; purged on
+/// node-0, it leaves every reader's memory (the purge's event reached them).
+async fn shared_then_purged(env: &Env, filler: &App, readers: &[&App], target: &str) {
+    assert_eq!(header(&get(filler, target).await, "x-cache"), "MISS");
+    for n in readers {
+        let shared = get(n, target).await;
+        assert!(
+            header(&shared, "cache-status").ends_with("; detail=shared"),
+            "{target}: {}",
+            header(&shared, "cache-status")
+        );
+    }
+    purge(env, &format!("target={target}")).await;
+    assert!(
+        forgotten(readers, &[target.to_owned()]).await,
+        "the purge of {target} never reached the other nodes"
+    );
+}
+
 /// The shared entries on each shard.
 async fn entries_by_shard(redis: &RedisCluster) -> Vec<usize> {
     let mut counts = Vec::new();
@@ -205,19 +224,7 @@ async fn a_shard_failover_costs_no_request() {
 
     // The events channel lives on the promoted replica now: a fill is shared and
     // a purge on node-0 reaches node-2's memory.
-    let target = "/stock/detail/600777";
-    assert_eq!(header(&get(&c, target).await, "x-cache"), "MISS");
-    let shared = get(&b, target).await;
-    assert!(
-        header(&shared, "cache-status").ends_with("; detail=shared"),
-        "{}",
-        header(&shared, "cache-status")
-    );
-    purge(&env, &format!("target={target}")).await;
-    assert!(
-        forgotten(&[&c], &[target.to_owned()]).await,
-        "the purge never reached node-2"
-    );
+    shared_then_purged(&env, &c, &[&b], "/stock/detail/600777").await;
     b.shutdown().await;
     c.shutdown().await;
 }
@@ -289,21 +296,7 @@ async fn without_sharded_pub_sub_the_events_take_the_classic_kind() {
     .unwrap_err();
     assert!(refused.to_string().contains("unknown command"), "{refused}");
     let (env, b, c) = on_cluster(&redis, 0).await;
-    let target = "/stock/detail/600519";
-    assert_eq!(header(&get(&env.proxy, target).await, "x-cache"), "MISS");
-    for n in [&b, &c] {
-        let shared = get(n, target).await;
-        assert!(
-            header(&shared, "cache-status").ends_with("; detail=shared"),
-            "{}",
-            header(&shared, "cache-status")
-        );
-    }
-    purge(&env, &format!("target={target}")).await;
-    assert!(
-        forgotten(&[&b, &c], &[target.to_owned()]).await,
-        "the purge never reached the other nodes"
-    );
+    shared_then_purged(&env, &env.proxy, &[&b, &c], "/stock/detail/600519").await;
     b.shutdown().await;
     c.shutdown().await;
 }

@@ -251,14 +251,7 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
     .await;
     assert!(collected.is_ok(), "lines seen:\n{}", seen.join("\n"));
     // A clean stop: the listener's closing line names its address.
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    support::signal(&child, "TERM");
     let closed = tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(line) = lines.recv().await {
             seen.push(line.clone());
@@ -465,14 +458,7 @@ async fn a_failing_quote_poll_is_logged_once() {
     .await;
     assert!(breaker.is_ok(), "lines seen:\n{}", seen.join("\n"));
     drop(stream);
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    support::signal(&child, "TERM");
     let ended = tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(line) = lines.recv().await {
             seen.push(line);

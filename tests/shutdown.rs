@@ -206,12 +206,7 @@ impl Serve {
     }
 
     fn signal(&self, name: &str) {
-        let pid = self.child.id().unwrap().to_string();
-        let status = std::process::Command::new("kill")
-            .args([&format!("-{name}"), &pid])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        support::signal(&self.child, name);
     }
 
     /// Waits (bounded) for the process to exit and returns its status.
@@ -314,13 +309,7 @@ async fn sigterm_right_after_start_is_a_clean_stop() {
         caught & (1 << (15 - 1)) != 0,
         "SIGTERM is not caught yet: {first}"
     );
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    support::signal(&child, "TERM");
     let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
         .await
         .expect("mdproxy serve exits")

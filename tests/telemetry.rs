@@ -587,14 +587,7 @@ async fn banner(child: &mut tokio::process::Child, prefix: &str) -> String {
 
 /// SIGTERM, then the exit (bounded).
 async fn stop(child: &mut tokio::process::Child) {
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    support::signal(child, "TERM");
     let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
         .await
         .expect("mdproxy exits")

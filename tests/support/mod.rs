@@ -530,6 +530,16 @@ pub fn stdout_of(command: &mut std::process::Command) -> Vec<u8> {
 
 /// Every line `child` writes on stderr, forwarded as it comes (which also keeps the
 /// pipe drained); the child must have been spawned with a piped stderr.
+/// Sends signal `name` (`TERM`, `HUP`) to `child` with kill(1).
+pub fn signal(child: &tokio::process::Child, name: &str) {
+    let pid = child.id().expect("the child runs").to_string();
+    let sent = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{name} {pid}");
+}
+
 pub fn stderr_lines(
     child: &mut tokio::process::Child,
 ) -> tokio::sync::mpsc::UnboundedReceiver<String> {

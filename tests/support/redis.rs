@@ -158,6 +158,18 @@ impl Drop for Redis {
     }
 }
 
+/// The ACL user `mdproxy` (password `acl-pa55`) with its keys and channels under
+/// `mdproxy:`, as `redis-server` arguments.
+pub const ACL_USER: [&str; 7] = [
+    "--user",
+    "mdproxy",
+    "on",
+    ">acl-pa55",
+    "~mdproxy:*",
+    "&mdproxy:*",
+    "+@all",
+];
+
 /// The arguments that make a server speak TLS on `tls_port` too, with the server
 /// certificate of `tls` (from [`certificates`]), client certificates optional.
 fn tls_args<'a>(tls_port: &'a str, tls: &'a [String; 5]) -> [&'a str; 10] {
@@ -315,20 +327,10 @@ impl RedisCluster {
                 let tls_port = free_port();
                 args.extend(tls_args(&tls_port.to_string(), tls).map(str::to_owned));
                 args.extend(
-                    [
-                        "--tls-cluster",
-                        "yes",
-                        "--tls-replication",
-                        "yes",
-                        "--user",
-                        "mdproxy",
-                        "on",
-                        ">acl-pa55",
-                        "~mdproxy:*",
-                        "&mdproxy:*",
-                        "+@all",
-                    ]
-                    .map(str::to_owned),
+                    ["--tls-cluster", "yes", "--tls-replication", "yes"]
+                        .into_iter()
+                        .chain(ACL_USER)
+                        .map(str::to_owned),
                 );
                 tls_port
             });
