@@ -334,34 +334,24 @@ impl Connector {
         matches!(self.target, Target::Sentinel(_) | Target::Cluster(_))
     }
 
-    /// The client of the master now: the URL's, or the one the sentinels name.
-    async fn master(&self) -> redis::RedisResult<redis::Client> {
-        match &self.target {
-            Target::Url(client) => Ok(client.clone()),
-            Target::Cluster(_) => Err(redis::RedisError::from((
-                redis::ErrorKind::ClientError,
-                "a Redis Cluster has no one master",
-            ))),
-            Target::Sentinel(sentinels) => {
-                let lookup = async { sentinels.lock().await.async_get_client().await };
-                tokio::time::timeout(self.lookup_timeout, lookup)
-                    .await
-                    .map_err(|_| timed_out())?
-            }
-        }
-    }
-
     /// A new data connection and a subscription to `channels`, on the master of
-    /// now.
+    /// now (on a Redis Cluster, on its shards).
     ///
     /// # Errors
     /// Redis's (or the sentinels'), when it cannot be reached, refuses the user or
     /// password, or does not answer within the timeout.
     pub(crate) async fn connect(&self, channels: &[&str]) -> redis::RedisResult<Session> {
-        if let Target::Cluster(seeds) = &self.target {
-            return self.connect_cluster(seeds, channels).await;
-        }
-        let client = self.master().await?;
+        // The client of the master now: the URL's, or the one the sentinels name.
+        let client = match &self.target {
+            Target::Cluster(seeds) => return self.connect_cluster(seeds, channels).await,
+            Target::Url(client) => client.clone(),
+            Target::Sentinel(sentinels) => {
+                let lookup = async { sentinels.lock().await.async_get_client().await };
+                tokio::time::timeout(self.lookup_timeout, lookup)
+                    .await
+                    .map_err(|_| timed_out())??
+            }
+        };
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(self.timeout)
             .set_response_timeout(self.timeout)
@@ -383,9 +373,9 @@ impl Connector {
 
     /// A session on a Redis Cluster: a client from the seeds, the channels
     /// subscribed on sharded pub/sub (each on its shard's master; the classic kind
-    /// where the servers lack it), and the masters
-    /// in use. Every master must answer: a session begun while a shard's master is
-    /// dead and not yet replaced would fail at its first command on that shard.
+    /// where the servers lack it), and the masters in use. Every master must
+    /// answer: a session begun while a shard's master is dead and not yet replaced
+    /// would fail at its first command on that shard.
     async fn connect_cluster(
         &self,
         seeds: &ClusterSeeds,
