@@ -6,15 +6,6 @@ mod support;
 
 use std::process::Command;
 
-/// A fresh directory under the system's temporary one, named `name` and this
-/// process, and the path of `file` in it.
-fn scratch(name: &str, file: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(file);
-    (dir, path)
-}
-
 /// The `MDPROXY_*` variables of the test's own environment, kept from the children:
 /// every test sets the ones it means.
 fn inherited() -> Vec<std::ffi::OsString> {
@@ -83,7 +74,7 @@ fn check_config_prints_the_ttl_table() {
 /// exit 0 and no panic, rather than with "failed printing to stdout".
 #[test]
 fn a_closed_stdout_ends_the_command_quietly() {
-    let (dir, path) = scratch("mdproxy-pipe", "pipe.toml");
+    let (dir, path) = support::scratch_file("mdproxy-pipe", "pipe.toml");
     std::fs::write(
         &path,
         "[auth]\ntokens = [\"pipe-client-key-1\"]\n[upstream]\nbase_url = \"http://127.0.0.1:9/api/v1\"\ntoken = \"pipe-upstream-key-1\"\n",
@@ -108,7 +99,7 @@ fn a_closed_stdout_ends_the_command_quietly() {
 /// A bad file exits 1 and names the key.
 #[test]
 fn check_config_names_the_bad_key() {
-    let (dir, path) = scratch("mdproxy-cli", "bad.toml");
+    let (dir, path) = support::scratch_file("mdproxy-cli", "bad.toml");
     std::fs::write(
         &path,
         "[upstream]\ntimeout_ms = 0\n[limits]\nbackground_percent = 101\n",
@@ -154,7 +145,7 @@ fn check_config_names_the_bad_key() {
 /// names them all, one a line with file, line and key, then their number; exit 1.
 #[test]
 fn check_config_reports_every_problem_in_one_run() {
-    let (dir, path) = scratch("mdproxy-cli-all", "three.toml");
+    let (dir, path) = support::scratch_file("mdproxy-cli-all", "three.toml");
     std::fs::write(
         &path,
         "[server]\nlistn = \"127.0.0.1:8080\"\n\n[auth]\ntokens = [\"t\"]\n\n\
@@ -185,7 +176,7 @@ fn check_config_reports_every_problem_in_one_run() {
 /// is refused whatever the environment holds.
 #[test]
 fn an_empty_file_is_refused_whatever_the_environment_holds() {
-    let (dir, path) = scratch("mdproxy-cli-empty", "empty.toml");
+    let (dir, path) = support::scratch_file("mdproxy-cli-empty", "empty.toml");
     std::fs::write(&path, "").unwrap();
     let check = |args: &[&str]| {
         with_secrets()
@@ -223,7 +214,7 @@ fn an_empty_file_is_refused_whatever_the_environment_holds() {
 #[test]
 fn check_config_warns_of_a_key_others_may_read() {
     use std::os::unix::fs::PermissionsExt;
-    let (dir, path) = scratch("mdproxy-cli-tls", "tls.toml");
+    let (dir, path) = support::scratch_file("mdproxy-cli-tls", "tls.toml");
     let pair = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert, pair.cert.pem()).unwrap();
@@ -329,7 +320,7 @@ fn an_unknown_variable_is_refused_with_a_suggestion() {
 async fn serve_reloads_on_sighup() {
     use std::time::{Duration, Instant};
     let sim = support::sim_with_token("hup-upstream").await;
-    let (dir, path) = scratch("mdproxy-hup", "serve.toml");
+    let (dir, path) = support::scratch_file("mdproxy-hup", "serve.toml");
     let write = |token: &str| {
         std::fs::write(
             &path,

@@ -148,25 +148,19 @@ fn top_level_keys(line: &str, name: &str) -> usize {
 #[tokio::test]
 async fn serve_writes_json_access_lines_and_the_probe_verdict() {
     let sim = support::sim_with_token(UPSTREAM_SECRET).await;
-    let dir = std::env::temp_dir().join(format!("mdproxy-logs-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("serve.toml");
-    std::fs::write(
-        &path,
-        format!(
+    let (dir, path) = support::serve_toml(
+        "mdproxy-logs",
+        &format!(
             "[server]\nlisten = \"127.0.0.1:0\"\n[auth]\ntokens = [\"{CLIENT_SECRET}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{UPSTREAM_SECRET}\"\n[log]\nformat = \"json\"\n",
             sim.base_url()
         ),
-    )
-    .unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    );
+    let mut child = support::serve(
+        &path,
+        &[],
+        std::process::Stdio::piped(),
+        std::process::Stdio::piped(),
+    );
     let mut stdout = child.stdout.take().unwrap();
     let mut lines = support::stderr_lines(&mut child);
     let mut seen = Vec::new();
@@ -397,25 +391,19 @@ async fn control_characters_cannot_forge_a_text_log_line() {
 async fn a_failing_quote_poll_is_logged_once() {
     let sim = support::sim_with_token(UPSTREAM_SECRET).await;
     sim.fail_next(1_000_000);
-    let dir = std::env::temp_dir().join(format!("mdproxy-poll-log-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("serve.toml");
-    std::fs::write(
-        &path,
-        format!(
+    let (dir, path) = support::serve_toml(
+        "mdproxy-poll-log",
+        &format!(
             "[server]\nlisten = \"127.0.0.1:0\"\n[auth]\ntokens = [\"{CLIENT_SECRET}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{UPSTREAM_SECRET}\"\nprobe_target = \"\"\n[scheduler]\nenabled = false\n[hub]\nsession_interval_ms = 50\nclosed_interval_ms = 50\nbatch_size = 1\n[log]\nformat = \"json\"\n",
             sim.base_url()
         ),
-    )
-    .unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    );
+    let mut child = support::serve(
+        &path,
+        &[],
+        std::process::Stdio::null(),
+        std::process::Stdio::piped(),
+    );
     let mut lines = support::stderr_lines(&mut child);
     let mut seen = Vec::new();
     let base = tokio::time::timeout(Duration::from_secs(20), async {

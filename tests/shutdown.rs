@@ -158,26 +158,20 @@ impl Serve {
         grace_ms: u64,
         log: &str,
     ) -> (tokio::process::Child, SocketAddr, std::path::PathBuf) {
-        let dir = std::env::temp_dir().join(format!("mdproxy-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("serve.toml");
-        std::fs::write(
-            &path,
-            format!(
+        let (dir, path) = support::serve_toml(
+            &format!("mdproxy-{name}"),
+            &format!(
                 "[server]\nlisten = \"127.0.0.1:0\"\nreload_poll_ms = 0\nshutdown_grace_ms = {grace_ms}\n[auth]\ntokens = [\"{TOKEN}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{}\"\ntimeout_ms = {LONG_UPSTREAM_TIMEOUT_MS}\n[scheduler]\nenabled = false\n",
                 upstream.base_url(),
                 support::UPSTREAM_TOKEN
             ),
-        )
-        .unwrap();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
-            .args(["serve", "--log", log, "--config"])
-            .arg(&path)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+        );
+        let mut child = support::serve(
+            &path,
+            &["--log", log],
+            std::process::Stdio::piped(),
+            std::process::Stdio::piped(),
+        );
         // Drained (and kept for the tests that read it) so the pipe never fills.
         let mut errors = support::stderr_lines(&mut child);
         tokio::spawn(async move { while errors.recv().await.is_some() {} });
@@ -270,26 +264,20 @@ async fn sigterm_drains_the_open_request_then_exits() {
 async fn sigterm_right_after_start_is_a_clean_stop() {
     use std::os::unix::process::ExitStatusExt;
     let sim = upstream().await;
-    let dir = std::env::temp_dir().join(format!("mdproxy-early-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("serve.toml");
-    std::fs::write(
-        &path,
-        format!(
+    let (dir, path) = support::serve_toml(
+        "mdproxy-early",
+        &format!(
             "[server]\nlisten = \"127.0.0.1:0\"\nreload_poll_ms = 0\n[auth]\ntokens = [\"{TOKEN}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{}\"\n[scheduler]\nenabled = false\n",
             sim.base_url(),
             support::UPSTREAM_TOKEN
         ),
-    )
-    .unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
-        .args(["serve", "--log", "info", "--config"])
-        .arg(&path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    );
+    let mut child = support::serve(
+        &path,
+        &["--log", "info"],
+        std::process::Stdio::null(),
+        std::process::Stdio::piped(),
+    );
     let mut lines = support::stderr_lines(&mut child);
     let first = tokio::time::timeout(Duration::from_secs(20), lines.recv())
         .await

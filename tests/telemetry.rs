@@ -603,19 +603,15 @@ async fn serve_exports_spans_configured_by_its_file() {
     let sim = mdproxy::sim::start(&support::sim_config(), support::saturday())
         .await
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("mdproxy-telemetry-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("serve.toml");
-    std::fs::write(
-        &path,
-        format!(
+    let (dir, path) = support::serve_toml(
+        "mdproxy-telemetry",
+        &format!(
             "[server]\nlisten = \"127.0.0.1:0\"\nreload_poll_ms = 0\n[auth]\ntokens = [\"{TOKEN}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{}\"\nprobe_target = \"\"\n[scheduler]\nenabled = false\n[telemetry]\nendpoint = \"{}\"\nservice_name = \"md-serve\"\n",
             sim.base_url(),
             support::UPSTREAM_TOKEN,
             collector.base()
         ),
-    )
-    .unwrap();
+    );
     let mut child = hermetic(&mut tokio::process::Command::new(env!(
         "CARGO_BIN_EXE_mdproxy"
     )))

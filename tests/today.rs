@@ -312,19 +312,15 @@ async fn every_documented_endpoint_answers_through_demo() {
 async fn every_documented_endpoint_answers_through_serve() {
     use tokio::io::AsyncBufReadExt;
     let sim = support::sim_with_token("walk-upstream").await;
-    let dir = std::env::temp_dir().join(format!("mdproxy-walk-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("serve.toml");
-    std::fs::write(
-        &path,
-        format!(
+    let (dir, path) = support::serve_toml(
+        "mdproxy-walk",
+        &format!(
             "[server]\nlisten = \"127.0.0.1:0\"\nreload_poll_ms = 0\n[auth]\ntokens = [\"walk-client\"]\n\
              [upstream]\nbase_url = \"{}\"\ntoken = \"walk-upstream\"\n[scheduler]\nenabled = false\n\
              [hub]\nsource = \"/stock/list\"\n",
             sim.base_url()
         ),
-    )
-    .unwrap();
+    );
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"));
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("MDPROXY_") {

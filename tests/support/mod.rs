@@ -530,6 +530,43 @@ pub fn stdout_of(command: &mut std::process::Command) -> Vec<u8> {
 
 /// Every line `child` writes on stderr, forwarded as it comes (which also keeps the
 /// pipe drained); the child must have been spawned with a piped stderr.
+/// A fresh directory `<name>-<pid>` under the system's temporary one, and the path
+/// of `file` in it (not written).
+pub fn scratch_file(name: &str, file: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(file);
+    (dir, path)
+}
+
+/// `serve.toml` holding `text` in a fresh scratch directory `name`: the directory
+/// and the file.
+pub fn serve_toml(name: &str, text: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (dir, path) = scratch_file(name, "serve.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// `mdproxy serve <args> --config <path>` with its stdout and stderr as given,
+/// killed when dropped.
+pub fn serve(
+    path: &std::path::Path,
+    args: &[&str],
+    stdout: std::process::Stdio,
+    stderr: std::process::Stdio,
+) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+        .arg("serve")
+        .args(args)
+        .arg("--config")
+        .arg(path)
+        .stdout(stdout)
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
 /// Sends signal `name` (`TERM`, `HUP`) to `child` with kill(1).
 pub fn signal(child: &tokio::process::Child, name: &str) {
     let pid = child.id().expect("the child runs").to_string();
