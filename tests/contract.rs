@@ -336,14 +336,19 @@ async fn gzip_etag_does_not_validate_the_identity_representation() {
     let (env, _clock, _start) = saturday_env(|_| {}).await;
     let plain = raw(env.proxy.addr, "GET", KLINE, &[AUTH]).await;
     let plain_etag = plain.one("etag").unwrap().to_owned();
-    let gz = raw(
-        env.proxy.addr,
-        "GET",
-        KLINE,
-        &[AUTH, ("Accept-Encoding", "gzip")],
-    )
+    // Filled for a client that asked for nothing: gzip is made at the first
+    // request for it, and served once made.
+    let gz = support::once_coded("gzip", || async {
+        let r = raw(
+            env.proxy.addr,
+            "GET",
+            KLINE,
+            &[AUTH, ("Accept-Encoding", "gzip")],
+        )
+        .await;
+        (r.one("content-encoding").unwrap_or_default().to_owned(), r)
+    })
     .await;
-    assert_eq!(gz.one("content-encoding"), Some("gzip"));
     let gz_etag = gz.one("etag").unwrap().to_owned();
     assert_eq!(
         gz_etag,

@@ -18,8 +18,9 @@ pub enum Coding {
 }
 
 // The levels, from `examples/encoding_levels.rs` on our answers (docs/BENCHMARKS.md
-// "Compression levels"): every fill makes all three, and a 657 KB daily K-line is
-// refetched every 15 s in session, so time counts as much as size. Our JSON (prices,
+// "Compression levels"): a fill makes the codings clients ask for (`cache::compress`),
+// and a 657 KB daily K-line is refetched every 15 s in session, so time counts as
+// much as size. Our JSON (prices,
 // volumes) compresses to about a third whatever the coding; the levels below sit
 // where the next one costs far more time than it saves bytes.
 

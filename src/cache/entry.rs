@@ -31,8 +31,8 @@ pub struct CachedBody {
     /// Strong validator of `body` (`"<xxh3 hex>"`).
     pub etag: HeaderValue,
     /// The compressed representations, by [`Coding::index`]: each one's validator,
-    /// and its bytes, made once per entry (by the fill that stores it, see
-    /// [`CachedBody::encode_all`], else on first demand). Boxed: it would triple
+    /// and its bytes, made once per entry when clients ask for that coding (see
+    /// `cache::compress`). Boxed: it would triple
     /// the size of every value that carries an entry.
     encoded: Box<[Encoded; 3]>,
     /// How long moka may keep it in memory (until its stale-if-error time).
@@ -131,8 +131,9 @@ impl CachedBody {
         self.body.len() >= MIN_BYTES
     }
 
-    /// The representation in `coding`, compressed on first call and kept; `None`
-    /// when the body is too small to gain from it (or the compressor failed).
+    /// The representation in `coding`, compressed on first call (on the calling
+    /// thread: the blocking pool's, see `cache::compress`) and kept; `None` when the
+    /// body is too small to gain from it (or the compressor failed).
     pub fn encoded(&self, coding: Coding) -> Option<&Bytes> {
         if !self.is_compressible() {
             return None;
@@ -153,9 +154,9 @@ impl CachedBody {
         coding.map_or(&self.etag, |c| &self.encoded[c.index()].etag)
     }
 
-    /// Makes every compressed representation now: the fill calls it (on the
-    /// blocking pool) before it stores the entry, so no request compresses and the
-    /// store weighs what is really held.
+    /// Makes every compressed representation now, on the calling thread (tests and
+    /// measurements; a fill makes only the codings clients ask for, on the blocking
+    /// pool: `cache::compress`).
     pub fn encode_all(&self) {
         for coding in Coding::ALL {
             let _ = self.encoded(coding);

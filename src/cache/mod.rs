@@ -1,8 +1,9 @@
 //! The cache: the byte-bounded store with single-flight fills and its hot set, the
-//! compressed representations of an answer, the read-through decision, the
+//! compressed representations of an answer and when they are made, the read-through decision, the
 //! cluster's share of a fill, the freshness policy (computed from the market
 //! clock, [`crate::market`]); the disk tier under the memory.
 
+pub mod compress;
 pub mod disk;
 pub mod encoding;
 pub mod entry;

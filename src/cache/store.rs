@@ -13,6 +13,7 @@ use moka::Expiry;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use crate::cache::compress::Compressor;
 use crate::cache::disk::Disk;
 use crate::cache::entry::{CachedBody, weight};
 use crate::cache::flight::{Ending, Filled, Flights};
@@ -61,6 +62,8 @@ struct Inner {
     evictions: Arc<AtomicU64>,
     /// The disk tier under the memory (`cache.disk_path`), when there is one.
     disk: Option<Disk>,
+    /// Which compressed representations fills make, and their permits.
+    compressor: Compressor,
 }
 
 impl Inner {
@@ -81,21 +84,6 @@ impl Inner {
                 "answer served but too large to cache"
             );
         }
-    }
-}
-
-/// Makes `entry`'s compressed representations on the blocking pool, before it is
-/// stored: no request ever compresses, and the store weighs what it really holds.
-/// The fill's waiters wait for it too (a few milliseconds for the largest answers,
-/// docs/BENCHMARKS.md).
-async fn encode(entry: &Arc<CachedBody>) {
-    if !entry.is_compressible() {
-        return;
-    }
-    let entry = Arc::clone(entry);
-    if let Err(e) = tokio::task::spawn_blocking(move || entry.encode_all()).await {
-        // Not made now: the first request that wants one makes it.
-        tracing::warn!(error = %e, "compressing an answer failed");
     }
 }
 
@@ -156,6 +144,7 @@ impl Cache {
                 flights: Arc::default(),
                 tracker,
                 disk: None,
+                compressor: Compressor::default(),
             }),
         }
     }
@@ -176,6 +165,12 @@ impl Cache {
         self.inner.disk.as_ref()
     }
 
+    /// What makes the compressed representations (the edge tells it what clients
+    /// choose).
+    pub fn compressor(&self) -> &Compressor {
+        &self.inner.compressor
+    }
+
     /// Reads `key` from the disk tier into memory after a memory miss: one disk
     /// read per key however many callers miss at once (moka's coalesced insert).
     /// The entry if the disk holds one that may be served at `now` under `policy`.
@@ -193,6 +188,7 @@ impl Cache {
             .entries
             .optionally_get_with(key.to_owned(), async {
                 let entry = Arc::new(disk.get(key, policy, now).await?);
+                inner.compressor.make_wanted(&entry).await;
                 if weight(key, &entry) <= inner.max_entry {
                     Some(entry)
                 } else {
@@ -356,7 +352,7 @@ impl Cache {
                     });
                 }
                 let entry = Arc::new(fut.await?);
-                encode(&entry).await;
+                inner.compressor.make_wanted(&entry).await;
                 inner.keep(ending.key(), &entry).await;
                 // The flight ends here, after the insert: a caller that finds no
                 // flight is sure to find the answer in `entries`.
@@ -396,14 +392,15 @@ impl Cache {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::cache::freshness::{Lifetimes, Rule};
     use bytes::Bytes;
     use chrono::Utc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    fn body(s: &'static str) -> CachedBody {
+    /// An answer of `s`, fresh for a minute (the cache's tests and its neighbours').
+    pub(crate) fn body(s: &'static str) -> CachedBody {
         let now = Utc::now();
         let later = now + chrono::Duration::seconds(60);
         let lifetimes = Lifetimes {
@@ -560,12 +557,12 @@ mod tests {
         assert!(tell(102));
 
         // 64 MiB / 512: entries weighing up to 128 KiB (the body, its compressed
-        // copies, the key and 640 bytes) are held.
+        // copies or the room reserved for them, the key and 640 bytes) are held.
         let text = |n: usize| -> &'static str { Box::leak("x".repeat(n).into_boxed_str()) };
         let heavy = put(&cache, "heavy", text(128 * 1024)).await;
         assert!(read(&cache, "heavy").await.is_some());
         assert!(!holds(&cache, "heavy", &heavy));
-        let light = put(&cache, "light", text(100 * 1024)).await;
+        let light = put(&cache, "light", text(60 * 1024)).await;
         assert!(read(&cache, "light").await.is_some());
         assert!(holds(&cache, "light", &light));
         assert!(holds(&cache, "k", &entry));
@@ -597,10 +594,11 @@ mod tests {
         assert!(holds(&cache, "k", &entry));
     }
 
-    /// A fill stores its answer with every representation made (the store weighs
-    /// them all, no request compresses), each made once and decompressing to the body.
+    /// A fill stores its answer with the representations clients asked for made
+    /// (each once, decompressing to the body), the others' room reserved; the store
+    /// weighs them all.
     #[tokio::test]
-    async fn a_fill_stores_every_representation_made_once() {
+    async fn a_fill_makes_the_representations_asked_for_once() {
         use crate::cache::encoding::Coding;
         let big: &'static str = Box::leak(
             "{\"success\":true,\"data\":[1,2,3]}"
@@ -608,9 +606,11 @@ mod tests {
                 .into_boxed_str(),
         );
         let cache = Cache::new(64 * 1024 * 1024, TaskTracker::new());
+        cache.compressor().note(Coding::Gzip);
+        cache.compressor().note(Coding::Zstd);
         let entry = put(&cache, "k", big).await;
-        let mut weighed = "k".len() + big.len() + 640;
-        for coding in Coding::ALL {
+        let mut weighed = "k".len() + big.len() + 640 + big.len() / 3;
+        for coding in [Coding::Gzip, Coding::Zstd] {
             let made = entry.encoded_now(coding).expect("made by the fill").clone();
             assert!(made.len() < big.len() / 4, "{coding:?}");
             assert_eq!(
@@ -620,10 +620,11 @@ mod tests {
             );
             weighed += made.len();
         }
+        assert!(entry.encoded_now(Coding::Brotli).is_none(), "not asked for");
         assert_eq!(
             weight("k", &entry),
             weighed as u64,
-            "every representation weighed"
+            "every representation weighed, the unmade one by its reserve"
         );
         let mut out = String::new();
         use std::io::Read;

@@ -19,6 +19,7 @@ use tracing::Instrument;
 use crate::api::catalog::Endpoint;
 use crate::api::params::Valid;
 use crate::api::router::API_PREFIX;
+use crate::cache::compress::Compressor;
 use crate::cache::readthrough::{Answer, Waiting};
 use crate::config::{Config, ErrorMode};
 use crate::edge::auth::Tokens;
@@ -140,13 +141,18 @@ impl<B> Later<B> {
             request_id: Some(request_id.clone()),
             trace: traceparent(request.headers()),
         };
-        let answer = edge
-            .state
-            .cache()
+        let head = Head::read(request.headers());
+        let cache = edge.state.cache();
+        // The coding this client takes, told before a fill starts: the fill makes it.
+        if head.accept_encoding
+            && let Some(coding) = crate::edge::negotiate::choose(head.map)
+        {
+            cache.store().compressor().note(coding);
+        }
+        let answer = cache
             .lookup_later(&snap.policy, &valid, waiting, context)
             .await;
-        let head = Head::read(request.headers());
-        let served = cached(&head, answer, valid, &mut trail);
+        let served = cached(&head, answer, valid, &mut trail, cache.store().compressor());
         let asked = Asked {
             request: &request,
             head: &head,
@@ -163,12 +169,13 @@ fn cached(
     answer: Result<Answer, FetchError>,
     valid: Valid,
     trail: &mut Trail,
+    compressor: &Compressor,
 ) -> Result<Response<Body>, Error> {
     trail.key = Some(valid.target);
     match answer {
         Ok(answer) => {
             trail.cache = Some(answer.served.x_cache());
-            Ok(response::answer(head, &answer))
+            Ok(response::answer(head, &answer, compressor))
         }
         // The upstream's own answer (a 4xx, or its reported failure when no stale
         // answer could stand in) goes to the client exactly as it came.
@@ -348,7 +355,13 @@ impl Edge {
         let served = match self.serve(&snap, &access, &asked, &mut trail) {
             Ok(Step::Answered(response)) => Ok(response),
             Ok(Step::Lookup(valid)) => match self.state.cache().lookup_now(&snap.policy, &valid) {
-                Ok(answer) => cached(&head, Ok(answer), valid, &mut trail),
+                Ok(answer) => cached(
+                    &head,
+                    Ok(answer),
+                    valid,
+                    &mut trail,
+                    self.state.cache().store().compressor(),
+                ),
                 Err(waiting) => {
                     // The lookup runs in the request's span: the fill's and the
                     // wait's spans are its children.

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use headers::{ETag, HeaderMapExt, IfNoneMatch};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, header};
 
+use crate::cache::compress::Compressor;
 use crate::cache::encoding::Coding;
 use crate::cache::freshness;
 use crate::cache::readthrough::{Answer, Served};
@@ -189,9 +190,11 @@ fn not_modified(request: &HeaderMap, etag: &HeaderValue) -> bool {
 }
 
 /// A cached answer with the contract's headers, in the encoding the client prefers
-/// (each made once per entry, by the fill), or 304 when `If-None-Match` names the
-/// representation.
-pub fn answer(request: &Head<'_>, answer: &Answer) -> Response<Body> {
+/// when that representation is made (else the identity body, while `compressor`
+/// makes it in the background: no request waits for a compressor), or 304 when
+/// `If-None-Match` names the representation. The client's choice is told to
+/// `compressor`, so fills make it from then on.
+pub fn answer(request: &Head<'_>, answer: &Answer, compressor: &Compressor) -> Response<Body> {
     let Answer {
         entry,
         served,
@@ -203,7 +206,14 @@ pub fn answer(request: &Head<'_>, answer: &Answer) -> Response<Body> {
     let coding = (request.accept_encoding && entry.is_compressible())
         .then(|| crate::edge::negotiate::choose(request.map))
         .flatten();
-    let encoded = coding.and_then(|c| entry.encoded(c).map(|bytes| (c, bytes)));
+    let encoded = coding.and_then(|c| {
+        compressor.note(c);
+        let made = entry.encoded_now(c);
+        if made.is_none() {
+            compressor.make_soon(entry, c);
+        }
+        made.map(|bytes| (c, bytes))
+    });
     let coding = encoded.map(|(c, _)| c);
     let etag = entry.etag_of(coding);
     let not_modified =
@@ -431,13 +441,15 @@ mod tests {
         };
         let body = Bytes::from(vec![b' '; 4096]);
         let entry = CachedBody::new(body, 200, fetched_at, rule, lifetimes, 0);
+        // As a fill leaves it once clients asked for every coding.
+        entry.encode_all();
         let answer_ = Answer {
             entry: std::sync::Arc::new(entry),
             served,
             lifetimes,
             now,
         };
-        answer(&Head::read(request), &answer_)
+        answer(&Head::read(request), &answer_, &Compressor::default())
     }
 
     /// The prebuilt heads leave no placeholder behind but the request ID's (which

@@ -264,6 +264,27 @@ where
     check().await
 }
 
+/// The first answer of `ask` in `coding` (its `Content-Encoding`, given first in
+/// the pair): a request for a coding that the entry's fill did not make (no client
+/// had asked for it) gets the identity body while it is made in the background, so
+/// a test asks again, every 10 ms for at most 3 s.
+pub async fn once_coded<T, F, Fut>(coding: &str, mut ask: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = (String, T)>,
+{
+    let mut given = Vec::new();
+    for _ in 0..300 {
+        let (got, answer) = ask().await;
+        if got == coding {
+            return answer;
+        }
+        given.push(got);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never {coding}: given {given:?}");
+}
+
 /// Sends `method target` (a path with query) over a fresh connection with
 /// `Connection: close` and reads until the server closes it, so any byte sent after
 /// the headers shows up in `body` (an HTTP client would not read a HEAD or 304 body).

@@ -1,0 +1,162 @@
+//! When an answer's compressed representations are made: by the fill that stores it
+//! (or the disk read that promotes it) for the codings clients asked for lately, else
+//! in the background after the first request that asks for one; always on the
+//! blocking pool, and only as many at once as there are cores.
+//!
+//! Making all three for every fill cost about 35 ms of CPU per large K-line and
+//! four times the fill time of the disk benchmark, for codings no client asked for
+//! (docs/BENCHMARKS.md "The disk tier beside nginx's disk cache"). A browser asks for
+//! one coding (zstd, then brotli, then gzip, `edge::negotiate`), so a fill now makes
+//! the one or two that the clients of the last [`DEMAND_WINDOW`] were given.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+
+use crate::cache::encoding::Coding;
+use crate::cache::entry::CachedBody;
+
+/// How long a coding stays wanted after a request last chose it: a fill made in that
+/// time makes it too.
+pub const DEMAND_WINDOW: Duration = Duration::from_secs(15 * 60);
+
+/// Which codings clients ask for, and the permits of the compressions under way.
+/// One per cache.
+#[derive(Debug)]
+pub struct Compressor {
+    /// Per coding, by [`Coding::index`]: whole seconds since `epoch`, plus one, of
+    /// the last request that chose it (0: none yet).
+    asked: [AtomicU64; 3],
+    epoch: Instant,
+    /// Compressions running at once: the blocking pool would start one thread for
+    /// each, and a burst of misses would hold a compressor's tables per thread.
+    permits: Arc<Semaphore>,
+}
+
+impl Default for Compressor {
+    fn default() -> Compressor {
+        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        Compressor {
+            asked: Default::default(),
+            epoch: Instant::now(),
+            permits: Arc::new(Semaphore::new(cores)),
+        }
+    }
+}
+
+impl Compressor {
+    /// A request chose `coding`. Written once a second at most: hits on every core
+    /// read the same line rather than bounce it.
+    pub fn note(&self, coding: Coding) {
+        let now = self.epoch.elapsed().as_secs() + 1;
+        let asked = &self.asked[coding.index()];
+        if asked.load(Ordering::Relaxed) != now {
+            asked.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a request chose `coding` within [`DEMAND_WINDOW`].
+    pub fn is_wanted(&self, coding: Coding) -> bool {
+        let asked = self.asked[coding.index()].load(Ordering::Relaxed);
+        asked != 0 && self.epoch.elapsed().as_secs() + 1 - asked <= DEMAND_WINDOW.as_secs()
+    }
+
+    /// Makes the representations of `entry` that are wanted and not made yet, on the
+    /// blocking pool once a permit is free, and waits for them: the fill (and a disk
+    /// read's promotion) stores the entry with them, and its waiters get them.
+    pub async fn make_wanted(&self, entry: &Arc<CachedBody>) {
+        if !entry.is_compressible() {
+            return;
+        }
+        let missing: Vec<Coding> = Coding::ALL
+            .into_iter()
+            .filter(|&c| self.is_wanted(c) && entry.encoded_now(c).is_none())
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        // The semaphore is never closed.
+        let Ok(permit) = Arc::clone(&self.permits).acquire_owned().await else {
+            return;
+        };
+        let entry = Arc::clone(entry);
+        let made = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            for coding in missing {
+                let _ = entry.encoded(coding);
+            }
+        })
+        .await;
+        if let Err(e) = made {
+            // Not made now: a request that wants one has it made then.
+            tracing::warn!(error = %e, "compressing an answer failed");
+        }
+    }
+
+    /// Starts making `coding` of `entry` in the background for a request that was
+    /// just given the identity body instead; nothing when every permit is taken (a
+    /// later request asks again) or there is no runtime to run it on.
+    pub fn make_soon(&self, entry: &Arc<CachedBody>, coding: Coding) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
+            return;
+        };
+        let entry = Arc::clone(entry);
+        runtime.spawn_blocking(move || {
+            let _permit = permit;
+            let _ = entry.encoded(coding);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(body: &str) -> Arc<CachedBody> {
+        let body: &'static str = Box::leak(body.to_owned().into_boxed_str());
+        Arc::new(crate::cache::store::tests::body(body))
+    }
+
+    /// Only the codings asked for are made, each once; none before any request.
+    #[tokio::test]
+    async fn makes_what_was_asked_for() {
+        let compressor = Compressor::default();
+        let big = "{\"success\":true,\"data\":[1,2,3]}".repeat(100);
+        let e = entry(&big);
+        compressor.make_wanted(&e).await;
+        assert!(Coding::ALL.iter().all(|&c| e.encoded_now(c).is_none()));
+        compressor.note(Coding::Zstd);
+        compressor.note(Coding::Zstd);
+        assert!(compressor.is_wanted(Coding::Zstd));
+        assert!(!compressor.is_wanted(Coding::Gzip));
+        compressor.make_wanted(&e).await;
+        assert!(e.encoded_now(Coding::Zstd).is_some());
+        assert!(e.encoded_now(Coding::Gzip).is_none());
+        assert!(e.encoded_now(Coding::Brotli).is_none());
+        // A body too small to compress is left alone.
+        let small = entry("{}");
+        compressor.make_wanted(&small).await;
+        assert!(small.encoded_now(Coding::Zstd).is_none());
+    }
+
+    /// A request given the identity body has the coding made in the background.
+    #[tokio::test]
+    async fn a_request_has_its_coding_made_soon() {
+        let compressor = Compressor::default();
+        let e = entry(&"{\"x\":1234567}".repeat(200));
+        compressor.make_soon(&e, Coding::Gzip);
+        for _ in 0..500 {
+            if e.encoded_now(Coding::Gzip).is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert!(e.encoded_now(Coding::Gzip).is_some());
+        assert!(e.encoded_now(Coding::Zstd).is_none());
+    }
+}
