@@ -300,6 +300,7 @@ def main():
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", required=True)
+    ap.add_argument("--profile", help="perf record -g mdproxy during its first disk round, to this file")
     args = ap.parse_args()
 
     os.makedirs(os.path.dirname(os.path.abspath(args.dir)), exist_ok=True)
@@ -376,7 +377,14 @@ def main():
                 result = run_wrk(ports["mdproxy"], hot_file, args, "hot")
             elif name == "mdproxy disk":
                 before = status_json(ports["admin"])["disk"]["hits"]
+                perf = None
+                if args.profile and r == 0:
+                    perf = subprocess.Popen(["perf", "record", "-g", "-o", args.profile, "-p", str(md.pid),
+                                             "--", "sleep", str(args.duration)],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 result = run_wrk(ports["mdproxy"], keys_file, args, "md")
+                if perf:
+                    perf.wait(timeout=60)
                 result["disk_hits"] = status_json(ports["admin"])["disk"]["hits"] - before
             else:
                 result = run_wrk(ports["nginx"], keys_file, args, "nginx")

@@ -6,6 +6,7 @@
 # target/disk-compare/results.json. Installs Debian's nginx-light and wrk if missing.
 # Needs about twice the working set free on disk (both caches), deleted at the end.
 #   WORKING_SET_MIB=3072 MAX_MIB=64 DISK_MIB=4096 DURATION=10 ROUNDS=3 scripts/disk-compare.sh
+# PROFILE=/tmp/disk.perf also records mdproxy (`perf record -g`) in its first disk round.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,4 +34,5 @@ exec python3 scripts/disk-compare.py \
   --restarts "${RESTARTS:-3}" \
   --connections "${CONNECTIONS:-32}" \
   --threads "${THREADS:-2}" \
-  --json "$target_dir/disk-compare/results.json"
+  --json "$target_dir/disk-compare/results.json" \
+  ${PROFILE:+--profile "$PROFILE"}
