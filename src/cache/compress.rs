@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 
 use crate::cache::encoding::Coding;
 use crate::cache::entry::CachedBody;
@@ -95,21 +96,17 @@ impl Compressor {
         }
     }
 
-    /// Starts making `coding` of `entry` in the background for a request that was
-    /// just given the identity body instead; nothing when every permit is taken (a
-    /// later request asks again) or there is no runtime to run it on.
-    pub fn make_soon(&self, entry: &Arc<CachedBody>, coding: Coding) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
-            return;
-        };
+    /// Starts making `coding` of `entry` on the blocking pool, for a request that
+    /// was just given the identity body instead; `None` when every permit is taken
+    /// (a later request asks again) or there is no runtime to run it on.
+    pub fn start(&self, entry: &Arc<CachedBody>, coding: Coding) -> Option<JoinHandle<()>> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let permit = Arc::clone(&self.permits).try_acquire_owned().ok()?;
         let entry = Arc::clone(entry);
-        runtime.spawn_blocking(move || {
+        Some(runtime.spawn_blocking(move || {
             let _permit = permit;
             let _ = entry.encoded(coding);
-        });
+        }))
     }
 }
 
@@ -149,13 +146,11 @@ mod tests {
     async fn a_request_has_its_coding_made_soon() {
         let compressor = Compressor::default();
         let e = entry(&"{\"x\":1234567}".repeat(200));
-        compressor.make_soon(&e, Coding::Gzip);
-        for _ in 0..500 {
-            if e.encoded_now(Coding::Gzip).is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        compressor
+            .start(&e, Coding::Gzip)
+            .expect("a permit is free")
+            .await
+            .unwrap();
         assert!(e.encoded_now(Coding::Gzip).is_some());
         assert!(e.encoded_now(Coding::Zstd).is_none());
     }

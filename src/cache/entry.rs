@@ -178,25 +178,15 @@ struct Encoded {
 /// an estimate that keeps many tiny entries from escaping the bound.
 const ENTRY_OVERHEAD: u64 = 640;
 
-/// A representation not made yet when the entry is weighed (one read from
-/// elsewhere that a request compresses later) has its room reserved: JSON
-/// compresses to well under a third of its size in every coding.
-const UNMADE_SHARE: u64 = 3;
-
-/// What an entry holds in memory: key, body, every compressed representation
-/// (as made, or the room reserved for one still to make), bookkeeping.
+/// What an entry holds in memory: key, body, the compressed representations made
+/// so far, bookkeeping. One made later (for a request, in the background) has the
+/// store weigh the entry again (`Cache::make_soon`).
 pub fn weight(key: &str, value: &CachedBody) -> u64 {
-    let body = value.body.len() as u64;
-    let encoded: u64 = if value.is_compressible() {
-        Coding::ALL
-            .iter()
-            .map(|&c| match value.encoded[c.index()].bytes.get() {
-                Some(made) => made.as_ref().map_or(0, |b| b.len() as u64),
-                None => body / UNMADE_SHARE,
-            })
-            .sum()
-    } else {
-        0
-    };
-    key.len() as u64 + body + encoded + ENTRY_OVERHEAD
+    let encoded: u64 = value
+        .encoded
+        .iter()
+        .filter_map(|e| e.bytes.get()?.as_ref())
+        .map(|b| b.len() as u64)
+        .sum();
+    key.len() as u64 + value.body.len() as u64 + encoded + ENTRY_OVERHEAD
 }

@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use moka::Expiry;
+use moka::ops::compute::{CompResult, Op};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::cache::compress::Compressor;
 use crate::cache::disk::Disk;
+use crate::cache::encoding::Coding;
 use crate::cache::entry::{CachedBody, weight};
 use crate::cache::flight::{Ending, Filled, Flights};
 use crate::cache::freshness::Policy;
@@ -24,7 +26,7 @@ use crate::upstream::client::FetchError;
 /// An entry larger than `max_bytes / MAX_ENTRY_SHARE` is served but not cached: one
 /// answer must not evict most of the cache (nginx's `proxy_max_temp_file_size`
 /// spirit, Varnish's transient storage).
-const MAX_ENTRY_SHARE: u64 = 8;
+pub const MAX_ENTRY_SHARE: u64 = 8;
 
 /// What a fill reports besides its result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,6 +171,37 @@ impl Cache {
     /// choose).
     pub fn compressor(&self) -> &Compressor {
         &self.inner.compressor
+    }
+
+    /// Makes `coding` of `entry`, stored under `key`, in the background (a request
+    /// wanted it and was given the identity body), then weighs the entry again if
+    /// it is still the one stored: the byte bound counts every representation held.
+    /// (moka takes that as an update, so the entry's time in memory starts again:
+    /// it only bounds how long memory is held; freshness is the entry's own.)
+    pub fn make_soon(&self, key: &str, entry: &Arc<CachedBody>, coding: Coding) {
+        let Some(made) = self.inner.compressor.start(entry, coding) else {
+            return;
+        };
+        let inner = Arc::clone(&self.inner);
+        let (key, entry) = (key.to_owned(), Arc::clone(entry));
+        self.inner.tracker.spawn(async move {
+            if made.await.is_err() {
+                return;
+            }
+            let weighed = inner
+                .entries
+                .entry(key.clone())
+                .and_compute_with(|held| {
+                    std::future::ready(match held {
+                        Some(held) if Arc::ptr_eq(held.value(), &entry) => Op::Put(entry),
+                        _ => Op::Nop,
+                    })
+                })
+                .await;
+            if matches!(weighed, CompResult::ReplacedWith(_)) {
+                inner.hot.changed(&key);
+            }
+        });
     }
 
     /// Reads `key` from the disk tier into memory after a memory miss: one disk
@@ -595,8 +628,8 @@ pub(crate) mod tests {
     }
 
     /// A fill stores its answer with the representations clients asked for made
-    /// (each once, decompressing to the body), the others' room reserved; the store
-    /// weighs them all.
+    /// (each once, decompressing to the body); one made later for a request is
+    /// weighed too.
     #[tokio::test]
     async fn a_fill_makes_the_representations_asked_for_once() {
         use crate::cache::encoding::Coding;
@@ -609,7 +642,7 @@ pub(crate) mod tests {
         cache.compressor().note(Coding::Gzip);
         cache.compressor().note(Coding::Zstd);
         let entry = put(&cache, "k", big).await;
-        let mut weighed = "k".len() + big.len() + 640 + big.len() / 3;
+        let mut weighed = "k".len() + big.len() + 640;
         for coding in [Coding::Gzip, Coding::Zstd] {
             let made = entry.encoded_now(coding).expect("made by the fill").clone();
             assert!(made.len() < big.len() / 4, "{coding:?}");
@@ -624,7 +657,7 @@ pub(crate) mod tests {
         assert_eq!(
             weight("k", &entry),
             weighed as u64,
-            "every representation weighed, the unmade one by its reserve"
+            "every representation held weighed, none for the one not made"
         );
         let mut out = String::new();
         use std::io::Read;
@@ -634,9 +667,23 @@ pub(crate) mod tests {
         assert_eq!(out, big);
         let small = put(&cache, "small", "{}").await;
         assert!(Coding::ALL.iter().all(|&c| small.encoded(c).is_none()));
-        // One read from elsewhere, not made yet, has its room reserved.
-        let unmade = body(big);
-        assert!(weight("k", &unmade) >= (big.len() * 2) as u64);
+        // Brotli made for a request, in the background: the store weighs the entry
+        // again with it.
+        cache.sync().await;
+        let before = cache.weighted_size();
+        cache.make_soon("k", &entry, Coding::Brotli);
+        let mut grown = 0;
+        for _ in 0..500 {
+            cache.sync().await;
+            grown = cache.weighted_size() - before;
+            if grown > 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        let brotli = entry.encoded_now(Coding::Brotli).expect("made").len();
+        assert_eq!(grown, brotli as u64);
+        assert!(Arc::ptr_eq(&cache.get("k").await.unwrap(), &entry));
     }
 
     #[test]

@@ -19,8 +19,8 @@ use tracing::Instrument;
 use crate::api::catalog::Endpoint;
 use crate::api::params::Valid;
 use crate::api::router::API_PREFIX;
-use crate::cache::compress::Compressor;
 use crate::cache::readthrough::{Answer, Waiting};
+use crate::cache::store::Cache;
 use crate::config::{Config, ErrorMode};
 use crate::edge::auth::Tokens;
 use crate::edge::body::{self, Body};
@@ -152,7 +152,7 @@ impl<B> Later<B> {
         let answer = cache
             .lookup_later(&snap.policy, &valid, waiting, context)
             .await;
-        let served = cached(&head, answer, valid, &mut trail, cache.store().compressor());
+        let served = cached(&head, answer, valid, &mut trail, cache.store());
         let asked = Asked {
             request: &request,
             head: &head,
@@ -163,30 +163,42 @@ impl<B> Later<B> {
 }
 
 /// The response for the cache's answer to `valid`: the cached answer, or the
-/// upstream's own answer relayed as it came, or an error.
+/// upstream's own answer relayed as it came, or an error. The coding the client
+/// prefers is told to the store's compressor (fills make it from then on); when the
+/// entry does not have it yet, the identity body goes now and the store makes it
+/// in the background: no request waits for a compressor.
 fn cached(
     head: &Head<'_>,
     answer: Result<Answer, FetchError>,
     valid: Valid,
     trail: &mut Trail,
-    compressor: &Compressor,
+    store: &Cache,
 ) -> Result<Response<Body>, Error> {
-    trail.key = Some(valid.target);
-    match answer {
-        Ok(answer) => {
-            trail.cache = Some(answer.served.x_cache());
-            Ok(response::answer(head, &answer, compressor))
-        }
+    let answer = match answer {
+        Ok(answer) => answer,
         // The upstream's own answer (a 4xx, or its reported failure when no stale
         // answer could stand in) goes to the client exactly as it came.
-        Err(error) => match error.relayed() {
-            Ok((status, body)) => {
-                trail.relayed = true;
-                Ok(response::relay(status, body))
-            }
-            Err(other) => Err(other.to_client_error()),
-        },
+        Err(error) => {
+            trail.key = Some(valid.target);
+            return match error.relayed() {
+                Ok((status, body)) => {
+                    trail.relayed = true;
+                    Ok(response::relay(status, body))
+                }
+                Err(other) => Err(other.to_client_error()),
+            };
+        }
+    };
+    let coding = response::preferred(head, &answer.entry);
+    if let Some(coding) = coding {
+        store.compressor().note(coding);
+        if answer.entry.encoded_now(coding).is_none() {
+            store.make_soon(&valid.target, &answer.entry, coding);
+        }
     }
+    trail.key = Some(valid.target);
+    trail.cache = Some(answer.served.x_cache());
+    Ok(response::answer(head, &answer, coding))
 }
 
 const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
@@ -360,7 +372,7 @@ impl Edge {
                     Ok(answer),
                     valid,
                     &mut trail,
-                    self.state.cache().store().compressor(),
+                    self.state.cache().store(),
                 ),
                 Err(waiting) => {
                     // The lookup runs in the request's span: the fill's and the

@@ -10,8 +10,8 @@ use bytes::Bytes;
 use headers::{ETag, HeaderMapExt, IfNoneMatch};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, header};
 
-use crate::cache::compress::Compressor;
 use crate::cache::encoding::Coding;
+use crate::cache::entry::CachedBody;
 use crate::cache::freshness;
 use crate::cache::readthrough::{Answer, Served};
 use crate::edge::body::{self, Body};
@@ -189,31 +189,26 @@ fn not_modified(request: &HeaderMap, etag: &HeaderValue) -> bool {
         .is_some_and(|etag| !if_none_match.precondition_passes(&etag))
 }
 
-/// A cached answer with the contract's headers, in the encoding the client prefers
-/// when that representation is made (else the identity body, while `compressor`
-/// makes it in the background: no request waits for a compressor), or 304 when
-/// `If-None-Match` names the representation. The client's choice is told to
-/// `compressor`, so fills make it from then on.
-pub fn answer(request: &Head<'_>, answer: &Answer, compressor: &Compressor) -> Response<Body> {
+/// The coding `request` prefers for `entry`'s body (`negotiate`), made or not;
+/// `None` for the identity body. A list header is read in full only when the client
+/// sent it, and only for a body that has compressed representations.
+pub fn preferred(request: &Head<'_>, entry: &CachedBody) -> Option<Coding> {
+    (request.accept_encoding && entry.is_compressible())
+        .then(|| crate::edge::negotiate::choose(request.map))
+        .flatten()
+}
+
+/// A cached answer with the contract's headers, in `coding` when that
+/// representation is made (else the identity body), or 304 when `If-None-Match`
+/// names the representation sent.
+pub fn answer(request: &Head<'_>, answer: &Answer, coding: Option<Coding>) -> Response<Body> {
     let Answer {
         entry,
         served,
         lifetimes,
         now,
     } = answer;
-    // A list header is read in full only when the client sent it, and only for a
-    // body that has compressed representations.
-    let coding = (request.accept_encoding && entry.is_compressible())
-        .then(|| crate::edge::negotiate::choose(request.map))
-        .flatten();
-    let encoded = coding.and_then(|c| {
-        compressor.note(c);
-        let made = entry.encoded_now(c);
-        if made.is_none() {
-            compressor.make_soon(entry, c);
-        }
-        made.map(|bytes| (c, bytes))
-    });
+    let encoded = coding.and_then(|c| entry.encoded_now(c).map(|bytes| (c, bytes)));
     let coding = encoded.map(|(c, _)| c);
     let etag = entry.etag_of(coding);
     let not_modified =
@@ -422,7 +417,6 @@ mod tests {
 
     /// An answer `after_ms` after its entry was fetched; fresh for 20 s, stale 10 s more.
     fn answer_at(served: Served, request: &HeaderMap, after_ms: i64) -> Response<Body> {
-        use crate::cache::entry::CachedBody;
         use crate::cache::freshness::{Lifetimes, Rule};
         let fetched_at = chrono::Utc::now();
         let now = fetched_at + chrono::Duration::milliseconds(after_ms);
@@ -449,7 +443,9 @@ mod tests {
             lifetimes,
             now,
         };
-        answer(&Head::read(request), &answer_, &Compressor::default())
+        let head = Head::read(request);
+        let coding = preferred(&head, &answer_.entry);
+        answer(&head, &answer_, coding)
     }
 
     /// The prebuilt heads leave no placeholder behind but the request ID's (which
