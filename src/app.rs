@@ -113,8 +113,16 @@ async fn open_disk(
         return None;
     }
     let path = Path::new(&config.cache.disk_path);
-    match crate::cache::disk::Disk::open(path, config.cache.disk_bytes, tracker, stop.child_token())
-        .await
+    // Records as large as the largest answer memory keeps, and a little over.
+    let largest = config.cache.max_bytes / crate::cache::store::MAX_ENTRY_SHARE;
+    match crate::cache::disk::Disk::open(
+        path,
+        config.cache.disk_bytes,
+        largest,
+        tracker,
+        stop.child_token(),
+    )
+    .await
     {
         Ok(disk) => Some(disk),
         Err(e) => {

@@ -43,6 +43,11 @@ const WRITE_QUEUE: usize = 512;
 const WRITE_QUEUE_BYTES: u64 = 8 << 20;
 /// How often a failing disk is tried again (and a healthy one checked).
 const PROBE_EVERY: Duration = Duration::from_secs(10);
+/// Reads under way at once, per core: each holds the engine's read buffer and our
+/// copy of the record (up to 1.3 MB for the largest K-line) until it is promoted,
+/// and on a disk whose blocks are in the page cache a read is CPU work, so more at
+/// once only adds memory (docs/BENCHMARKS.md, the disk tier's run 5).
+const READS_PER_CORE: usize = 4;
 /// An answer whose fresh life is shorter than this is not written: a quote
 /// refreshed every few seconds gains nothing from a disk.
 const MIN_FRESH_SECS: i64 = 60;
@@ -125,6 +130,8 @@ struct Inner {
     buffer: usize,
     /// Records on their way to the writer task.
     queue: mpsc::Sender<(String, Arc<CachedBody>)>,
+    /// Permits of the reads under way ([`READS_PER_CORE`]).
+    reads: tokio::sync::Semaphore,
     /// Records queued and not yet handed to the engine.
     pending: AtomicU64,
     /// Their body bytes.
@@ -159,8 +166,10 @@ pub enum OpenError {
 
 impl Disk {
     /// Opens (or creates) the tier at `path`, at most `capacity` bytes, its index
-    /// rebuilt from what an earlier run left; the writer and the probe run on
-    /// `tracker` until `stop`, when what is queued is written and the engine closed.
+    /// rebuilt from what an earlier run left, its records up to a little over
+    /// `largest` bytes (the largest answer memory keeps: one too large for memory
+    /// still goes to disk); the writer and the probe run on `tracker` until `stop`,
+    /// when what is queued is written and the engine closed.
     ///
     /// # Errors
     /// When the directory cannot be created or written, or the engine cannot open
@@ -168,6 +177,7 @@ impl Disk {
     pub async fn open(
         path: &Path,
         capacity: u64,
+        largest: u64,
         tracker: &TaskTracker,
         stop: CancellationToken,
     ) -> Result<Disk, OpenError> {
@@ -184,6 +194,7 @@ impl Disk {
         } else {
             (capacity_usize / MIN_BLOCKS).max(MIN_BLOCK_BYTES) & !4095
         };
+        let buffer = write_buffer(block, largest);
         let started = Instant::now();
         let pieces: Pieces = foyer::CacheBuilder::new(WRITE_QUEUE).with_shards(4).build();
         let device = foyer::DeviceBuilder::build(
@@ -203,9 +214,10 @@ impl Disk {
                 .with_block_size(block)
                 .with_flushers(1)
                 .with_reclaimers(1)
-                // The engine's memory: one block being filled, one block's worth
-                // of records waiting for it (past that it drops them).
-                .with_buffer_pool_size(block)
+                // The engine's memory: two write buffers (one filled while the
+                // other is written) and records waiting for them up to a block
+                // (past that it drops them).
+                .with_buffer_pool_size(buffer)
                 .with_submit_queue_size_threshold(block.max(BLOCK_BYTES))
                 // Purges and dropped records stay dropped across a restart.
                 .with_tombstone_log(true),
@@ -227,9 +239,13 @@ impl Disk {
                 purges,
                 path: path.to_owned(),
                 capacity,
-                max_record: block - BLOCK_OVERHEAD.min(block / 4),
-                buffer: block,
+                max_record: buffer - BLOCK_OVERHEAD.min(buffer / 4),
+                buffer,
                 queue,
+                reads: tokio::sync::Semaphore::new(
+                    READS_PER_CORE
+                        * std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
+                ),
                 pending: AtomicU64::new(0),
                 pending_bytes: AtomicU64::new(0),
                 writable: AtomicBool::new(true),
@@ -258,6 +274,8 @@ impl Disk {
         // The engine drops a record whose checksum fails and answers a miss: a
         // miss of a key its index held is counted as such a drop.
         let indexed = s.engine.may_contains(key);
+        // Never closed.
+        let _permit = s.reads.acquire().await.ok();
         let found = s.engine.load(key).await;
         s.stats.read_latency.observe(started.elapsed());
         let record = match found {
@@ -514,6 +532,21 @@ impl Disk {
     }
 }
 
+/// The engine's write buffer, of which it keeps two: room for a record of `largest`
+/// bytes of answer and its header, rounded up to a MiB, at most a block. Sized to
+/// the memory cache rather than to the block: a node given 64 MiB of memory (its
+/// largest answer 8 MiB) keeps two 9 MiB buffers, not two of 16 MiB
+/// (docs/BENCHMARKS.md, the disk tier's run 5).
+fn write_buffer(block: usize, largest: u64) -> usize {
+    const MIB: usize = 1 << 20;
+    let needed = usize::try_from(largest)
+        .unwrap_or(usize::MAX)
+        .saturating_add(BLOCK_OVERHEAD)
+        .saturating_add(MIB - 1)
+        & !(MIB - 1);
+    needed.clamp(MIN_BLOCK_BYTES.min(block), block)
+}
+
 /// Writes and syncs a small file in `dir`: the disk takes writes.
 fn probe(dir: &Path) -> std::io::Result<()> {
     use std::io::Write;
@@ -543,4 +576,29 @@ fn wall_clock_us() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    /// The write buffer holds the largest answer memory keeps and its header, sized
+    /// by the memory cache, never past a block nor under the smallest block.
+    #[test]
+    fn the_write_buffer_follows_the_memory_cache() {
+        // 64 MiB of memory: answers up to 8 MiB kept, two 9 MiB buffers.
+        assert_eq!(write_buffer(BLOCK_BYTES, 8 * MIB as u64), 9 * MIB);
+        // The default 256 MiB: 32 MiB answers, a block's worth.
+        assert_eq!(write_buffer(BLOCK_BYTES, 32 * MIB as u64), BLOCK_BYTES);
+        assert_eq!(write_buffer(BLOCK_BYTES, u64::MAX), BLOCK_BYTES);
+        assert_eq!(write_buffer(4 * MIB, 100 << 10), MIN_BLOCK_BYTES);
+        for largest in [0, 1, 100 << 10, 3 * MIB as u64, 8 * MIB as u64 - 1] {
+            let buffer = write_buffer(BLOCK_BYTES, largest);
+            let max_record = buffer - BLOCK_OVERHEAD.min(buffer / 4);
+            assert!(max_record as u64 >= largest, "{largest}: {max_record}");
+            assert_eq!(buffer % MIB, 0);
+        }
+    }
 }
