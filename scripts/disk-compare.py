@@ -108,6 +108,19 @@ def status_json(port):
     return json.loads(c.getresponse().read())
 
 
+def heap_mib(admin_port):
+    """jemalloc's live and resident bytes from the metrics, in MiB (empty without jemalloc)."""
+    c = http.client.HTTPConnection("127.0.0.1", admin_port, timeout=10)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    out = {}
+    for name in ("allocated", "resident"):
+        m = re.search(rf"^mdproxy_heap_{name}_bytes (\d+)", text, re.M)
+        if m:
+            out[name] = int(m.group(1)) / MIB
+    return out
+
+
 def sim_total(sim_port):
     c = http.client.HTTPConnection("127.0.0.1", sim_port, timeout=10)
     c.request("GET", "/_sim/stats")
@@ -353,6 +366,7 @@ def main():
             break
         time.sleep(1)
     disk = status_json(ports["admin"])["disk"]
+    log(f"mdproxy RSS after the fill: {rss_mib(md.pid)}")
     log(f"mdproxy disk: {disk['writes']} records, {disk['bytes'] / MIB:.0f} MiB; dropped {disk['dropped']}; "
         f"nginx cache {du_mib(nginx_dir):.0f} MiB")
 
@@ -389,9 +403,11 @@ def main():
             else:
                 result = run_wrk(ports["nginx"], keys_file, args, "nginx")
             runs[name].append(result)
-            log(f"round {r + 1} {name}: {result}")
+            log(f"round {r + 1} {name}: {result}; mdproxy RSS {rss_mib(md.pid)}")
     sim_after = sim_total(ports["sim"])
     rss = rss_mib(md.pid)
+    heap = heap_mib(ports["admin"])
+    cache_mib = status_json(ports["admin"])["cache"]["bytes"] / MIB
 
     # Restarts: kill -9, then exec to the first answer from disk (a key not in
     # memory before the kill: there is no memory after it).
@@ -429,6 +445,8 @@ def main():
     print(f"mdproxy disk / nginx by round: {' / '.join(f'{x:.2f}' for x in ratios)}")
     print(f"mdproxy RSS {rss.get('VmRSS', 0):.0f} MiB (peak {rss.get('VmHWM', 0):.0f} MiB); "
           f"goal ≤ 1.25 × {args.max_mib} + 64 MiB + the engine's index")
+    print(f"  of which: the memory cache weighs {cache_mib:.0f} MiB; jemalloc: {heap.get('allocated', 0):.0f} MiB "
+          f"live, {heap.get('resident', 0):.0f} MiB resident")
     print(f"restart to first disk hit: {spread([x['first_hit_ms'] for x in restarts])} ms "
           f"(engine open {spread([x['engine_open_ms'] for x in restarts])} ms)")
     print(f"simulator requests while measuring: {sim_after - sim_before}, during restarts: {sim_restart - sim_after}")
@@ -439,7 +457,7 @@ def main():
         json.dump({
             "working_set": {"keys": len(keys), "mib": filled / MIB},
             "fill_s": {"mdproxy": md_fill_s, "nginx": nginx_fill_s},
-            "runs": runs, "rss_mib": rss, "restarts": restarts,
+            "runs": runs, "rss_mib": rss, "heap_mib": heap, "cache_mib": cache_mib, "restarts": restarts,
             "disk": disk, "nginx_cache_mib": du_mib(nginx_dir),
             "sim_requests_while_measuring": sim_after - sim_before,
             "sim_requests_during_restarts": sim_restart - sim_after,
