@@ -61,7 +61,8 @@ impl Compressor {
     /// Whether a request chose `coding` within [`DEMAND_WINDOW`].
     pub fn is_wanted(&self, coding: Coding) -> bool {
         let asked = self.asked[coding.index()].load(Ordering::Relaxed);
-        asked != 0 && self.epoch.elapsed().as_secs() + 1 - asked <= DEMAND_WINDOW.as_secs()
+        let now = self.epoch.elapsed().as_secs() + 1;
+        asked != 0 && now.saturating_sub(asked) <= DEMAND_WINDOW.as_secs()
     }
 
     /// Makes the representations of `entry` that are wanted and not made yet, on the

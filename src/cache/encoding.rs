@@ -20,9 +20,9 @@ pub enum Coding {
 // The levels, from `examples/encoding_levels.rs` on our answers (docs/BENCHMARKS.md
 // "Compression levels"): a fill makes the codings clients ask for (`cache::compress`),
 // and a 657 KB daily K-line is refetched every 15 s in session, so time counts as
-// much as size. Our JSON (prices,
-// volumes) compresses to about a third whatever the coding; the levels below sit
-// where the next one costs far more time than it saves bytes.
+// much as size. Our JSON (prices, volumes) compresses to about a third whatever the
+// coding; the levels below sit where the next one costs far more time than it saves
+// bytes.
 
 /// gzip level (of 1..=9): 4. The daily K-line in 14 ms to 35.1% where zlib's
 /// default 6 takes 50 ms for 34.2%; 1 is 4 ms but 42%.

@@ -32,8 +32,8 @@ pub struct CachedBody {
     pub etag: HeaderValue,
     /// The compressed representations, by [`Coding::index`]: each one's validator,
     /// and its bytes, made once per entry when clients ask for that coding (see
-    /// `cache::compress`). Boxed: it would triple
-    /// the size of every value that carries an entry.
+    /// `cache::compress`). Boxed: it would triple the size of every value that
+    /// carries an entry.
     encoded: Box<[Encoded; 3]>,
     /// How long moka may keep it in memory (until its stale-if-error time).
     pub keep_for: Duration,
