@@ -134,6 +134,80 @@ async fn a_restart_serves_from_disk_without_the_upstream() {
     let _ = std::fs::remove_dir_all(&path);
 }
 
+async fn get_coded(app: &App, target: &str, accept: &str) -> reqwest::Response {
+    support::client()
+        .get(format!("{}{target}", app.base_url()))
+        .bearer_auth(support::TOKEN)
+        .header("accept-encoding", accept)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A record read for a client that wants a coding it lacks is written again with
+/// that copy: after the next restart a disk hit is served the copy with nothing
+/// compressed or written, and the copy is the one a fresh compression gives.
+#[tokio::test]
+async fn a_disk_record_keeps_the_copy_its_readers_ask_for() {
+    let clock = support::saturday();
+    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
+        .await
+        .unwrap();
+    let path = dir("copies");
+    // Filled for a client that asked for no coding: the record holds the body alone.
+    let bodies = fill(&sim, &path, &clock, &PAST[..1]).await;
+
+    let app = proxy(&sim, &path, 64 << 20, &clock).await;
+    let r = get_coded(&app, PAST[0], "zstd").await;
+    assert!(header(&r, "cache-status").ends_with("detail=disk"));
+    // The promotion made the copy this client wanted, and served it.
+    assert_eq!(header(&r, "content-encoding"), "zstd");
+    let zstd = r.bytes().await.unwrap();
+    assert_eq!(zstd::decode_all(&zstd[..]).unwrap(), bodies[0]);
+    disk(&app).flush().await;
+    let status = status_json(&app).await;
+    assert_eq!(status["disk"]["writes"], 1, "the record is written again");
+    app.shutdown().await;
+
+    let app = proxy(&sim, &path, 64 << 20, &clock).await;
+    let r = get_coded(&app, PAST[0], "zstd").await;
+    assert!(header(&r, "cache-status").ends_with("detail=disk"));
+    assert_eq!(header(&r, "content-encoding"), "zstd");
+    assert_eq!(r.bytes().await.unwrap(), zstd);
+    // An identity reader of the same record gets the body.
+    let plain = get(&app, PAST[0]).await;
+    assert!(plain.headers().get("content-encoding").is_none());
+    assert_eq!(plain.bytes().await.unwrap(), bodies[0]);
+    disk(&app).flush().await;
+    let status = status_json(&app).await;
+    assert_eq!(status["disk"]["hits"], 1);
+    assert_eq!(status["disk"]["writes"], 0, "the copy came from the record");
+    assert_eq!(sim.hits("/stock/kline"), 1);
+
+    // A memory hit given the body while its coding is made in the background: the
+    // record is written again once the copy is made.
+    let filled = get(&app, PAST[1]).await;
+    assert_eq!(filled.status(), 200);
+    let gz = support::once_coded("gzip", || async {
+        let r = get_coded(&app, PAST[1], "gzip").await;
+        (header(&r, "content-encoding"), r)
+    })
+    .await;
+    assert!(!header(&gz, "cache-status").contains("disk"));
+    let mut writes = serde_json::Value::Null;
+    for _ in 0..300 {
+        disk(&app).flush().await;
+        writes = status_json(&app).await["disk"]["writes"].clone();
+        if writes == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(writes, 2, "the fill's record, then the record with gzip");
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
+}
+
 /// Flips a byte in every place of the disk tier's files where `needle` occurs.
 fn corrupt(path: &Path, needle: &[u8]) -> usize {
     let mut flipped = 0;

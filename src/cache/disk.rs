@@ -79,6 +79,31 @@ impl foyer::Code for Record {
 type Engine = foyer::Store<String, Record, foyer::DefaultHasher, foyer::HybridCacheProperties>;
 type Pieces = foyer::Cache<String, Record, foyer::DefaultHasher, foyer::HybridCacheProperties>;
 
+/// A record on its way to the writer task.
+struct Queued {
+    key: String,
+    entry: Arc<CachedBody>,
+    /// The stamp its record gets: purge rules issued after it cover the record.
+    stamp: Stamp,
+    /// The bytes counted in `pending_bytes` when it was queued (a copy made while
+    /// it waits is written too, but was not counted).
+    bytes: u64,
+}
+
+/// When a record counts as stored, for the purge rules: microseconds since the Unix
+/// epoch by the system clock (not the market clock a test may hold still), taken
+/// when the write is decided. A purge issued after it covers the record, even one
+/// issued while the record waits in the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Stamp(i64);
+
+impl Stamp {
+    /// Now.
+    pub fn now() -> Stamp {
+        Stamp(wall_clock_us())
+    }
+}
+
 /// What the disk tier counted since start.
 #[derive(Debug, Default)]
 pub struct DiskStats {
@@ -129,7 +154,7 @@ struct Inner {
     /// The engine's write buffer.
     buffer: usize,
     /// Records on their way to the writer task.
-    queue: mpsc::Sender<(String, Arc<CachedBody>)>,
+    queue: mpsc::Sender<Queued>,
     /// Permits of the reads under way ([`READS_PER_CORE`]).
     reads: tokio::sync::Semaphore,
     /// Records queued and not yet handed to the engine.
@@ -326,9 +351,23 @@ impl Disk {
     /// (a failure, a "not found", an answer fresh for less than a minute) or came
     /// from this disk. Never waits: a full queue or a failing disk drops it.
     pub fn put(&self, key: &str, entry: &Arc<CachedBody>) {
+        if !entry.disk {
+            self.queue(key, entry, Stamp::now());
+        }
+    }
+
+    /// Queues the record of `entry` again, with the compressed copies it gained
+    /// since it was written (or read from this disk), as [`put`](Self::put) would
+    /// queue a new one: its readers then get the copies without a compression.
+    /// `since` is when the entry was last known unpurged (taken before it was read
+    /// or its copy made): a purge issued after that covers the new record too.
+    pub fn put_copies(&self, key: &str, entry: &Arc<CachedBody>, since: Stamp) {
+        self.queue(key, entry, since);
+    }
+
+    fn queue(&self, key: &str, entry: &Arc<CachedBody>, stamp: Stamp) {
         let s = &*self.inner;
-        if entry.disk
-            || entry.status != 200
+        if entry.status != 200
             || (entry.lifetimes.fresh_until - entry.fetched_at).num_seconds() < MIN_FRESH_SECS
         {
             return;
@@ -341,12 +380,17 @@ impl Disk {
             s.stats.too_large.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let bytes = entry.body.len() as u64;
+        let bytes = entry.bytes_held();
         let queued = s.pending_bytes.fetch_add(bytes, Ordering::Relaxed);
         s.pending.fetch_add(1, Ordering::Relaxed);
         if queued + bytes > WRITE_QUEUE_BYTES.max(bytes)
             || s.queue
-                .try_send((key.to_owned(), Arc::clone(entry)))
+                .try_send(Queued {
+                    key: key.to_owned(),
+                    entry: Arc::clone(entry),
+                    stamp,
+                    bytes,
+                })
                 .is_err()
         {
             s.pending.fetch_sub(1, Ordering::Relaxed);
@@ -433,11 +477,7 @@ impl Disk {
 
     /// The writer task: records from the queue into the engine until `stop`, then
     /// what is still queued, then the engine closed (its buffers written).
-    async fn write_until(
-        self,
-        mut rx: mpsc::Receiver<(String, Arc<CachedBody>)>,
-        stop: CancellationToken,
-    ) {
+    async fn write_until(self, mut rx: mpsc::Receiver<Queued>, stop: CancellationToken) {
         // The engine drops what does not fit its write buffer, unseen: past half a
         // buffer handed over, the writer waits for the engine to write it (our
         // queue fills meanwhile, and what overflows it is counted).
@@ -445,8 +485,8 @@ impl Disk {
         loop {
             tokio::select! {
                 next = rx.recv() => match next {
-                    Some((key, entry)) => {
-                        handed += self.write(&key, &entry);
+                    Some(queued) => {
+                        handed += self.write(&queued);
                         self.inner.pending.fetch_sub(1, Ordering::Relaxed);
                         if handed >= self.inner.buffer / 2 {
                             self.inner.engine.wait().await;
@@ -457,8 +497,8 @@ impl Disk {
                 },
                 () = stop.cancelled() => {
                     rx.close();
-                    while let Ok((key, entry)) = rx.try_recv() {
-                        handed += self.write(&key, &entry);
+                    while let Ok(queued) = rx.try_recv() {
+                        handed += self.write(&queued);
                         self.inner.pending.fetch_sub(1, Ordering::Relaxed);
                         if handed >= self.inner.buffer / 2 {
                             self.inner.engine.wait().await;
@@ -475,11 +515,16 @@ impl Disk {
     }
 
     /// Hands one record to the engine; the bytes handed.
-    fn write(&self, key: &str, entry: &CachedBody) -> usize {
+    fn write(&self, queued: &Queued) -> usize {
         let s = &*self.inner;
-        s.pending_bytes
-            .fetch_sub(entry.body.len() as u64, Ordering::Relaxed);
-        let record = format::encode(key, entry, wall_clock_us(), s.max_record);
+        let Queued {
+            key,
+            entry,
+            stamp,
+            bytes,
+        } = queued;
+        s.pending_bytes.fetch_sub(*bytes, Ordering::Relaxed);
+        let record = format::encode(key, entry, stamp.0, s.max_record);
         if record.len() > s.max_record {
             s.stats.too_large.fetch_add(1, Ordering::Relaxed);
             return 0;

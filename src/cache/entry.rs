@@ -149,6 +149,24 @@ impl CachedBody {
         self.encoded[coding.index()].bytes.get()?.as_ref()
     }
 
+    /// How many compressed representations are made (they are only ever added).
+    pub fn copies_made(&self) -> usize {
+        Coding::ALL
+            .into_iter()
+            .filter(|&c| self.encoded_now(c).is_some())
+            .count()
+    }
+
+    /// Bytes of the body and of the compressed representations made so far.
+    pub fn bytes_held(&self) -> u64 {
+        let copies: u64 = Coding::ALL
+            .into_iter()
+            .filter_map(|c| self.encoded_now(c))
+            .map(|b| b.len() as u64)
+            .sum();
+        self.body.len() as u64 + copies
+    }
+
     /// The validator of the representation in `coding` (`None`: the identity body).
     pub fn etag_of(&self, coding: Option<Coding>) -> &HeaderValue {
         coding.map_or(&self.etag, |c| &self.encoded[c.index()].etag)
@@ -182,11 +200,5 @@ const ENTRY_OVERHEAD: u64 = 640;
 /// so far, bookkeeping. One made later (for a request, in the background) has the
 /// store weigh the entry again (`Cache::make_soon`).
 pub fn weight(key: &str, value: &CachedBody) -> u64 {
-    let encoded: u64 = value
-        .encoded
-        .iter()
-        .filter_map(|e| e.bytes.get()?.as_ref())
-        .map(|b| b.len() as u64)
-        .sum();
-    key.len() as u64 + value.body.len() as u64 + encoded + ENTRY_OVERHEAD
+    key.len() as u64 + value.bytes_held() + ENTRY_OVERHEAD
 }

@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::cache::compress::Compressor;
-use crate::cache::disk::Disk;
+use crate::cache::disk::{Disk, Stamp};
 use crate::cache::encoding::Coding;
 use crate::cache::entry::{CachedBody, weight};
 use crate::cache::flight::{Ending, Filled, Flights};
@@ -179,6 +179,8 @@ impl Cache {
     /// (moka takes that as an update, so the entry's time in memory starts again:
     /// it only bounds how long memory is held; freshness is the entry's own.)
     pub fn make_soon(&self, key: &str, entry: &Arc<CachedBody>, coding: Coding) {
+        // Before the copy: a purge issued after it covers the record written again.
+        let since = Stamp::now();
         let Some(made) = self.inner.compressor.start(entry, coding) else {
             return;
         };
@@ -193,13 +195,21 @@ impl Cache {
                 .entry(key.clone())
                 .and_compute_with(|held| {
                     std::future::ready(match held {
-                        Some(held) if Arc::ptr_eq(held.value(), &entry) => Op::Put(entry),
+                        Some(held) if Arc::ptr_eq(held.value(), &entry) => {
+                            Op::Put(Arc::clone(&entry))
+                        }
                         _ => Op::Nop,
                     })
                 })
                 .await;
             if matches!(weighed, CompResult::ReplacedWith(_)) {
                 inner.hot.changed(&key);
+                // Still stored (not purged meanwhile): its disk record gets the copy.
+                if let Some(disk) = &inner.disk
+                    && entry.encoded_now(coding).is_some()
+                {
+                    disk.put_copies(&key, &entry, since);
+                }
             }
         });
     }
@@ -220,8 +230,17 @@ impl Cache {
         let kept = inner
             .entries
             .optionally_get_with(key.to_owned(), async {
+                // Before the read: a purge issued after it covers a record written
+                // again with new copies.
+                let since = Stamp::now();
                 let entry = Arc::new(disk.get(key, policy, now).await?);
+                let copies = entry.copies_made();
                 inner.compressor.make_wanted(&entry).await;
+                if entry.copies_made() > copies {
+                    // The next read of this record (after memory lets it go, or a
+                    // restart) is served these copies without compressing.
+                    disk.put_copies(key, &entry, since);
+                }
                 if weight(key, &entry) <= inner.max_entry {
                     Some(entry)
                 } else {

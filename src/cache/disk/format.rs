@@ -30,15 +30,6 @@ const ROW: usize = 1 + 4 + 8;
 /// The header's own checksum (xxh3 of everything before it).
 const CHECKSUM: usize = 8;
 
-/// The largest body whose compressed copies go to disk with it. Copies nearly
-/// double a record (each coding keeps about a third of the body), which for the
-/// K-lines the disk tier is for (30 KB to 650 KB) halves what a tier holds: at the
-/// round's final commit a 4 GiB tier kept 36 % of a 3 GiB working set
-/// (docs/BENCHMARKS.md). A small answer's copies cost little room and save a
-/// compression on its first compressed request after a restart; a large one's are
-/// made again on first demand, as before the copies were stored.
-pub const COPIES_UP_TO: usize = 32 * 1024;
-
 /// A representation of the body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -123,16 +114,17 @@ fn flags(rule: &Rule) -> u8 {
 
 /// The record of `entry` under `key`, stored at `stored_at_us` (wall-clock
 /// microseconds: purge rules compare against it), no longer than `room` where the
-/// body allows: for a body up to [`COPIES_UP_TO`], the compressed copies made go
-/// along (in [`Coding::ALL`] order) while they fit; one left out is made again on
-/// first demand.
+/// body allows: the compressed copies made go along (in [`Coding::ALL`] order)
+/// while they fit; one left out is made again on first demand. A fill makes only
+/// the codings clients ask for (`cache::compress`), so a record carries what its
+/// readers will want: a browser's disk hit is served its copy with no compression
+/// (a K-line's costs 3 to 9 ms of CPU to make), for about a third more disk.
 pub fn encode(key: &str, entry: &CachedBody, stored_at_us: i64, room: usize) -> Bytes {
     let key = &key.as_bytes()[..key.len().min(usize::from(u16::MAX))];
     let mut reps: Vec<(Kind, &Bytes)> = vec![(Kind::Identity, &entry.body)];
     let mut len = FIXED + key.len() + ROW + CHECKSUM + entry.body.len();
     for coding in Coding::ALL {
         if let Some(bytes) = entry.encoded_now(coding)
-            && entry.body.len() <= COPIES_UP_TO
             && len + ROW + bytes.len() <= room
         {
             len += ROW + bytes.len();
@@ -413,19 +405,18 @@ mod tests {
     }
 
     #[test]
-    fn a_large_body_goes_alone() {
-        let text: &'static str =
-            Box::leak("{\"a\":1}".repeat(COPIES_UP_TO / 7 + 1).into_boxed_str());
+    fn a_large_body_carries_the_copies_made() {
+        let text: &'static str = Box::leak("{\"a\":1}".repeat(100_000).into_boxed_str());
         let (e, policy) = entry(text);
-        e.encode_all();
-        assert!(e.body.len() > COPIES_UP_TO);
+        let _ = e.encoded(Coding::Zstd);
         let d = decode(&encode("k", &e, 1, usize::MAX), "k", &policy, Check::Full).unwrap();
         assert_eq!(d.entry.body, e.body);
-        assert!(
-            Coding::ALL
-                .iter()
-                .all(|&c| d.entry.encoded_now(c).is_none())
+        assert_eq!(
+            d.entry.encoded_now(Coding::Zstd),
+            e.encoded_now(Coding::Zstd)
         );
+        assert!(d.entry.encoded_now(Coding::Gzip).is_none());
+        assert!(d.entry.encoded_now(Coding::Brotli).is_none());
     }
 
     #[test]
