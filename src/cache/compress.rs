@@ -99,14 +99,16 @@ impl Compressor {
 
     /// Starts making `coding` of `entry` on the blocking pool, for a request that
     /// was just given the identity body instead; `None` when every permit is taken
-    /// (a later request asks again) or there is no runtime to run it on.
-    pub fn start(&self, entry: &Arc<CachedBody>, coding: Coding) -> Option<JoinHandle<()>> {
+    /// (a later request asks again) or there is no runtime to run it on. The task
+    /// ends with whether it made the copy (`false`: another had, or the body is too
+    /// small), so of two requests that started it at once one carries on.
+    pub fn start(&self, entry: &Arc<CachedBody>, coding: Coding) -> Option<JoinHandle<bool>> {
         let runtime = tokio::runtime::Handle::try_current().ok()?;
         let permit = Arc::clone(&self.permits).try_acquire_owned().ok()?;
         let entry = Arc::clone(entry);
         Some(runtime.spawn_blocking(move || {
             let _permit = permit;
-            let _ = entry.encoded(coding);
+            entry.make(coding)
         }))
     }
 }
@@ -147,12 +149,17 @@ mod tests {
     async fn a_request_has_its_coding_made_soon() {
         let compressor = Compressor::default();
         let e = entry(&"{\"x\":1234567}".repeat(200));
-        compressor
+        let made = compressor
             .start(&e, Coding::Gzip)
             .expect("a permit is free")
             .await
             .unwrap();
+        assert!(made);
         assert!(e.encoded_now(Coding::Gzip).is_some());
         assert!(e.encoded_now(Coding::Zstd).is_none());
+        // Started again (a second request before the first was given the copy):
+        // nothing is made twice, and the second says so.
+        let again = compressor.start(&e, Coding::Gzip).unwrap().await.unwrap();
+        assert!(!again);
     }
 }

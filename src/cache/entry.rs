@@ -144,6 +144,20 @@ impl CachedBody {
             .as_ref()
     }
 
+    /// Makes the representation in `coding` unless it is made (on the calling
+    /// thread, as [`encoded`](Self::encoded)); whether this call made it (of two
+    /// calls at once, one did).
+    pub fn make(&self, coding: Coding) -> bool {
+        let mut made = false;
+        if self.is_compressible() {
+            self.encoded[coding.index()].bytes.get_or_init(|| {
+                made = true;
+                coding.compress(&self.body)
+            });
+        }
+        made
+    }
+
     /// The representation in `coding` if it is made already (never compresses).
     pub fn encoded_now(&self, coding: Coding) -> Option<&Bytes> {
         self.encoded[coding.index()].bytes.get()?.as_ref()
