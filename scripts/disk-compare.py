@@ -18,10 +18,10 @@ import argparse
 import atexit
 import concurrent.futures
 import datetime
+import gzip
 import http.client
 import json
 import os
-import pwd
 import random
 import re
 import shutil
@@ -36,6 +36,8 @@ from harness import free_port
 CLIENT_TOKEN = "load-token"
 UPSTREAM_TOKEN = "sim-secret"
 START_WAIT = 60.0
+# Accept-Encoding of every request (--encoding); empty: none.
+ACCEPT_ENCODING = ""
 GIB = 1 << 30
 MIB = 1 << 20
 # Per code: (period, fqt); forward adjustment (`pre`) is never final, so not here.
@@ -90,9 +92,12 @@ class Client:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
 
     def get(self, target, token=CLIENT_TOKEN):
+        headers = {"Authorization": f"Bearer {token}"}
+        if ACCEPT_ENCODING:
+            headers["Accept-Encoding"] = ACCEPT_ENCODING
         for attempt in range(2):
             try:
-                self.conn.request("GET", target, headers={"Authorization": f"Bearer {token}"})
+                self.conn.request("GET", target, headers=headers)
                 r = self.conn.getresponse()
                 return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
             except (http.client.HTTPException, OSError):
@@ -194,21 +199,19 @@ disk_bytes = {args.disk_mib * MIB}
 """)
 
 
-def nginx_config(path, port, sim_port, cache_dir, args):
+def nginx_config(path, port, sendfile_port, sim_port, cache_dir, args):
+    """One nginx, one cache zone, two servers: `sendfile off` (nginx's default:
+    it reads the cache file into its buffers and writes them) and `sendfile on`
+    (Debian's nginx.conf and most operators: the kernel sends the file's pages,
+    no copy through nginx). Debian also sets `tcp_nopush on`; with it, over
+    loopback and keep-alive, nginx fell to about 4,000 req/s with a p99 of 46 ms
+    (a corked last segment waiting out the delayed ACK), so it is off: nginx at
+    its best. With --encoding, nginx compresses each answer (`gzip on`, its
+    default level 1), as an operator serving JSON to browsers sets it; sendfile
+    then has nothing to send."""
     d = os.path.dirname(path)
-    with open(path, "w") as f:
-        f.write(f"""worker_processes 2;
-daemon off;
-user {pwd.getpwuid(os.getuid()).pw_name};
-pid {d}/nginx.pid;
-error_log {d}/nginx-error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  proxy_cache_path {cache_dir} levels=1:2 keys_zone=md:64m max_size={args.disk_mib}m inactive=7d use_temp_path=off;
-  upstream sim {{ server 127.0.0.1:{sim_port}; keepalive 64; }}
-  server {{
-    listen 127.0.0.1:{port};
+    gzip = "\n  gzip on;\n  gzip_types application/json;" if ACCEPT_ENCODING else ""
+    location = f"""
     location /api/v1/ {{
       proxy_pass http://sim;
       proxy_http_version 1.1;
@@ -222,21 +225,37 @@ http {{
       proxy_ignore_headers Cache-Control Expires Set-Cookie X-Accel-Expires;
       proxy_cache_lock on;
       add_header X-Cache $upstream_cache_status;
-    }}
+    }}"""
+    with open(path, "w") as f:
+        f.write(harness.nginx_head(d) + f"""http {{
+  access_log off;{gzip}
+  proxy_cache_path {cache_dir} levels=1:2 keys_zone=md:64m max_size={args.disk_mib}m inactive=7d use_temp_path=off;
+  upstream sim {{ server 127.0.0.1:{sim_port}; keepalive 64; }}
+  server {{
+    listen 127.0.0.1:{port};
+    sendfile off;{location}
+  }}
+  server {{
+    listen 127.0.0.1:{sendfile_port};
+    sendfile on;
+    tcp_nopush off;{location}
   }}
 }}
 """)
 
 
 def fill(port, keys, threads=4):
-    """GETs every key once (in `threads` connections); returns body bytes."""
+    """GETs every key once (in `threads` connections); returns body bytes (of the
+    identity body: a compressed answer is counted as what it decompresses to)."""
     def one(chunk):
         c = Client(port)
         n = 0
         for k in chunk:
-            status, _, body = c.get(k)
+            status, headers, body = c.get(k)
             if status != 200:
                 raise SystemExit(f"fill {k}: {status} {body[:200]!r}")
+            if headers.get("content-encoding") == "gzip":
+                body = gzip.decompress(body)
             n += len(body)
         return n
     chunks = [keys[i::threads] for i in range(threads)]
@@ -260,6 +279,8 @@ def run_wrk(port, keys_file, args, label):
         f.write(WRK_LUA.format(file=keys_file, seed=random.randrange(1 << 20)))
     cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
            "-H", f"Authorization: Bearer {CLIENT_TOKEN}", "-s", script, f"http://127.0.0.1:{port}/"]
+    if ACCEPT_ENCODING:
+        cmd[-1:-1] = ["-H", f"Accept-Encoding: {ACCEPT_ENCODING}"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60).stdout
     result = {"rps": None, "p50_ms": None, "p99_ms": None, "mib_s": None, "errors": 0, "non_2xx": 0}
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
@@ -314,7 +335,12 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", required=True)
     ap.add_argument("--profile", help="perf record -g mdproxy during its first disk round, to this file")
+    ap.add_argument("--encoding", default="",
+                    help="Accept-Encoding of every request (fills and rounds), e.g. gzip: clients that "
+                         "compress; empty: none, as the upstream's bodies")
     args = ap.parse_args()
+    global ACCEPT_ENCODING
+    ACCEPT_ENCODING = args.encoding
 
     os.makedirs(os.path.dirname(os.path.abspath(args.dir)), exist_ok=True)
     free = shutil.disk_usage(os.path.dirname(os.path.abspath(args.dir))).free
@@ -328,7 +354,7 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    ports = {name: free_port() for name in ("sim", "mdproxy", "admin", "nginx")}
+    ports = {name: free_port() for name in ("sim", "mdproxy", "admin", "nginx", "nginx-sendfile")}
     sim = start("sim", [args.bin, "sim", "--listen", f"127.0.0.1:{ports['sim']}", "--token", UPSTREAM_TOKEN, "--log", "warn"])
     wait_listening("sim", ports["sim"], sim)
     cfg = os.path.join(work, "mdproxy.toml")
@@ -337,7 +363,7 @@ def main():
     md = start_mdproxy(args, cfg, ports["mdproxy"])
     ncfg = os.path.join(work, "nginx.conf")
     nginx_dir = os.path.join(work, "nginx-cache")
-    nginx_config(ncfg, ports["nginx"], ports["sim"], nginx_dir, args)
+    nginx_config(ncfg, ports["nginx"], ports["nginx-sendfile"], ports["sim"], nginx_dir, args)
     ng = start("nginx", ["nginx", "-c", ncfg, "-p", work])
     wait_listening("nginx", ports["nginx"], ng)
 
@@ -381,7 +407,7 @@ def main():
     log(f"hot set: {len(hot)} keys, {hot_bytes / MIB:.0f} MiB (memory: {args.max_mib} MiB)")
 
     sim_before = sim_total(ports["sim"])
-    runs = {"mdproxy disk": [], "nginx disk": [], "mdproxy memory": []}
+    runs = {"mdproxy disk": [], "nginx disk": [], "nginx sendfile": [], "mdproxy memory": []}
     order = list(runs)
     disk_hits = []
     for r in range(args.rounds):
@@ -400,6 +426,8 @@ def main():
                 if perf:
                     perf.wait(timeout=60)
                 result["disk_hits"] = status_json(ports["admin"])["disk"]["hits"] - before
+            elif name == "nginx sendfile":
+                result = run_wrk(ports["nginx-sendfile"], keys_file, args, "nginx-sendfile")
             else:
                 result = run_wrk(ports["nginx"], keys_file, args, "nginx")
             runs[name].append(result)
@@ -436,13 +464,15 @@ def main():
     print()
     print(f"Working set {len(keys)} K-lines, {filled / MIB:.0f} MiB (mean {filled / len(keys) / 1024:.0f} KiB); "
           f"mdproxy max_bytes {args.max_mib} MiB, disk_bytes {args.disk_mib} MiB; "
-          f"wrk -t{args.threads} -c{args.connections} -d{args.duration}s, {args.rounds} rounds interleaved")
+          f"wrk -t{args.threads} -c{args.connections} -d{args.duration}s, {args.rounds} rounds interleaved; "
+          f"Accept-Encoding: {ACCEPT_ENCODING or 'none'}")
     print(f"{'':18} {'req/s':>14} {'MiB/s':>12} {'p50 ms':>12} {'p99 ms':>14}")
     for name, rs in runs.items():
         print(f"{name:18} {spread([x['rps'] for x in rs]):>14} {spread([x['mib_s'] for x in rs]):>12} "
               f"{spread([x['p50_ms'] for x in rs], '{:.2f}'):>12} {spread([x['p99_ms'] for x in rs], '{:.2f}'):>14}")
-    ratios = [a["rps"] / b["rps"] for a, b in zip(runs["mdproxy disk"], runs["nginx disk"]) if a["rps"] and b["rps"]]
-    print(f"mdproxy disk / nginx by round: {' / '.join(f'{x:.2f}' for x in ratios)}")
+    for ref in ("nginx disk", "nginx sendfile"):
+        ratios = [a["rps"] / b["rps"] for a, b in zip(runs["mdproxy disk"], runs[ref]) if a["rps"] and b["rps"]]
+        print(f"mdproxy disk / {ref} by round: {' / '.join(f'{x:.2f}' for x in ratios)}")
     print(f"mdproxy RSS {rss.get('VmRSS', 0):.0f} MiB (peak {rss.get('VmHWM', 0):.0f} MiB); "
           f"goal ≤ 1.25 × {args.max_mib} + 64 MiB + the engine's index")
     print(f"  of which: the memory cache weighs {cache_mib:.0f} MiB; jemalloc: {heap.get('allocated', 0):.0f} MiB "
@@ -456,6 +486,7 @@ def main():
     with open(args.json, "w") as f:
         json.dump({
             "working_set": {"keys": len(keys), "mib": filled / MIB},
+            "accept_encoding": ACCEPT_ENCODING,
             "fill_s": {"mdproxy": md_fill_s, "nginx": nginx_fill_s},
             "runs": runs, "rss_mib": rss, "heap_mib": heap, "cache_mib": cache_mib, "restarts": restarts,
             "disk": disk, "nginx_cache_mib": du_mib(nginx_dir),

@@ -7,6 +7,8 @@
 # Needs about twice the working set free on disk (both caches), deleted at the end.
 #   WORKING_SET_MIB=3072 MAX_MIB=64 DISK_MIB=4096 DURATION=10 ROUNDS=3 scripts/disk-compare.sh
 # PROFILE=/tmp/disk.perf also records mdproxy (`perf record -g`) in its first disk round.
+# ENCODING=gzip sends Accept-Encoding: gzip with every request (fills and rounds), and
+# nginx compresses (`gzip on`): clients that compress, as browsers do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,4 +37,5 @@ exec python3 scripts/disk-compare.py \
   --connections "${CONNECTIONS:-32}" \
   --threads "${THREADS:-2}" \
   --json "$target_dir/disk-compare/results.json" \
+  ${ENCODING:+--encoding "$ENCODING"} \
   ${PROFILE:+--profile "$PROFILE"}

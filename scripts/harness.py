@@ -1,6 +1,9 @@
-"""What the load scripts (load-compare.py, hit-cost.py) share: a free loopback port,
-and a bounded wait for a server they started to listen. Standard library only."""
+"""What the load scripts (load-compare.py, hit-cost.py, disk-compare.py) share: a
+free loopback port, a bounded wait for a server they started to listen, and the top
+of an nginx config. Standard library only."""
 
+import os
+import pwd
 import socket
 import time
 
@@ -26,3 +29,15 @@ def wait_listening(name, port, p, log_path, wait):
         except OSError:
             time.sleep(0.1)
     raise SystemExit(f"{name} did not listen on {port} within {wait:.0f} s")
+
+
+def nginx_head(d):
+    """The top of an nginx config for a benchmark: two workers, in the foreground,
+    as this user, its pid and error log in `d`; the caller's `http` block follows."""
+    return f"""worker_processes 2;
+daemon off;
+user {pwd.getpwuid(os.getuid()).pw_name};
+pid {d}/nginx.pid;
+error_log {d}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+"""

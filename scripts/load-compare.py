@@ -15,7 +15,6 @@ import argparse
 import atexit
 import json
 import os
-import pwd
 import re
 import shutil
 import signal
@@ -176,13 +175,8 @@ def nginx_config(path, port, sim_port):
     d = os.path.dirname(path)
     with open(path, "w") as f:
         f.write(
-            f"""worker_processes 2;
-daemon off;
-user {pwd.getpwuid(os.getuid()).pw_name};
-pid {d}/nginx.pid;
-error_log {d}/nginx-error.log warn;
-events {{ worker_connections 4096; }}
-http {{
+            harness.nginx_head(d)
+            + f"""http {{
   access_log off;
   proxy_cache_path {d}/nginx-cache levels=1:2 keys_zone=md:16m max_size=256m inactive=1h use_temp_path=off;
   upstream sim {{ server 127.0.0.1:{sim_port}; keepalive 64; }}
