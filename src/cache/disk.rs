@@ -51,6 +51,12 @@ const READS_PER_CORE: usize = 4;
 /// An answer whose fresh life is shorter than this is not written: a quote
 /// refreshed every few seconds gains nothing from a disk.
 const MIN_FRESH_SECS: i64 = 60;
+/// Keys deleted lately that the writer remembers, with when: a record queued with
+/// an older stamp (read, or its copy made, before the delete) is not written. A
+/// queued record waits seconds at most, so past this many the oldest minute goes.
+const DELETES_KEPT: usize = 4096;
+/// How long a delete is remembered when room is made.
+const DELETE_MEMORY: Duration = Duration::from_secs(60);
 /// The probe file's name in `cache.disk_path`.
 const PROBE_FILE: &str = "mdproxy-probe";
 
@@ -124,7 +130,7 @@ pub struct DiskStats {
     pub foreign: AtomicU64,
     /// Records dropped on read as past their stale-if-error time.
     pub expired: AtomicU64,
-    /// Records dropped on read because a purge covers them.
+    /// Records dropped on read, or not written, because a purge covers them.
     pub purged: AtomicU64,
     /// Answers not written: larger than a block.
     pub too_large: AtomicU64,
@@ -157,6 +163,8 @@ struct Inner {
     queue: mpsc::Sender<Queued>,
     /// Permits of the reads under way ([`READS_PER_CORE`]).
     reads: tokio::sync::Semaphore,
+    /// Keys deleted lately, and when ([`DELETES_KEPT`]).
+    deleted: std::sync::Mutex<std::collections::HashMap<String, Stamp>>,
     /// Records queued and not yet handed to the engine.
     pending: AtomicU64,
     /// Their body bytes.
@@ -271,6 +279,7 @@ impl Disk {
                     READS_PER_CORE
                         * std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
                 ),
+                deleted: std::sync::Mutex::default(),
                 pending: AtomicU64::new(0),
                 pending_bytes: AtomicU64::new(0),
                 writable: AtomicBool::new(true),
@@ -399,9 +408,35 @@ impl Disk {
         }
     }
 
-    /// Drops the record of `key`.
+    /// Drops the record of `key`, and a record of it still queued from before
+    /// (a promotion's copy, read before the delete, is not written back).
     pub fn delete(&self, key: &str) {
+        let now = Stamp::now();
+        {
+            let mut deleted = self.inner.deleted.lock().unwrap_or_else(|e| e.into_inner());
+            if deleted.len() >= DELETES_KEPT {
+                let memory = i64::try_from(DELETE_MEMORY.as_micros()).unwrap_or(i64::MAX);
+                deleted.retain(|_, at| now.0 - at.0 < memory);
+                if deleted.len() >= DELETES_KEPT {
+                    deleted.clear();
+                }
+            }
+            deleted.insert(key.to_owned(), now);
+        }
         self.inner.engine.delete(key);
+    }
+
+    /// Whether a purge (a rule, or a delete of the key) came after `stamp`.
+    fn purged_since(&self, key: &str, stamp: Stamp) -> bool {
+        let s = &*self.inner;
+        s.purges.covers(key, stamp.0)
+            || s.deleted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(key)
+                // The same microsecond counts as after: a write dropped is refetched,
+                // one written wrongly would outlive the purge.
+                .is_some_and(|&at| at >= stamp)
     }
 
     /// Drops every record `pattern` covers that was stored before now.
@@ -524,6 +559,10 @@ impl Disk {
             bytes,
         } = queued;
         s.pending_bytes.fetch_sub(*bytes, Ordering::Relaxed);
+        if self.purged_since(key, *stamp) {
+            s.stats.purged.fetch_add(1, Ordering::Relaxed);
+            return 0;
+        }
         let record = format::encode(key, entry, stamp.0, s.max_record);
         if record.len() > s.max_record {
             s.stats.too_large.fetch_add(1, Ordering::Relaxed);
@@ -628,6 +667,41 @@ mod tests {
     use super::*;
 
     const MIB: usize = 1 << 20;
+
+    /// A record read (or its copy made) before a delete of its key is not written
+    /// back after it; one queued after the delete (a new fill) is.
+    #[tokio::test]
+    async fn a_delete_stops_a_record_queued_from_before_it() {
+        let dir = std::env::temp_dir().join(format!("mdproxy-disk-delete-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (tracker, stop) = (TaskTracker::new(), CancellationToken::new());
+        let disk = Disk::open(&dir, 64 << 20, 1 << 20, &tracker, stop.clone())
+            .await
+            .unwrap();
+        let (entry, policy) = format::tests::entry("{\"data\":[1,2,3]}");
+        let entry = Arc::new(entry);
+        let now = entry.fetched_at + chrono::Duration::hours(1);
+
+        let since = Stamp::now();
+        disk.delete("k");
+        disk.put_copies("k", &entry, since);
+        disk.flush().await;
+        assert!(disk.get("k", &policy, now).await.is_none());
+        assert_eq!(disk.stats().purged.load(Ordering::Relaxed), 1);
+        assert_eq!(disk.stats().writes.load(Ordering::Relaxed), 0);
+
+        disk.put("k", &entry);
+        disk.flush().await;
+        let read = disk
+            .get("k", &policy, now)
+            .await
+            .expect("written after the delete");
+        assert_eq!(read.body, entry.body);
+        stop.cancel();
+        tracker.close();
+        tracker.wait().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// The write buffer holds the largest answer memory keeps and its header, sized
     /// by the memory cache, never past a block nor under the smallest block.

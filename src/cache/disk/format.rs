@@ -300,11 +300,12 @@ pub fn decode(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::Config;
 
-    fn entry(body: &'static str) -> (CachedBody, Policy) {
+    /// A final K-line of `body`, fetched 2026-03-03, and the default policy.
+    pub(crate) fn entry(body: &'static str) -> (CachedBody, Policy) {
         let policy = Policy::new(&Config::default(), 0);
         let kline = catalog().by_path("/stock/kline").unwrap();
         let rule = Rule {
