@@ -135,13 +135,8 @@ impl CachedBody {
     /// thread: the blocking pool's, see `cache::compress`) and kept; `None` when the
     /// body is too small to gain from it (or the compressor failed).
     pub fn encoded(&self, coding: Coding) -> Option<&Bytes> {
-        if !self.is_compressible() {
-            return None;
-        }
-        self.encoded[coding.index()]
-            .bytes
-            .get_or_init(|| coding.compress(&self.body))
-            .as_ref()
+        self.make(coding);
+        self.encoded_now(coding)
     }
 
     /// Makes the representation in `coding` unless it is made (on the calling
