@@ -29,6 +29,16 @@ fn dir(name: &str) -> PathBuf {
     dir
 }
 
+/// A Saturday's clock, a simulator on it, and a fresh directory `name` for a
+/// test's disk tier.
+async fn start(name: &str) -> (Arc<ManualClock>, SimHandle, PathBuf) {
+    let clock = support::saturday();
+    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
+        .await
+        .unwrap();
+    (clock, sim, dir(name))
+}
+
 /// A proxy in front of `sim` with a disk tier at `path` of `disk_bytes`.
 async fn proxy(sim: &SimHandle, path: &Path, disk_bytes: u64, clock: &Arc<ManualClock>) -> App {
     let mut config = support::proxy_config(sim);
@@ -87,11 +97,7 @@ async fn fill(
 /// from its first request on, and the simulator counts no request for them.
 #[tokio::test]
 async fn a_restart_serves_from_disk_without_the_upstream() {
-    let clock = support::saturday();
-    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
-        .await
-        .unwrap();
-    let path = dir("restart");
+    let (clock, sim, path) = start("restart").await;
     let mut targets = PAST.to_vec();
     targets.push("/stock/detail/600519");
     let bodies = fill(&sim, &path, &clock, &targets).await;
@@ -149,11 +155,7 @@ async fn get_coded(app: &App, target: &str, accept: &str) -> reqwest::Response {
 /// compressed or written, and the copy is the one a fresh compression gives.
 #[tokio::test]
 async fn a_disk_record_keeps_the_copy_its_readers_ask_for() {
-    let clock = support::saturday();
-    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
-        .await
-        .unwrap();
-    let path = dir("copies");
+    let (clock, sim, path) = start("copies").await;
     // Filled for a client that asked for no coding: the record holds the body alone.
     let bodies = fill(&sim, &path, &clock, &PAST[..1]).await;
 
@@ -241,11 +243,7 @@ fn corrupt(path: &Path, needle: &[u8]) -> usize {
 /// comes from the upstream again, byte for byte.
 #[tokio::test]
 async fn a_corrupted_record_is_never_served() {
-    let clock = support::saturday();
-    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
-        .await
-        .unwrap();
-    let path = dir("corrupt");
+    let (clock, sim, path) = start("corrupt").await;
     let bodies = fill(&sim, &path, &clock, &PAST[..2]).await;
     // Damage the first body in the middle, where only the checksums can tell.
     let middle = &bodies[0][bodies[0].len() / 2..bodies[0].len() / 2 + 64];
@@ -270,11 +268,7 @@ async fn a_corrupted_record_is_never_served() {
 /// it, and the latest answers are still on disk.
 #[tokio::test]
 async fn disk_bytes_holds_under_a_flood_of_distinct_keys() {
-    let clock = support::saturday();
-    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
-        .await
-        .unwrap();
-    let path = dir("flood");
+    let (clock, sim, path) = start("flood").await;
     let bound = 16 << 20;
     let app = proxy(&sim, &path, bound, &clock).await;
     let d = disk(&app);
@@ -320,11 +314,7 @@ async fn disk_bytes_holds_under_a_flood_of_distinct_keys() {
 /// too, across a restart.
 #[tokio::test]
 async fn a_purge_removes_disk_entries() {
-    let clock = support::saturday();
-    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
-        .await
-        .unwrap();
-    let path = dir("purge");
+    let (clock, sim, path) = start("purge").await;
     let mut targets = PAST.to_vec();
     targets.push("/stock/detail/600519");
     targets.push("/market/indices");
@@ -371,11 +361,7 @@ async fn a_purge_removes_disk_entries() {
 /// A purge rule covers what was stored before it, and only that.
 #[tokio::test]
 async fn a_purge_rule_spares_what_is_stored_after_it() {
-    let clock = support::saturday();
-    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
-        .await
-        .unwrap();
-    let path = dir("purge-after");
+    let (clock, sim, path) = start("purge-after").await;
     let app = proxy(&sim, &path, 64 << 20, &clock).await;
     let cache = app.state().cache().clone();
     get(&app, PAST[0]).await;
@@ -396,12 +382,8 @@ async fn a_purge_rule_spares_what_is_stored_after_it() {
 /// proxy serving from memory: no request fails, the status page says so.
 #[tokio::test]
 async fn a_disk_that_cannot_be_written_degrades_to_memory_only() {
-    let clock = support::saturday();
-    let sim = mdproxy::sim::start(&support::sim_config(), clock.clone())
-        .await
-        .unwrap();
     // At start: the path is under a regular file.
-    let blocked = dir("blocked");
+    let (clock, sim, blocked) = start("blocked").await;
     std::fs::create_dir_all(&blocked).unwrap();
     std::fs::write(blocked.join("file"), b"x").unwrap();
     let app = proxy(&sim, &blocked.join("file").join("disk"), 64 << 20, &clock).await;
