@@ -97,6 +97,17 @@ impl Compressor {
         }
     }
 
+    /// Takes every permit: compressions wait until it is dropped (tests stop a
+    /// promotion between its disk read and its insert so).
+    #[cfg(test)]
+    pub(crate) async fn hold_all(&self) -> tokio::sync::OwnedSemaphorePermit {
+        let all = u32::try_from(self.permits.available_permits()).unwrap_or(u32::MAX);
+        Arc::clone(&self.permits)
+            .acquire_many_owned(all)
+            .await
+            .expect("never closed")
+    }
+
     /// Starts making `coding` of `entry` on the blocking pool, for a request that
     /// was just given the identity body instead; `None` when every permit is taken
     /// (a later request asks again) or there is no runtime to run it on. The task

@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::cache::entry::CachedBody;
 use crate::cache::freshness::{Freshness, Policy};
+use crate::cache::purged::{Purged, Stamp};
 use crate::stats::Histogram;
 pub use format::Refused;
 pub use purges::Pattern;
@@ -51,12 +52,6 @@ const READS_PER_CORE: usize = 4;
 /// An answer whose fresh life is shorter than this is not written: a quote
 /// refreshed every few seconds gains nothing from a disk.
 const MIN_FRESH_SECS: i64 = 60;
-/// Keys deleted lately that the writer remembers, with when: a record queued with
-/// an older stamp (read, or its copy made, before the delete) is not written. A
-/// queued record waits seconds at most, so past this many the oldest minute goes.
-const DELETES_KEPT: usize = 4096;
-/// How long a delete is remembered when room is made.
-const DELETE_MEMORY: Duration = Duration::from_secs(60);
 /// The probe file's name in `cache.disk_path`.
 const PROBE_FILE: &str = "mdproxy-probe";
 
@@ -94,20 +89,6 @@ struct Queued {
     /// The bytes counted in `pending_bytes` when it was queued (a copy made while
     /// it waits is written too, but was not counted).
     bytes: u64,
-}
-
-/// When a record counts as stored, for the purge rules: microseconds since the Unix
-/// epoch by the system clock (not the market clock a test may hold still), taken
-/// when the write is decided. A purge issued after it covers the record, even one
-/// issued while the record waits in the queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Stamp(i64);
-
-impl Stamp {
-    /// Now.
-    pub fn now() -> Stamp {
-        Stamp(wall_clock_us())
-    }
 }
 
 /// What the disk tier counted since start.
@@ -163,8 +144,9 @@ struct Inner {
     queue: mpsc::Sender<Queued>,
     /// Permits of the reads under way ([`READS_PER_CORE`]).
     reads: tokio::sync::Semaphore,
-    /// Keys deleted lately, and when ([`DELETES_KEPT`]).
-    deleted: std::sync::Mutex<std::collections::HashMap<String, Stamp>>,
+    /// Purges made lately: a record queued from before one that covers it is not
+    /// written (memory shares it, [`Disk::purged`]).
+    purged: Arc<Purged>,
     /// Records queued and not yet handed to the engine.
     pending: AtomicU64,
     /// Their body bytes.
@@ -279,7 +261,7 @@ impl Disk {
                     READS_PER_CORE
                         * std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
                 ),
-                deleted: std::sync::Mutex::default(),
+                purged: Arc::default(),
                 pending: AtomicU64::new(0),
                 pending_bytes: AtomicU64::new(0),
                 writable: AtomicBool::new(true),
@@ -358,10 +340,11 @@ impl Disk {
 
     /// Queues `entry` to be written under `key`, unless it is not worth a disk
     /// (a failure, a "not found", an answer fresh for less than a minute) or came
-    /// from this disk. Never waits: a full queue or a failing disk drops it.
-    pub fn put(&self, key: &str, entry: &Arc<CachedBody>) {
+    /// from this disk. `since` is when its fetch began: a purge made after that
+    /// covers the record. Never waits: a full queue or a failing disk drops it.
+    pub fn put(&self, key: &str, entry: &Arc<CachedBody>, since: Stamp) {
         if !entry.disk {
-            self.queue(key, entry, Stamp::now());
+            self.queue(key, entry, since);
         }
     }
 
@@ -408,35 +391,23 @@ impl Disk {
         }
     }
 
-    /// Drops the record of `key`, and a record of it still queued from before
-    /// (a promotion's copy, read before the delete, is not written back).
+    /// Drops the record of `key`. A record of it still queued from before (a
+    /// promotion's copy, read before the delete) is not written back when the
+    /// delete is made under a purge noted in [`Disk::purged`], as the cache does.
     pub fn delete(&self, key: &str) {
-        let now = Stamp::now();
-        {
-            let mut deleted = self.inner.deleted.lock().unwrap_or_else(|e| e.into_inner());
-            if deleted.len() >= DELETES_KEPT {
-                let memory = i64::try_from(DELETE_MEMORY.as_micros()).unwrap_or(i64::MAX);
-                deleted.retain(|_, at| now.0 - at.0 < memory);
-                if deleted.len() >= DELETES_KEPT {
-                    deleted.clear();
-                }
-            }
-            deleted.insert(key.to_owned(), now);
-        }
         self.inner.engine.delete(key);
     }
 
-    /// Whether a purge (a rule, or a delete of the key) came after `stamp`.
+    /// Whether a purge (a rule, or one made lately) came after `stamp`.
     fn purged_since(&self, key: &str, stamp: Stamp) -> bool {
         let s = &*self.inner;
-        s.purges.covers(key, stamp.0)
-            || s.deleted
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(key)
-                // The same microsecond counts as after: a write dropped is refetched,
-                // one written wrongly would outlive the purge.
-                .is_some_and(|&at| at >= stamp)
+        s.purges.covers(key, stamp.as_micros()) || s.purged.since(key, stamp)
+    }
+
+    /// The purges made lately, which the memory above shares: one noted there
+    /// (a key, an endpoint, a prefix) stops a record queued from before it.
+    pub fn purged(&self) -> &Arc<Purged> {
+        &self.inner.purged
     }
 
     /// Drops every record `pattern` covers that was stored before now.
@@ -444,7 +415,7 @@ impl Disk {
     /// # Errors
     /// When the rule cannot be written to disk: it applies until a restart.
     pub fn purge(&self, pattern: Pattern) -> std::io::Result<()> {
-        self.inner.purges.add(pattern, wall_clock_us())
+        self.inner.purges.add(pattern, Stamp::now().as_micros())
     }
 
     /// Waits until every record queued so far is on disk (tests and the
@@ -563,7 +534,7 @@ impl Disk {
             s.stats.purged.fetch_add(1, Ordering::Relaxed);
             return 0;
         }
-        let record = format::encode(key, entry, stamp.0, s.max_record);
+        let record = format::encode(key, entry, stamp.as_micros(), s.max_record);
         if record.len() > s.max_record {
             s.stats.too_large.fetch_add(1, Ordering::Relaxed);
             return 0;
@@ -654,14 +625,6 @@ fn used_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Microseconds since the Unix epoch by the system clock: purge rules and records
-/// are compared by it (not the market clock a test may hold still).
-fn wall_clock_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -683,14 +646,16 @@ mod tests {
         let now = entry.fetched_at + chrono::Duration::hours(1);
 
         let since = Stamp::now();
+        let purging = disk.purged().key("k");
         disk.delete("k");
+        drop(purging);
         disk.put_copies("k", &entry, since);
         disk.flush().await;
         assert!(disk.get("k", &policy, now).await.is_none());
         assert_eq!(disk.stats().purged.load(Ordering::Relaxed), 1);
         assert_eq!(disk.stats().writes.load(Ordering::Relaxed), 0);
 
-        disk.put("k", &entry);
+        disk.put("k", &entry, Stamp::now());
         disk.flush().await;
         let read = disk
             .get("k", &policy, now)

@@ -12,6 +12,7 @@ mod flight;
 pub mod freshness;
 mod hot;
 pub mod purge;
+pub mod purged;
 pub mod readthrough;
 pub mod shared;
 pub mod store;

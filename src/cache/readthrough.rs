@@ -222,11 +222,7 @@ impl ReadThrough {
                         tracing::warn!(error = %e, "disk tier: purge rule not saved (it holds until a restart)");
                     }
                 }
-                let dropped = self
-                    .inner
-                    .store
-                    .invalidate_matching(|key| purge.matches(key))
-                    .await;
+                let dropped = self.inner.store.invalidate_matching(purge).await;
                 dropped.len()
             }
         }

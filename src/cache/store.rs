@@ -15,12 +15,14 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::cache::compress::Compressor;
-use crate::cache::disk::{Disk, Stamp};
+use crate::cache::disk::Disk;
 use crate::cache::encoding::Coding;
 use crate::cache::entry::{CachedBody, weight};
 use crate::cache::flight::{Ending, Filled, Flights};
 use crate::cache::freshness::Policy;
 use crate::cache::hot::{Found, Hot};
+use crate::cache::purge::Purge;
+use crate::cache::purged::{Purged, Stamp};
 use crate::upstream::client::FetchError;
 
 /// An entry larger than `max_bytes / MAX_ENTRY_SHARE` is served but not cached: one
@@ -79,21 +81,26 @@ struct Inner {
     compressor: Compressor,
     /// Weight inserted since moka last caught up (see [`SETTLE_SHARE`]).
     unsettled: AtomicU64,
+    /// Purges made lately (the disk tier's, when there is one): an answer read or
+    /// fetched before one that covers it is not kept after it.
+    purged: Arc<Purged>,
 }
 
 impl Inner {
     /// Stores a filled answer, unless it is too large to cache (then it is served
     /// and let go), and queues it for the disk tier (an answer too large for memory
-    /// too; one read from the disk is not written back).
-    async fn keep(&self, key: &str, entry: &Arc<CachedBody>) {
+    /// too; one read from the disk is not written back). `since` is when its fetch
+    /// began: a purge made after that takes it out again ([`Inner::unkeep`]).
+    async fn keep(&self, key: &str, entry: &Arc<CachedBody>, since: Stamp) {
         if let Some(disk) = &self.disk {
-            disk.put(key, entry);
+            disk.put(key, entry, since);
         }
         let weight = weight(key, entry);
         if weight <= self.max_entry {
             self.entries.insert(key.to_owned(), Arc::clone(entry)).await;
             self.hot.changed(key);
             self.settle(weight).await;
+            self.unkeep(key, entry, since).await;
         } else {
             tracing::info!(
                 bytes = entry.body.len(),
@@ -101,6 +108,28 @@ impl Inner {
                 "answer served but too large to cache"
             );
         }
+    }
+
+    /// Takes `entry`, just stored under `key`, out again if a purge covering it
+    /// was made at or after `since` (when it was read or its fetch began): the
+    /// purge may have come before the insert, and found nothing to drop. Checked
+    /// after the insert, so a purge is either seen here or drops the entry itself.
+    /// The callers waiting for it are still answered with it.
+    async fn unkeep(&self, key: &str, entry: &Arc<CachedBody>, since: Stamp) {
+        if !self.purged.since(key, since) {
+            return;
+        }
+        self.entries
+            .entry(key.to_owned())
+            .and_compute_with(|held| {
+                std::future::ready(match held {
+                    Some(held) if Arc::ptr_eq(held.value(), entry) => Op::Remove,
+                    _ => Op::Nop,
+                })
+            })
+            .await;
+        self.hot.changed(key);
+        tracing::debug!(key, "answer taken before a purge not kept");
     }
 
     /// Counts `weight` just inserted; has moka catch up with its evictions once
@@ -173,6 +202,7 @@ impl Cache {
                 disk: None,
                 compressor: Compressor::default(),
                 unsettled: AtomicU64::new(0),
+                purged: Arc::default(),
             }),
         }
     }
@@ -182,9 +212,11 @@ impl Cache {
     /// # Panics
     /// When the cache was cloned before (call it right after [`Cache::new`]).
     pub fn with_disk(mut self, disk: Disk) -> Cache {
-        Arc::get_mut(&mut self.inner)
-            .expect("the disk tier is added before the cache is shared")
-            .disk = Some(disk);
+        let inner = Arc::get_mut(&mut self.inner)
+            .expect("the disk tier is added before the cache is shared");
+        // One record of purges: one noted here stops the disk's queued writes too.
+        inner.purged = Arc::clone(disk.purged());
+        inner.disk = Some(disk);
         self
     }
 
@@ -254,12 +286,15 @@ impl Cache {
         let disk = inner.disk.as_ref()?;
         // An entry too large for memory is served without being kept.
         let unkept = std::sync::Mutex::new(None);
+        // When this caller's read began, if it made the read (others join it).
+        let read_at = std::sync::Mutex::new(None);
         let kept = inner
             .entries
             .optionally_get_with(key.to_owned(), async {
-                // Before the read: a purge issued after it covers a record written
-                // again with new copies.
+                // Before the read: a purge made after it covers a record written
+                // again with new copies, and the entry put in memory.
                 let since = Stamp::now();
+                *read_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(since);
                 let entry = Arc::new(disk.get(key, policy, now).await?);
                 let copies = entry.copies_made();
                 inner.compressor.make_wanted(&entry).await;
@@ -278,6 +313,9 @@ impl Cache {
             .await;
         if let Some(entry) = &kept {
             inner.settle(weight(key, entry)).await;
+            if let Some(since) = read_at.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                inner.unkeep(key, entry, since).await;
+            }
         }
         kept.or_else(|| unkept.into_inner().unwrap_or_else(|e| e.into_inner()))
     }
@@ -323,8 +361,10 @@ impl Cache {
         }
     }
 
-    /// Drops one key, from the disk tier too; whether memory held it.
+    /// Drops one key, from the disk tier too; whether memory held it. An answer
+    /// read or fetched before it and stored after it is taken out again.
     pub async fn invalidate(&self, key: &str) -> bool {
+        let _purging = self.inner.purged.key(key);
         if let Some(disk) = &self.inner.disk {
             disk.delete(key);
         }
@@ -333,14 +373,16 @@ impl Cache {
         dropped
     }
 
-    /// Drops every key `matches` accepts; returns those dropped. A walk over the
-    /// keys (an operator's purge, not a request path).
-    pub async fn invalidate_matching(&self, matches: impl Fn(&str) -> bool) -> Vec<String> {
+    /// Drops every key `purge` covers; returns those dropped. A walk over the
+    /// keys (an operator's purge, not a request path). An answer read or fetched
+    /// before it and stored after it is taken out again.
+    pub async fn invalidate_matching(&self, purge: &Purge) -> Vec<String> {
+        let _purging = self.inner.purged.matching(purge);
         let keys: Vec<String> = self
             .inner
             .entries
             .iter()
-            .filter(|(key, _)| matches(key))
+            .filter(|(key, _)| purge.matches(key))
             .map(|(key, _)| String::clone(&key))
             .collect();
         let mut dropped = Vec::with_capacity(keys.len());
@@ -423,6 +465,8 @@ impl Cache {
             let (span, link) = crate::telemetry::fill_span(key);
             let inner = Arc::clone(&self.inner);
             let ending = Ending::new(Arc::clone(&self.inner.flights), key.to_owned());
+            // Before the fetch: a purge made after it covers the answer.
+            let since = Stamp::now();
             let fut = fetch();
             let work = async move {
                 if let Some(entry) = inner.entries.get(ending.key()).await
@@ -435,7 +479,7 @@ impl Cache {
                 }
                 let entry = Arc::new(fut.await?);
                 inner.compressor.make_wanted(&entry).await;
-                inner.keep(ending.key(), &entry).await;
+                inner.keep(ending.key(), &entry, since).await;
                 // The flight ends here, after the insert: a caller that finds no
                 // flight is sure to find the answer in `entries`.
                 drop(ending);

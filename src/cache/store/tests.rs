@@ -79,6 +79,128 @@ async fn errors_reach_every_waiter_and_are_not_cached() {
     assert!(cache.get("k").await.is_none());
 }
 
+/// Purges `key` as an operator does: the key itself, or a prefix of it.
+async fn purge(cache: &Cache, key: &str, by_prefix: bool) {
+    if by_prefix {
+        cache
+            .invalidate_matching(&Purge::Prefix(key[..2].to_owned()))
+            .await;
+    } else {
+        cache.invalidate(key).await;
+    }
+}
+
+/// Yields until `done` says so, a bounded number of times.
+async fn until(done: impl Fn() -> bool) {
+    for _ in 0..10_000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_micros(100)).await;
+    }
+    panic!("never happened");
+}
+
+/// A fill whose fetch began before a purge answers its callers but is not kept:
+/// the purge found nothing to drop, and the answer may predate it. One begun
+/// after the purge is kept.
+#[tokio::test]
+async fn an_answer_fetched_across_a_purge_is_served_but_not_kept() {
+    for by_prefix in [false, true] {
+        let cache = Cache::new(16 << 20, TaskTracker::new());
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let filling = tokio::spawn({
+            let cache = cache.clone();
+            async move {
+                let fetch = || async move {
+                    let _ = wait.await;
+                    Ok(body("before"))
+                };
+                cache.fill("/k?a=1", |_| false, fetch).await.0
+            }
+        });
+        until(|| cache.is_filling("/k?a=1")).await;
+        purge(&cache, "/k?a=1", by_prefix).await;
+        go.send(()).unwrap();
+        let served = filling.await.unwrap().unwrap();
+        assert_eq!(&served.body[..], b"before");
+        assert!(
+            cache.get("/k?a=1").await.is_none(),
+            "kept (prefix: {by_prefix})"
+        );
+
+        put(&cache, "/k?a=1", "after").await;
+        assert!(cache.get("/k?a=1").await.is_some());
+    }
+}
+
+/// A promotion whose disk read came before a purge answers its caller but puts
+/// nothing back in memory, nor on disk (the copy it made is not written).
+#[tokio::test]
+async fn a_disk_read_across_a_purge_is_served_but_not_kept() {
+    use crate::cache::disk::format::tests::entry;
+    use crate::cache::encoding::Coding;
+    use tokio_util::sync::CancellationToken;
+
+    const BODY: &str = concat!(
+        "{\"data\":[",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810],",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810],",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810],",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810],",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810],",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810],",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810],",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810],",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810],",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810],",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810],",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810],",
+        "[20260302,1485.5,1490.1,1479.2,1488.0,31022],[20260303,1488.0,1501.7,1486.3,1499.9,35810]]}"
+    );
+    for by_prefix in [false, true] {
+        let key = "/stock/kline?code=600519";
+        let dir = std::env::temp_dir().join(format!(
+            "mdproxy-store-purge-{}-{by_prefix}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (tracker, stop) = (TaskTracker::new(), CancellationToken::new());
+        let disk = Disk::open(&dir, 64 << 20, 1 << 20, &tracker, stop.clone())
+            .await
+            .unwrap();
+        let (stored, policy) = entry(BODY);
+        assert!(stored.is_compressible());
+        let now = stored.fetched_at + chrono::Duration::hours(1);
+        disk.put(key, &Arc::new(stored), Stamp::now());
+        disk.flush().await;
+        let written = disk.stats().writes.load(Ordering::Relaxed);
+
+        let cache = Cache::new(16 << 20, tracker.clone()).with_disk(disk.clone());
+        cache.compressor().note(Coding::Gzip);
+        // The promotion reads the record, then waits to make the gzip copy.
+        let permits = cache.compressor().hold_all().await;
+        let promoting = tokio::spawn({
+            let (cache, policy) = (cache.clone(), policy.clone());
+            async move { cache.promote(key, &policy, now).await }
+        });
+        until(|| disk.stats().hits.load(Ordering::Relaxed) == 1).await;
+        purge(&cache, key, by_prefix).await;
+        drop(permits);
+        let served = promoting.await.unwrap().expect("read before the purge");
+        assert_eq!(&served.body[..], BODY.as_bytes());
+        assert!(cache.get(key).await.is_none(), "kept (prefix: {by_prefix})");
+        disk.flush().await;
+        assert_eq!(disk.stats().writes.load(Ordering::Relaxed), written);
+        assert_eq!(disk.stats().purged.load(Ordering::Relaxed), 1);
+
+        stop.cancel();
+        tracker.close();
+        tracker.wait().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 /// Caches `text` under `key` in place of what is there.
 async fn put(cache: &Cache, key: &str, text: &'static str) -> Arc<CachedBody> {
     let (entry, _) = cache
@@ -133,7 +255,10 @@ async fn the_hot_set_never_answers_with_a_replaced_or_dropped_entry() {
     assert!(read(&cache, "k").await.is_none());
     let three = put(&cache, "k", "three").await;
     assert!(same(read(&cache, "k").await, &three));
-    assert_eq!(cache.invalidate_matching(|k| k == "k").await, ["k"]);
+    assert_eq!(
+        cache.invalidate_matching(&Purge::Key("k".into())).await,
+        ["k"]
+    );
     assert!(read(&cache, "k").await.is_none());
 
     // A removal moka makes itself (as it evicts or expires) reaches the hot set
