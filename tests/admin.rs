@@ -320,6 +320,44 @@ async fn purge_by_endpoint_and_prefix_counts_what_it_drops() {
     let (_, _, _) = support::error_of(get).await;
 }
 
+/// A purge made while its key's fill waits on the upstream: the client that
+/// asked is answered, but that answer (perhaps from before the purge) is not
+/// kept, and the next request asks the upstream again. By key, then by prefix.
+#[tokio::test]
+async fn a_purge_during_a_fill_keeps_nothing_from_before_it() {
+    let (env, admin) = admin_env().await;
+    for (code, purge) in [
+        ("600519", "target=/stock/detail/600519"),
+        ("000001", "prefix=/stock/detail/"),
+    ] {
+        let target = format!("/stock/detail/{code}");
+        env.sim.set_hang(true);
+        let asking = tokio::spawn({
+            let request = env.client.get(env.url(&target)).bearer_auth(support::TOKEN);
+            async move { request.send().await.unwrap() }
+        });
+        let upstream_asked = || env.sim.raw_requests().iter().any(|uri| uri.contains(code));
+        let limit = std::time::Duration::from_secs(10);
+        assert!(support::eventually(limit, upstream_asked).await);
+        let purged = env
+            .client
+            .post(format!("{admin}/purge?{purge}"))
+            .bearer_auth("admin-secret")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(purged.status(), 200);
+        env.sim.set_hang(false);
+        let asked = asking.await.unwrap();
+        assert_eq!(asked.status(), 200);
+        assert_eq!(header(&asked, "x-cache"), "MISS");
+        let next = env.get(&target).await;
+        assert_eq!(header(&next, "x-cache"), "MISS", "after a purge by {purge}");
+        assert_eq!(env.sim.hits_for(&target), 2, "{target}");
+        assert_eq!(header(&env.get(&target).await, "x-cache"), "HIT");
+    }
+}
+
 /// The admin listener's 401 names the one form it takes (the admin token as a
 /// bearer token), not the API's `x-api-key` forms, which it refuses.
 #[tokio::test]

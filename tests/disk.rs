@@ -378,6 +378,43 @@ async fn a_purge_rule_spares_what_is_stored_after_it() {
     let _ = std::fs::remove_dir_all(&path);
 }
 
+/// A fill whose upstream request was sent before a purge of its key answers its
+/// client, but is written neither to memory nor to disk: after a restart the
+/// upstream is asked again.
+#[tokio::test]
+async fn a_fill_in_flight_across_a_purge_is_not_written() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (clock, sim, path) = start("purge-in-flight").await;
+    let app = proxy(&sim, &path, 64 << 20, &clock).await;
+    sim.set_hang(true);
+    let asking = tokio::spawn({
+        let request = support::client()
+            .get(format!("{}{}", app.base_url(), PAST[0]))
+            .bearer_auth(support::TOKEN);
+        async move { request.send().await.unwrap() }
+    });
+    let upstream_asked = || sim.raw_requests().iter().any(|uri| uri.contains("kline"));
+    let limit = std::time::Duration::from_secs(10);
+    assert!(support::eventually(limit, upstream_asked).await);
+    app.state()
+        .cache()
+        .purge(&Purge::Key(PAST[0].to_owned()))
+        .await;
+    sim.set_hang(false);
+    assert_eq!(asking.await.unwrap().status(), 200);
+    let tier = disk(&app);
+    tier.flush().await;
+    assert_eq!(tier.stats().writes.load(Relaxed), 0);
+    assert_eq!(tier.stats().purged.load(Relaxed), 1);
+    app.shutdown().await;
+
+    let app = proxy(&sim, &path, 64 << 20, &clock).await;
+    assert_eq!(header(&get(&app, PAST[0]).await, "x-cache"), "MISS");
+    assert_eq!(sim.hits("/stock/kline"), 2);
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
+}
+
 /// A disk that cannot be used at start, or stops taking writes later, leaves the
 /// proxy serving from memory: no request fails, the status page says so.
 #[tokio::test]
