@@ -8,7 +8,10 @@ with the same real K-line bodies (day, week and month bars, unadjusted and
 backward-adjusted, of ranges that ended yesterday: final answers) until the working
 set reaches its size; then, rounds interleaved, `wrk --latency` at random keys of the
 whole set (disk hits for mdproxy: its memory holds a few percent) against mdproxy and
-nginx, and at a small hot set that fits in memory (memory hits) against mdproxy.
+nginx, at the same keys against bare hyper serving mdproxy's own answers from memory
+(examples/bare_hyper.rs: what any hyper server could do with these bodies), and at a
+small hot set that fits in memory (memory hits) against mdproxy. mdproxy's RSS and
+jemalloc's live and resident bytes are sampled through its disk rounds.
 Checks the simulator saw no request while measuring and that the disk answered.
 Then restarts mdproxy with `kill -9` a few times and times exec to its first answer
 from disk. Reports ranges over rounds, RSS, and writes the figures as JSON. Every
@@ -19,6 +22,7 @@ import atexit
 import concurrent.futures
 import datetime
 import gzip
+import hashlib
 import http.client
 import json
 import os
@@ -28,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import harness
@@ -124,6 +129,38 @@ def heap_mib(admin_port):
         if m:
             out[name] = int(m.group(1)) / MIB
     return out
+
+
+class Sampler:
+    """Polls mdproxy's RSS and jemalloc's live and resident bytes every 100 ms while
+    a round runs: the peak of each, and so what the peak RSS was made of."""
+
+    def __init__(self, pid, admin_port):
+        self.pid, self.admin_port = pid, admin_port
+        self.peak = {"rss": 0.0, "allocated": 0.0, "resident": 0.0, "rss_at_peak_allocated": 0.0}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop.wait(0.1):
+            try:
+                rss = rss_mib(self.pid).get("VmRSS", 0)
+                heap = heap_mib(self.admin_port)
+            except (OSError, http.client.HTTPException, ValueError):
+                continue
+            if heap.get("allocated", 0) > self.peak["allocated"]:
+                self.peak["rss_at_peak_allocated"] = rss
+            self.peak["rss"] = max(self.peak["rss"], rss)
+            for k in ("allocated", "resident"):
+                self.peak[k] = max(self.peak[k], heap.get(k, 0))
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self.stop.set()
+        self.thread.join(timeout=5)
 
 
 def sim_total(sim_port):
@@ -244,9 +281,27 @@ def nginx_config(path, port, sendfile_port, sim_port, cache_dir, args):
 """)
 
 
-def fill(port, keys, threads=4):
+def bare_name(key):
+    return hashlib.sha1(key.encode()).hexdigest()[:20]
+
+
+def save_answer(save, key, headers, body, suffix=""):
+    """Writes one answer as examples/bare_hyper.rs reads it (NAME.body, NAME.headers)."""
+    name = bare_name(key) + suffix
+    with open(os.path.join(save, f"{name}.body"), "wb") as f:
+        f.write(body)
+    with open(os.path.join(save, f"{name}.headers"), "w") as f:
+        f.write("HTTP/1.1 200 OK\r\n")
+        for k, v in headers.items():
+            f.write(f"{k}: {v}\r\n")
+        f.write("\r\n")
+
+
+def fill(port, keys, threads=4, save=None):
     """GETs every key once (in `threads` connections); returns body bytes (of the
-    identity body: a compressed answer is counted as what it decompresses to)."""
+    identity body: a compressed answer is counted as what it decompresses to).
+    With `save`, writes each answer there for bare hyper (its identity one, and
+    the gzip one as the client got it)."""
     def one(chunk):
         c = Client(port)
         n = 0
@@ -255,7 +310,12 @@ def fill(port, keys, threads=4):
             if status != 200:
                 raise SystemExit(f"fill {k}: {status} {body[:200]!r}")
             if headers.get("content-encoding") == "gzip":
+                if save:
+                    save_answer(save, k, headers, body, ".gz")
                 body = gzip.decompress(body)
+                headers = {h: v for h, v in headers.items() if h != "content-encoding"}
+            if save:
+                save_answer(save, k, headers, body)
             n += len(body)
         return n
     chunks = [keys[i::threads] for i in range(threads)]
@@ -323,6 +383,7 @@ def main():
     global work
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bin", required=True)
+    ap.add_argument("--bare", required=True, help="examples/bare_hyper: the same answers from memory")
     ap.add_argument("--dir", required=True, help="work directory (deleted at the end)")
     ap.add_argument("--working-set-mib", type=int, default=3072)
     ap.add_argument("--max-mib", type=int, default=64)
@@ -334,6 +395,7 @@ def main():
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", required=True)
+    ap.add_argument("--only", default="", help="comma-separated rounds to run (a quick look; ratios need all)")
     ap.add_argument("--profile", help="perf record -g mdproxy during its first disk round, to this file")
     ap.add_argument("--encoding", default="",
                     help="Accept-Encoding of every request (fills and rounds), e.g. gzip: clients that "
@@ -354,7 +416,7 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    ports = {name: free_port() for name in ("sim", "mdproxy", "admin", "nginx", "nginx-sendfile")}
+    ports = {name: free_port() for name in ("sim", "mdproxy", "admin", "nginx", "nginx-sendfile", "bare")}
     sim = start("sim", [args.bin, "sim", "--listen", f"127.0.0.1:{ports['sim']}", "--token", UPSTREAM_TOKEN, "--log", "warn"])
     wait_listening("sim", ports["sim"], sim)
     cfg = os.path.join(work, "mdproxy.toml")
@@ -372,11 +434,13 @@ def main():
     codes = stock_codes(ports["sim"])
     log(f"simulator: {len(codes)} A-share codes")
     gen = targets(codes)
+    bare_dir = os.path.join(work, "bare")
+    os.makedirs(bare_dir)
     while filled < args.working_set_mib * MIB:
         batch = [k for _, k in zip(range(200), gen)]
         if not batch:
             break
-        filled += fill(ports["mdproxy"], batch)
+        filled += fill(ports["mdproxy"], batch, save=bare_dir)
         keys += batch
     md_fill_s = time.monotonic() - started
     log(f"working set: {len(keys)} K-lines, {filled / MIB:.0f} MiB, mean {filled / len(keys) / 1024:.0f} KiB; "
@@ -396,6 +460,12 @@ def main():
     log(f"mdproxy disk: {disk['writes']} records, {disk['bytes'] / MIB:.0f} MiB; dropped {disk['dropped']}; "
         f"nginx cache {du_mib(nginx_dir):.0f} MiB")
 
+    # Bare hyper serves mdproxy's answers (the same bytes and headers) from memory:
+    # the most any hyper server can do with these bodies, and no disk at all.
+    with open(os.path.join(bare_dir, "index"), "w") as f:
+        f.write("".join(f"{bare_name(k)}\t{k}\n" for k in keys))
+    bare = start("bare", [args.bare, "--listen", f"127.0.0.1:{ports['bare']}", "--dir", bare_dir, "--http1-only"])
+    wait_listening("bare", ports["bare"], bare)
     keys_file = os.path.join(work, "keys.txt")
     with open(keys_file, "w") as f:
         f.write("\n".join(keys) + "\n")
@@ -407,7 +477,9 @@ def main():
     log(f"hot set: {len(hot)} keys, {hot_bytes / MIB:.0f} MiB (memory: {args.max_mib} MiB)")
 
     sim_before = sim_total(ports["sim"])
-    runs = {"mdproxy disk": [], "nginx disk": [], "nginx sendfile": [], "mdproxy memory": []}
+    runs = {"mdproxy disk": [], "nginx disk": [], "nginx sendfile": [], "bare hyper": [], "mdproxy memory": []}
+    if args.only:
+        runs = {name: [] for name in args.only.split(",")}
     order = list(runs)
     disk_hits = []
     for r in range(args.rounds):
@@ -422,12 +494,16 @@ def main():
                     perf = subprocess.Popen(["perf", "record", "-g", "-o", args.profile, "-p", str(md.pid),
                                              "--", "sleep", str(args.duration)],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                result = run_wrk(ports["mdproxy"], keys_file, args, "md")
+                with Sampler(md.pid, ports["admin"]) as sampler:
+                    result = run_wrk(ports["mdproxy"], keys_file, args, "md")
                 if perf:
                     perf.wait(timeout=60)
+                result["peak_mib"] = sampler.peak
                 result["disk_hits"] = status_json(ports["admin"])["disk"]["hits"] - before
             elif name == "nginx sendfile":
                 result = run_wrk(ports["nginx-sendfile"], keys_file, args, "nginx-sendfile")
+            elif name == "bare hyper":
+                result = run_wrk(ports["bare"], keys_file, args, "bare")
             else:
                 result = run_wrk(ports["nginx"], keys_file, args, "nginx")
             runs[name].append(result)
@@ -470,11 +546,20 @@ def main():
     for name, rs in runs.items():
         print(f"{name:18} {spread([x['rps'] for x in rs]):>14} {spread([x['mib_s'] for x in rs]):>12} "
               f"{spread([x['p50_ms'] for x in rs], '{:.2f}'):>12} {spread([x['p99_ms'] for x in rs], '{:.2f}'):>14}")
-    for ref in ("nginx disk", "nginx sendfile"):
-        ratios = [a["rps"] / b["rps"] for a, b in zip(runs["mdproxy disk"], runs[ref]) if a["rps"] and b["rps"]]
-        print(f"mdproxy disk / {ref} by round: {' / '.join(f'{x:.2f}' for x in ratios)}")
+    for name, ref in (("mdproxy disk", "nginx disk"), ("mdproxy disk", "nginx sendfile"),
+                      ("mdproxy disk", "bare hyper"), ("nginx sendfile", "bare hyper")):
+        if name not in runs or ref not in runs:
+            continue
+        ratios = [a["rps"] / b["rps"] for a, b in zip(runs[name], runs[ref]) if a["rps"] and b["rps"]]
+        print(f"{name} / {ref} by round: {' / '.join(f'{x:.2f}' for x in ratios)}")
     print(f"mdproxy RSS {rss.get('VmRSS', 0):.0f} MiB (peak {rss.get('VmHWM', 0):.0f} MiB); "
           f"goal ≤ 1.25 × {args.max_mib} + 64 MiB + the engine's index")
+    peaks = [x["peak_mib"] for x in runs.get("mdproxy disk", []) if "peak_mib" in x]
+    if peaks:
+        print(f"  in the disk rounds (sampled every 100 ms): RSS up to {spread([p['rss'] for p in peaks])} MiB, "
+              f"jemalloc live up to {spread([p['allocated'] for p in peaks])} MiB "
+              f"(RSS then {spread([p['rss_at_peak_allocated'] for p in peaks])}), "
+              f"resident up to {spread([p['resident'] for p in peaks])} MiB")
     print(f"  of which: the memory cache weighs {cache_mib:.0f} MiB; jemalloc: {heap.get('allocated', 0):.0f} MiB "
           f"live, {heap.get('resident', 0):.0f} MiB resident")
     print(f"restart to first disk hit: {spread([x['first_hit_ms'] for x in restarts])} ms "
