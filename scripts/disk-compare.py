@@ -406,7 +406,7 @@ def main():
 
     os.makedirs(os.path.dirname(os.path.abspath(args.dir)), exist_ok=True)
     free = shutil.disk_usage(os.path.dirname(os.path.abspath(args.dir))).free
-    need = 2 * args.working_set_mib * MIB + 4 * GIB
+    need = 3 * args.working_set_mib * MIB + 4 * GIB
     if free < need:
         raise SystemExit(f"{free / GIB:.1f} GiB free; this run needs {need / GIB:.1f} GiB (WORKING_SET_MIB is smaller)")
     work = os.path.abspath(args.dir)

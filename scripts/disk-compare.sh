@@ -2,9 +2,11 @@
 # The disk tier beside nginx proxy_cache (its cache on disk), in one run: mdproxy at
 # a memory budget far below a multi-GiB working set of real K-line bodies, disk hits
 # and memory hits per second with p99, nginx serving the same bodies from its disk
-# cache, bare hyper serving them from memory, restart (kill -9) to first disk hit, RSS. Prints one table and writes
-# target/disk-compare/results.json. Installs Debian's nginx-light and wrk if missing.
-# Needs about twice the working set free on disk (both caches), deleted at the end.
+# cache, bare hyper serving them from memory, restart (kill -9) to first disk hit,
+# RSS. Prints one table and writes target/disk-compare/results.json. Installs
+# Debian's nginx-light and wrk if missing.
+# Needs about three times the working set free on disk (both caches and bare hyper's
+# copy of the answers), deleted at the end.
 #   WORKING_SET_MIB=3072 MAX_MIB=64 DISK_MIB=4096 DURATION=10 ROUNDS=3 scripts/disk-compare.sh
 # PROFILE=/tmp/disk.perf also records mdproxy (`perf record -g`) in its first disk round.
 # ENCODING=gzip sends Accept-Encoding: gzip with every request (fills and rounds), and
