@@ -479,6 +479,9 @@ def main():
     sim_before = sim_total(ports["sim"])
     runs = {"mdproxy disk": [], "nginx disk": [], "nginx sendfile": [], "bare hyper": [], "mdproxy memory": []}
     if args.only:
+        unknown = [name for name in args.only.split(",") if name not in runs]
+        if unknown:
+            raise SystemExit(f"--only: unknown rounds {unknown}; of {list(runs)}")
         runs = {name: [] for name in args.only.split(",")}
     order = list(runs)
     disk_hits = []
