@@ -48,6 +48,9 @@ MIB = 1 << 20
 # Per code: (period, fqt); forward adjustment (`pre`) is never final, so not here.
 SHAPES = [("day", "none"), ("week", "none"), ("day", "after"), ("month", "none"), ("week", "after")]
 
+# The servers measured each round, in their first round's order.
+ROUNDS = ["mdproxy disk", "nginx disk", "nginx sendfile", "bare hyper", "mdproxy memory"]
+
 processes = []
 work = None
 
@@ -403,6 +406,10 @@ def main():
     args = ap.parse_args()
     global ACCEPT_ENCODING
     ACCEPT_ENCODING = args.encoding
+    rounds = args.only.split(",") if args.only else ROUNDS
+    unknown = [name for name in rounds if name not in ROUNDS]
+    if unknown:
+        raise SystemExit(f"--only: unknown rounds {unknown}; of {ROUNDS}")
 
     os.makedirs(os.path.dirname(os.path.abspath(args.dir)), exist_ok=True)
     free = shutil.disk_usage(os.path.dirname(os.path.abspath(args.dir))).free
@@ -477,14 +484,8 @@ def main():
     log(f"hot set: {len(hot)} keys, {hot_bytes / MIB:.0f} MiB (memory: {args.max_mib} MiB)")
 
     sim_before = sim_total(ports["sim"])
-    runs = {"mdproxy disk": [], "nginx disk": [], "nginx sendfile": [], "bare hyper": [], "mdproxy memory": []}
-    if args.only:
-        unknown = [name for name in args.only.split(",") if name not in runs]
-        if unknown:
-            raise SystemExit(f"--only: unknown rounds {unknown}; of {list(runs)}")
-        runs = {name: [] for name in args.only.split(",")}
+    runs = {name: [] for name in rounds}
     order = list(runs)
-    disk_hits = []
     for r in range(args.rounds):
         for name in order[r % len(order):] + order[: r % len(order)]:
             if name == "mdproxy memory":
