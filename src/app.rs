@@ -113,7 +113,8 @@ async fn open_disk(
         return None;
     }
     let path = Path::new(&config.cache.disk_path);
-    // Records as large as the largest answer memory keeps, and a little over.
+    // Records as large as the largest answer memory keeps and a little over, up to
+    // the disk's cap (4 MiB: the API's largest answers are about 1 MB).
     let largest = config.cache.max_bytes / crate::cache::store::MAX_ENTRY_SHARE;
     match crate::cache::disk::Disk::open(
         path,

@@ -27,14 +27,22 @@ use crate::stats::Histogram;
 pub use format::Refused;
 pub use purges::Pattern;
 
-/// Block size of the engine on a disk of a GiB or more: its unit of eviction, and
-/// the largest record it can hold (an answer too large for memory still fits).
+/// Block size of the engine on a disk of a GiB or more: its unit of eviction (a
+/// record is at most a write buffer, [`MAX_WRITE_BUFFER`]).
 const BLOCK_BYTES: usize = 16 << 20;
 /// Smallest block on a small disk (K-lines reach 650 KB).
 const MIN_BLOCK_BYTES: usize = 1 << 20;
 /// A disk holds at least this many blocks: one is being written, one is being
 /// reclaimed, the rest hold records.
 const MIN_BLOCKS: usize = 16;
+/// Largest write buffer, of which the engine keeps two, and so (less the block's
+/// overhead) the largest record the disk takes. The largest answers of the API,
+/// minute K-lines over the quarter the source keeps, are about 1.1 MB, 1.5 MB with
+/// a compressed copy: 4 MiB leaves them room while sparing a node 10 MiB (at
+/// `max_bytes` 64 MiB) to 24 MiB (from 128 MiB up) that buffers sized to the
+/// largest answer memory keeps would hold (docs/BENCHMARKS.md, the disk tier's run
+/// 9). A larger answer stays in memory alone, counted as too large.
+const MAX_WRITE_BUFFER: usize = 4 << 20;
 /// Room in a block for the engine's own headers and blob index.
 const BLOCK_OVERHEAD: usize = 64 << 10;
 /// Records waiting for the writer task; past this a write is dropped and counted.
@@ -182,8 +190,8 @@ pub enum OpenError {
 impl Disk {
     /// Opens (or creates) the tier at `path`, at most `capacity` bytes, its index
     /// rebuilt from what an earlier run left, its records up to a little over
-    /// `largest` bytes (the largest answer memory keeps: one too large for memory
-    /// still goes to disk); the writer and the probe run on `tracker` until `stop`,
+    /// `largest` bytes (the largest answer memory keeps), never over
+    /// [`MAX_WRITE_BUFFER`]; the writer and the probe run on `tracker` until `stop`,
     /// when what is queued is written and the engine closed.
     ///
     /// # Errors
@@ -588,10 +596,10 @@ impl Disk {
 }
 
 /// The engine's write buffer, of which it keeps two: room for a record of `largest`
-/// bytes of answer and its header, rounded up to a MiB, at most a block. Sized to
-/// the memory cache rather than to the block: a node given 64 MiB of memory (its
-/// largest answer 8 MiB) keeps two 9 MiB buffers, not two of 16 MiB
-/// (docs/BENCHMARKS.md, the disk tier's run 5).
+/// bytes of answer and its header, rounded up to a MiB, at most a block and at most
+/// [`MAX_WRITE_BUFFER`]. Sized to the memory cache rather than to the block: a node
+/// given 8 MiB of memory (its largest answer 1 MiB) keeps two 2 MiB buffers
+/// (docs/BENCHMARKS.md, the disk tier's runs 5 and 9).
 fn write_buffer(block: usize, largest: u64) -> usize {
     const MIB: usize = 1 << 20;
     let needed = usize::try_from(largest)
@@ -599,7 +607,7 @@ fn write_buffer(block: usize, largest: u64) -> usize {
         .saturating_add(BLOCK_OVERHEAD)
         .saturating_add(MIB - 1)
         & !(MIB - 1);
-    needed.clamp(MIN_BLOCK_BYTES.min(block), block)
+    needed.clamp(MIN_BLOCK_BYTES.min(block), block.min(MAX_WRITE_BUFFER))
 }
 
 /// Writes and syncs a small file in `dir`: the disk takes writes.
@@ -669,20 +677,27 @@ mod tests {
     }
 
     /// The write buffer holds the largest answer memory keeps and its header, sized
-    /// by the memory cache, never past a block nor under the smallest block.
+    /// by the memory cache, never past a block or the cap nor under the smallest
+    /// block.
     #[test]
     fn the_write_buffer_follows_the_memory_cache() {
-        // 64 MiB of memory: answers up to 8 MiB kept, two 9 MiB buffers.
-        assert_eq!(write_buffer(BLOCK_BYTES, 8 * MIB as u64), 9 * MIB);
-        // The default 256 MiB: 32 MiB answers, a block's worth.
-        assert_eq!(write_buffer(BLOCK_BYTES, 32 * MIB as u64), BLOCK_BYTES);
-        assert_eq!(write_buffer(BLOCK_BYTES, u64::MAX), BLOCK_BYTES);
+        // 8 MiB of memory: answers up to 1 MiB kept, two 2 MiB buffers.
+        assert_eq!(write_buffer(BLOCK_BYTES, MIB as u64), 2 * MIB);
+        // 64 MiB (answers up to 8 MiB) and the default 256 MiB: the cap.
+        assert_eq!(write_buffer(BLOCK_BYTES, 8 * MIB as u64), MAX_WRITE_BUFFER);
+        assert_eq!(write_buffer(BLOCK_BYTES, 32 * MIB as u64), MAX_WRITE_BUFFER);
+        assert_eq!(write_buffer(BLOCK_BYTES, u64::MAX), MAX_WRITE_BUFFER);
+        // A small disk's block is smaller than the cap.
+        assert_eq!(write_buffer(2 * MIB, 8 * MIB as u64), 2 * MIB);
         assert_eq!(write_buffer(4 * MIB, 100 << 10), MIN_BLOCK_BYTES);
-        for largest in [0, 1, 100 << 10, 3 * MIB as u64, 8 * MIB as u64 - 1] {
+        for largest in [0, 1, 100 << 10, 2 * MIB as u64, 3 * MIB as u64] {
             let buffer = write_buffer(BLOCK_BYTES, largest);
             let max_record = buffer - BLOCK_OVERHEAD.min(buffer / 4);
             assert!(max_record as u64 >= largest, "{largest}: {max_record}");
             assert_eq!(buffer % MIB, 0);
         }
+        // The largest answer of the API with a compressed copy fits.
+        let buffer = write_buffer(BLOCK_BYTES, u64::MAX);
+        assert!(buffer - BLOCK_OVERHEAD >= 3 * MIB);
     }
 }
