@@ -331,10 +331,13 @@ def fill(port, keys, threads=4, save=None):
         return sum(ex.map(one, chunks))
 
 
+# `seed` is a global: `thread:set` sets a thread's globals, so each wrk thread draws
+# its own keys. (Until run 9 it was a local, both threads drew the same sequence
+# of keys, and one thread's requests found the keys the other had just read.)
 WRK_LUA = """
 local paths = {{}}
 for line in io.lines("{file}") do paths[#paths + 1] = line end
-local seed = {seed}
+seed = {seed}
 function setup(thread) seed = seed + 7919; thread:set("seed", seed) end
 function init(args) math.randomseed(seed) end
 function request() return wrk.format("GET", paths[math.random(#paths)]) end
@@ -503,7 +506,7 @@ def main():
                 fill(ports["mdproxy"], hot, threads=1)
                 result = run_wrk(ports["mdproxy"], hot_file, args, "hot")
             elif name == "mdproxy disk":
-                before = status_json(ports["admin"])["disk"]["hits"]
+                before = status_json(ports["admin"])
                 perf = None
                 if args.profile and r == 0:
                     perf = subprocess.Popen(["perf", "record", "-g", "-o", args.profile, "-p", str(md.pid),
@@ -515,7 +518,12 @@ def main():
                     perf.wait(timeout=60)
                 result["peak_mib"] = sampler.peak
                 result["memory_samples_mib"] = sampler.samples
-                result["disk_hits"] = status_json(ports["admin"])["disk"]["hits"] - before
+                after = status_json(ports["admin"])
+                # The rest of the requests were memory hits (the simulator counts none).
+                result["disk_hits"] = after["disk"]["hits"] - before["disk"]["hits"]
+                result["requests"] = after["requests"]["total"] - before["requests"]["total"]
+                result["evictions"] = after["cache"]["evictions"] - before["cache"]["evictions"]
+                result["entries"] = after["cache"]["entries"]
             elif name == "nginx sendfile":
                 result = run_wrk(ports["nginx-sendfile"], keys_file, args, "nginx-sendfile")
             elif name == "bare hyper":
