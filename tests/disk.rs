@@ -310,6 +310,63 @@ async fn disk_bytes_holds_under_a_flood_of_distinct_keys() {
     let _ = std::fs::remove_dir_all(&path);
 }
 
+/// Once memory is full, a disk hit is served from the disk alone unless its key was
+/// read from the disk again within memory's turnover: a sweep through more than
+/// memory holds does not churn it, and a key read twice earns its place.
+#[tokio::test]
+async fn a_full_memory_keeps_the_disk_hits_read_again() {
+    let (clock, sim, path) = start("doorkeeper").await;
+    // 40 final K-lines of about 60 KB each (three years of day bars): twice what
+    // 1 MiB of memory holds, each under its largest entry (128 KiB).
+    let first = chrono::NaiveDate::from_ymd_opt(2021, 6, 1).unwrap();
+    let targets: Vec<String> = (0..40u64)
+        .map(|i| {
+            let to = first + chrono::Days::new(i);
+            format!("/stock/kline?code=600519&period=day&fqt=none&from=2018-06-01&to={to}")
+        })
+        .collect();
+    let refs: Vec<&str> = targets.iter().map(String::as_str).collect();
+    let bodies = fill(&sim, &path, &clock, &refs).await;
+    let bytes: usize = bodies.iter().map(bytes::Bytes::len).sum();
+    assert!(bytes > 2 << 20, "the set is {bytes} bytes");
+    let upstream = sim.hits("/stock/kline");
+
+    let mut config = support::proxy_config(&sim);
+    config.cache.disk_path = path.display().to_string();
+    config.cache.disk_bytes = 64 << 20;
+    config.cache.max_bytes = 1 << 20;
+    config.admin.listen = "127.0.0.1:0".into();
+    config.admin.token = mdproxy::config::Secret::new("admin-secret");
+    let app = mdproxy::app::start(&config, clock.clone()).await.unwrap();
+    for target in &targets {
+        let r = get(&app, target).await;
+        assert_eq!(r.status(), 200);
+        assert!(
+            header(&r, "cache-status").ends_with("detail=disk"),
+            "{target}"
+        );
+    }
+    let status = status_json(&app).await;
+    let (hits, promoted) = (&status["disk"]["hits"], &status["disk"]["promoted"]);
+    assert_eq!(hits, 40);
+    let promoted = promoted.as_u64().unwrap();
+    assert!(
+        promoted > 0 && promoted <= 20,
+        "kept while memory had room, then only what was read again: {promoted} of 40"
+    );
+    assert!(status["cache"]["bytes"].as_u64().unwrap() <= 1 << 20);
+    // The last key, read again at once, is kept: its next read is a memory hit.
+    let last = targets.last().unwrap();
+    for _ in 0..2 {
+        assert_eq!(get(&app, last).await.status(), 200);
+    }
+    let r = get(&app, last).await;
+    assert!(!header(&r, "cache-status").contains("disk"), "{r:?}");
+    assert_eq!(sim.hits("/stock/kline"), upstream, "no upstream request");
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
+}
+
 /// A purge by key, by endpoint or by prefix (the admin's) drops the disk's records
 /// too, across a restart.
 #[tokio::test]

@@ -104,6 +104,9 @@ struct Queued {
 pub struct DiskStats {
     /// Reads answered with a usable record.
     pub hits: AtomicU64,
+    /// Of those, records put in memory (the rest were served from the disk alone:
+    /// memory was full and the key not read lately, see the cache's doorkeeper).
+    pub promoted: AtomicU64,
     /// Reads that found nothing.
     pub misses: AtomicU64,
     /// Records handed to the engine.

@@ -16,6 +16,7 @@ use tracing::Instrument;
 
 use crate::cache::compress::Compressor;
 use crate::cache::disk::Disk;
+use crate::cache::doorkeeper::Doorkeeper;
 use crate::cache::encoding::Coding;
 use crate::cache::entry::{CachedBody, weight};
 use crate::cache::flight::{Ending, Filled, Flights};
@@ -77,6 +78,8 @@ struct Inner {
     evictions: Arc<AtomicU64>,
     /// The disk tier under the memory (`cache.disk_path`), when there is one.
     disk: Option<Disk>,
+    /// Which of its reads memory keeps once full.
+    doorkeeper: Doorkeeper,
     /// Which compressed representations fills make, and their permits.
     compressor: Compressor,
     /// Weight inserted since moka last caught up (see [`SETTLE_SHARE`]).
@@ -141,6 +144,28 @@ impl Inner {
             self.entries.run_pending_tasks().await;
         }
     }
+
+    /// The record of `key` from `disk`, with the compressed copies clients want
+    /// made; a copy made here goes back to the disk with the record (`since`: when
+    /// the read began, see [`Inner::keep`]).
+    async fn read_disk(
+        &self,
+        disk: &Disk,
+        key: &str,
+        policy: &Policy,
+        now: DateTime<Utc>,
+        since: Stamp,
+    ) -> Option<Arc<CachedBody>> {
+        let entry = Arc::new(disk.get(key, policy, now).await?);
+        let copies = entry.copies_made();
+        self.compressor.make_wanted(&entry).await;
+        if entry.copies_made() > copies {
+            // The next read of this record (after memory lets it go, or a
+            // restart) is served these copies without compressing.
+            disk.put_copies(key, &entry, since);
+        }
+        Some(entry)
+    }
 }
 
 struct KeepFor;
@@ -200,6 +225,7 @@ impl Cache {
                 flights: Arc::default(),
                 tracker,
                 disk: None,
+                doorkeeper: Doorkeeper::default(),
                 compressor: Compressor::default(),
                 unsettled: AtomicU64::new(0),
                 purged: Arc::default(),
@@ -273,9 +299,11 @@ impl Cache {
         });
     }
 
-    /// Reads `key` from the disk tier into memory after a memory miss: one disk
-    /// read per key however many callers miss at once (moka's coalesced insert).
-    /// The entry if the disk holds one that may be served at `now` under `policy`.
+    /// Reads `key` from the disk tier after a memory miss, into memory while memory
+    /// has room or when the key was read from the disk within memory's turnover
+    /// ([`Doorkeeper`]): then one disk read per key however many callers miss at once
+    /// (moka's coalesced insert). The entry if the disk holds one that may be served
+    /// at `now` under `policy`.
     pub async fn promote(
         &self,
         key: &str,
@@ -284,6 +312,13 @@ impl Cache {
     ) -> Option<Arc<CachedBody>> {
         let inner = &*self.inner;
         let disk = inner.disk.as_ref()?;
+        let again = inner
+            .doorkeeper
+            .read_again(key, inner.entries.entry_count());
+        let room = inner.entries.weighted_size() + inner.max_entry <= inner.max_bytes;
+        if !again && !room {
+            return inner.read_disk(disk, key, policy, now, Stamp::now()).await;
+        }
         // An entry too large for memory is served without being kept.
         let unkept = std::sync::Mutex::new(None);
         // When this caller's read began, if it made the read (others join it).
@@ -295,14 +330,7 @@ impl Cache {
                 // again with new copies, and the entry put in memory.
                 let since = Stamp::now();
                 *read_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(since);
-                let entry = Arc::new(disk.get(key, policy, now).await?);
-                let copies = entry.copies_made();
-                inner.compressor.make_wanted(&entry).await;
-                if entry.copies_made() > copies {
-                    // The next read of this record (after memory lets it go, or a
-                    // restart) is served these copies without compressing.
-                    disk.put_copies(key, &entry, since);
-                }
+                let entry = inner.read_disk(disk, key, policy, now, since).await?;
                 if weight(key, &entry) <= inner.max_entry {
                     Some(entry)
                 } else {
@@ -312,6 +340,7 @@ impl Cache {
             })
             .await;
         if let Some(entry) = &kept {
+            disk.stats().promoted.fetch_add(1, Ordering::Relaxed);
             inner.settle(weight(key, entry)).await;
             if let Some(since) = read_at.into_inner().unwrap_or_else(|e| e.into_inner()) {
                 inner.unkeep(key, entry, since).await;

@@ -244,6 +244,7 @@ fn disk_json(disk: &crate::cache::disk::Disk) -> serde_json::Value {
         "entries_estimate": disk.entries_estimate(),
         "open_ms": disk.opened_in().as_millis() as u64,
         "hits": n(&s.hits),
+        "promoted": n(&s.promoted),
         "misses": n(&s.misses),
         "writes": n(&s.writes),
         "written_bytes": n(&s.written_bytes),

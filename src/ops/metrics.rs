@@ -442,6 +442,11 @@ fn disk_metrics(
             s.hits.load(Relaxed),
         ),
         (
+            "disk_promotions",
+            "Disk tier hits put in memory (the others were served from disk alone)",
+            s.promoted.load(Relaxed),
+        ),
+        (
             "disk_misses",
             "Reads the disk tier could not answer",
             s.misses.load(Relaxed),
