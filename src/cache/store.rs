@@ -339,12 +339,14 @@ impl Cache {
                 }
             })
             .await;
-        if let Some(entry) = &kept {
+        // Counted and settled by the caller that read and inserted it, not by those
+        // that joined its read or found it inserted meanwhile.
+        if let Some(entry) = &kept
+            && let Some(since) = read_at.into_inner().unwrap_or_else(|e| e.into_inner())
+        {
             disk.stats().promoted.fetch_add(1, Ordering::Relaxed);
             inner.settle(weight(key, entry)).await;
-            if let Some(since) = read_at.into_inner().unwrap_or_else(|e| e.into_inner()) {
-                inner.unkeep(key, entry, since).await;
-            }
+            inner.unkeep(key, entry, since).await;
         }
         kept.or_else(|| unkept.into_inner().unwrap_or_else(|e| e.into_inner()))
     }
