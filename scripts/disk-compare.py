@@ -50,6 +50,8 @@ SHAPES = [("day", "none"), ("week", "none"), ("day", "after"), ("month", "none")
 
 # The servers measured each round, in their first round's order.
 ROUNDS = ["mdproxy disk", "nginx disk", "nginx sendfile", "bare hyper", "mdproxy memory"]
+# Seconds of unmeasured load each server gets before the rounds.
+WARM_UP_S = 3
 
 processes = []
 work = None
@@ -500,6 +502,17 @@ def main():
     sim_before = sim_total(ports["sim"])
     runs = {name: [] for name in rounds}
     order = list(runs)
+    # Each server serves the random keys for a few seconds, unmeasured, before the
+    # rounds: the first measured round after the fill no longer falls on whichever
+    # server the rotation puts first (mdproxy's disk hits). The memory round warms
+    # itself (its hot set is filled before each round).
+    warm_ports = {"mdproxy disk": "mdproxy", "nginx disk": "nginx",
+                  "nginx sendfile": "nginx-sendfile", "bare hyper": "bare"}
+    warm_args = argparse.Namespace(**{**vars(args), "duration": WARM_UP_S})
+    for name in order:
+        if name in warm_ports:
+            run_wrk(ports[warm_ports[name]], keys_file, warm_args, "warm")
+    log(f"warm-up: {WARM_UP_S} s of random keys per server, not measured")
     for r in range(args.rounds):
         for name in order[r % len(order):] + order[: r % len(order)]:
             if name == "mdproxy memory":
