@@ -50,6 +50,8 @@ SHAPES = [("day", "none"), ("week", "none"), ("day", "after"), ("month", "none")
 
 # The servers measured each round, in their first round's order.
 ROUNDS = ["mdproxy disk", "nginx disk", "nginx sendfile", "bare hyper", "mdproxy memory"]
+# The port (in `ports`) of each round that requests random keys of the whole set.
+KEY_PORTS = {"mdproxy disk": "mdproxy", "nginx disk": "nginx", "nginx sendfile": "nginx-sendfile", "bare hyper": "bare"}
 # Seconds of unmeasured load each server gets before the rounds.
 WARM_UP_S = 3
 
@@ -493,8 +495,8 @@ def main():
     hot_bytes = fill(ports["mdproxy"], hot, threads=1)
     log(f"hot set: {len(hot)} keys, {hot_bytes / MIB:.0f} MiB (memory: {args.max_mib} MiB)")
     # The fill left three copies of the working set (mdproxy's blocks, nginx's files,
-    # bare hyper's) as dirty pages: written back during the first rounds, they would
-    # slow whichever server those rounds measure first (mdproxy's disk hits).
+    # bare hyper's) as dirty pages: written back now, not during the first rounds
+    # (it took 0.0-0.5 s in run 9: the kernel had written most already).
     started = time.monotonic()
     os.sync()
     log(f"dirty pages written back in {time.monotonic() - started:.1f} s")
@@ -506,12 +508,10 @@ def main():
     # rounds: the first measured round after the fill no longer falls on whichever
     # server the rotation puts first (mdproxy's disk hits). The memory round warms
     # itself (its hot set is filled before each round).
-    warm_ports = {"mdproxy disk": "mdproxy", "nginx disk": "nginx",
-                  "nginx sendfile": "nginx-sendfile", "bare hyper": "bare"}
     warm_args = argparse.Namespace(**{**vars(args), "duration": WARM_UP_S})
     for name in order:
-        if name in warm_ports:
-            run_wrk(ports[warm_ports[name]], keys_file, warm_args, "warm")
+        if name in KEY_PORTS:
+            run_wrk(ports[KEY_PORTS[name]], keys_file, warm_args, "warm")
     log(f"warm-up: {WARM_UP_S} s of random keys per server, not measured")
     for r in range(args.rounds):
         for name in order[r % len(order):] + order[: r % len(order)]:
@@ -537,12 +537,8 @@ def main():
                 result["requests"] = after["requests"]["total"] - before["requests"]["total"]
                 result["evictions"] = after["cache"]["evictions"] - before["cache"]["evictions"]
                 result["entries"] = after["cache"]["entries"]
-            elif name == "nginx sendfile":
-                result = run_wrk(ports["nginx-sendfile"], keys_file, args, "nginx-sendfile")
-            elif name == "bare hyper":
-                result = run_wrk(ports["bare"], keys_file, args, "bare")
             else:
-                result = run_wrk(ports["nginx"], keys_file, args, "nginx")
+                result = run_wrk(ports[KEY_PORTS[name]], keys_file, args, KEY_PORTS[name])
             runs[name].append(result)
             shown = {k: v for k, v in result.items() if k != "memory_samples_mib"}
             log(f"round {r + 1} {name}: {shown}; mdproxy RSS {rss_mib(md.pid)}")

@@ -39,15 +39,23 @@ async fn start(name: &str) -> (Arc<ManualClock>, SimHandle, PathBuf) {
     (clock, sim, dir(name))
 }
 
-/// A proxy in front of `sim` with a disk tier at `path` of `disk_bytes`.
-async fn proxy(sim: &SimHandle, path: &Path, disk_bytes: u64, clock: &Arc<ManualClock>) -> App {
+/// The configuration of a proxy in front of `sim` with a disk tier at `path` of
+/// `disk_bytes`, and its admin listener.
+fn disk_config(sim: &SimHandle, path: &Path, disk_bytes: u64) -> mdproxy::config::Config {
     let mut config = support::proxy_config(sim);
     config.cache.disk_path = path.display().to_string();
     config.cache.disk_bytes = disk_bytes;
     config.admin.listen = "127.0.0.1:0".into();
     config.admin.token = mdproxy::config::Secret::new("admin-secret");
+    config
+}
+
+/// A proxy in front of `sim` with a disk tier at `path` of `disk_bytes`.
+async fn proxy(sim: &SimHandle, path: &Path, disk_bytes: u64, clock: &Arc<ManualClock>) -> App {
     let clock: Arc<dyn Clock> = clock.clone();
-    mdproxy::app::start(&config, clock).await.unwrap()
+    mdproxy::app::start(&disk_config(sim, path, disk_bytes), clock)
+        .await
+        .unwrap()
 }
 
 fn disk(app: &App) -> Disk {
@@ -331,12 +339,8 @@ async fn a_full_memory_keeps_the_disk_hits_read_again() {
     assert!(bytes > 2 << 20, "the set is {bytes} bytes");
     let upstream = sim.hits("/stock/kline");
 
-    let mut config = support::proxy_config(&sim);
-    config.cache.disk_path = path.display().to_string();
-    config.cache.disk_bytes = 64 << 20;
+    let mut config = disk_config(&sim, &path, 64 << 20);
     config.cache.max_bytes = 1 << 20;
-    config.admin.listen = "127.0.0.1:0".into();
-    config.admin.token = mdproxy::config::Secret::new("admin-secret");
     let app = mdproxy::app::start(&config, clock.clone()).await.unwrap();
     for target in &targets {
         let r = get(&app, target).await;

@@ -6,9 +6,11 @@
 //! when the disk serves a working set many times memory (the whole market's charts
 //! under 64 MiB), an entry promoted is gone long before its key comes again, and the
 //! insert, the eviction and the buffer kept alive until then are spent for nothing
-//! (docs/BENCHMARKS.md, the disk tier's run 9: 13–18 % of disk-hit throughput and
-//! 20 MiB of RSS). A key read twice within that many reads would have been found
-//! in memory the second time; it is the one worth a place.
+//! (docs/BENCHMARKS.md, the disk tier's run 9: a variant that promoted no disk hit
+//! served 13–18 % more of them than one that promoted every hit). A key read twice
+//! within that many reads would have been found in memory the second time; it is
+//! the one worth a place. Every memory miss of a node with a disk counts as a read,
+//! found on disk or not.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
