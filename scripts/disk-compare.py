@@ -508,11 +508,19 @@ def main():
     # rounds: the first measured round after the fill no longer falls on whichever
     # server the rotation puts first (mdproxy's disk hits). The memory round warms
     # itself (its hot set is filled before each round).
+    # mdproxy's memory is sampled there too: its first disk reads after the fill are
+    # part of the RSS it needs, measured or not.
     warm_args = argparse.Namespace(**{**vars(args), "duration": WARM_UP_S})
+    warm_up = None
     for name in order:
-        if name in KEY_PORTS:
+        if name == "mdproxy disk":
+            with Sampler(md.pid, ports["admin"]) as sampler:
+                run_wrk(ports[KEY_PORTS[name]], keys_file, warm_args, "warm")
+            warm_up = {"peak_mib": sampler.peak, "memory_samples_mib": sampler.samples}
+        elif name in KEY_PORTS:
             run_wrk(ports[KEY_PORTS[name]], keys_file, warm_args, "warm")
-    log(f"warm-up: {WARM_UP_S} s of random keys per server, not measured")
+    log(f"warm-up: {WARM_UP_S} s of random keys per server, not measured; "
+        f"mdproxy's memory then {warm_up and warm_up['peak_mib']}")
     for r in range(args.rounds):
         for name in order[r % len(order):] + order[: r % len(order)]:
             if name == "mdproxy memory":
@@ -594,6 +602,10 @@ def main():
               f"jemalloc live up to {spread([p['allocated'] for p in peaks])} MiB "
               f"(RSS then {spread([p['rss_at_peak_allocated'] for p in peaks])}), "
               f"resident up to {spread([p['resident'] for p in peaks])} MiB")
+    if warm_up:
+        p = warm_up["peak_mib"]
+        print(f"  in the warm-up (the first disk reads after the fill): RSS up to {p['rss']:.0f} MiB, "
+              f"jemalloc live up to {p['allocated']:.0f} MiB, resident up to {p['resident']:.0f} MiB")
     print(f"  of which: the memory cache weighs {cache_mib:.0f} MiB; jemalloc: {heap.get('allocated', 0):.0f} MiB "
           f"live, {heap.get('resident', 0):.0f} MiB resident")
     print(f"restart to first disk hit: {spread([x['first_hit_ms'] for x in restarts])} ms "
@@ -607,7 +619,7 @@ def main():
             "working_set": {"keys": len(keys), "mib": filled / MIB},
             "accept_encoding": ACCEPT_ENCODING,
             "fill_s": {"mdproxy": md_fill_s, "nginx": nginx_fill_s},
-            "runs": runs, "rss_mib": rss, "heap_mib": heap, "cache_mib": cache_mib, "restarts": restarts,
+            "runs": runs, "warm_up": warm_up, "rss_mib": rss, "heap_mib": heap, "cache_mib": cache_mib, "restarts": restarts,
             "disk": disk, "nginx_cache_mib": du_mib(nginx_dir),
             "sim_requests_while_measuring": sim_after - sim_before,
             "sim_requests_during_restarts": sim_restart - sim_after,
