@@ -20,6 +20,7 @@ file it writes lives under --dir and is deleted at the end. Standard library onl
 import argparse
 import atexit
 import concurrent.futures
+import contextlib
 import datetime
 import gzip
 import hashlib
@@ -512,13 +513,12 @@ def main():
     # part of the RSS it needs, measured or not.
     warm_args = argparse.Namespace(**{**vars(args), "duration": WARM_UP_S})
     warm_up = None
-    for name in order:
-        if name == "mdproxy disk":
-            with Sampler(md.pid, ports["admin"]) as sampler:
-                run_wrk(ports[KEY_PORTS[name]], keys_file, warm_args, "warm")
-            warm_up = {"peak_mib": sampler.peak, "memory_samples_mib": sampler.samples}
-        elif name in KEY_PORTS:
+    for name in (n for n in order if n in KEY_PORTS):
+        sampled = name == "mdproxy disk"
+        with Sampler(md.pid, ports["admin"]) if sampled else contextlib.nullcontext() as sampler:
             run_wrk(ports[KEY_PORTS[name]], keys_file, warm_args, "warm")
+        if sampled:
+            warm_up = {"peak_mib": sampler.peak, "memory_samples_mib": sampler.samples}
     log(f"warm-up: {WARM_UP_S} s of random keys per server, not measured; "
         f"mdproxy's memory then {warm_up and warm_up['peak_mib']}")
     for r in range(args.rounds):
