@@ -545,6 +545,12 @@ def main():
                 result["requests"] = after["requests"]["total"] - before["requests"]["total"]
                 result["evictions"] = after["cache"]["evictions"] - before["cache"]["evictions"]
                 result["entries"] = after["cache"]["entries"]
+                # How the engine read them: in place from the page cache, or by
+                # its threads (src/cache/disk/io.rs).
+                result["engine_reads"] = {
+                    path: after["disk"]["engine_reads"][path] - before["disk"]["engine_reads"][path]
+                    for path in ("page_cache", "pool")
+                }
             else:
                 result = run_wrk(ports[KEY_PORTS[name]], keys_file, args, KEY_PORTS[name])
             runs[name].append(result)
@@ -594,6 +600,12 @@ def main():
             continue
         ratios = [a["rps"] / b["rps"] for a, b in zip(runs[name], runs[ref]) if a["rps"] and b["rps"]]
         print(f"{name} / {ref} by round: {' / '.join(f'{x:.2f}' for x in ratios)}")
+    reads = [x["engine_reads"] for x in runs.get("mdproxy disk", []) if "engine_reads" in x]
+    if reads:
+        in_place = sum(r["page_cache"] for r in reads)
+        total = in_place + sum(r["pool"] for r in reads)
+        print(f"mdproxy disk engine reads: {in_place} of {total} in place from the page cache "
+              f"({in_place / max(total, 1):.1%}), the rest by the engine's threads")
     print(f"mdproxy RSS {rss.get('VmRSS', 0):.0f} MiB (peak {rss.get('VmHWM', 0):.0f} MiB); "
           f"goal ≤ 1.25 × {args.max_mib} + 64 MiB + the engine's index")
     peaks = [x["peak_mib"] for x in runs.get("mdproxy disk", []) if "peak_mib" in x]

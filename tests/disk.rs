@@ -134,6 +134,14 @@ async fn a_restart_serves_from_disk_without_the_upstream() {
     let status = status_json(&app).await;
     assert_eq!(status["disk"]["state"], "up");
     assert_eq!(status["disk"]["hits"], 5);
+    // Each hit was one read of the engine, in place or by its threads (the blocks
+    // were just written: in place, where the file system can say so).
+    let reads = &status["disk"]["engine_reads"];
+    let (in_place, pool) = (reads["page_cache"].as_u64(), reads["pool"].as_u64());
+    assert!(in_place.unwrap() + pool.unwrap() >= 5, "{reads}");
+    if reads["in_place_supported"] == true {
+        assert!(in_place.unwrap() >= 5, "{reads}");
+    }
     let admin = format!("http://{}", app.admin_addr.unwrap());
     let metrics = support::text(&format!("{admin}/metrics")).await;
     for line in [
@@ -141,6 +149,8 @@ async fn a_restart_serves_from_disk_without_the_upstream() {
         "mdproxy_disk_dropped_total{reason=\"corrupt\"} 0",
         "mdproxy_disk_writable 1",
         "mdproxy_disk_read_duration_seconds_count 5",
+        "mdproxy_disk_engine_reads_total{path=\"pool\"}",
+        "mdproxy_disk_engine_reads_total{path=\"page_cache\"}",
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }

@@ -7,6 +7,7 @@
 //! succeeds again. What to read or write, and when, is the store's business.
 
 pub mod format;
+pub mod io;
 pub mod purges;
 
 use std::path::{Path, PathBuf};
@@ -167,6 +168,8 @@ struct Inner {
     /// How long the engine took to open (its index rebuilt from the blocks).
     opened_in: Duration,
     stats: DiskStats,
+    /// How the engine's reads went: in place from the page cache, or by its pool.
+    read_paths: Arc<io::ReadPaths>,
 }
 
 impl std::fmt::Debug for Disk {
@@ -222,6 +225,7 @@ impl Disk {
         };
         let buffer = write_buffer(block, largest);
         let started = Instant::now();
+        let read_paths = io::ReadPaths::new();
         let pieces: Pieces = foyer::CacheBuilder::new(WRITE_QUEUE).with_shards(4).build();
         let device = foyer::DeviceBuilder::build(
             foyer::FsDeviceBuilder::new(path).with_capacity(capacity_usize),
@@ -235,6 +239,7 @@ impl Disk {
             pieces.clone(),
             Arc::new(foyer_common::metrics::Metrics::noop()),
         )
+        .with_io_engine_config(io::CachedFirstConfig::new(Arc::clone(&read_paths)))
         .with_engine_config(
             foyer::BlockEngineConfig::new(device)
                 .with_block_size(block)
@@ -278,6 +283,7 @@ impl Disk {
                 writable: AtomicBool::new(true),
                 opened_in,
                 stats: DiskStats::default(),
+                read_paths,
             }),
         };
         tracker.spawn(disk.clone().write_until(rx, stop.clone()));
@@ -445,6 +451,11 @@ impl Disk {
     /// What was counted.
     pub fn stats(&self) -> &DiskStats {
         &self.inner.stats
+    }
+
+    /// How the engine's reads went: in place from the page cache, or by its pool.
+    pub fn read_paths(&self) -> &io::ReadPaths {
+        &self.inner.read_paths
     }
 
     /// Where it lives.

@@ -254,6 +254,11 @@ fn disk_json(disk: &crate::cache::disk::Disk) -> serde_json::Value {
             0.0
         },
         "purge_rules": disk.purge_rules(),
+        "engine_reads": {
+            "page_cache": n(&disk.read_paths().in_place),
+            "pool": n(&disk.read_paths().pooled),
+            "in_place_supported": disk.read_paths().in_place_supported(),
+        },
         "dropped": {
             "corrupt": n(&s.corrupt),
             "truncated": n(&s.truncated),

@@ -483,6 +483,17 @@ fn disk_metrics(
     ] {
         ConstCounter::new(n.load(Relaxed)).encode(family.encode_family(&[("reason", reason)])?)?;
     }
+    let paths = disk.read_paths();
+    let mut family = encoder.encode_descriptor(
+        "disk_engine_reads",
+        "Reads of the disk tier's engine, by path: page_cache (copied in place, all \
+         its pages cached) or pool (handed to the engine's threads)",
+        None,
+        MetricType::Counter,
+    )?;
+    for (path, n) in [("page_cache", &paths.in_place), ("pool", &paths.pooled)] {
+        ConstCounter::new(n.load(Relaxed)).encode(family.encode_family(&[("path", path)])?)?;
+    }
     let h = &s.read_latency;
     let mut family = encoder.encode_descriptor(
         "disk_read_duration",

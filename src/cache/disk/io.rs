@@ -1,0 +1,322 @@
+//! How the disk tier's engine reads and writes its block files: a read whose pages
+//! are all in the page cache is copied on the task that asked for it (`preadv2` with
+//! `RWF_NOWAIT`), as nginx reads its cache files; any other read, and every write,
+//! goes to foyer's thread pool (its `psync` engine), so a read that would wait for
+//! the device never holds a runtime thread.
+//!
+//! Handing a read to the pool costs two thread switches; on a disk whose blocks are
+//! in the page cache that was about a fifth of mdproxy's time on disk hits, and
+//! reading in place made them 8–20 % faster (docs/BENCHMARKS.md, the disk tier's
+//! run 11). foyer 0.22 names the traits an engine implements but does not export
+//! them: `vendor/foyer-storage` is foyer-storage 0.22.6 with those exports added
+//! (vendor/README.md).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use foyer_storage::{
+    IoBuf, IoBufMut, IoEngine, IoEngineBuildContext, IoEngineConfig, IoHandle, Partition,
+    PsyncIoEngineConfig,
+};
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+
+/// How the reads went, since start.
+#[derive(Debug, Default)]
+pub struct ReadPaths {
+    /// Reads copied from the page cache on the asking task.
+    pub in_place: AtomicU64,
+    /// Reads handed to the thread pool: some page was not cached, or the file
+    /// system cannot say so without waiting.
+    pub pooled: AtomicU64,
+    /// Cleared when the file system refuses `RWF_NOWAIT` (every read then goes to
+    /// the pool, without asking again).
+    supported: AtomicBool,
+}
+
+impl ReadPaths {
+    pub fn new() -> Arc<ReadPaths> {
+        Arc::new(ReadPaths {
+            supported: AtomicBool::new(cfg!(target_os = "linux")),
+            ..ReadPaths::default()
+        })
+    }
+
+    /// Whether reads may still be tried in place.
+    pub fn in_place_supported(&self) -> bool {
+        self.supported.load(Ordering::Relaxed)
+    }
+}
+
+/// The engine's configuration, given to foyer's store builder.
+#[derive(Debug)]
+pub struct CachedFirstConfig {
+    paths: Arc<ReadPaths>,
+}
+
+impl CachedFirstConfig {
+    pub fn new(paths: Arc<ReadPaths>) -> CachedFirstConfig {
+        CachedFirstConfig { paths }
+    }
+}
+
+impl From<CachedFirstConfig> for Box<dyn IoEngineConfig> {
+    fn from(config: CachedFirstConfig) -> Self {
+        Box::new(config)
+    }
+}
+
+impl IoEngineConfig for CachedFirstConfig {
+    fn build(
+        self: Box<Self>,
+        ctx: IoEngineBuildContext,
+    ) -> BoxFuture<'static, foyer::Result<Arc<dyn IoEngine>>> {
+        async move {
+            let pool = Box::new(PsyncIoEngineConfig::new()).build(ctx).await?;
+            let engine = CachedFirst {
+                pool,
+                paths: self.paths,
+            };
+            Ok(Arc::new(engine) as Arc<dyn IoEngine>)
+        }
+        .boxed()
+    }
+}
+
+/// Reads in place what the page cache holds; hands the rest to `pool`.
+#[derive(Debug)]
+struct CachedFirst {
+    pool: Arc<dyn IoEngine>,
+    paths: Arc<ReadPaths>,
+}
+
+impl IoEngine for CachedFirst {
+    fn read(&self, mut buf: Box<dyn IoBufMut>, partition: &dyn Partition, offset: u64) -> IoHandle {
+        if self.paths.in_place_supported() {
+            let (file, at) = partition.translate(offset);
+            match read_cached(file.0, &mut buf, at) {
+                Cached::All => {
+                    self.paths.in_place.fetch_add(1, Ordering::Relaxed);
+                    let buf = buf.into_iob();
+                    return async move { (buf, Ok(())) }.boxed().into();
+                }
+                Cached::Unsupported(errno) => {
+                    if self.paths.supported.swap(false, Ordering::Relaxed) {
+                        tracing::warn!(
+                            errno,
+                            "the disk tier's file system cannot read without waiting \
+                             (RWF_NOWAIT); every disk read goes to the thread pool"
+                        );
+                    }
+                }
+                Cached::Not => {}
+            }
+        }
+        self.paths.pooled.fetch_add(1, Ordering::Relaxed);
+        self.pool.read(buf, partition, offset)
+    }
+
+    fn write(&self, buf: Box<dyn IoBuf>, partition: &dyn Partition, offset: u64) -> IoHandle {
+        self.pool.write(buf, partition, offset)
+    }
+}
+
+/// What a read without waiting found.
+#[derive(Debug, PartialEq, Eq)]
+enum Cached {
+    /// All of `buf` was read from the page cache.
+    All,
+    /// Some page was not cached (or the read failed, or was cut short): read it
+    /// again, waiting.
+    Not,
+    /// The file system (or the kernel) does not take `RWF_NOWAIT`: this errno.
+    Unsupported(i32),
+}
+
+/// Reads all of `buf` at `offset` of `fd` if the page cache holds it, never waiting
+/// for the device.
+#[cfg(target_os = "linux")]
+fn read_cached(fd: std::os::fd::RawFd, buf: &mut [u8], offset: u64) -> Cached {
+    use rustix::io::{Errno, ReadWriteFlags};
+    let len = buf.len();
+    let read = rustix::io::preadv2(
+        borrow(fd),
+        &mut [std::io::IoSliceMut::new(buf)],
+        offset,
+        ReadWriteFlags::NOWAIT,
+    );
+    match read {
+        Ok(n) if n == len => Cached::All,
+        Ok(_) => Cached::Not,
+        Err(e @ (Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL)) => {
+            Cached::Unsupported(e.raw_os_error())
+        }
+        Err(_) => Cached::Not,
+    }
+}
+
+/// The descriptor of a block file, as foyer hands it to its engine.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn borrow<'a>(fd: std::os::fd::RawFd) -> std::os::fd::BorrowedFd<'a> {
+    // SAFETY: foyer opens its block files with the device and closes them only when
+    // the device is dropped, after every read of its engine has ended; the borrow
+    // lives for one `preadv2` call inside such a read.
+    unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_cached(_fd: i32, _buf: &mut [u8], _offset: u64) -> Cached {
+    Cached::Unsupported(0)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+
+    /// A file of `len` bytes in a directory of the build (a disk, as the tier's: a
+    /// temporary directory may be tmpfs, whose pages cannot be dropped).
+    fn file(name: &str, len: usize) -> (std::path::PathBuf, Vec<u8>) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/io-tests");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}-{}", std::process::id()));
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&bytes).unwrap();
+        f.sync_all().unwrap();
+        (path, bytes)
+    }
+
+    /// Drops the file's pages from the page cache (they are clean: written back).
+    fn evict(f: &std::fs::File) {
+        rustix::fs::fadvise(f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+    }
+
+    /// A cached range is read whole in place; once its pages are dropped the read
+    /// does not wait for them but says so; a range past the end is not in place.
+    #[test]
+    fn reads_in_place_only_what_the_page_cache_holds() {
+        let (path, bytes) = file("cached", 256 << 10);
+        let f = std::fs::File::open(&path).unwrap();
+        let mut buf = vec![0u8; 64 << 10];
+        let first = read_cached(f.as_raw_fd(), &mut buf, 4096);
+        if let Cached::Unsupported(errno) = first {
+            // A file system without RWF_NOWAIT: the engine sends everything to the
+            // pool (`a_store_reads_through_the_pool_what_is_not_cached` covers it).
+            eprintln!("RWF_NOWAIT unsupported here (errno {errno})");
+            return;
+        }
+        assert_eq!(first, Cached::All);
+        assert_eq!(buf, bytes[4096..4096 + (64 << 10)]);
+
+        evict(&f);
+        let mut again = vec![0u8; 64 << 10];
+        assert_eq!(read_cached(f.as_raw_fd(), &mut again, 4096), Cached::Not);
+
+        let mut past = vec![0u8; 4096];
+        assert_eq!(
+            read_cached(f.as_raw_fd(), &mut past, (256 << 10) - 100),
+            Cached::Not
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[derive(Clone, Debug, PartialEq)]
+    struct Value(Vec<u8>);
+
+    impl foyer::Code for Value {
+        fn encode(&self, writer: &mut impl std::io::Write) -> foyer::Result<()> {
+            writer.write_all(&self.0).map_err(foyer::Error::io_error)
+        }
+
+        fn decode(reader: &mut impl std::io::Read) -> foyer::Result<Value> {
+            let mut bytes = Vec::new();
+            reader
+                .read_to_end(&mut bytes)
+                .map_err(foyer::Error::io_error)?;
+            Ok(Value(bytes))
+        }
+
+        fn estimated_size(&self) -> usize {
+            self.0.len()
+        }
+    }
+
+    /// Through foyer: records read back from cached blocks are read in place, the
+    /// same records with their blocks dropped from the page cache go to the pool,
+    /// and both come back whole.
+    #[tokio::test]
+    async fn a_store_reads_through_the_pool_what_is_not_cached() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("target/io-tests/store-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let paths = ReadPaths::new();
+        let memory: foyer::Cache<u64, Value> = foyer::CacheBuilder::new(16).build();
+        let device =
+            foyer::DeviceBuilder::build(foyer::FsDeviceBuilder::new(&dir).with_capacity(16 << 20))
+                .unwrap();
+        let store = foyer::StoreBuilder::new(
+            "io-test",
+            memory.clone(),
+            Arc::new(foyer_common::metrics::Metrics::noop()),
+        )
+        .with_io_engine_config(CachedFirstConfig::new(Arc::clone(&paths)))
+        .with_engine_config(foyer::BlockEngineConfig::new(device).with_block_size(1 << 20))
+        .build()
+        .await
+        .unwrap();
+        let values: Vec<Value> = (0..8u8)
+            .map(|i| Value((0..100_000).map(|j| i ^ (j % 253) as u8).collect()))
+            .collect();
+        for (i, v) in values.iter().enumerate() {
+            store.enqueue(memory.insert(i as u64, v.clone()).piece(), true);
+        }
+        store.wait().await;
+        memory.clear();
+        let before = paths.in_place.load(Ordering::Relaxed);
+
+        let load = |k: u64| {
+            let store = store.clone();
+            async move {
+                match store.load(&k).await.unwrap() {
+                    foyer::Load::Entry { value, .. } => value,
+                    other => panic!("record {k}: {other:?}"),
+                }
+            }
+        };
+        for (i, v) in values.iter().enumerate() {
+            assert_eq!(&load(i as u64).await, v);
+        }
+        let supported = paths.in_place_supported();
+        if supported {
+            // One read a record (the engine read its blocks' headers before).
+            assert_eq!(paths.in_place.load(Ordering::Relaxed) - before, 8);
+            assert_eq!(paths.pooled.load(Ordering::Relaxed), 0, "all was cached");
+        }
+
+        for block in std::fs::read_dir(&dir).unwrap() {
+            let path = block.unwrap().path();
+            if path.is_file() {
+                let f = std::fs::File::open(&path).unwrap();
+                f.sync_all().unwrap();
+                evict(&f);
+            }
+        }
+        let pooled = paths.pooled.load(Ordering::Relaxed);
+        for (i, v) in values.iter().enumerate() {
+            assert_eq!(&load(i as u64).await, v);
+        }
+        assert!(
+            paths.pooled.load(Ordering::Relaxed) > pooled,
+            "reads of dropped pages go to the pool"
+        );
+        if !supported {
+            assert_eq!(paths.in_place.load(Ordering::Relaxed), 0);
+        }
+        store.close().await.unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
