@@ -6,8 +6,8 @@
 //!
 //! Handing a read to the pool costs two thread switches; on a disk whose blocks are
 //! in the page cache that was about a fifth of mdproxy's time on disk hits, and
-//! reading in place made them 8–20 % faster (docs/BENCHMARKS.md, the disk tier's
-//! run 11). foyer 0.22 names the traits an engine implements but does not export
+//! reading in place took them from 0.82–0.92 × nginx `sendfile on` to 1.00–1.03 ×
+//! in one A/B of the same build (docs/BENCHMARKS.md, the disk tier's run 11). foyer 0.22 names the traits an engine implements but does not export
 //! them: `vendor/foyer-storage` is foyer-storage 0.22.6 with those exports added
 //! (vendor/README.md).
 
@@ -91,10 +91,16 @@ struct CachedFirst {
 }
 
 impl IoEngine for CachedFirst {
+    #[allow(unsafe_code)]
     fn read(&self, mut buf: Box<dyn IoBufMut>, partition: &dyn Partition, offset: u64) -> IoHandle {
         if self.paths.in_place_supported() {
             let (file, at) = partition.translate(offset);
-            match read_cached(file.0, &mut buf, at) {
+            // SAFETY: `file` is the descriptor of the partition's file, which the
+            // partition owns (foyer's partitions hold their `File`, closed when
+            // dropped) and which is lent to us for this whole call: it stays open
+            // while the borrow, used only in the next line, lives.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(file.0) };
+            match read_cached(fd, &mut buf, at) {
                 Cached::All => {
                     self.paths.in_place.fetch_add(1, Ordering::Relaxed);
                     let buf = buf.into_iob();
@@ -136,11 +142,11 @@ enum Cached {
 /// Reads all of `buf` at `offset` of `fd` if the page cache holds it, never waiting
 /// for the device.
 #[cfg(target_os = "linux")]
-fn read_cached(fd: std::os::fd::RawFd, buf: &mut [u8], offset: u64) -> Cached {
+fn read_cached(fd: std::os::fd::BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> Cached {
     use rustix::io::{Errno, ReadWriteFlags};
     let len = buf.len();
     let read = rustix::io::preadv2(
-        borrow(fd),
+        fd,
         &mut [std::io::IoSliceMut::new(buf)],
         offset,
         ReadWriteFlags::NOWAIT,
@@ -155,26 +161,19 @@ fn read_cached(fd: std::os::fd::RawFd, buf: &mut [u8], offset: u64) -> Cached {
     }
 }
 
-/// The descriptor of a block file, as foyer hands it to its engine.
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-fn borrow<'a>(fd: std::os::fd::RawFd) -> std::os::fd::BorrowedFd<'a> {
-    // SAFETY: foyer opens its block files with the device and closes them only when
-    // the device is dropped, after every read of its engine has ended; the borrow
-    // lives for one `preadv2` call inside such a read.
-    unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
-}
-
 #[cfg(not(target_os = "linux"))]
-fn read_cached(_fd: i32, _buf: &mut [u8], _offset: u64) -> Cached {
+fn read_cached(_fd: std::os::fd::BorrowedFd<'_>, _buf: &mut [u8], _offset: u64) -> Cached {
     Cached::Unsupported(0)
 }
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use std::io::Write;
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
 
+    use bytes::Bytes;
+
+    use super::super::Record;
     use super::*;
 
     /// A file of `len` bytes in a directory of the build (a disk, as the tier's: a
@@ -202,7 +201,7 @@ mod tests {
         let (path, bytes) = file("cached", 256 << 10);
         let f = std::fs::File::open(&path).unwrap();
         let mut buf = vec![0u8; 64 << 10];
-        let first = read_cached(f.as_raw_fd(), &mut buf, 4096);
+        let first = read_cached(f.as_fd(), &mut buf, 4096);
         if let Cached::Unsupported(errno) = first {
             // A file system without RWF_NOWAIT: the engine sends everything to the
             // pool (`a_store_reads_through_the_pool_what_is_not_cached` covers it).
@@ -214,35 +213,14 @@ mod tests {
 
         evict(&f);
         let mut again = vec![0u8; 64 << 10];
-        assert_eq!(read_cached(f.as_raw_fd(), &mut again, 4096), Cached::Not);
+        assert_eq!(read_cached(f.as_fd(), &mut again, 4096), Cached::Not);
 
         let mut past = vec![0u8; 4096];
         assert_eq!(
-            read_cached(f.as_raw_fd(), &mut past, (256 << 10) - 100),
+            read_cached(f.as_fd(), &mut past, (256 << 10) - 100),
             Cached::Not
         );
         let _ = std::fs::remove_file(&path);
-    }
-
-    #[derive(Clone, Debug, PartialEq)]
-    struct Value(Vec<u8>);
-
-    impl foyer::Code for Value {
-        fn encode(&self, writer: &mut impl std::io::Write) -> foyer::Result<()> {
-            writer.write_all(&self.0).map_err(foyer::Error::io_error)
-        }
-
-        fn decode(reader: &mut impl std::io::Read) -> foyer::Result<Value> {
-            let mut bytes = Vec::new();
-            reader
-                .read_to_end(&mut bytes)
-                .map_err(foyer::Error::io_error)?;
-            Ok(Value(bytes))
-        }
-
-        fn estimated_size(&self) -> usize {
-            self.0.len()
-        }
     }
 
     /// Through foyer: records read back from cached blocks are read in place, the
@@ -254,7 +232,7 @@ mod tests {
             .join(format!("target/io-tests/store-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let paths = ReadPaths::new();
-        let memory: foyer::Cache<u64, Value> = foyer::CacheBuilder::new(16).build();
+        let memory: foyer::Cache<u64, Record> = foyer::CacheBuilder::new(16).build();
         let device =
             foyer::DeviceBuilder::build(foyer::FsDeviceBuilder::new(&dir).with_capacity(16 << 20))
                 .unwrap();
@@ -268,11 +246,11 @@ mod tests {
         .build()
         .await
         .unwrap();
-        let values: Vec<Value> = (0..8u8)
-            .map(|i| Value((0..100_000).map(|j| i ^ (j % 253) as u8).collect()))
+        let values: Vec<Bytes> = (0..8u8)
+            .map(|i| (0..100_000).map(|j| i ^ (j % 253) as u8).collect())
             .collect();
         for (i, v) in values.iter().enumerate() {
-            store.enqueue(memory.insert(i as u64, v.clone()).piece(), true);
+            store.enqueue(memory.insert(i as u64, Record(v.clone())).piece(), true);
         }
         store.wait().await;
         memory.clear();
@@ -282,7 +260,7 @@ mod tests {
             let store = store.clone();
             async move {
                 match store.load(&k).await.unwrap() {
-                    foyer::Load::Entry { value, .. } => value,
+                    foyer::Load::Entry { value, .. } => value.0,
                     other => panic!("record {k}: {other:?}"),
                 }
             }
