@@ -7,8 +7,10 @@
 //! Handing a read to the pool costs two thread switches; on a disk whose blocks are
 //! in the page cache that was about a fifth of mdproxy's time on disk hits, and
 //! reading in place took them from 0.82–0.92 × nginx `sendfile on` to 1.00–1.03 ×
-//! in one A/B of the same build (docs/BENCHMARKS.md, the disk tier's run 11). foyer 0.22 names the traits an engine implements but does not export
-//! them: `vendor/foyer-storage` is foyer-storage 0.22.6 with those exports added
+//! in one A/B of the same build (docs/BENCHMARKS.md, the disk tier's run 11).
+//!
+//! foyer 0.22 names the traits an engine implements but does not export them:
+//! `vendor/foyer-storage` is foyer-storage 0.22.6 with those exports added
 //! (vendor/README.md).
 
 use std::sync::Arc;
