@@ -227,6 +227,8 @@ impl Disk {
         let started = Instant::now();
         let read_paths = io::ReadPaths::new();
         let pieces: Pieces = foyer::CacheBuilder::new(WRITE_QUEUE).with_shards(4).build();
+        // Buffered files (no `with_direct`): the engine's reads come from the page
+        // cache in place when they can ([`io`]).
         let device = foyer::DeviceBuilder::build(
             foyer::FsDeviceBuilder::new(path).with_capacity(capacity_usize),
         )
