@@ -122,8 +122,10 @@ impl IoEngine for CachedFirst {
     }
 }
 
-/// What a read without waiting found.
+/// What a read without waiting found (elsewhere than on Linux, always
+/// `Unsupported`).
 #[derive(Debug, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 enum Cached {
     /// All of `buf` was read from the page cache.
     All,
@@ -131,7 +133,6 @@ enum Cached {
     /// again, waiting.
     Not,
     /// The file system (or the kernel) does not take `RWF_NOWAIT`: this errno.
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Unsupported(i32),
 }
 
