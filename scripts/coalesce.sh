@@ -8,4 +8,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ulimit -n "$(ulimit -Hn)"
-exec cargo run --release --quiet --example coalesce
+exec cargo run --release --quiet -p mdproxy --example coalesce

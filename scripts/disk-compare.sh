@@ -28,7 +28,7 @@ fi
 # Two builds: an example pulls in the dev-dependencies, whose features must not
 # change the binary that is measured.
 cargo build --release --quiet --bin mdproxy
-cargo build --release --quiet --example bare_hyper
+cargo build --release --quiet -p mdproxy --example bare_hyper
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 ulimit -n "$(ulimit -Hn)"
 

@@ -58,8 +58,8 @@ case $allocator in
   *) echo "ALLOCATOR must be jemalloc, mimalloc or system" >&2; exit 2 ;;
 esac
 if [ "${BUILD:-1}" != 0 ]; then
-  cargo build --release --quiet --bin mdproxy "${flags[@]}"
-  cargo build --release --quiet --example fanout_sim
+  cargo build --release --quiet -p mdproxy --bin mdproxy "${flags[@]}"
+  cargo build --release --quiet -p mdproxy --example fanout_sim
 fi
 bin=target/release/mdproxy
 mkdir -p target/fanout

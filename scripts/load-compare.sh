@@ -50,7 +50,7 @@ fi
 # Two builds: an example pulls in the dev-dependencies, whose features must not
 # change the binary that is measured.
 cargo build --release --quiet --bin mdproxy
-cargo build --release --quiet --example bare_hyper
+cargo build --release --quiet -p mdproxy --example bare_hyper
 ulimit -n "$(ulimit -Hn)"
 
 exec python3 scripts/load-compare.py \

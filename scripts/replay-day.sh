@@ -10,4 +10,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ulimit -n "$(ulimit -Hn)"
-exec cargo run --release --quiet --example replay_day
+exec cargo run --release --quiet -p mdproxy --example replay_day

@@ -18,7 +18,7 @@ case $allocator in
   system) flags=(--no-default-features) ;;
   *) echo "ALLOCATOR must be jemalloc, mimalloc or system" >&2; exit 2 ;;
 esac
-cargo build --release --quiet --bin mdproxy "${flags[@]}"
+cargo build --release --quiet -p mdproxy --bin mdproxy "${flags[@]}"
 echo "allocator: $allocator"
 bin=target/release/mdproxy
 work=$(mktemp -d)

@@ -1,0 +1,103 @@
+//! The contract mdproxy serves: the endpoint catalogue as data, the router, the
+//! validation that turns a request into one canonical target (cache key and upstream
+//! request at once; remembered for hot targets), and the OpenAPI document generated
+//! from them (the answers' shapes read off the documented examples). Knows nothing
+//! of HTTP beyond paths, query strings and what that document states.
+
+pub mod catalog;
+pub mod code;
+pub mod error;
+pub mod memo;
+pub mod openapi;
+pub mod params;
+pub mod passthrough;
+pub mod router;
+pub(crate) mod shapes;
+pub(crate) mod value;
+
+use std::sync::OnceLock;
+
+use crate::error::Error;
+use params::Valid;
+use router::{Route, Router};
+
+/// The router over the catalogue, built once.
+pub fn router() -> &'static Router {
+    static ROUTER: OnceLock<Router> = OnceLock::new();
+    ROUTER.get_or_init(|| Router::new(catalog::catalog()))
+}
+
+/// Validates a routed request's query: the one place a route becomes a [`Valid`].
+///
+/// # Errors
+/// The contract's error naming the bad parameter.
+pub fn validate(route: &Route<'_>, query: Option<&str>) -> Result<Valid, Error> {
+    params::validate(route.endpoint, route.params(), query)
+}
+
+/// Parses a target such as `/stock/kline?code=600519` (relative to `/api/v1`) into
+/// a validated request, as the scheduler's jobs and the admin purge name them.
+///
+/// # Errors
+/// `InvalidParameter { param: "target" }` for an unknown path or the stream (which
+/// is never cached), and the parameter's own error (naming it) otherwise.
+pub fn parse_target(target: &str) -> Result<Valid, Error> {
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target, None),
+    };
+    let route = router()
+        .route(path)
+        .ok_or_else(|| Error::invalid("target", "the target names no endpoint"))?;
+    if route.endpoint.streaming {
+        return Err(Error::invalid(
+            "target",
+            "the quote stream is never cached, so it cannot be prewarmed or purged",
+        ));
+    }
+    validate(&route, query)
+}
+
+/// How a response was answered, as the `X-Cache` header says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheStatus {
+    /// Fresh from the cache.
+    Hit,
+    /// Fetched from the upstream for this request (or a coalesced one).
+    Miss,
+    /// Served past its fresh TTL (the upstream failed, or a refresh is under way).
+    Stale,
+}
+
+impl CacheStatus {
+    /// Every status, in counter order.
+    pub const ALL: [CacheStatus; 3] = [CacheStatus::Hit, CacheStatus::Miss, CacheStatus::Stale];
+
+    /// The contract's label: `HIT`, `MISS`, `STALE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "HIT",
+            CacheStatus::Miss => "MISS",
+            CacheStatus::Stale => "STALE",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_parsed_with_typed_errors() {
+        assert!(parse_target("/stock/kline?code=600519").is_ok());
+        let e = parse_target("/stock/kline?code=600519&period=year").unwrap_err();
+        assert_eq!(e.code(), "invalid_parameter");
+        assert_eq!(e.param(), Some("period"));
+        let e = parse_target("/stock/kline?period=day").unwrap_err();
+        assert_eq!(e.code(), "missing_parameter");
+        assert_eq!(e.param(), Some("code"));
+        assert_eq!(parse_target("/nope").unwrap_err().param(), Some("target"));
+        let e = parse_target("/stock/indicator/realtime/sse?codes=600519").unwrap_err();
+        assert_eq!(e.param(), Some("target"));
+    }
+}

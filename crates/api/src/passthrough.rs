@@ -1,0 +1,208 @@
+//! The canonical target of a request the catalogue does not know (`[passthrough]`):
+//! the path as sent, checked so it cannot leave `/api/v1` upstream, and the query
+//! sorted by name with credentials and the cache-buster removed. That target is sent
+//! upstream; its cache key is the same in a namespace of its own, so a pass-through
+//! answer never shares a key with the catalogue's.
+
+use crate::catalog::{FreshnessClass, catalog};
+use crate::error::Error;
+use crate::params::{PASSTHROUGH_KEY, Valid, is_ignored, query_pairs};
+use mdproxy_market::Venue;
+
+/// Query parameters that carry a client credential: never keyed, never forwarded.
+const CREDENTIALS: [&str; 1] = ["access_token"];
+
+/// The pass-through request for `path` (relative to `/api/v1`) and `query`, cached
+/// under `class`. A request that is a catalogue request once its credentials are
+/// removed is answered as the catalogue's (its class, its key).
+///
+/// ```
+/// use mdproxy_api::catalog::FreshnessClass;
+/// use mdproxy_api::passthrough::target;
+/// let v = target("/market/newer-route", Some("pageSize=50&x-api-key=k&dimension=region&_=1"),
+///     FreshnessClass::Intraday, 2048).unwrap();
+/// assert_eq!(v.upstream_target(), "/market/newer-route?dimension=region&pageSize=50");
+/// assert_eq!(v.target, "passthrough:/market/newer-route?dimension=region&pageSize=50");
+/// assert_eq!(v.endpoint.path, "passthrough");
+/// let known = target("/market/indices", Some("access_token=t"), FreshnessClass::Immutable, 2048).unwrap();
+/// assert_eq!((known.target.as_str(), known.endpoint.path.as_str()), ("/market/indices", "/market/indices"));
+/// assert!(target("/a/../../admin", None, FreshnessClass::Intraday, 2048).is_err());
+/// ```
+///
+/// # Errors
+/// `NotFound` for a path that is not a plain relative path (empty, `.` or `..`
+/// segments, escapes that decode to ASCII), `InvalidParameter` for a query that is
+/// not UTF-8 once decoded, `UriTooLong` past `max_bytes`.
+pub fn target(
+    path: &str,
+    query: Option<&str>,
+    class: FreshnessClass,
+    max_bytes: usize,
+) -> Result<Valid, Error> {
+    if !is_plain_path(path) {
+        return Err(Error::NotFound);
+    }
+    let mut pairs = Vec::new();
+    for pair in query_pairs(query.unwrap_or_default()) {
+        let (name, value) = pair?;
+        if !is_ignored(&name) && !CREDENTIALS.contains(&name.as_ref()) {
+            pairs.push((name, value));
+        }
+    }
+    // Stable: repeated names keep the client's order.
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut target = String::with_capacity(path.len() + query.map_or(0, str::len) + 1);
+    target.push_str(path);
+    if !pairs.is_empty() {
+        target.push('?');
+        let start = target.len();
+        target = form_urlencoded::Serializer::for_suffix(target, start)
+            .extend_pairs(pairs)
+            .finish();
+    }
+    if target.len() > max_bytes {
+        return Err(Error::UriTooLong { max_bytes });
+    }
+    // Without its credentials it may be a catalogue request after all: then it is one.
+    let (known, stripped) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target.as_str(), None),
+    };
+    if let Some(route) = crate::router().route(known)
+        && !route.endpoint.streaming
+    {
+        // A parameter the endpoint does not take passes through; a bad value of one
+        // it takes is the catalogue's 400 (validation reports an unknown parameter
+        // only when everything known is right).
+        match crate::validate(&route, stripped) {
+            Ok(valid) => return Ok(valid),
+            Err(Error::UnknownParameter { .. }) => {}
+            Err(refused) => return Err(refused),
+        }
+    }
+    target.insert_str(0, PASSTHROUGH_KEY);
+    Ok(Valid {
+        endpoint: catalog().passthrough(),
+        target,
+        class,
+        until_open: false,
+        settles: None,
+        venue: Venue::China,
+    })
+}
+
+/// `/a/b-c/d.e`: non-empty segments of unreserved characters (RFC 3986) and
+/// percent-escapes of non-ASCII bytes (UTF-8 text), none of them `.` or `..`. An
+/// escape that decodes to ASCII (`%2F`, `%2E`) could change the path upstream.
+fn is_plain_path(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    rest.split('/').all(|segment| {
+        let bytes = segment.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'%' => {
+                    let escaped = segment
+                        .get(i + 1..i + 3)
+                        .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+                    if escaped.is_none_or(|b| b < 0x80) {
+                        return false;
+                    }
+                    i += 3;
+                }
+                b if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') => i += 1,
+                _ => return false,
+            }
+        }
+        // Escapes must spell UTF-8 (overlong forms such as `%C0%AE` are refused).
+        !matches!(segment, "" | "." | "..")
+            && percent_encoding::percent_decode_str(segment)
+                .decode_utf8()
+                .is_ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_paths_pass() {
+        for ok in [
+            "/a",
+            "/market/sector-flow/summary",
+            "/news/%E9%93%B6",
+            "/x/v1.2_~",
+        ] {
+            assert!(is_plain_path(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "a",
+            "/",
+            "/a/",
+            "//a",
+            "/a/./b",
+            "/a/../b",
+            "/a/%2e%2e/b",
+            "/a%2Fb",
+            "/a%zz",
+            "/a%e",
+            "/a b",
+            "/a;b",
+            "/a\\b",
+            "/a/%C0%AE%C0%AE/b",
+            "/%FF",
+        ] {
+            assert!(!is_plain_path(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_key_is_sorted_and_carries_no_credentials() {
+        let v = target(
+            "/news/archive",
+            Some("pageSize=20&keyword=%E9%93%B6&access_token=t&keyword=b&x-api-key=k"),
+            FreshnessClass::News,
+            2048,
+        )
+        .unwrap();
+        assert_eq!(
+            v.upstream_target(),
+            "/news/archive?keyword=%E9%93%B6&keyword=b&pageSize=20"
+        );
+        assert!(v.target.starts_with(PASSTHROUGH_KEY));
+        assert_eq!(v.class, FreshnessClass::News);
+        assert_eq!(v.endpoint.id, catalog().len());
+        let e = target("/a", Some(&"q=x".repeat(1000)), FreshnessClass::News, 100).unwrap_err();
+        assert_eq!(e.status(), 414);
+    }
+
+    /// A known endpoint with a bad known parameter is refused as the catalogue
+    /// refuses it, whatever unknown parameters or credentials come with it.
+    #[test]
+    fn a_bad_known_parameter_never_passes_through() {
+        for query in [
+            "code=600519&period=2m&access_token=t",
+            "access_token=t&period=2m&code=600519&foo=1",
+            "foo=1&code=600519&period=2m",
+        ] {
+            let e = target("/stock/kline", Some(query), FreshnessClass::News, 2048).unwrap_err();
+            assert_eq!(
+                (e.code(), e.param()),
+                ("invalid_parameter", Some("period")),
+                "{query}"
+            );
+        }
+        let through = target(
+            "/stock/kline",
+            Some("code=600519&foo=1"),
+            FreshnessClass::News,
+            2048,
+        )
+        .unwrap();
+        assert_eq!(through.target, "passthrough:/stock/kline?code=600519&foo=1");
+    }
+}

@@ -1,0 +1,428 @@
+//! The running application: [`start`] builds the shared state, the hub and the edge,
+//! binds the client and admin listeners, starts the scheduler (and the start-up
+//! prewarm) and, on request, the config watcher; [`App::shutdown`] stops all of it.
+//! It owns the one shutdown token and the one `TaskTracker` every background task is
+//! spawned on.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::edge::ConnectionLimits;
+use crate::edge::handler::Edge;
+use crate::edge::server::{Listening, Streams};
+use crate::edge::tls::Tls;
+use crate::hub::QuoteHub;
+use crate::ops::admin::Admin;
+use crate::ops::reload::{Applied, Apply, Lookup};
+use crate::ops::scheduler::{self, Scheduler};
+use crate::state::AppState;
+use crate::upstream::budget::RateClock;
+use mdproxy_api::catalog::STREAM_PATH;
+use mdproxy_api::router::API_PREFIX;
+use mdproxy_config::Config;
+use mdproxy_market::Clock;
+
+/// Connections the admin listener accepts at once: a scraper, a probe and an
+/// operator's curl, with room to spare; a quarter of them per client address, so
+/// a flood from one address leaves room for the probes.
+const ADMIN_MAX_CONNECTIONS: usize = 64;
+
+/// How long an admin client may take to send its headers (and stay idle): short,
+/// so idle connections cannot keep a probe out for long.
+const ADMIN_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long the admin listener waits for its connections at shutdown.
+const ADMIN_GRACE: Duration = Duration::from_secs(1);
+
+/// Why the application did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr} ({key}): {source}")]
+    Bind {
+        key: &'static str,
+        addr: String,
+        source: std::io::Error,
+    },
+    /// The upstream client could not be built.
+    #[error("upstream client: {0}")]
+    Upstream(String),
+    /// The scheduler could not start.
+    #[error("scheduler: {0}")]
+    Scheduler(String),
+    /// The TLS certificate or key did not load.
+    #[error("{0}")]
+    Tls(String),
+    /// The configuration was refused.
+    #[error(transparent)]
+    Config(#[from] mdproxy_config::Problems),
+}
+
+/// A running proxy. Dropping it cancels everything; [`App::shutdown`] also waits.
+pub struct App {
+    /// The address the client listener is bound to.
+    pub addr: SocketAddr,
+    /// The admin listener's address, when `admin.listen` is set.
+    pub admin_addr: Option<SocketAddr>,
+    state: AppState,
+    hub: QuoteHub,
+    edge: Arc<Edge>,
+    stop: CancellationToken,
+    tracker: TaskTracker,
+    scheduler: Option<Scheduler>,
+    /// The client listener's TLS, when `server.tls_cert` is set.
+    tls: Option<Arc<Tls>>,
+}
+
+async fn bind(key: &'static str, addr: &str) -> Result<(TcpListener, SocketAddr), StartError> {
+    let bind_error = |source| StartError::Bind {
+        key,
+        addr: addr.to_owned(),
+        source,
+    };
+    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    let local = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, local))
+}
+
+/// Starts the proxy for `config` with market time from `clock`, and client and
+/// upstream rate limits on tokio's clock.
+///
+/// # Errors
+/// When an address cannot be bound, the upstream client cannot be built or the
+/// scheduler cannot start.
+pub async fn start(config: &Config, clock: Arc<dyn Clock>) -> Result<App, StartError> {
+    start_with(config, clock, RateClock::tokio()).await
+}
+
+/// The disk tier of `cache.disk_path`, opened before the first request (so a
+/// restart serves what it holds from the start), or none: not configured, or the
+/// disk cannot be used (one warning; the proxy runs from memory).
+async fn open_disk(
+    config: &Config,
+    tracker: &TaskTracker,
+    stop: &CancellationToken,
+) -> Option<crate::cache::disk::Disk> {
+    if config.cache.disk_path.is_empty() || config.cache.disk_bytes == 0 {
+        return None;
+    }
+    let path = Path::new(&config.cache.disk_path);
+    // Records as large as the largest answer memory keeps and a little over, up to
+    // the disk's cap (4 MiB: the API's largest answers are about 1 MB).
+    let largest = config.cache.max_bytes / crate::cache::store::MAX_ENTRY_SHARE;
+    match crate::cache::disk::Disk::open(
+        path,
+        config.cache.disk_bytes,
+        largest,
+        tracker,
+        stop.child_token(),
+    )
+    .await
+    {
+        Ok(disk) => Some(disk),
+        Err(e) => {
+            tracing::warn!(error = %e, "disk tier off: serving from memory only");
+            None
+        }
+    }
+}
+
+/// [`start`] with an explicit rate-limit clock (tests inject governor's fake one).
+///
+/// # Errors
+/// As [`start`].
+pub async fn start_with(
+    config: &Config,
+    clock: Arc<dyn Clock>,
+    rate_clock: RateClock,
+) -> Result<App, StartError> {
+    let (listener, addr) = bind("server.listen", &config.server.listen).await?;
+    let admin = if config.admin.listen.is_empty() {
+        None
+    } else {
+        Some(bind("admin.listen", &config.admin.listen).await?)
+    };
+    let stop = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let disk = open_disk(config, &tracker, &stop).await;
+    let state = AppState::new(
+        config.clone(),
+        clock,
+        rate_clock.clone(),
+        tracker.clone(),
+        stop.child_token(),
+        disk,
+    )
+    .map_err(StartError::Upstream)?;
+    warn_if_calendar_is_short(&state);
+    let hub = QuoteHub::new(state.clone());
+    let edge = Arc::new(Edge::new(state.clone(), hub.clone(), rate_clock));
+
+    let tls = if config.server.tls_cert.is_empty() {
+        None
+    } else {
+        let tls = Tls::load(
+            Path::new(&config.server.tls_cert),
+            Path::new(&config.server.tls_key),
+        )
+        .map_err(StartError::Tls)?;
+        let tls = Arc::new(tls);
+        let every = Duration::from_millis(config.server.reload_poll_ms.max(1_000));
+        tls.watch(every, stop.child_token(), &tracker);
+        Some(tls)
+    };
+    let handler_edge = Arc::clone(&edge);
+    let stream_edge = Arc::clone(&edge);
+    let streams = Streams {
+        path: format!("{API_PREFIX}{STREAM_PATH}"),
+        handler: Arc::new(move |req, connection| {
+            let handled = stream_edge.handle(req, connection);
+            Box::pin(async move {
+                let Ok(response) = handled.await;
+                response
+            })
+        }),
+    };
+    let stopped = stop.clone();
+    let listening = Listening {
+        listener,
+        limits: ConnectionLimits::from(&config.server),
+        tls: tls.clone(),
+        streams: Some(streams),
+        grace: Duration::from_millis(config.server.shutdown_grace_ms),
+        tracker: tracker.clone(),
+    };
+    tracker.spawn(crate::edge::server::serve(
+        listening,
+        move |req, connection| handler_edge.handle(req, connection),
+        async move { stopped.cancelled().await },
+    ));
+    let jobs = scheduler::Jobs::default();
+    let admin_addr = admin.map(|(listener, admin_addr)| {
+        let history = crate::ops::history::History::start(&state);
+        let admin = Arc::new(Admin::new(
+            state.clone(),
+            hub.clone(),
+            jobs.clone(),
+            history,
+        ));
+        let stopped = stop.clone();
+        let listening = Listening {
+            listener,
+            limits: ConnectionLimits::internal(
+                ADMIN_MAX_CONNECTIONS,
+                ADMIN_MAX_CONNECTIONS / 4,
+                ADMIN_HEADER_READ_TIMEOUT,
+            ),
+            tls: None,
+            streams: None,
+            grace: ADMIN_GRACE,
+            tracker: tracker.clone(),
+        };
+        tracker.spawn(crate::edge::server::serve(
+            listening,
+            move |req, _connection| {
+                let admin = Arc::clone(&admin);
+                async move { admin.handle(req).await }
+            },
+            async move { stopped.cancelled().await },
+        ));
+        tracing::info!(addr = %admin_addr, "admin listening");
+        admin_addr
+    });
+    let scheduler = if config.scheduler.enabled {
+        let mut plans = scheduler::builtin();
+        plans.extend(scheduler::configured(&config.scheduler.jobs));
+        if config.scheduler.prewarm_on_start {
+            prewarm_on_start(&state, plans.clone());
+        }
+        Some(
+            Scheduler::start(state.clone(), plans, &jobs)
+                .await
+                .map_err(StartError::Scheduler)?,
+        )
+    } else {
+        None
+    };
+    tracing::info!(%addr, "proxy listening");
+    crate::ops::probe::spawn(&state);
+    Ok(App {
+        addr,
+        admin_addr,
+        state,
+        hub,
+        edge,
+        stop,
+        tracker,
+        scheduler,
+        tls,
+    })
+}
+
+fn warn_if_calendar_is_short(state: &AppState) {
+    let snap = state.snapshot();
+    let year = chrono::Datelike::year(
+        &state
+            .clock()
+            .now()
+            .with_timezone(&chrono_tz::Asia::Shanghai),
+    );
+    if !snap.policy.calendar().covers(year) {
+        tracing::warn!(
+            year,
+            "the holiday calendar does not cover this year: only weekends are known closed; set calendar.holidays"
+        );
+    }
+}
+
+/// Runs every plan once at start-up, fetching only what is not already fresh.
+fn prewarm_on_start(state: &AppState, plans: Vec<scheduler::Plan>) {
+    let (task_state, stop) = (state.clone(), state.stop().clone());
+    state.tracker().spawn(async move {
+        let (jobs, mut filled, mut fresh, mut failed, mut first_error) = (plans.len(), 0, 0, 0, None);
+        for plan in plans {
+            let unforced = scheduler::Plan {
+                force: false,
+                ..plan
+            };
+            let ran = tokio::select! {
+                ran = scheduler::run(&task_state, &unforced) => ran,
+                () = stop.cancelled() => return,
+            };
+            if let scheduler::Ran::Done {
+                filled: f,
+                fresh: r,
+                failed: x,
+                first_error: e,
+                ..
+            } = ran
+            {
+                (filled, fresh, failed) = (filled + f, fresh + r, failed + x);
+                first_error = first_error.or(e);
+            }
+        }
+        // One line for the whole start-up prewarm, whatever became of it.
+        match first_error {
+            Some(error) => tracing::warn!(jobs, filled, fresh, failed, first_error = %error, "start-up prewarm done, with failures"),
+            None => tracing::info!(jobs, filled, fresh, "start-up prewarm done"),
+        }
+    });
+}
+
+impl App {
+    /// `http://ADDR/api/v1`, or `https://` when the listener has a certificate.
+    pub fn base_url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}/api/v1", self.addr)
+    }
+
+    /// The shared state (cache inspection, counters).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// The client-facing service (benches drive it in-process).
+    pub fn edge(&self) -> &Arc<Edge> {
+        &self.edge
+    }
+
+    /// The quote hub.
+    pub fn hub(&self) -> &QuoteHub {
+        &self.hub
+    }
+
+    /// Applies a new, already validated configuration without touching connections,
+    /// the cache, the counters or the rate buckets of unchanged limits. Returns the
+    /// keys that only a restart can change.
+    ///
+    /// # Errors
+    /// When the new upstream client cannot be built; the old config stays.
+    pub fn reload(&self, config: Config) -> Result<Vec<&'static str>, String> {
+        apply(&self.state, &self.edge, self.tls.as_deref(), config).map(|a| a.needs_restart)
+    }
+
+    /// Reloads `path` on SIGHUP and whenever its content changes (polled every
+    /// `server.reload_poll_ms`), until the proxy stops.
+    pub fn watch_config(&self, path: PathBuf, lookup: Lookup) {
+        let poll = Duration::from_millis(self.state.snapshot().config.server.reload_poll_ms);
+        let (state, edge, tls) = (self.state.clone(), Arc::clone(&self.edge), self.tls.clone());
+        let apply: Apply = Arc::new(move |config| apply(&state, &edge, tls.as_deref(), config));
+        crate::ops::reload::spawn(
+            path,
+            lookup,
+            apply,
+            Arc::clone(self.state.stats()),
+            poll,
+            self.stop.clone(),
+            &self.tracker,
+        );
+    }
+
+    /// Stops accepting, stops the scheduler, lets open connections finish (within
+    /// `server.shutdown_grace_ms`), and waits for every background task; fills still
+    /// waiting on the upstream after the grace are ended.
+    pub async fn shutdown(mut self) {
+        self.stop.cancel();
+        if let Some(scheduler) = self.scheduler.take() {
+            scheduler.shutdown().await;
+        }
+        self.tracker.close();
+        let grace = Duration::from_millis(self.state.snapshot().config.server.shutdown_grace_ms);
+        if tokio::time::timeout(grace + ADMIN_GRACE, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                tasks = self.tracker.len(),
+                "background work still running after the grace period; ending it"
+            );
+            self.state.upstream().halt();
+            self.tracker.wait().await;
+        }
+        tracing::info!("stopped cleanly");
+    }
+}
+
+/// One reload, applied to every part that holds configuration.
+fn apply(
+    state: &AppState,
+    edge: &Edge,
+    tls: Option<&Tls>,
+    config: Config,
+) -> Result<Applied, String> {
+    // TLS files first: a pair that does not load refuses the whole reload.
+    if let Some(tls) = tls
+        && !config.server.tls_cert.is_empty()
+        && tls
+            .refresh(
+                Path::new(&config.server.tls_cert),
+                Path::new(&config.server.tls_key),
+            )
+            .map_err(|refused| refused.to_string())?
+    {
+        tracing::info!(cert = %config.server.tls_cert, "TLS certificate reloaded");
+    }
+    let upstream_changed = state.snapshot().config.upstream != config.upstream;
+    // The state first: it is the part that can refuse (a new upstream client).
+    let needs_restart = state.reload(config.clone())?;
+    edge.reconfigure(&config);
+    if upstream_changed {
+        crate::ops::probe::spawn(state);
+    }
+    Ok(Applied {
+        generation: state.snapshot().generation,
+        needs_restart,
+    })
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

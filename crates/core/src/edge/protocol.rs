@@ -1,0 +1,147 @@
+//! The HTTP settings of a listener (its limits) and the hyper-util builders they
+//! make: one for HTTP/1.1, one for HTTP/2, and the auto-detecting one for what
+//! neither the first bytes nor ALPN told.
+
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::server::conn::auto;
+
+use mdproxy_config::{HYPER_MAX_HEADERS, ServerConfig};
+
+/// What one listener allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Connections served at once; past it new ones are refused with a 503.
+    pub max_connections: usize,
+    /// Connections from one client address.
+    pub max_per_client: usize,
+    /// How long a client may take to send a request's headers (hyper starts the
+    /// timer when it waits for a request, so it also ends idle keep-alives).
+    pub header_read_timeout: Duration,
+    pub keep_alive: bool,
+    pub max_headers: usize,
+    /// Largest request head; hyper's read buffer (at least 8192).
+    pub max_header_bytes: usize,
+    /// Streams one HTTP/2 connection may have open at once.
+    pub h2_max_streams: u32,
+}
+
+impl From<&ServerConfig> for ConnectionLimits {
+    fn from(server: &ServerConfig) -> ConnectionLimits {
+        let share =
+            server.max_connections * server.max_connections_per_client_percent as usize / 100;
+        ConnectionLimits {
+            max_connections: server.max_connections,
+            max_per_client: share.max(1),
+            header_read_timeout: Duration::from_millis(server.header_read_timeout_ms),
+            keep_alive: server.keep_alive,
+            max_headers: server.max_headers,
+            max_header_bytes: server.max_header_bytes,
+            h2_max_streams: server.h2_max_streams,
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// Limits for an internal listener (admin, simulator): `max` connections,
+    /// `per_client` from one address, and its own header timeout.
+    pub fn internal(
+        max: usize,
+        per_client: usize,
+        header_read_timeout: Duration,
+    ) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: max,
+            max_per_client: per_client,
+            header_read_timeout,
+            keep_alive: true,
+            max_headers: HYPER_MAX_HEADERS,
+            max_header_bytes: 16 * 1024,
+            h2_max_streams: 32,
+        }
+    }
+}
+
+/// The connection builder for `limits`: HTTP/1.1 and HTTP/2 on one listener.
+pub(crate) fn builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(limits.keep_alive)
+        .max_buf_size(limits.max_header_bytes.max(8192));
+    // Only when it differs from hyper's own: with a limit set, hyper fills arrays of
+    // that many entries for every request it parses; without, it keeps them
+    // uninitialised on the stack (the same limit, at no cost).
+    if limits.max_headers != HYPER_MAX_HEADERS {
+        builder.http1().max_headers(limits.max_headers);
+    }
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.h2_max_streams)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+        // Pings find peers that went away without closing (a laptop lid).
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(20));
+    builder
+}
+
+/// Which protocol a connection speaks, when known before hyper reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    H1,
+    H2,
+    Unknown,
+}
+
+/// The protocol TLS's ALPN chose for a connection.
+pub(crate) fn by_alpn(alpn: Option<&[u8]>) -> Protocol {
+    match alpn {
+        Some(b"h2") => Protocol::H2,
+        Some(_) => Protocol::H1,
+        None => Protocol::Unknown,
+    }
+}
+
+/// The builder for each case. A connection whose protocol is known (ALPN, or its
+/// first bytes peeked) is served by a single-protocol builder: the auto builder's
+/// own detection reads the first bytes itself and hands them back to hyper, whose
+/// HTTP/1 read buffer then grows to twice its size for the whole connection (16 KiB
+/// instead of 8 per open stream). It serves only what stays undecided.
+///
+/// hyper's HTTP/1 read buffer is reused only when no request holds it: after
+/// parsing a request, hyper reads the socket once more to notice an early close
+/// before it polls the service's future, and a request still alive then (its URI and
+/// header values share the buffer) makes hyper read into a new 8 KiB one (about 450
+/// instructions of a 16,000-instruction hit under callgrind). So the edge answers
+/// whatever it can inside the service call and lets the request go there, as the
+/// load comparison's bare server does (see `Edge::handle`). `half_close(true)` would
+/// also avoid that read, but a stream that hyper serves (over TLS, or on a
+/// kept-alive connection) would then learn of its client's hang-up only when a
+/// write fails, up to two keep-alives later.
+pub(crate) struct Builders {
+    auto: auto::Builder<TokioExecutor>,
+    h1: auto::Builder<TokioExecutor>,
+    h2: auto::Builder<TokioExecutor>,
+}
+
+impl Builders {
+    pub(crate) fn new(auto: auto::Builder<TokioExecutor>) -> Builders {
+        Builders {
+            h1: auto.clone().http1_only(),
+            h2: auto.clone().http2_only(),
+            auto,
+        }
+    }
+
+    pub(crate) fn pick(&self, protocol: Protocol) -> &auto::Builder<TokioExecutor> {
+        match protocol {
+            Protocol::H1 => &self.h1,
+            Protocol::H2 => &self.h2,
+            Protocol::Unknown => &self.auto,
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Who is subscribed: each subscriber's feed, token and connection; the union of
+//! their codes (one shared copy per code, counted by how many want it); the limits
+//! on streams per token and in all; whether a poll loop runs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::hub::port::{Code, Hangup};
+use crate::hub::stream::Feed;
+use mdproxy_api::error::Error;
+use mdproxy_config::HubConfig;
+
+/// Seconds a client is told to wait after the per-token stream limit.
+const STREAM_RETRY_AFTER_SECS: u64 = 5;
+
+/// One open stream.
+pub(super) struct Subscriber {
+    token: usize,
+    pub(super) feed: Arc<Feed>,
+    /// Closes the subscriber's connection (set when it runs over HTTP).
+    pub(super) connection: Option<Arc<dyn Hangup>>,
+}
+
+/// Every open stream, and what the poll loop reads of them.
+#[derive(Default)]
+pub(super) struct Registry {
+    next_id: u64,
+    pub(super) subscribers: HashMap<u64, Subscriber>,
+    /// How many subscribers want each code: the poll loop's union. Its keys are
+    /// the one copy of each code that every subscriber's list shares.
+    refs: BTreeMap<Code, usize>,
+    per_token: HashMap<usize, usize>,
+    /// Whether a poll loop is running (changed only under this lock).
+    pub(super) polling: bool,
+    /// The feeds on an outlet, for the fan-out; built again after a change.
+    outlets: Option<Arc<[Arc<Feed>]>>,
+}
+
+/// What registering a subscriber did.
+pub(super) struct Added {
+    pub(super) id: u64,
+    pub(super) feed: Arc<Feed>,
+    /// No poll loop ran: the caller starts one.
+    pub(super) start_loop: bool,
+    /// The union gained codes: a running loop polls early for them.
+    pub(super) new_codes: bool,
+}
+
+impl Registry {
+    /// The limits a new stream of `token` must pass: `config.max_streams` in all,
+    /// `config.max_streams_per_token` per token.
+    ///
+    /// # Errors
+    /// 503 past the total, 429 past the token's limit.
+    pub(super) fn admit(&self, token: usize, config: &HubConfig) -> Result<(), Error> {
+        if self.subscribers.len() >= config.max_streams {
+            return Err(Error::Overloaded {
+                reason: format!(
+                    "the proxy serves its maximum of {} streams",
+                    config.max_streams
+                ),
+            });
+        }
+        if self.per_token.get(&token).copied().unwrap_or(0) >= config.max_streams_per_token {
+            return Err(Error::RateLimited {
+                retry_after_secs: STREAM_RETRY_AFTER_SECS,
+            });
+        }
+        Ok(())
+    }
+
+    /// Registers a subscriber of `token` for `codes` (distinct, in its order):
+    /// `feed` builds its feed from the shared copies of its codes.
+    pub(super) fn add(
+        &mut self,
+        token: usize,
+        codes: Vec<String>,
+        connection: Option<Arc<dyn Hangup>>,
+        feed: impl FnOnce(Arc<[Code]>) -> Feed,
+    ) -> Added {
+        self.next_id += 1;
+        let id = self.next_id;
+        *self.per_token.entry(token).or_default() += 1;
+        let mut new_codes = false;
+        let codes: Arc<[Code]> = codes
+            .into_iter()
+            .map(|code| {
+                let shared = match self.refs.get_key_value(code.as_str()) {
+                    Some((shared, _)) => Arc::clone(shared),
+                    None => Code::from(code),
+                };
+                let n = self.refs.entry(Arc::clone(&shared)).or_default();
+                new_codes |= *n == 0;
+                *n += 1;
+                shared
+            })
+            .collect();
+        let feed = Arc::new(feed(codes));
+        if feed.outlet.is_some() {
+            self.outlets = None;
+        }
+        self.subscribers.insert(
+            id,
+            Subscriber {
+                token,
+                feed: Arc::clone(&feed),
+                connection,
+            },
+        );
+        let start_loop = !self.polling;
+        self.polling = true;
+        Added {
+            id,
+            feed,
+            start_loop,
+            new_codes,
+        }
+    }
+
+    /// Unregisters subscriber `id`, if it is still there.
+    pub(super) fn remove(&mut self, id: u64) -> bool {
+        let Some(sub) = self.subscribers.remove(&id) else {
+            return false;
+        };
+        if sub.feed.outlet.is_some() {
+            self.outlets = None;
+        }
+        // Thousands of streams grew the table; give the room back once they have
+        // gone (amortised: only when three quarters are free).
+        if self.subscribers.capacity() > 64
+            && self.subscribers.len() * 4 < self.subscribers.capacity()
+        {
+            let keep = self.subscribers.len() * 2;
+            self.subscribers.shrink_to(keep);
+        }
+        if let Some(n) = self.per_token.get_mut(&sub.token) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_token.remove(&sub.token);
+            }
+        }
+        for code in sub.feed.codes.iter() {
+            if let Some(n) = self.refs.get_mut(&**code) {
+                *n -= 1;
+                if *n == 0 {
+                    self.refs.remove(code);
+                }
+            }
+        }
+        true
+    }
+
+    /// Codes in the union.
+    pub(super) fn codes(&self) -> usize {
+        self.refs.len()
+    }
+
+    /// The union of every subscriber's codes (the shared copies).
+    pub(super) fn union(&self) -> Vec<Code> {
+        self.refs.keys().cloned().collect()
+    }
+
+    /// The feeds on an outlet (built again only after a change).
+    pub(super) fn outlets(&mut self) -> Arc<[Arc<Feed>]> {
+        let subscribers = &self.subscribers;
+        let outlets = self.outlets.get_or_insert_with(|| {
+            subscribers
+                .values()
+                .filter(|s| s.feed.outlet.is_some())
+                .map(|s| Arc::clone(&s.feed))
+                .collect()
+        });
+        Arc::clone(outlets)
+    }
+
+    /// The connections of every stream opened with one of `tokens`.
+    pub(super) fn connections_of<'a>(
+        &'a self,
+        tokens: &'a [usize],
+    ) -> impl Iterator<Item = &'a Arc<dyn Hangup>> + 'a {
+        self.subscribers
+            .values()
+            .filter(|s| tokens.contains(&s.token))
+            .filter_map(|s| s.connection.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn add(reg: &mut Registry, token: usize, codes: &[&str]) -> Added {
+        let codes = codes.iter().map(|c| (*c).to_owned()).collect();
+        reg.add(token, codes, None, |codes| Feed::new(codes, 20, 0, None, 0))
+    }
+
+    /// Every subscriber of a code shares one copy of it; the union counts each code
+    /// once and drops it with its last subscriber; limits count per token and in all.
+    #[test]
+    fn the_union_shares_codes_and_limits_count() {
+        let mut reg = Registry::default();
+        let config = HubConfig {
+            max_streams: 3,
+            max_streams_per_token: 2,
+            ..HubConfig::default()
+        };
+        let a = add(&mut reg, 1, &["600519", "000001"]);
+        assert!(a.start_loop && a.new_codes);
+        let b = add(&mut reg, 1, &["000001"]);
+        assert!(
+            !b.start_loop && !b.new_codes,
+            "000001 is in the union already"
+        );
+        assert!(Arc::ptr_eq(&a.feed.codes[1], &b.feed.codes[0]), "one copy");
+        assert_eq!(reg.codes(), 2);
+        assert!(matches!(
+            reg.admit(1, &config),
+            Err(Error::RateLimited { .. })
+        ));
+        assert!(reg.admit(2, &config).is_ok());
+        add(&mut reg, 2, &["300750"]);
+        assert!(matches!(
+            reg.admit(3, &config),
+            Err(Error::Overloaded { .. })
+        ));
+        assert!(reg.remove(a.id));
+        assert!(!reg.remove(a.id), "once");
+        let union = reg.union();
+        let union: Vec<&str> = union.iter().map(|c| &**c).collect();
+        assert_eq!(union, ["000001", "300750"]);
+        assert!(reg.admit(1, &config).is_ok(), "the token's slot came back");
+    }
+}

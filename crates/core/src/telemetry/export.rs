@@ -1,0 +1,174 @@
+//! The export side: a tracer provider with the configured sampler and
+//! `service.name`, a batch span processor on its own thread posting OTLP/HTTP
+//! protobuf through our reqwest (blocking, as that thread has no runtime), and the
+//! `tracing` layer that turns the spans of [`super::TARGET`] into OpenTelemetry spans.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use http::HeaderMap;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, Tracer};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::registry::LookupSpan;
+
+use super::settings::{Sampling, Settings};
+
+/// Traces on: the provider whose processor exports the spans. Dropping it flushes
+/// what is left (bounded by the export timeout) and turns spans off.
+pub struct Telemetry {
+    provider: SdkTracerProvider,
+    tracer: Tracer,
+    settings: Settings,
+}
+
+impl Telemetry {
+    /// Starts exporting with `settings` and turns spans on.
+    ///
+    /// # Errors
+    /// When the HTTP client or the exporter cannot be built.
+    pub fn start(settings: &Settings) -> Result<Telemetry, String> {
+        let poster = Poster::new(settings)?;
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_http_client(poster)
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+            .with_endpoint(settings.endpoint.clone())
+            .with_timeout(settings.timeout)
+            .build()
+            .map_err(|e| format!("cannot build the OTLP span exporter: {e}"))?;
+        let root = match settings.root {
+            Sampling::AlwaysOn => Sampler::AlwaysOn,
+            Sampling::AlwaysOff => Sampler::AlwaysOff,
+            Sampling::Ratio(ratio) => Sampler::TraceIdRatioBased(ratio),
+        };
+        let sampler = if settings.parent_based {
+            Sampler::ParentBased(Box::new(root))
+        } else {
+            root
+        };
+        let resource = Resource::builder()
+            .with_service_name(settings.service_name.clone())
+            .with_attribute(opentelemetry::KeyValue::new(
+                "service.version",
+                crate::build::VERSION,
+            ))
+            .build();
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_sampler(sampler)
+            .with_resource(resource)
+            .build();
+        let tracer = provider.tracer("mdproxy");
+        super::switch::ON.store(true, Ordering::Relaxed);
+        Ok(Telemetry {
+            provider,
+            tracer,
+            settings: settings.clone(),
+        })
+    }
+
+    /// The layer to add to the subscriber: the spans of [`super::TARGET`] (and
+    /// nothing else: no log event becomes a span event) as OpenTelemetry spans.
+    pub fn layer<S>(&self) -> impl Layer<S> + use<S>
+    where
+        S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    {
+        tracing_opentelemetry::layer()
+            .with_tracer(self.tracer.clone())
+            .with_location(false)
+            .with_threads(false)
+            .with_tracked_inactivity(false)
+            .with_filter(Targets::new().with_target(super::TARGET, tracing::Level::TRACE))
+    }
+
+    /// One line for the start-up log: where spans go and how they are sampled
+    /// (the endpoint without credentials, header names only).
+    pub fn describe(&self) -> String {
+        let s = &self.settings;
+        let sampler = match (s.parent_based, s.root) {
+            (true, root) => format!("parent-based, else {root:?}"),
+            (false, root) => format!("{root:?}"),
+        };
+        format!(
+            "exporting traces to {} as {} (sampler {sampler}, {} extra header(s))",
+            mdproxy_config::redacted_url(&s.endpoint),
+            s.service_name,
+            s.headers.len()
+        )
+    }
+
+    /// Exports every span ended so far (tests; shutdown does it by itself).
+    pub fn flush(&self) {
+        if let Err(e) = self.provider.force_flush() {
+            tracing::warn!(error = %e, "flushing the span exporter failed");
+        }
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        super::switch::ON.store(false, Ordering::Relaxed);
+        if let Err(e) = self.provider.shutdown_with_timeout(self.settings.timeout) {
+            eprintln!("warning: the span exporter did not shut down cleanly: {e}");
+        }
+    }
+}
+
+/// The exporter's HTTP client: our reqwest (one TLS stack, rustls with ring), the
+/// blocking flavour because the batch processor's thread has no runtime. It adds
+/// the configured headers, whose values stay marked sensitive.
+#[derive(Debug)]
+struct Poster {
+    client: reqwest::blocking::Client,
+    headers: HeaderMap,
+}
+
+impl Poster {
+    fn new(settings: &Settings) -> Result<Poster, String> {
+        let timeout = settings.timeout;
+        // A blocking client starts a runtime of its own: built on a thread of its
+        // own, so that starting traces inside a runtime (tests) is safe.
+        let client = std::thread::spawn(move || {
+            reqwest::blocking::Client::builder()
+                .timeout(timeout)
+                .redirect(reqwest::redirect::Policy::none())
+                .user_agent(concat!("mdproxy/", env!("CARGO_PKG_VERSION")))
+                .build()
+        })
+        .join()
+        .map_err(|_| "the OTLP HTTP client's thread panicked".to_owned())?
+        .map_err(|e| format!("cannot build the OTLP HTTP client: {e}"))?;
+        Ok(Poster {
+            client,
+            headers: settings.headers.iter().cloned().collect(),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl opentelemetry_http::HttpClient for Poster {
+    async fn send_bytes(
+        &self,
+        request: http::Request<Bytes>,
+    ) -> Result<http::Response<Bytes>, opentelemetry_http::HttpError> {
+        let (parts, body) = request.into_parts();
+        let mut headers = parts.headers;
+        headers.extend(self.headers.clone());
+        let response = self
+            .client
+            .request(parts.method, parts.uri.to_string())
+            .headers(headers)
+            .body(body.to_vec())
+            .send()?;
+        let mut answer = http::Response::builder().status(response.status());
+        if let Some(map) = answer.headers_mut() {
+            *map = response.headers().clone();
+        }
+        let body = response.bytes()?;
+        Ok(answer.body(body)?)
+    }
+}

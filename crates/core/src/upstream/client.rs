@@ -1,0 +1,567 @@
+//! The upstream client: one pooled reqwest client with connect and total timeouts,
+//! the upstream token as `Authorization: Bearer`, the canonical target forwarded and
+//! the body passed through byte for byte. Classifies every answer as a [`FetchError`]
+//! or a cacheable body, reading only the envelope's `success` flag
+//! ([`envelope`](super::envelope)); caching decisions stay in `cache`, the budget in
+//! `budget`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode};
+
+use crate::stats::UpstreamOutcome;
+use crate::upstream::breaker::Verdict;
+use crate::upstream::budget::Denied;
+use crate::upstream::envelope::{Flag, success_flag};
+use mdproxy_api::error::Error;
+use mdproxy_config::UpstreamConfig;
+
+/// `42 s` for error messages.
+fn secs(d: &Duration) -> String {
+    format!("{} s", d.as_secs_f64().ceil() as u64)
+}
+
+/// A successful upstream answer: 2xx with `"success": true`, the body as it came
+/// (not necessarily strict JSON).
+#[derive(Clone, Debug)]
+pub struct Fetched {
+    pub body: Bytes,
+    /// How long the upstream took.
+    pub elapsed: Duration,
+}
+
+/// Why a fetch produced no cacheable body. `Clone` because one failed fill answers
+/// every coalesced waiter.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum FetchError {
+    /// No answer within the endpoint's upstream timeout (or the connect timeout).
+    #[error("the upstream did not answer in time")]
+    Timeout,
+    /// Connection refused, reset, DNS failure: the upstream is not there.
+    #[error("the upstream is unreachable")]
+    Unreachable,
+    /// The upstream answered with a status that says it failed (5xx but 503, or a
+    /// 3xx redirect, which is never followed).
+    #[error("the upstream failed with status {0}")]
+    Failed(u16),
+    /// `429` or `503`: the upstream throttles us, asking (or not) to wait this long
+    /// (`Retry-After`, unreadable or absent: `None`). It pauses the upstream.
+    #[error("the upstream throttles our requests (status {status})")]
+    Throttled {
+        status: u16,
+        retry_after: Option<Duration>,
+    },
+    /// Not asked: the upstream asked us to wait (`Retry-After`) for this long yet.
+    #[error("the upstream asked us to wait; retry in {}", secs(.remaining))]
+    Paused { remaining: Duration },
+    /// Not asked: a quota of the vendor's is spent (`limits.upstream_per_minute`,
+    /// `upstream_per_day`) until `resets_in`; or background work stepped back for
+    /// the day's reserve (`resets_in` zero).
+    #[error("the upstream quota is spent; it resets in {}", secs(.resets_in))]
+    OverQuota { resets_in: Duration },
+    /// A 2xx whose body ended (the connection closed, no length announced) before
+    /// its JSON did: never cached.
+    #[error("the upstream's answer was cut short")]
+    Truncated,
+    /// 401 or 403: the upstream refused the proxy's own token (`upstream.token`
+    /// missing, wrong or revoked). An operator's problem, not the client's.
+    #[error("the upstream refused our token (status {0})")]
+    TokenRefused(u16),
+    /// The answer's body is larger than `upstream.max_body_bytes`; reading stopped
+    /// at the limit.
+    #[error("the upstream's answer is too large")]
+    TooLarge { limit: u64 },
+    /// A 2xx whose body is not the JSON envelope.
+    #[error("the upstream sent a body that is not the JSON envelope")]
+    InvalidBody,
+    /// A 2xx with `"success": false`: the real upstream's way of reporting its own
+    /// failure (`"socket hang up"`, `"Failed to fetch kline"`). A failure, so a stale
+    /// answer is served in its place; when there is none, relayed as it came.
+    #[error("the upstream reported a failure")]
+    Reported { status: u16, body: Bytes },
+    /// The upstream budget had no room for a client within `limits.client_wait_ms`.
+    #[error("the upstream budget is exhausted")]
+    Overloaded,
+    /// The circuit breaker is open: the upstream failed repeatedly just now, so it
+    /// is not asked (a stale answer is served at once where there is one).
+    #[error("the upstream is failing; circuit breaker open")]
+    CircuitOpen { remaining_ms: u64 },
+    /// Background work found no upstream budget and was dropped.
+    #[error("background refresh dropped for want of upstream budget")]
+    Dropped,
+    /// A well-formed answer that must not be cached but belongs to the client as it
+    /// is: a 4xx such as 404 for an unknown code.
+    #[error("the upstream answered {status}")]
+    Answer { status: u16, body: Bytes },
+}
+
+impl FetchError {
+    /// True when the upstream failed (not merely answered "no"): the cases where a
+    /// stale answer is better than an error.
+    pub fn is_failure(&self) -> bool {
+        !matches!(self, FetchError::Answer { .. })
+    }
+
+    /// The upstream's own answer, to relay exactly as it came (status and body),
+    /// when this error carries one.
+    pub fn relayed(self) -> Result<(u16, Bytes), FetchError> {
+        match self {
+            FetchError::Answer { status, body } | FetchError::Reported { status, body } => {
+                Ok((status, body))
+            }
+            other => Err(other),
+        }
+    }
+
+    /// The error the client sees when no stale answer is at hand: the one mapping
+    /// from an upstream failure or a budget refusal to the contract's errors. (An
+    /// answer the upstream made is normally relayed as it is, see
+    /// [`relayed`](Self::relayed); mapped here only for completeness.)
+    pub fn to_client_error(&self) -> Error {
+        match self {
+            FetchError::Timeout => Error::UpstreamTimeout,
+            FetchError::Unreachable => Error::UpstreamError {
+                reason: "the upstream is unreachable".into(),
+            },
+            FetchError::Failed(status) => Error::UpstreamError {
+                reason: format!("the upstream failed with status {status}"),
+            },
+            FetchError::Throttled { retry_after, .. } => Error::UpstreamThrottled {
+                reason: "the upstream throttles our requests; retry later".into(),
+                retry_after_secs: retry_after.map_or(1, |d| d.as_secs().max(1)),
+            },
+            FetchError::Paused { remaining } => Error::UpstreamThrottled {
+                reason: format!(
+                    "the upstream asked us to wait; retry in {}",
+                    secs(remaining)
+                ),
+                retry_after_secs: remaining.as_secs().max(1),
+            },
+            FetchError::OverQuota { resets_in } => Error::UpstreamThrottled {
+                reason: format!(
+                    "the upstream quota is spent; it resets in {}",
+                    secs(resets_in)
+                ),
+                retry_after_secs: resets_in.as_secs().max(1),
+            },
+            FetchError::Truncated => Error::UpstreamError {
+                reason: "the upstream's answer was cut short".into(),
+            },
+            FetchError::TokenRefused(status) => Error::UpstreamError {
+                reason: format!("the upstream refused the proxy's credentials (status {status})"),
+            },
+            FetchError::InvalidBody => Error::UpstreamError {
+                reason: "the upstream sent an invalid body".into(),
+            },
+            FetchError::TooLarge { limit } => Error::UpstreamError {
+                reason: format!("the upstream's answer is too large (over {limit} bytes)"),
+            },
+            FetchError::CircuitOpen { remaining_ms } => Error::UpstreamError {
+                reason: format!(
+                    "the upstream is failing: circuit breaker open, next attempt in {remaining_ms} ms"
+                ),
+            },
+            FetchError::Overloaded | FetchError::Dropped => Error::Overloaded {
+                reason: "the upstream request budget is exhausted; retry shortly".into(),
+            },
+            FetchError::Answer { status, .. } | FetchError::Reported { status, .. } => {
+                Error::UpstreamError {
+                    reason: format!("the upstream answered {status}"),
+                }
+            }
+        }
+    }
+
+    /// The outcome counted in metrics.
+    pub fn outcome(&self) -> UpstreamOutcome {
+        match self {
+            FetchError::Timeout => UpstreamOutcome::Timeout,
+            FetchError::Unreachable => UpstreamOutcome::Unreachable,
+            FetchError::Failed(_) => UpstreamOutcome::Failed,
+            FetchError::Throttled { .. } => UpstreamOutcome::Throttled,
+            FetchError::Paused { .. } => UpstreamOutcome::Paused,
+            FetchError::OverQuota { .. } => UpstreamOutcome::OverQuota,
+            FetchError::Truncated => UpstreamOutcome::Truncated,
+            FetchError::TokenRefused(_) => UpstreamOutcome::TokenRefused,
+            FetchError::InvalidBody => UpstreamOutcome::InvalidBody,
+            FetchError::TooLarge { .. } => UpstreamOutcome::TooLarge,
+            FetchError::Reported { .. } => UpstreamOutcome::Reported,
+            FetchError::CircuitOpen { .. } => UpstreamOutcome::CircuitOpen,
+            FetchError::Overloaded => UpstreamOutcome::Overloaded,
+            FetchError::Dropped => UpstreamOutcome::Dropped,
+            FetchError::Answer { status: 404, .. } => UpstreamOutcome::NotFound,
+            FetchError::Answer { .. } => UpstreamOutcome::Answer,
+        }
+    }
+
+    /// Stable label for logs.
+    pub fn as_str(&self) -> &'static str {
+        self.outcome().as_str()
+    }
+}
+
+impl FetchError {
+    /// What this outcome says about the upstream's health, for the breaker.
+    pub fn verdict(&self) -> Verdict {
+        match self {
+            FetchError::Timeout
+            | FetchError::Unreachable
+            | FetchError::Failed(_)
+            | FetchError::TokenRefused(_)
+            | FetchError::InvalidBody
+            | FetchError::Truncated => Verdict::Down,
+            // The upstream is up; this one answer is what is wrong.
+            FetchError::Answer { .. }
+            | FetchError::Reported { .. }
+            | FetchError::TooLarge { .. } => Verdict::Up,
+            // Throttling is the pause's business, not an outage.
+            FetchError::CircuitOpen { .. }
+            | FetchError::Overloaded
+            | FetchError::Dropped
+            | FetchError::Throttled { .. }
+            | FetchError::Paused { .. }
+            | FetchError::OverQuota { .. } => Verdict::Unknown,
+        }
+    }
+
+    /// Whether the upstream was asked and failed (not a refusal of ours: budget,
+    /// breaker, pause, quota).
+    pub fn was_asked(&self) -> bool {
+        !matches!(
+            self,
+            FetchError::CircuitOpen { .. }
+                | FetchError::Overloaded
+                | FetchError::Dropped
+                | FetchError::Paused { .. }
+                | FetchError::OverQuota { .. }
+        )
+    }
+
+    /// Whether the next upstream instance may answer where the one that gave this
+    /// did not: its refusals (pause, breaker, quota), a throttling answer, or an
+    /// outage (unreachable, a 5xx). Not a timeout: the request's time is spent.
+    pub fn is_for_the_next(&self) -> bool {
+        matches!(
+            self,
+            FetchError::Throttled { .. }
+                | FetchError::Paused { .. }
+                | FetchError::OverQuota { .. }
+                | FetchError::CircuitOpen { .. }
+                | FetchError::Unreachable
+                | FetchError::Failed(_)
+        )
+    }
+
+    /// Whether it says the upstream itself is unreachable or does not answer (as
+    /// opposed to one route failing): what the upstream-wide breaker counts.
+    pub fn is_transport(&self) -> bool {
+        matches!(self, FetchError::Timeout | FetchError::Unreachable)
+    }
+}
+
+impl From<Denied> for FetchError {
+    fn from(denied: Denied) -> FetchError {
+        match denied {
+            Denied::Overloaded => FetchError::Overloaded,
+            Denied::Dropped => FetchError::Dropped,
+        }
+    }
+}
+
+/// The pooled client toward the upstream.
+pub struct UpstreamClient {
+    /// The settings it was built from: a reload rebuilds the client (and its
+    /// connection pool) only when they change.
+    config: UpstreamConfig,
+    client: reqwest::Client,
+    /// Base URL without a trailing slash, e.g. `https://host/api/v1`.
+    base: Arc<str>,
+    /// `Bearer <upstream token>`, marked sensitive so no header dump shows it.
+    authorization: Option<HeaderValue>,
+}
+
+impl std::fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamClient")
+            .field("base", &mdproxy_config::redacted_url(&self.base))
+            .finish_non_exhaustive()
+    }
+}
+
+impl UpstreamClient {
+    /// Builds the client from `[upstream]`.
+    ///
+    /// # Errors
+    /// When the TLS backend cannot initialise or the token is not a valid header value.
+    pub fn new(config: &UpstreamConfig) -> Result<UpstreamClient, String> {
+        // The whole-request timeout is the endpoint's, set per request.
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .pool_max_idle_per_host(config.pool_max_idle_per_host)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .tcp_nodelay(true)
+            // A redirect is an upstream failure, never followed: following it would
+            // cache another host's answer under our key.
+            .redirect(reqwest::redirect::Policy::none())
+            .referer(false)
+            .user_agent(concat!("mdproxy/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build the upstream client: {e}"))?;
+        let authorization = if config.token.is_empty() {
+            None
+        } else {
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", config.token.expose()))
+                .map_err(|_| "upstream.token contains characters not allowed in a header")?;
+            value.set_sensitive(true);
+            Some(value)
+        };
+        Ok(UpstreamClient {
+            config: config.clone(),
+            client,
+            base: config.base_url.trim_end_matches('/').into(),
+            authorization,
+        })
+    }
+
+    /// The settings this client was built from.
+    pub fn config(&self) -> &UpstreamConfig {
+        &self.config
+    }
+
+    /// GETs `target` (path and canonical query relative to `/api/v1`), waiting at
+    /// most `timeout` for the whole answer.
+    ///
+    /// # Errors
+    /// A [`FetchError`] for everything but a 2xx `"success": true` answer.
+    pub async fn fetch(
+        &self,
+        target: &str,
+        timeout: Duration,
+        passthrough: bool,
+    ) -> Result<Fetched, FetchError> {
+        let started = Instant::now();
+        let mut url = String::with_capacity(self.base.len() + target.len());
+        url.push_str(&self.base);
+        url.push_str(target);
+        let mut request = self
+            .client
+            .get(url)
+            .timeout(timeout)
+            .header(http::header::ACCEPT, "application/json");
+        if let Some(auth) = &self.authorization {
+            request = request.header(http::header::AUTHORIZATION, auth.clone());
+        }
+        // While traces are on, the current span's context (this request's span);
+        // else the client's trace, continued with a new parent ID.
+        let traced = crate::telemetry::outgoing();
+        if let Some(context) = crate::telemetry::context::current() {
+            if let Some(id) = context.request_id {
+                request = request.header("x-request-id", id);
+            }
+            if let Some(trace) = context.trace.filter(|_| traced.is_none()) {
+                request = request.header("traceparent", trace.child());
+            }
+        }
+        if let Some(headers) = traced {
+            request = request.headers(headers);
+        }
+        let mut response = request.send().await.map_err(classify)?;
+        let status = response.status();
+        let retry_after = response.headers().get(http::header::RETRY_AFTER).cloned();
+        // Without a length or chunked framing the body ends where the connection
+        // does: a cut is seen only by the JSON not closing.
+        let close_delimited = response.version() <= http::Version::HTTP_11
+            && response.content_length().is_none()
+            && !response
+                .headers()
+                .get(http::header::TRANSFER_ENCODING)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+        let body = read_body(&mut response, self.config.max_body_bytes).await?;
+        let elapsed = started.elapsed();
+        if status.is_success() && close_delimited && !crate::upstream::envelope::is_complete(&body)
+        {
+            return Err(FetchError::Truncated);
+        }
+        let answer = Answered {
+            status,
+            body,
+            retry_after,
+            passthrough,
+        };
+        answer.classify().map(|body| Fetched { body, elapsed })
+    }
+}
+
+/// Reads a body chunk by chunk, refusing it as soon as it passes `limit` bytes (or
+/// announces more in `Content-Length`): nothing past the limit is ever buffered.
+async fn read_body(response: &mut reqwest::Response, limit: u64) -> Result<Bytes, FetchError> {
+    let too_large = FetchError::TooLarge { limit };
+    if response.content_length().is_some_and(|n| n > limit) {
+        return Err(too_large);
+    }
+    let mut body = bytes::BytesMut::with_capacity(
+        usize::try_from(response.content_length().unwrap_or(0)).unwrap_or(0),
+    );
+    while let Some(chunk) = response.chunk().await.map_err(classify)? {
+        if (body.len() + chunk.len()) as u64 > limit {
+            return Err(too_large);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// Maps a transport error; never includes the URL's query or any header.
+fn classify(e: reqwest::Error) -> FetchError {
+    if e.is_timeout() {
+        FetchError::Timeout
+    } else {
+        FetchError::Unreachable
+    }
+}
+
+/// An upstream answer, read whole.
+struct Answered {
+    status: StatusCode,
+    body: Bytes,
+    retry_after: Option<HeaderValue>,
+    /// A pass-through request: its 3xx and 4xx are answers to relay, not failures.
+    passthrough: bool,
+}
+
+impl Answered {
+    /// Decides what the answer is: a cacheable body or a [`FetchError`].
+    fn classify(self) -> Result<Bytes, FetchError> {
+        let Answered {
+            status,
+            body,
+            retry_after,
+            passthrough,
+        } = self;
+        if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+            return Err(FetchError::TokenRefused(status.as_u16()));
+        }
+        if matches!(
+            status,
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+        ) {
+            let retry_after = retry_after
+                .as_ref()
+                .and_then(|v| crate::upstream::pause::asked_wait(v, std::time::SystemTime::now()));
+            return Err(FetchError::Throttled {
+                status: status.as_u16(),
+                retry_after,
+            });
+        }
+        if passthrough && (status.is_redirection() || status.is_client_error()) {
+            return Err(FetchError::Answer {
+                status: status.as_u16(),
+                body,
+            });
+        }
+        if status.is_server_error() || status.is_redirection() {
+            return Err(FetchError::Failed(status.as_u16()));
+        }
+        if !status.is_success() {
+            return Err(FetchError::Answer {
+                status: status.as_u16(),
+                body,
+            });
+        }
+        match success_flag(&body) {
+            Flag::Success => Ok(body),
+            Flag::Failure => Err(FetchError::Reported {
+                status: status.as_u16(),
+                body,
+            }),
+            Flag::Missing => Err(FetchError::InvalidBody),
+        }
+    }
+}
+
+/// [`Answered::classify`] of a catalogue request without headers (the tests').
+#[cfg(test)]
+fn classify_answer(status: StatusCode, body: Bytes) -> Result<Bytes, FetchError> {
+    Answered {
+        status,
+        body,
+        retry_after: None,
+        passthrough: false,
+    }
+    .classify()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_classified() {
+        let ok = Bytes::from_static(br#"{"success":true,"data":{"x":[1,2]}}"#);
+        assert!(classify_answer(StatusCode::OK, ok).is_ok());
+        let dirty = Bytes::from_static(b"{\"success\":true,\"data\":[\"a\nb\x01\"]}");
+        assert!(serde_json::from_slice::<serde_json::Value>(&dirty).is_err());
+        assert_eq!(
+            classify_answer(StatusCode::OK, dirty.clone()).unwrap(),
+            dirty
+        );
+        let no = Bytes::from_static(br#"{"success":false,"data":null,"message":"socket hang up"}"#);
+        let e = classify_answer(StatusCode::OK, no).unwrap_err();
+        assert!(matches!(e, FetchError::Reported { status: 200, .. }));
+        assert!(e.is_failure());
+        assert_eq!(e.outcome().as_str(), "reported_failure");
+        assert!(matches!(
+            classify_answer(StatusCode::NOT_FOUND, Bytes::new()),
+            Err(FetchError::Answer { status: 404, .. })
+        ));
+        assert!(matches!(
+            classify_answer(StatusCode::UNAUTHORIZED, Bytes::new()),
+            Err(FetchError::TokenRefused(401))
+        ));
+        assert!(matches!(
+            classify_answer(StatusCode::BAD_GATEWAY, Bytes::new()),
+            Err(FetchError::Failed(502))
+        ));
+        assert!(matches!(
+            classify_answer(StatusCode::FOUND, Bytes::new()),
+            Err(FetchError::Failed(302))
+        ));
+        assert!(matches!(
+            classify_answer(StatusCode::OK, Bytes::from_static(b"<html>")),
+            Err(FetchError::InvalidBody)
+        ));
+        assert!(matches!(
+            classify_answer(StatusCode::TOO_MANY_REQUESTS, Bytes::new()),
+            Err(FetchError::Throttled {
+                status: 429,
+                retry_after: None
+            })
+        ));
+        let relayed = Answered {
+            status: StatusCode::FOUND,
+            body: Bytes::new(),
+            retry_after: None,
+            passthrough: true,
+        };
+        assert!(matches!(
+            relayed.classify(),
+            Err(FetchError::Answer { status: 302, .. })
+        ));
+        let throttled = Answered {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            body: Bytes::new(),
+            retry_after: Some(HeaderValue::from_static("120")),
+            passthrough: false,
+        };
+        assert!(matches!(
+            throttled.classify(),
+            Err(FetchError::Throttled {
+                status: 503,
+                retry_after: Some(d)
+            }) if d == Duration::from_secs(120)
+        ));
+    }
+}

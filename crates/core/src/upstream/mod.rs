@@ -1,0 +1,591 @@
+//! The way to the upstream: one or more instances of it (the primary and its
+//! `[[upstream.fallback]]`s), each with its own client, breakers, `Retry-After`
+//! pause, adaptive pace, budget and quotas (`target`); a request goes to the first
+//! that may take it. Everything outlives a configuration reload unless its own
+//! settings changed, so pools, buckets, pauses and counts are kept.
+
+pub mod breaker;
+pub mod budget;
+pub mod client;
+pub mod envelope;
+pub mod pace;
+pub mod pause;
+pub mod quota;
+pub mod target;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use governor::clock::Clock as _;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::logging::Throttle;
+use crate::stats::{Stats, UpstreamOutcome};
+use budget::{BudgetSettings, Denied, Priority, RateClock, UpstreamBudget};
+use client::{FetchError, Fetched};
+use mdproxy_config::Config;
+use mdproxy_fleet::limits::Announcement;
+use mdproxy_fleet::{Fleet, FleetLimits, Permits};
+use mdproxy_market::Clock;
+use target::{Target, TargetReport, TargetSettings};
+
+/// One request to the upstream.
+#[derive(Clone, Copy, Debug)]
+pub struct UpstreamRequest<'a> {
+    /// Path and canonical query relative to `/api/v1`.
+    pub target: &'a str,
+    pub priority: Priority,
+    /// A pass-through request: its 3xx and 4xx are answers, never failures.
+    pub passthrough: bool,
+}
+
+/// The instances of the upstream, shared by the read-through cache, the hub and
+/// the scheduler. Cheap to clone.
+#[derive(Clone)]
+pub struct Upstream {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The primary, then the fallbacks, in the order they are tried.
+    targets: ArcSwap<Vec<Arc<Target>>>,
+    /// The fleet's budget (`[cluster]`; a single node's has none).
+    permits: Arc<dyn Permits>,
+    /// The fleet's pauses, pace and quotas (`[cluster]`; a single node's are its own).
+    limits: Arc<dyn FleetLimits>,
+    /// This node's share of the cluster's budget while Redis is away.
+    alone: ArcSwap<UpstreamBudget>,
+    clock: RateClock,
+    /// The wall clock quotas count days on.
+    wall: Arc<dyn Clock>,
+    stats: Arc<Stats>,
+    /// Repeated warnings (the upstream refusing our token) at most once a minute.
+    warnings: Throttle,
+    /// Cancelled when shutdown's grace has run out: requests still waiting for
+    /// budget or for the upstream give up, so no task outlives the process's exit.
+    halt: CancellationToken,
+}
+
+impl Upstream {
+    /// The upstream instances of `config`, counting into `stats`, sharing budget,
+    /// pauses, pace and quotas with `fleet` (`None`: a single node).
+    ///
+    /// # Errors
+    /// When a client cannot be built (TLS backend, token not a header value).
+    pub fn new(
+        config: &Config,
+        clock: RateClock,
+        wall: Arc<dyn Clock>,
+        stats: Arc<Stats>,
+        fleet: Option<&Fleet>,
+    ) -> Result<Upstream, String> {
+        let fleet = fleet.cloned().unwrap_or_default();
+        let targets = TargetSettings::all(config)
+            .into_iter()
+            .map(|s| Target::new(s, &clock, Arc::clone(&wall), Arc::clone(&stats)).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let alone = UpstreamBudget::new(
+            BudgetSettings::from(&config.limits),
+            clock.clone(),
+            Arc::clone(&stats),
+        );
+        Ok(Upstream {
+            inner: Arc::new(Inner {
+                targets: ArcSwap::from_pointee(targets),
+                permits: Arc::clone(fleet.permits()),
+                limits: Arc::clone(fleet.limits()),
+                alone: ArcSwap::from_pointee(alone),
+                clock,
+                wall,
+                stats,
+                warnings: Throttle::new(Duration::from_secs(60)),
+                halt: CancellationToken::new(),
+            }),
+        })
+    }
+
+    /// Applies `config`: a target is rebuilt only when its own settings changed (a
+    /// new pool, new buckets, its pause and pace forgotten); the others are kept as
+    /// they are.
+    ///
+    /// # Errors
+    /// When a new client cannot be built; nothing is changed then.
+    pub fn reconfigure(&self, config: &Config) -> Result<(), String> {
+        let current = self.inner.targets.load_full();
+        let mut next = Vec::new();
+        for settings in TargetSettings::all(config) {
+            match current.iter().find(|t| t.settings == settings) {
+                Some(kept) => next.push(Arc::clone(kept)),
+                None => {
+                    tracing::info!(upstream = %settings.label, "upstream settings changed: new pool, budget and breakers");
+                    next.push(Arc::new(Target::new(
+                        settings,
+                        &self.inner.clock,
+                        Arc::clone(&self.inner.wall),
+                        Arc::clone(&self.inner.stats),
+                    )?));
+                }
+            }
+        }
+        self.inner.targets.store(Arc::new(next));
+        Ok(())
+    }
+
+    /// Ends every request still waiting for budget or for the upstream (shutdown,
+    /// after the grace).
+    pub fn halt(&self) {
+        self.inner.halt.cancel();
+    }
+
+    /// Resolves once [`halt`](Self::halt) was called (background waits end with it).
+    pub async fn halted(&self) {
+        self.inner.halt.cancelled().await;
+    }
+
+    /// [`request`](Self::request) of a catalogue target.
+    ///
+    /// # Errors
+    /// As [`request`](Self::request).
+    pub async fn fetch(&self, target: &str, priority: Priority) -> Result<Fetched, FetchError> {
+        self.request(UpstreamRequest {
+            target,
+            priority,
+            passthrough: false,
+        })
+        .await
+    }
+
+    /// Sends `request` to the first instance that may take it: one that is not
+    /// paused, whose breakers let it through and whose quota has room (then its
+    /// budget, at its pace). A throttling answer pauses that instance, and a
+    /// refusal, a throttling answer or an outage (unreachable, a 5xx) sends the
+    /// request on to the next one; a client waits for budget at most
+    /// `limits.client_wait_ms` over all of them. An instance's breaker probe goes out
+    /// on its own when a later instance can answer, so no client waits on an
+    /// instance that is likely still down. Every outcome, refusals included, is
+    /// counted once, and every answer's latency is observed under the endpoint the
+    /// target routes to.
+    ///
+    /// # Errors
+    /// The answer's [`FetchError`], or the first instance's refusal when none took it.
+    pub async fn request(&self, request: UpstreamRequest<'_>) -> Result<Fetched, FetchError> {
+        let endpoint = endpoint_of(request.target);
+        let targets = self.inner.targets.load_full();
+        let wait = Duration::from_millis(targets[0].settings.budget.client_wait_ms);
+        let deadline = tokio::time::Instant::now() + wait;
+        // The first refusal (the primary's, when it refused) is what the client is
+        // told if no instance takes the request.
+        let mut outcome = None;
+        for (i, target) in targets.iter().enumerate() {
+            let passed = match target.admit(endpoint.id) {
+                Ok(passed) => passed,
+                Err(e) => {
+                    target.count(e.outcome());
+                    outcome.get_or_insert((Err(e), None));
+                    continue;
+                }
+            };
+            if passed.is_probe() && targets[i + 1..].iter().any(|t| t.is_available()) {
+                self.probe(Arc::clone(target), endpoint.id, passed, request);
+                continue;
+            }
+            let tried = self.attempt(target, request, deadline).await;
+            let pushback = target.record(
+                endpoint.id,
+                passed,
+                tried.result.as_ref().map(|f| f.elapsed),
+                tried.sent,
+            );
+            let mut result = tried.result;
+            if let (Err(FetchError::Throttled { retry_after, .. }), Some(paused)) =
+                (&mut result, pushback.retry_in)
+            {
+                // The client is told when this instance may be asked again.
+                *retry_after = Some(paused);
+            }
+            self.tell_fleet(target, pushback).await;
+            target.count(match &result {
+                Ok(_) => UpstreamOutcome::Ok,
+                Err(e) => e.outcome(),
+            });
+            if result.as_ref().is_err_and(FetchError::is_for_the_next) {
+                outcome.get_or_insert((result, tried.asked));
+            } else {
+                outcome = Some((result, tried.asked));
+                break;
+            }
+        }
+        let (result, asked) = outcome.unwrap_or((Err(FetchError::Unreachable), None));
+        self.observe(request, endpoint.id, &result, asked);
+        result
+    }
+
+    /// Sends the breaker probe of `target` on its own, as background work (budget
+    /// at once or never), while the request it came with goes on to the next
+    /// instance; its outcome closes or reopens the breaker.
+    fn probe(
+        &self,
+        target: Arc<Target>,
+        endpoint: usize,
+        passed: target::Passed,
+        request: UpstreamRequest<'_>,
+    ) {
+        let (this, path, passthrough) =
+            (self.clone(), request.target.to_owned(), request.passthrough);
+        tokio::spawn(async move {
+            let request = UpstreamRequest {
+                target: &path,
+                priority: Priority::Background,
+                passthrough,
+            };
+            let tried = this
+                .attempt(&target, request, tokio::time::Instant::now())
+                .await;
+            let pushback = target.record(
+                endpoint,
+                passed,
+                tried.result.as_ref().map(|f| f.elapsed),
+                tried.sent,
+            );
+            this.tell_fleet(&target, pushback).await;
+            target.count(match &tried.result {
+                Ok(_) => UpstreamOutcome::Ok,
+                Err(e) => e.outcome(),
+            });
+            tracing::info!(
+                upstream = %target.settings.label,
+                outcome = tried.result.as_ref().map_or_else(FetchError::as_str, |_| "ok"),
+                "probe of an upstream instance whose breaker was open"
+            );
+            this.observe(request, endpoint, &tried.result, tried.asked);
+        });
+    }
+
+    /// Counts and logs the outcome of a request.
+    fn observe(
+        &self,
+        request: UpstreamRequest<'_>,
+        endpoint: usize,
+        result: &Result<Fetched, FetchError>,
+        asked: Option<Duration>,
+    ) {
+        let stats = &self.inner.stats;
+        match result {
+            Ok(fetched) => {
+                stats.upstream(UpstreamOutcome::Ok);
+                stats.upstream_answered(endpoint, fetched.elapsed, None);
+                tracing::info!(
+                    key = %request.target,
+                    priority = request.priority.as_str(),
+                    upstream_ms = fetched.elapsed.as_millis() as u64,
+                    bytes = fetched.body.len(),
+                    "upstream fetch"
+                );
+            }
+            Err(e) => {
+                let outcome = e.outcome();
+                stats.upstream(outcome);
+                match (asked, e) {
+                    // Not asked: the budget, the breaker, the pause or a quota said no.
+                    (None, _) => {}
+                    // An answer: the upstream is there (a 404 or a 4xx is its
+                    // business, not a failure of the upstream).
+                    (Some(elapsed), FetchError::Answer { .. }) => {
+                        stats.upstream_answered(endpoint, elapsed, None);
+                    }
+                    (Some(_), FetchError::Timeout | FetchError::Unreachable) => {
+                        stats.upstream_unanswered(outcome.as_str(), e.to_string());
+                    }
+                    (Some(elapsed), e) => stats.upstream_answered(
+                        endpoint,
+                        elapsed,
+                        Some((outcome.as_str(), e.to_string())),
+                    ),
+                }
+                if let FetchError::TokenRefused(status) = e
+                    && let Some(held) = self.inner.warnings.admit(("upstream", "token"))
+                {
+                    tracing::error!(
+                        status,
+                        held_back = held,
+                        "the upstream refused our token: check upstream.token (MDPROXY_UPSTREAM_TOKEN)"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The quota, the budget at `target`'s pace (a client waits until `deadline`
+    /// at most, and no longer once a pause begins), then the request; ended early by
+    /// [`halt`](Self::halt).
+    async fn attempt(
+        &self,
+        target: &Target,
+        request: UpstreamRequest<'_>,
+        deadline: tokio::time::Instant,
+    ) -> Attempt {
+        let timeout = target
+            .client
+            .config()
+            .timeout_for(endpoint_of(request.target));
+        let (mut asked, mut sent) = (None, None);
+        let attempt = async {
+            target.check_quota(request.priority)?;
+            let begun = target.pause_begun();
+            let permit = async {
+                match request.priority {
+                    Priority::Client => {
+                        tokio::time::timeout_at(deadline, self.permit(target, request.priority))
+                            .await
+                            .unwrap_or(Err(Denied::Overloaded))
+                    }
+                    Priority::Background | Priority::Prewarm => {
+                        self.permit(target, request.priority).await
+                    }
+                }
+            }
+            .instrument(crate::telemetry::budget_span(request.priority.as_str()));
+            tokio::select! {
+                granted = permit => granted?,
+                () = begun => {}
+            }
+            // A pause that began while this request waited for budget (here, or
+            // announced by another node): it does not go out now.
+            if let Some(remaining) = target.paused() {
+                return Err(FetchError::Paused { remaining });
+            }
+            self.take_quota(target, request.priority).await?;
+            sent = Some(self.inner.clock.now().as_u64());
+            let started = Instant::now();
+            // Its context goes upstream as `traceparent` (see `client.rs`).
+            let span =
+                crate::telemetry::upstream_span(&target.client.config().base_url, request.target);
+            let result = target
+                .client
+                .fetch(request.target, timeout, request.passthrough)
+                .instrument(span.clone())
+                .await;
+            crate::telemetry::record_error(&span, result.as_ref().err().map(FetchError::as_str));
+            asked = Some(started.elapsed());
+            result
+        };
+        let result = tokio::select! {
+            result = attempt => result,
+            () = self.inner.halt.cancelled() => Err(FetchError::Unreachable),
+        };
+        Attempt {
+            result,
+            asked,
+            sent,
+        }
+    }
+
+    /// One permit: from the fleet's budget when this node is in a cluster whose
+    /// Redis answers, else from the target's own budget (at its pace) divided by
+    /// the nodes last seen.
+    async fn permit(&self, target: &Target, priority: Priority) -> Result<(), Denied> {
+        // Waiting on the budget of the pace at the time; when the pace replaces it,
+        // on the new one.
+        loop {
+            let rebuilt = target.budget_rebuilt();
+            let budget = target.budget();
+            tokio::select! {
+                granted = self.permit_from(&budget, target, priority) => return granted,
+                () = rebuilt => {}
+            }
+        }
+    }
+
+    /// One permit from `budget` (`target`'s at its pace now), as
+    /// [`permit`](Self::permit) says.
+    async fn permit_from(
+        &self,
+        budget: &UpstreamBudget,
+        target: &Target,
+        priority: Priority,
+    ) -> Result<(), Denied> {
+        let permits = &*self.inner.permits;
+        let bucket = &target.settings.label;
+        if let Ok(granted) = budget.acquire_shared(permits, bucket, priority).await {
+            return granted;
+        }
+        let nodes = permits.nodes();
+        if nodes <= 1 {
+            return budget.acquire(priority).await;
+        }
+        let share = budget.settings().divided(nodes);
+        let mut alone = self.inner.alone.load_full();
+        if alone.settings() != share {
+            let rebuilt = UpstreamBudget::new(
+                share,
+                self.inner.clock.clone(),
+                Arc::clone(&self.inner.stats),
+            );
+            self.inner.alone.store(Arc::new(rebuilt));
+            alone = self.inner.alone.load_full();
+        }
+        alone.acquire(priority).await
+    }
+
+    /// One request from `target`'s quotas: counted for the fleet when it can be
+    /// asked, else by this node (from the fleet's last count).
+    async fn take_quota(&self, target: &Target, priority: Priority) -> Result<(), FetchError> {
+        if let Some(ask) = target.quota_ask(priority) {
+            let label = &target.settings.label;
+            if let Ok(count) = self.inner.limits.take_quota(label, ask.clone()).await {
+                return target.settle_quota(&ask, count);
+            }
+        }
+        target.take_quota(priority)
+    }
+
+    /// Tells the fleet what `target` just learnt: a pause it was asked for, a
+    /// lower rate it chose (a single node's fleet hears nothing).
+    async fn tell_fleet(&self, target: &Target, pushback: target::Pushback) {
+        let label = &target.settings.label;
+        if let Some(wait) = pushback.paused {
+            self.inner.limits.pause(label, wait).await;
+        }
+        if let Some((rate, reason)) = pushback.slowed {
+            self.inner.limits.slow_down(label, rate, &reason).await;
+        }
+    }
+
+    /// Takes in what another node announced: its pause, its lower rate.
+    pub fn hear(&self, announcement: &Announcement) {
+        let targets = self.inner.targets.load();
+        let label = match announcement {
+            Announcement::Pause { target, .. } | Announcement::SlowDown { target, .. } => target,
+        };
+        if let Some(target) = targets.iter().find(|t| t.settings.label == *label) {
+            target.follow(announcement);
+        }
+    }
+
+    /// Whether the primary's upstream-wide breaker is open now.
+    pub fn breaker_open(&self) -> bool {
+        self.inner.targets.load()[0].report().breaker_open
+    }
+
+    /// How long the upstream may take to answer `endpoint` (`[upstream]`'s
+    /// timeouts as they stand now).
+    pub fn timeout_for(&self, endpoint: &mdproxy_api::catalog::Endpoint) -> Duration {
+        self.inner.targets.load()[0]
+            .client
+            .config()
+            .timeout_for(endpoint)
+    }
+
+    /// Whether every instance is paused by a `Retry-After` now (a refresh would
+    /// not go out).
+    pub fn is_paused(&self) -> bool {
+        self.inner
+            .targets
+            .load()
+            .iter()
+            .all(|t| t.paused().is_some())
+    }
+
+    /// Whether every instance's day quota is so low that a stale answer is better
+    /// than a refresh.
+    pub fn is_thrifty(&self) -> bool {
+        self.inner.targets.load().iter().all(|t| t.is_thrifty())
+    }
+
+    /// How long until some instance may be asked again, when none may now (all
+    /// paused): what a poll loop waits before its next try.
+    pub fn paused_for(&self) -> Option<Duration> {
+        self.report()
+            .iter()
+            .map(|r| r.paused_for)
+            .collect::<Option<Vec<_>>>()
+            .and_then(|waits| waits.into_iter().min())
+    }
+
+    /// Where every instance stands.
+    pub fn report(&self) -> Vec<TargetReport> {
+        self.inner
+            .targets
+            .load()
+            .iter()
+            .map(|t| t.report())
+            .collect()
+    }
+}
+
+/// One instance's try at a request.
+struct Attempt {
+    result: Result<Fetched, FetchError>,
+    /// How long the upstream itself took, when it was asked.
+    asked: Option<Duration>,
+    /// When the request left (rate-clock nanoseconds), when it did.
+    sent: Option<u64>,
+}
+
+/// The catalogue's endpoint for an upstream target (the pass-through pseudo-endpoint
+/// for a path it does not know), for its timeout and to label upstream latency.
+fn endpoint_of(target: &str) -> &'static mdproxy_api::catalog::Endpoint {
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    mdproxy_api::router()
+        .route(path)
+        .map_or(mdproxy_api::catalog::catalog().passthrough(), |r| {
+            r.endpoint
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mdproxy_market::SystemClock;
+
+    fn upstream(config: &Config) -> Upstream {
+        Upstream::new(
+            config,
+            RateClock::tokio(),
+            Arc::new(SystemClock),
+            Arc::new(Stats::default()),
+            None,
+        )
+        .unwrap()
+    }
+
+    /// Defect: a reload dropped the connection pool and refilled the budget. Only a
+    /// change of a target's own settings rebuilds it.
+    #[test]
+    fn reconfigure_rebuilds_only_what_changed() {
+        let mut config = Config::default();
+        config.upstream.base_url = "http://127.0.0.1:1/api/v1".into();
+        let up = upstream(&config);
+        let before = Arc::clone(&up.inner.targets.load()[0]);
+        config.freshness.negative_secs += 1;
+        config.limits.client_rps += 1;
+        up.reconfigure(&config).unwrap();
+        assert!(Arc::ptr_eq(&before, &up.inner.targets.load()[0]), "kept");
+        config.upstream.timeout_ms += 1;
+        up.reconfigure(&config).unwrap();
+        assert!(!Arc::ptr_eq(&before, &up.inner.targets.load()[0]));
+        config
+            .upstream
+            .fallback
+            .push(mdproxy_config::FallbackConfig {
+                base_url: "http://127.0.0.1:2/api/v1".into(),
+                token: mdproxy_config::Secret::new("f"),
+                upstream_rps: Some(1),
+                upstream_burst: None,
+                upstream_per_minute: None,
+                upstream_per_day: None,
+            });
+        let primary = Arc::clone(&up.inner.targets.load()[0]);
+        up.reconfigure(&config).unwrap();
+        let targets = up.inner.targets.load();
+        assert_eq!(targets.len(), 2);
+        assert!(
+            Arc::ptr_eq(&primary, &targets[0]),
+            "a new fallback keeps the primary"
+        );
+        assert_eq!(targets[1].settings.label, "fallback-1");
+        assert_eq!(targets[1].settings.budget.upstream_rps, 1);
+    }
+}

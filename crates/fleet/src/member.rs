@@ -1,0 +1,287 @@
+//! This node as a member of the fleet: the link and one of each shared part on it,
+//! and the watcher that keeps the link up (connects, follows a failover, re-checks
+//! every [`RETRY_EVERY`] while Redis is away) and hands each publication to its part.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::conn::Connector;
+use super::jobs::RedisJobs;
+use super::leader::{RedisLeadership, board_channel};
+use super::limits::RedisLimits;
+use super::link::{Link, Unavailable, events_channel};
+use super::lock::RedisLock;
+use super::permits::RedisPermits;
+use super::store::RedisStore;
+use mdproxy_config::ClusterConfig;
+
+/// How often a node whose Redis is away checks whether it is back.
+const RETRY_EVERY: Duration = Duration::from_millis(500);
+
+/// One node's membership in the cluster. Cheap to clone.
+#[derive(Clone)]
+pub struct Cluster {
+    link: Link,
+    /// Makes the connections (`None` in unit tests, whose connection is scripted).
+    connector: Option<Arc<Connector>>,
+    pub(super) store: Arc<RedisStore>,
+    pub(super) lock: Arc<RedisLock>,
+    pub(super) permits: Arc<RedisPermits>,
+    pub(super) limits: Arc<RedisLimits>,
+    pub(super) jobs: Arc<RedisJobs>,
+    pub(super) leadership: Arc<RedisLeadership>,
+}
+
+impl Cluster {
+    /// Connects in the background as a task of `tracker` (until `stop`): the node
+    /// starts at once and joins when Redis answers.
+    ///
+    /// # Errors
+    /// When `redis_url` is not a URL this build can connect to.
+    pub fn start(
+        config: &ClusterConfig,
+        tracker: &TaskTracker,
+        stop: CancellationToken,
+    ) -> Result<Cluster, String> {
+        let connector = Connector::new(config)?;
+        let node_id = if config.node_id.is_empty() {
+            default_node_id()
+        } else {
+            config.node_id.clone()
+        };
+        let link = Link::new(
+            node_id,
+            Duration::from_millis(config.timeout_ms),
+            config.is_redis_cluster(),
+        );
+        let cluster = Cluster::on(link, Some(connector), config.max_l2_body_bytes);
+        let watcher = cluster.clone();
+        let watch_stop = stop.clone();
+        tracker.spawn(async move { watcher.watch(watch_stop).await });
+        let beating = cluster.link.clone();
+        tracker.spawn(async move { beating.heartbeat(stop).await });
+        Ok(cluster)
+    }
+
+    fn on(link: Link, connector: Option<Connector>, max_body: usize) -> Cluster {
+        Cluster {
+            connector: connector.map(Arc::new),
+            store: Arc::new(RedisStore::new(link.clone(), max_body)),
+            lock: Arc::new(RedisLock::new(link.clone())),
+            permits: Arc::new(RedisPermits::new(link.clone())),
+            limits: Arc::new(RedisLimits::new(link.clone())),
+            jobs: Arc::new(RedisJobs::new(link.clone())),
+            leadership: Arc::new(RedisLeadership::new(link.clone())),
+            link,
+        }
+    }
+
+    /// This node's name in the cluster.
+    pub fn node_id(&self) -> &str {
+        self.link.node_id()
+    }
+
+    /// Whether Redis answers (false: the node works alone).
+    pub fn is_up(&self) -> bool {
+        self.link.is_up()
+    }
+
+    /// `host:port` of the Redis in use, or last used (empty before the first).
+    pub fn redis_address(&self) -> String {
+        self.link.redis_address()
+    }
+
+    /// Times the master was found at another address than before (a failover
+    /// the sentinels made).
+    pub fn failovers(&self) -> u64 {
+        self.link.failovers()
+    }
+
+    /// Time this node has spent without Redis since it started (the wait for the
+    /// first answer included).
+    pub fn alone_for(&self) -> Duration {
+        self.link.alone_for()
+    }
+
+    /// Nodes seen alive recently (this one included; 1 before Redis answered).
+    pub fn nodes(&self) -> u64 {
+        self.link.nodes()
+    }
+
+    /// Answers this node found in the shared store.
+    pub fn shared_hits(&self) -> u64 {
+        self.store.shared_hits()
+    }
+
+    /// How long `target` is still paused for the fleet, if it is.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when Redis is away or slow.
+    pub async fn paused_for(&self, target: &str) -> Result<Option<Duration>, Unavailable> {
+        self.limits.paused_for(target).await
+    }
+
+    /// Keeps the data connection and the event subscription up: connects, reads
+    /// publications until the connection drops, and tries again every
+    /// [`RETRY_EVERY`] while Redis is away. A node that cannot reach Redis at start
+    /// says so once (why, never the URL).
+    async fn watch(&self, stop: CancellationToken) {
+        let Some(connector) = &self.connector else {
+            return;
+        };
+        let mut first = true;
+        loop {
+            let session = async {
+                let channels = [events_channel(), board_channel()];
+                let channels: Vec<&str> = channels.iter().map(String::as_str).collect();
+                let session = connector.connect(&channels).await?;
+                first = false;
+                // A new subscription may follow a Redis that lost its data: take the
+                // next leader's board whatever its term.
+                self.leadership.forget_term();
+                self.link.publish_sharded(session.sharded_pubsub);
+                if self.link.joined(session.conn, session.address) {
+                    tracing::info!(node = %self.node_id(), redis = %self.redis_address(), "Redis reachable: this node shares its cache with the cluster");
+                }
+                self.link.beat().await;
+                self.limits.recall_pauses().await;
+                self.listen(session.messages).await;
+                Ok::<(), redis::RedisError>(())
+            };
+            let ended = tokio::select! {
+                ended = session => ended,
+                () = stop.cancelled() => return,
+            };
+            let why = match ended {
+                Ok(()) => "the event subscription ended".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            if first {
+                // Never up yet: `went_away` would stay silent (it speaks on a change).
+                first = false;
+                tracing::warn!(node = %self.node_id(), reason = why, "Redis unreachable at start: this node works alone until it answers");
+            }
+            self.link.went_away(&why);
+            tokio::select! {
+                () = tokio::time::sleep(RETRY_EVERY) => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// Takes in the publications of `messages` until they end; meanwhile, while
+    /// Redis is marked away (a slow answer, with the subscription still up), asks
+    /// every [`RETRY_EVERY`] whether it answers again, or, where the master may
+    /// have moved (sentinels), ends the session so the next asks the sentinels.
+    async fn listen(&self, messages: impl futures_util::Stream<Item = redis::Msg>) {
+        tokio::pin!(messages);
+        let mut check = tokio::time::interval(RETRY_EVERY);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let board = board_channel();
+        loop {
+            tokio::select! {
+                message = messages.next() => {
+                    let Some(message) = message else { return };
+                    if message.get_channel_name() == board {
+                        self.leadership.heard_board(message.get_payload_bytes());
+                    } else {
+                        self.on_event(message.get_payload_bytes());
+                    }
+                }
+                // Always polled: the away mark is set by other tasks, which do not
+                // wake this one (a guard `if !self.is_up()` here was evaluated only
+                // when a publication woke the loop, so a quiet node stayed alone).
+                _ = check.tick() => {
+                    if !self.is_up() {
+                        if self.connector.as_deref().is_some_and(Connector::follows_failover) {
+                            return;
+                        }
+                        if self.link.rejoin_if_answering().await {
+                            tracing::info!(node = %self.node_id(), "Redis answers again: this node shares its cache with the cluster");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One publication on the events channel: `<kind> <rest>`.
+    fn on_event(&self, payload: &[u8]) {
+        let Ok(text) = std::str::from_utf8(payload) else {
+            return;
+        };
+        match text.split_once(' ') {
+            Some(("filled", key)) => self.lock.wake(key),
+            Some(("purge", what)) => self.store.purged(what),
+            Some((kind, rest)) => self.limits.heard(kind, rest),
+            None => {}
+        }
+    }
+}
+
+/// Host name and process id.
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "node".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::mock;
+    use crate::lock::FillLock;
+    use crate::store::SharedStore;
+    use redis_test::MockCmd;
+
+    fn on_mock(commands: Vec<MockCmd>) -> Cluster {
+        Cluster::on(Link::on_mock(commands), None, 1 << 20)
+    }
+
+    /// Publications are routed to their part: fills wake waiters, purges reach the
+    /// cache, unknown kinds and bytes are ignored.
+    #[tokio::test]
+    async fn events_reach_their_part() {
+        let cluster = on_mock(vec![]);
+        let mut purged = cluster.store.invalidations();
+        let waiter = cluster.lock.waiter("/k");
+        cluster.on_event(b"filled /k");
+        assert!(waiter.wait(Duration::ZERO).await);
+        cluster.on_event(b"purge prefix /stock/");
+        assert_eq!(purged.try_recv().unwrap(), "prefix /stock/");
+        cluster.on_event(b"\xff\xfe");
+        cluster.on_event(b"nonsense");
+        assert!(purged.try_recv().is_err());
+    }
+
+    /// Defect: after a short stall (a slow answer marked Redis away while the
+    /// subscription stayed up), a node with no traffic stayed alone for good: the
+    /// re-check only ran when a publication woke the watcher. Time is paused; the
+    /// re-check must come by itself within [`RETRY_EVERY`].
+    #[tokio::test(start_paused = true)]
+    async fn a_node_marked_away_rejoins_without_traffic() {
+        let cluster = on_mock(vec![
+            mock::failing(redis::cmd("GET").arg("x").clone()),
+            MockCmd::new(redis::cmd("PING"), Ok("PONG")),
+        ]);
+        // The watcher's loop on a subscription where nothing is ever published,
+        // entered while Redis is up.
+        let quiet = futures_util::stream::pending::<redis::Msg>();
+        let watching = cluster.clone();
+        let task = tokio::spawn(async move { watching.listen(quiet).await });
+        tokio::time::sleep(RETRY_EVERY * 2).await;
+        let _ = cluster
+            .link
+            .run(|mut c| async move { redis::cmd("GET").arg("x").query_async::<i64>(&mut c).await })
+            .await;
+        assert!(!cluster.is_up());
+        tokio::time::sleep(RETRY_EVERY * 3).await;
+        assert!(cluster.is_up(), "still alone after three re-check periods");
+        task.abort();
+    }
+}

@@ -1,0 +1,330 @@
+//! The shared store of answers in Redis (bytes by key, each with its expiry) and
+//! purges that reach it and every node: one key, or every key a prefix and a
+//! predicate select (found by `SCAN`, so no node needs to hold them). What an entry
+//! holds, and what a purge's message means, is the cache's business.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::sync::broadcast;
+
+use super::conn::Scan;
+use super::link::{Link, PREFIX, Unavailable};
+
+/// The shared second-level store of answers (bytes by key) and cluster-wide purges.
+#[async_trait]
+pub trait SharedStore: Send + Sync {
+    /// Whether the other nodes can be reached now (false: every call is skipped
+    /// or fails at once).
+    fn is_up(&self) -> bool;
+
+    /// Largest body shared; larger ones stay in the node's cache.
+    fn max_body(&self) -> usize;
+
+    /// The answer stored under `key`, if any.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when the store is away or slow.
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, Unavailable>;
+
+    /// Stores `value` under `key` for `ttl` (unless larger than [`max_body`](Self::max_body)).
+    async fn put(&self, key: &str, value: Bytes, ttl: Duration);
+
+    /// Drops `key` from the store and tells every node (`message` is what their
+    /// [`invalidations`](Self::invalidations) receive).
+    async fn purge(&self, key: &str, message: &str);
+
+    /// Drops every stored key that starts with `prefix` and that `matches` accepts,
+    /// and tells every node (`message`, as [`purge`](Self::purge)).
+    async fn purge_matching(
+        &self,
+        prefix: &str,
+        matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
+        message: &str,
+    );
+
+    /// Purges made anywhere (this node's too), as their messages.
+    fn invalidations(&self) -> broadcast::Receiver<String>;
+}
+
+/// The store on Redis, and what it keeps on this node.
+pub struct RedisStore {
+    link: Link,
+    max_body: usize,
+    /// Answers found in the shared store.
+    shared_hits: AtomicU64,
+    /// Purges made anywhere (their messages): the application drops those keys
+    /// from its own cache.
+    invalidations: broadcast::Sender<String>,
+}
+
+impl RedisStore {
+    pub(super) fn new(link: Link, max_body: usize) -> RedisStore {
+        RedisStore {
+            link,
+            max_body,
+            shared_hits: AtomicU64::new(0),
+            invalidations: broadcast::channel(1024).0,
+        }
+    }
+
+    /// A purge announced on the events channel.
+    pub(super) fn purged(&self, message: &str) {
+        let _ = self.invalidations.send(message.to_owned());
+    }
+
+    /// Answers this node found in the shared store.
+    pub fn shared_hits(&self) -> u64 {
+        self.shared_hits.load(Ordering::Relaxed)
+    }
+
+    async fn delete(&self, redis_keys: Vec<String>) -> Result<(), Unavailable> {
+        self.link
+            .run(|mut c| async move {
+                redis::cmd("DEL")
+                    .arg(&redis_keys)
+                    .query_async::<i64>(&mut c)
+                    .await
+            })
+            .await
+            .map(drop)
+    }
+}
+
+fn entry_prefix() -> String {
+    format!("{PREFIX}:entry:")
+}
+
+fn entry_key(key: &str) -> String {
+    format!("{PREFIX}:entry:{key}")
+}
+
+/// `prefix` as a `SCAN MATCH` pattern of the keys it starts (glob characters
+/// escaped).
+fn pattern(prefix: &str) -> String {
+    let mut out = entry_prefix();
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('*');
+    out
+}
+
+#[async_trait]
+impl SharedStore for RedisStore {
+    fn is_up(&self) -> bool {
+        self.link.is_up()
+    }
+
+    fn max_body(&self) -> usize {
+        self.max_body
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, Unavailable> {
+        let redis_key = entry_key(key);
+        let found: Option<Vec<u8>> = self
+            .link
+            .run(|mut c| async move { redis::cmd("GET").arg(&redis_key).query_async(&mut c).await })
+            .await?;
+        if found.is_some() {
+            self.shared_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(found.map(Bytes::from))
+    }
+
+    async fn put(&self, key: &str, value: Bytes, ttl: Duration) {
+        if value.len() > self.max_body {
+            return;
+        }
+        let (redis_key, ms) = (entry_key(key), ttl.as_millis().max(1) as u64);
+        let _ = self
+            .link
+            .run(|mut c| async move {
+                redis::cmd("SET")
+                    .arg(&redis_key)
+                    .arg(value.as_ref())
+                    .arg("PX")
+                    .arg(ms)
+                    .query_async::<()>(&mut c)
+                    .await
+            })
+            .await;
+    }
+
+    async fn purge(&self, key: &str, message: &str) {
+        let _ = self.delete(vec![entry_key(key)]).await;
+        self.link.publish(format!("purge {message}")).await;
+    }
+
+    async fn purge_matching(
+        &self,
+        prefix: &str,
+        matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
+        message: &str,
+    ) {
+        // Round by round (through every master of a Redis Cluster): Redis is never
+        // held for the whole keyspace, and each round has the operations' time limit. A round that fails ends the scan
+        // (Redis is away: the nodes are told anyway, as far as they can be).
+        let pattern = pattern(prefix);
+        let mut scan = Scan::default();
+        loop {
+            let Ok(keys) = self.link.scan(&mut scan, &pattern).await else {
+                break;
+            };
+            let prefix = entry_prefix();
+            let doomed: Vec<String> = keys
+                .into_iter()
+                .filter(|k| k.strip_prefix(&prefix).is_some_and(matches))
+                .collect();
+            if !doomed.is_empty() && self.delete(doomed).await.is_err() {
+                break;
+            }
+            if scan.is_done() {
+                break;
+            }
+        }
+        self.link.publish(format!("purge {message}")).await;
+    }
+
+    fn invalidations(&self) -> broadcast::Receiver<String> {
+        self.invalidations.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::{SCAN_COUNT, mock};
+    use redis::Value;
+    use redis_test::MockCmd;
+
+    fn on_mock(commands: Vec<MockCmd>) -> RedisStore {
+        RedisStore::new(Link::on_mock(commands), 1 << 20)
+    }
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    fn scan(cursor: u64, pattern: &str) -> redis::Cmd {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(SCAN_COUNT);
+        cmd
+    }
+
+    fn published(message: &str) -> MockCmd {
+        MockCmd::new(
+            redis::cmd("PUBLISH")
+                .arg("mdproxy:v1:events")
+                .arg(message)
+                .clone(),
+            Ok(2),
+        )
+    }
+
+    /// A stored answer is found and counted; a miss is not; a body too large for
+    /// the store is never sent.
+    #[tokio::test]
+    async fn get_counts_shared_hits_and_put_keeps_large_bodies_local() {
+        let key = "mdproxy:v1:entry:/market/indices";
+        let store = on_mock(vec![
+            MockCmd::new(redis::cmd("GET").arg(key).clone(), Ok(Value::Nil)),
+            MockCmd::new(redis::cmd("GET").arg(key).clone(), Ok(bulk("body"))),
+            MockCmd::new(
+                redis::cmd("SET")
+                    .arg(key)
+                    .arg("ok")
+                    .arg("PX")
+                    .arg(1_500)
+                    .clone(),
+                Ok("OK"),
+            ),
+        ]);
+        assert_eq!(store.get("/market/indices").await, Ok(None));
+        assert_eq!(
+            store.get("/market/indices").await,
+            Ok(Some(Bytes::from_static(b"body")))
+        );
+        assert_eq!(store.shared_hits(), 1);
+        let large = Bytes::from(vec![0; store.max_body() + 1]);
+        store
+            .put("/market/indices", large, Duration::from_secs(1))
+            .await;
+        store
+            .put(
+                "/market/indices",
+                Bytes::from_static(b"ok"),
+                Duration::from_millis(1_500),
+            )
+            .await;
+        assert!(store.link.is_up(), "every command was the one expected");
+    }
+
+    /// A purge by prefix finds the stored keys round by round (none of them need be
+    /// held by this node), drops those the predicate accepts, and tells every node.
+    #[tokio::test]
+    async fn a_purge_by_prefix_scans_redis_and_tells_every_node() {
+        let pattern = "mdproxy:v1:entry:/stock/*";
+        let store = on_mock(vec![
+            MockCmd::new(
+                scan(0, pattern),
+                Ok(Value::Array(vec![
+                    bulk("17"),
+                    Value::Array(vec![
+                        bulk("mdproxy:v1:entry:/stock/detail/600519"),
+                        bulk("mdproxy:v1:entry:/stock/kline?code=1"),
+                    ]),
+                ])),
+            ),
+            MockCmd::new(
+                redis::cmd("DEL")
+                    .arg(&["mdproxy:v1:entry:/stock/detail/600519"])
+                    .clone(),
+                Ok(1),
+            ),
+            MockCmd::new(
+                scan(17, pattern),
+                Ok(Value::Array(vec![bulk("0"), Value::Array(vec![])])),
+            ),
+            published("purge endpoint /stock/detail/{code}"),
+        ]);
+        let mut heard = store.invalidations();
+        store
+            .purge_matching(
+                "/stock/",
+                &|k: &str| k.starts_with("/stock/detail/"),
+                "endpoint /stock/detail/{code}",
+            )
+            .await;
+        assert!(store.link.is_up(), "every command was the one expected");
+        // The publication comes back through the subscription, to this node too.
+        store.purged("endpoint /stock/detail/{code}");
+        assert_eq!(heard.try_recv().unwrap(), "endpoint /stock/detail/{code}");
+    }
+
+    /// Glob characters in a prefix are matched literally.
+    #[test]
+    fn a_prefix_is_matched_literally() {
+        assert_eq!(
+            pattern("/a*b?[c]\\"),
+            "mdproxy:v1:entry:/a\\*b\\?\\[c\\]\\\\*"
+        );
+    }
+
+    /// Redis away in the middle of a purge: the scan stops, nothing hangs.
+    #[tokio::test]
+    async fn a_purge_stops_when_redis_goes_away() {
+        let store = on_mock(vec![mock::failing(scan(0, "mdproxy:v1:entry:/x*"))]);
+        store.purge_matching("/x", &|_| true, "prefix /x").await;
+        assert!(!store.link.is_up());
+    }
+}

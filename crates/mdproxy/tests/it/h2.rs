@@ -1,0 +1,453 @@
+//! HTTP/2 and TLS at the edge: h2c by prior knowledge and HTTP/1.1 on the same
+//! plain listener; over TLS, h2 or HTTP/1.1 by ALPN with a certificate made in the
+//! test; many streams (quote streams too) on one connection; the certificate
+//! reloaded without a restart; `serve` announces a TLS listener as `https://`.
+
+use crate::support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Version};
+
+const STREAM: &str = "/api/v1/stock/indicator/realtime/sse?codes=600519";
+
+/// A self-signed certificate for `localhost`: (cert PEM, key PEM, cert DER).
+fn certificate() -> (String, String, Vec<u8>) {
+    let c = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    (
+        c.cert.pem(),
+        c.signing_key.serialize_pem(),
+        c.cert.der().to_vec(),
+    )
+}
+
+struct TlsFiles {
+    dir: std::path::PathBuf,
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+}
+
+impl TlsFiles {
+    fn new(name: &str, cert: &str, key: &str) -> TlsFiles {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("tls-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = TlsFiles {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+            dir,
+        };
+        files.write(cert, key);
+        files
+    }
+
+    fn write(&self, cert: &str, key: &str) {
+        std::fs::write(&self.cert, cert).unwrap();
+        std::fs::write(&self.key, key).unwrap();
+    }
+}
+
+impl Drop for TlsFiles {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+async fn tls_env(files: &TlsFiles) -> support::Env {
+    let (cert, key) = (
+        files.cert.display().to_string(),
+        files.key.display().to_string(),
+    );
+    support::start_with(
+        |_| {},
+        |c| {
+            c.server.tls_cert = cert;
+            c.server.tls_key = key;
+        },
+        Some(support::saturday()),
+    )
+    .await
+}
+
+/// One h2 connection over `io`, its driver spawned.
+async fn h2_over<T>(io: T) -> h2::client::SendRequest<Bytes>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, connection) = h2::client::handshake(io).await.unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    send
+}
+
+fn get(path: &str) -> Request<()> {
+    Request::get(format!("http://localhost{path}"))
+        .header("authorization", format!("Bearer {}", support::TOKEN))
+        .body(())
+        .unwrap()
+}
+
+/// Sends `path` on `send` and reads the first `limit` bytes of the body (or all).
+async fn fetch(send: &h2::client::SendRequest<Bytes>, path: &str, limit: usize) -> (u16, Vec<u8>) {
+    let mut send = send.clone().ready().await.unwrap();
+    let (response, _) = send.send_request(get(path), true).unwrap();
+    let response = response.await.unwrap();
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut bytes = Vec::new();
+    while bytes.len() < limit {
+        match body.data().await {
+            Some(Ok(chunk)) => {
+                let _ = body.flow_control().release_capacity(chunk.len());
+                bytes.extend_from_slice(&chunk);
+            }
+            _ => break,
+        }
+    }
+    (status, bytes)
+}
+
+/// Cleartext: HTTP/1.1 as always, and HTTP/2 by prior knowledge on the same port,
+/// with the same headers.
+#[tokio::test]
+async fn h2c_and_http1_share_the_plain_listener() {
+    let env = support::start_with(|_| {}, |_| {}, Some(support::saturday())).await;
+    let h1 = env.get("/market/indices").await;
+    assert_eq!(h1.version(), Version::HTTP_11);
+    let h2c = reqwest::Client::builder()
+        .no_proxy()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let r = h2c
+        .get(env.url("/market/indices"))
+        .bearer_auth(support::TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.version(), Version::HTTP_2);
+    assert_eq!(r.status(), 200);
+    assert_eq!(support::header(&r, "x-cache"), "HIT");
+    assert!(!support::header(&r, "etag").is_empty());
+    let r = h2c.get(env.url("/market/indices")).send().await.unwrap();
+    assert_eq!(r.status(), 401, "auth applies over h2 too");
+}
+
+/// Forty requests and eight quote streams at once on ONE HTTP/2 connection (a
+/// browser over HTTP/1.1 would stop at six connections): every request answered,
+/// every stream opened with its `retry:` line.
+#[tokio::test]
+async fn many_streams_and_quote_streams_share_one_h2_connection() {
+    let env = support::start_with(|_| {}, |_| {}, Some(support::saturday())).await;
+    let tcp = tokio::net::TcpStream::connect(env.proxy.addr)
+        .await
+        .unwrap();
+    let send = h2_over(tcp).await;
+    let mut streams = Vec::new();
+    for _ in 0..8 {
+        let send = send.clone();
+        streams.push(tokio::spawn(async move { fetch(&send, STREAM, 1).await }));
+    }
+    let mut requests = Vec::new();
+    for i in 0..40 {
+        let send = send.clone();
+        let path = if i % 2 == 0 {
+            "/api/v1/market/indices"
+        } else {
+            "/api/v1/stock/detail/600519"
+        };
+        requests.push(tokio::spawn(
+            async move { fetch(&send, path, usize::MAX).await },
+        ));
+    }
+    for r in requests {
+        let (status, body) = tokio::time::timeout(Duration::from_secs(20), r)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(status, 200);
+        assert!(body.starts_with(b"{"), "{}", String::from_utf8_lossy(&body));
+    }
+    for s in streams {
+        let (status, first) = tokio::time::timeout(Duration::from_secs(20), s)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(status, 200);
+        assert!(
+            first.starts_with(b"retry:"),
+            "{}",
+            String::from_utf8_lossy(&first)
+        );
+    }
+}
+
+/// TLS with a certificate made here: h2 by ALPN for a client that offers it,
+/// HTTP/1.1 for one that does not; plain HTTP on the TLS port is not answered.
+#[tokio::test]
+async fn tls_serves_h2_and_http1_by_alpn() {
+    let (cert, key, _) = certificate();
+    let files = TlsFiles::new("alpn", &cert, &key);
+    let env = tls_env(&files).await;
+    let url = format!(
+        "https://localhost:{}/api/v1/market/indices",
+        env.proxy.addr.port()
+    );
+    let root = reqwest::Certificate::from_pem(cert.as_bytes()).unwrap();
+    let client = |h1: bool| {
+        let b = reqwest::Client::builder()
+            .no_proxy()
+            .resolve("localhost", env.proxy.addr)
+            .add_root_certificate(root.clone());
+        if h1 { b.http1_only() } else { b }.build().unwrap()
+    };
+    let r = client(false)
+        .get(&url)
+        .bearer_auth(support::TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!((r.status().as_u16(), r.version()), (200, Version::HTTP_2));
+    let r = client(true)
+        .get(&url)
+        .bearer_auth(support::TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!((r.status().as_u16(), r.version()), (200, Version::HTTP_11));
+    let plain = support::client()
+        .get(format!(
+            "http://127.0.0.1:{}/api/v1/market/indices",
+            env.proxy.addr.port()
+        ))
+        .bearer_auth(support::TOKEN)
+        .timeout(Duration::from_secs(15))
+        .send()
+        .await;
+    assert!(plain.is_err(), "no plain HTTP on the TLS listener");
+}
+
+/// The leaf certificate a TLS handshake with the proxy presents.
+async fn served_certificate(addr: std::net::SocketAddr, roots: &[&[u8]]) -> Vec<u8> {
+    let mut store = rustls::RootCertStore::empty();
+    for der in roots {
+        store
+            .add(rustls_pki_types::CertificateDer::from(der.to_vec()))
+            .unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(store)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = connector.connect(name, tcp).await.unwrap();
+    tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+/// A renewed certificate is served without a restart: on reload, and when the files
+/// change under a running proxy (polled); a broken pair is refused and the running
+/// one stays.
+#[tokio::test]
+async fn the_certificate_is_reloaded_without_a_restart() {
+    let (cert_a, key_a, der_a) = certificate();
+    let (cert_b, key_b, der_b) = certificate();
+    let (cert_c, key_c, der_c) = certificate();
+    let files = TlsFiles::new("reload", &cert_a, &key_a);
+    let env = tls_env(&files).await;
+    let roots = [&der_a[..], &der_b[..], &der_c[..]];
+    assert_eq!(served_certificate(env.proxy.addr, &roots).await, der_a);
+
+    files.write(&cert_b, &key_b);
+    let config = (*env.proxy.state().snapshot().config).clone();
+    env.proxy.reload(config.clone()).unwrap();
+    assert_eq!(served_certificate(env.proxy.addr, &roots).await, der_b);
+
+    files.write("not a certificate", &key_b);
+    assert!(
+        env.proxy.reload(config.clone()).is_err(),
+        "a broken pair refuses the reload"
+    );
+    assert_eq!(served_certificate(env.proxy.addr, &roots).await, der_b);
+
+    // Renewed in place (cert-manager, certbot): the poller finds it.
+    files.write(&cert_c, &key_c);
+    let mut served = Vec::new();
+    for _ in 0..100 {
+        served = served_certificate(env.proxy.addr, &roots).await;
+        if served == der_c {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(served, der_c, "the renewed files were picked up");
+}
+
+/// A connection that says nothing at all is closed after the header read timeout,
+/// as one that sends half a request head is (the protocol sniffing waits no longer).
+#[tokio::test]
+async fn a_silent_connection_is_closed_after_the_header_timeout() {
+    use tokio::io::AsyncReadExt;
+    let env = support::start_with(
+        |_| {},
+        |c| c.server.header_read_timeout_ms = 300,
+        Some(support::saturday()),
+    )
+    .await;
+    let mut tcp = tokio::net::TcpStream::connect(env.proxy.addr)
+        .await
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut byte)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "closed, not left open: {closed:?}"
+    );
+}
+
+/// Past the connection limit a TLS listener refuses in TLS: the handshake completes
+/// and the client reads `503 overloaded` in the envelope, over h2 or HTTP/1.1 as ALPN
+/// chose. (It used to write a plain-text `HTTP/1.1 503` before any handshake, which a
+/// TLS client reads as garbage.)
+#[tokio::test]
+async fn past_the_limit_a_tls_listener_refuses_in_tls() {
+    let (cert, key, der) = certificate();
+    let files = TlsFiles::new("refusal", &cert, &key);
+    let (cert_path, key_path) = (
+        files.cert.display().to_string(),
+        files.key.display().to_string(),
+    );
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.server.tls_cert = cert_path;
+            c.server.tls_key = key_path;
+            c.server.max_connections = 1;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    // The one connection the listener admits, held open.
+    let _held = served_certificate(env.proxy.addr, &[&der]).await;
+    let held = {
+        let mut store = rustls::RootCertStore::empty();
+        store
+            .add(rustls_pki_types::CertificateDer::from(der.clone()))
+            .unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(store)
+        .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(env.proxy.addr)
+            .await
+            .unwrap();
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .unwrap()
+    };
+    let root = reqwest::Certificate::from_pem(cert.as_bytes()).unwrap();
+    for h1 in [true, false] {
+        let builder = reqwest::Client::builder()
+            .no_proxy()
+            .resolve("localhost", env.proxy.addr)
+            .add_root_certificate(root.clone());
+        let client = if h1 { builder.http1_only() } else { builder }
+            .build()
+            .unwrap();
+        let r = client
+            .get(format!(
+                "https://localhost:{}/api/v1/market/indices",
+                env.proxy.addr.port()
+            ))
+            .bearer_auth(support::TOKEN)
+            .send()
+            .await
+            .expect("an answer in TLS, not garbage");
+        let expected = if h1 {
+            Version::HTTP_11
+        } else {
+            Version::HTTP_2
+        };
+        assert_eq!(r.version(), expected);
+        assert_eq!(support::header(&r, "retry-after"), "1");
+        let (status, code, _) = support::error_of(r).await;
+        assert_eq!((status, code.as_str()), (503, "overloaded"));
+    }
+    drop(held);
+}
+
+/// `mdproxy serve` with a certificate announces its listener as `https://`, and the
+/// address it prints answers over TLS.
+#[tokio::test]
+async fn serve_announces_a_tls_listener_as_https() {
+    use tokio::io::AsyncBufReadExt;
+    let (cert, key, _) = certificate();
+    let files = TlsFiles::new("banner", &cert, &key);
+    let sim = support::sim_with_token("banner-upstream").await;
+    let config = files.dir.join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\ntls_cert = {:?}\ntls_key = {:?}\n[auth]\ntokens = [\"{}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"banner-upstream\"\n[scheduler]\nenabled = false\n",
+            files.cert.display().to_string(),
+            files.key.display().to_string(),
+            support::TOKEN,
+            sim.base_url()
+        ),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+        .args(["serve", "--log", "warn", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let base = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.strip_prefix("mdproxy serving ") {
+                return rest.split_whitespace().next().unwrap().to_owned();
+            }
+        }
+        panic!("serve ended before serving");
+    })
+    .await
+    .expect("serve came up");
+    let addr: std::net::SocketAddr = base
+        .strip_prefix("https://")
+        .unwrap_or_else(|| panic!("{base} is announced as https"))
+        .trim_end_matches("/api/v1")
+        .parse()
+        .unwrap();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .resolve("localhost", addr)
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let r = client
+        .get(format!(
+            "https://localhost:{}/api/v1/market/indices",
+            addr.port()
+        ))
+        .bearer_auth(support::TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    child.kill().await.unwrap();
+}

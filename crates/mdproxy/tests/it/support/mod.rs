@@ -1,0 +1,241 @@
+//! The product's test support: a simulator and a proxy on ephemeral loopback ports
+//! (everything stops when the `Env` is dropped), the binary as a child process, and
+//! real Redis servers ([`redis`]). What belongs to neither side of the wire comes
+//! from `mdproxy-testkit`, re-exported here.
+#![allow(dead_code)]
+
+pub mod redis;
+
+use std::sync::Arc;
+
+use mdproxy_config::{Config, Secret};
+use mdproxy_core::app::App;
+use mdproxy_market::{Clock, ManualClock, SystemClock};
+use mdproxy_sim::{SimConfig, SimHandle};
+pub use mdproxy_testkit::clock::*;
+pub use mdproxy_testkit::http::*;
+pub use mdproxy_testkit::process::*;
+pub use mdproxy_testkit::scripted::*;
+pub use mdproxy_testkit::sse::*;
+pub use mdproxy_testkit::wait::*;
+
+/// The client token every test proxy accepts.
+pub const TOKEN: &str = "test-token";
+/// The upstream token every test simulator requires.
+pub const UPSTREAM_TOKEN: &str = "upstream-secret-4f9a";
+
+/// A simulator, a proxy in front of it, and a client.
+pub struct Env {
+    pub sim: SimHandle,
+    pub proxy: App,
+    pub client: reqwest::Client,
+    pub clock: Option<Arc<ManualClock>>,
+}
+
+/// A sim config on an ephemeral port with the test upstream token.
+pub fn sim_config() -> SimConfig {
+    SimConfig {
+        listen: "127.0.0.1:0".into(),
+        token: UPSTREAM_TOKEN.into(),
+        stream_interval_ms: 100,
+        ..SimConfig::default()
+    }
+}
+
+/// GET `target` (relative to `/api/v1`) from a simulator with its key: the status
+/// and the JSON body.
+pub async fn sim_json(
+    sim: &SimHandle,
+    client: &reqwest::Client,
+    target: &str,
+) -> (u16, serde_json::Value) {
+    get_json(
+        client,
+        &format!("{}{target}", sim.base_url()),
+        UPSTREAM_TOKEN,
+    )
+    .await
+}
+
+/// The proxy config for a simulator.
+pub fn proxy_config(sim: &SimHandle) -> Config {
+    let mut config = mdproxy::demo::config_for(sim, "127.0.0.1:0", Secret::new(TOKEN));
+    config.upstream.timeout_ms = 2_000;
+    config.upstream.connect_timeout_ms = 500;
+    // Tests that count upstream requests must not see prewarm traffic, and only the
+    // budget tests want a budget.
+    config.scheduler.enabled = false;
+    config.limits.upstream_rps = 0;
+    // Tests that count upstream failures must see every request reach the upstream;
+    // the breaker tests turn it on.
+    config.upstream.breaker_failures = 0;
+    // Nor the start-up probe; tests/admin.rs turns it on.
+    config.upstream.probe_target = String::new();
+    config
+}
+
+/// Starts with defaults and a clock standing at [`SATURDAY_NOON`]: no test reads the
+/// real date, and cached answers are fresh until Monday's open.
+pub async fn start() -> Env {
+    start_with(|_| {}, |_| {}, Some(saturday())).await
+}
+
+/// Starts with adjusted configs; `clock` (if any) drives both sides.
+pub async fn start_with(
+    sim: impl FnOnce(&mut SimConfig),
+    proxy: impl FnOnce(&mut Config),
+    clock: Option<Arc<ManualClock>>,
+) -> Env {
+    let dyn_clock: Arc<dyn Clock> = match &clock {
+        Some(c) => c.clone(),
+        None => Arc::new(SystemClock),
+    };
+    let mut sim_cfg = sim_config();
+    sim(&mut sim_cfg);
+    let sim = mdproxy_sim::start(&sim_cfg, dyn_clock.clone())
+        .await
+        .unwrap();
+    let mut cfg = proxy_config(&sim);
+    proxy(&mut cfg);
+    let proxy = mdproxy_core::app::start(&cfg, dyn_clock).await.unwrap();
+    Env {
+        sim,
+        proxy,
+        client: client(),
+        clock,
+    }
+}
+
+impl Env {
+    /// The proxy URL of a target relative to `/api/v1`.
+    pub fn url(&self, target: &str) -> String {
+        format!("{}{target}", self.proxy.base_url())
+    }
+
+    /// GET with the test token.
+    pub async fn get(&self, target: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(target))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// `method` on a target relative to `/api/v1` over a raw connection, with the
+    /// test token and extra headers.
+    pub async fn raw(&self, method: &str, target: &str, extra: &[(&str, &str)]) -> RawResponse {
+        let auth = format!("Bearer {TOKEN}");
+        let mut all = vec![("Authorization", auth.as_str())];
+        all.extend_from_slice(extra);
+        raw_request(
+            self.proxy.addr,
+            method,
+            &format!("{}{target}", mdproxy_api::router::API_PREFIX),
+            &all,
+        )
+        .await
+    }
+
+    /// GET with the test token and extra headers.
+    pub async fn get_with(&self, target: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+        let mut req = self.client.get(self.url(target)).bearer_auth(TOKEN);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send().await.unwrap()
+    }
+}
+
+/// The JSON body of an error response, checked to be the real API's failure
+/// envelope (`success: false`, `data: null`, a readable `message`) with mdproxy's
+/// `error` detail (whose message is the same text).
+pub async fn error_of(r: reqwest::Response) -> (u16, String, Option<String>) {
+    let status = r.status().as_u16();
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["success"], false, "{v}");
+    assert!(
+        v.get("data").is_some_and(serde_json::Value::is_null),
+        "data: null: {v}"
+    );
+    let message = v["message"].as_str().unwrap_or_default();
+    assert!(!message.is_empty(), "a top-level message: {v}");
+    assert_eq!(v["error"]["message"], message, "{v}");
+    (
+        status,
+        v["error"]["code"].as_str().unwrap().to_owned(),
+        v["error"]["param"].as_str().map(str::to_owned),
+    )
+}
+
+/// `mdproxy serve <args> --config <path>` with its stdout and stderr as given,
+/// killed when dropped.
+pub fn serve(
+    path: &std::path::Path,
+    args: &[&str],
+    stdout: std::process::Stdio,
+    stderr: std::process::Stdio,
+) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+        .arg("serve")
+        .args(args)
+        .arg("--config")
+        .arg(path)
+        .stdout(stdout)
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+/// The repository's root (README.md, deploy/, docs/, scripts/).
+pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+/// A file of the repository, by its path from the root.
+pub fn repo_file(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(ROOT).join(path)
+}
+
+/// The `bin/` of the Python tools that `scripts/test` installs (the tests that
+/// use them are ignored without it); fails the test when they are missing.
+pub fn python_tools() -> std::path::PathBuf {
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the tmp dir is inside the target dir");
+    mdproxy_testkit::outside::python_tools(target)
+}
+
+/// The first `n` A-share codes the simulator lists.
+pub fn listed_codes(n: usize) -> Vec<String> {
+    mdproxy_sim::universe::universe()
+        .stocks
+        .iter()
+        .take(n)
+        .map(|s| s.code.clone())
+        .collect()
+}
+
+pub async fn sim_with_token(token: &str) -> SimHandle {
+    mdproxy_sim::start(
+        &SimConfig {
+            listen: "127.0.0.1:0".into(),
+            token: token.into(),
+            ..Default::default()
+        },
+        Arc::new(SystemClock),
+    )
+    .await
+    .unwrap()
+}
+
+impl Env {
+    /// GETs `url` (an admin address, say) without a token.
+    pub async fn fetch(&self, url: &str) -> reqwest::Response {
+        self.client.get(url).send().await.unwrap()
+    }
+
+    /// [`fetch`](Self::fetch)'s body as text.
+    pub async fn text(&self, url: &str) -> String {
+        self.fetch(url).await.text().await.unwrap()
+    }
+}

@@ -1,0 +1,161 @@
+//! Child processes for tests: a command's output, scratch files, signals, and a
+//! child whose stderr lines are read until one says what the test waits for.
+
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// How long a child may take to print an awaited line or to exit after a signal.
+pub const PROCESS_WAIT: Duration = Duration::from_secs(20);
+
+/// Runs a command to its end and returns what it printed on stdout; fails the test,
+/// showing its stderr, when it does not exit 0.
+pub fn stdout_of(command: &mut std::process::Command) -> Vec<u8> {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{command:?} exited {}:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// A fresh directory `<name>-<pid>` under the system's temporary one, and the path
+/// of `file` in it (not written).
+pub fn scratch_file(name: &str, file: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(file);
+    (dir, path)
+}
+
+/// `serve.toml` holding `text` in a fresh scratch directory `name`: the directory
+/// and the file.
+pub fn serve_toml(name: &str, text: &str) -> (PathBuf, PathBuf) {
+    let (dir, path) = scratch_file(name, "serve.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// Sends signal `name` (`TERM`, `HUP`) to `child` with kill(1).
+pub fn signal(child: &tokio::process::Child, name: &str) {
+    let pid = child.id().expect("the child runs").to_string();
+    let sent = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -{name} {pid}");
+}
+
+/// Every line `child` writes on stderr, forwarded as it comes (which also keeps the
+/// pipe drained); the child must have been spawned with a piped stderr.
+pub fn stderr_lines(child: &mut tokio::process::Child) -> UnboundedReceiver<String> {
+    let (lines_tx, lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let stderr = child.stderr.take().expect("stderr is piped");
+    tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// A child whose stderr is read line by line: a test waits for the line it needs,
+/// signals the child, and reads on until it exits, with every line kept for the
+/// failure message. Killed when dropped.
+pub struct Watched {
+    pub child: tokio::process::Child,
+    lines: UnboundedReceiver<String>,
+    /// Every stderr line read so far, in order.
+    pub seen: Vec<String>,
+}
+
+impl Watched {
+    /// Watches `child`, which must have been spawned with a piped stderr.
+    pub fn new(mut child: tokio::process::Child) -> Watched {
+        let lines = stderr_lines(&mut child);
+        Watched {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The next stderr line for which `wanted` holds (within [`PROCESS_WAIT`]);
+    /// fails the test, showing what was seen, when the child ends or the wait
+    /// passes first.
+    pub async fn line_where(&mut self, mut wanted: impl FnMut(&str) -> bool) -> String {
+        let (lines, seen) = (&mut self.lines, &mut self.seen);
+        let found = tokio::time::timeout(PROCESS_WAIT, async {
+            while let Some(line) = lines.recv().await {
+                seen.push(line.clone());
+                if wanted(&line) {
+                    return Some(line);
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(line)) => line,
+            Ok(None) => panic!(
+                "the process ended first; lines seen:\n{}",
+                self.seen.join("\n")
+            ),
+            Err(_) => panic!(
+                "no such line in time; lines seen:\n{}",
+                self.seen.join("\n")
+            ),
+        }
+    }
+
+    /// Sends `name` (`TERM`, `HUP`, `INT`).
+    pub fn signal(&self, name: &str) {
+        signal(&self.child, name);
+    }
+
+    /// SIGTERM, then every line up to the exit, and the exit status (both within
+    /// [`PROCESS_WAIT`]).
+    pub async fn terminate(&mut self) -> ExitStatus {
+        self.signal("TERM");
+        self.exit().await
+    }
+
+    /// Reads every line up to the exit and returns the exit status (within
+    /// [`PROCESS_WAIT`]).
+    pub async fn exit(&mut self) -> ExitStatus {
+        let (lines, seen) = (&mut self.lines, &mut self.seen);
+        let drained = tokio::time::timeout(PROCESS_WAIT, async {
+            while let Some(line) = lines.recv().await {
+                seen.push(line);
+            }
+        })
+        .await;
+        assert!(
+            drained.is_ok(),
+            "the process did not end; lines seen:\n{}",
+            self.seen.join("\n")
+        );
+        tokio::time::timeout(PROCESS_WAIT, self.child.wait())
+            .await
+            .expect("the process exits once its stderr is closed")
+            .unwrap()
+    }
+
+    /// [`terminate`](Self::terminate), and fails the test unless it exits 0.
+    pub async fn stop(&mut self) {
+        let status = self.terminate().await;
+        assert!(
+            status.success(),
+            "exited {status}; lines seen:\n{}",
+            self.seen.join("\n")
+        );
+    }
+}
