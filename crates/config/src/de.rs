@@ -322,7 +322,7 @@ impl<'de> MapAccess<'de> for Entries {
 /// deserialise, each with its key (in the file's own numbering of list entries).
 /// No config when some fault cannot be stepped past.
 pub(super) fn every_fault(table: toml::Table) -> (Option<Config>, Vec<Problem>) {
-    let defaults = toml::Value::Table(super::load::defaults_table());
+    let defaults = toml::Value::Table(super::Config::defaults_table());
     let mut root = toml::Value::Table(table);
     let mut problems: Vec<Problem> = Vec::new();
     // Entries left out of each list (by the list's key, in the file's numbering),
@@ -456,7 +456,7 @@ fn elsewhere(name: &str) -> Vec<String> {
     }
     let mut out = Vec::new();
     walk(
-        &super::load::defaults_table(),
+        &super::Config::defaults_table(),
         &mut Vec::new(),
         name,
         &mut out,

@@ -21,7 +21,7 @@ fn known_keys() -> BTreeSet<String> {
             path.pop();
         }
     }
-    let mut example = load::defaults_table();
+    let mut example = Config::defaults_table();
     let entry = |value: toml::Table| toml::Value::Array(vec![toml::Value::Table(value)]);
     let fallback = FallbackConfig {
         base_url: "https://x/api/v1".into(),
@@ -57,7 +57,7 @@ fn known_keys() -> BTreeSet<String> {
 fn deploy_comments_name_only_real_keys() {
     let known = known_keys();
     let vars: Vec<String> = env_keys().into_iter().map(|k| k.var).collect();
-    let sections: Vec<String> = load::defaults_table().keys().cloned().collect();
+    let sections: Vec<String> = Config::defaults_table().keys().cloned().collect();
 
     let mut files = Vec::new();
     let mut dirs = vec![std::path::PathBuf::from(concat!(

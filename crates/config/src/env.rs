@@ -110,7 +110,7 @@ pub fn env_keys() -> Vec<EnvKey> {
         }
     }
     let mut out = Vec::new();
-    collect(&super::load::defaults_table(), &mut Vec::new(), &mut out);
+    collect(&super::Config::defaults_table(), &mut Vec::new(), &mut out);
     out
 }
 
@@ -142,7 +142,7 @@ pub(super) struct Overlay {
 /// Lays every set override over `table` (the defaults with the file on them), each
 /// value parsed as the type of its default; then the whole is deserialised once.
 pub(super) fn overlay(table: &mut toml::Table, env: &dyn Env) -> Overlay {
-    let defaults = super::load::defaults_table();
+    let defaults = super::Config::defaults_table();
     let mut overlay = Overlay::default();
     for key in env_keys() {
         let Some(raw) = env.var(&key.var) else {
@@ -324,7 +324,7 @@ mod tests {
             "MDPROXY_UPSTREAM_TOKEN" => Some(String::new()),
             _ => None,
         };
-        let mut table = super::super::load::defaults_table();
+        let mut table = super::super::Config::defaults_table();
         let overlay = overlay(&mut table, &env);
         assert_eq!(table["upstream"]["timeout_ms"].as_integer(), Some(1500));
         assert_eq!(

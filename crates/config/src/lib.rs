@@ -17,6 +17,7 @@ mod env;
 mod load;
 mod lookup;
 mod problem;
+mod restart;
 mod secret;
 #[cfg(test)]
 mod tests;
@@ -47,6 +48,14 @@ pub struct Config {
     pub admin: AdminConfig,
     pub log: LogConfig,
     pub telemetry: TelemetryConfig,
+}
+
+impl Config {
+    /// The defaults as a TOML table: the base every file is laid over, and where the
+    /// variables' names and the report's known keys come from.
+    pub(crate) fn defaults_table() -> toml::Table {
+        toml::Table::try_from(Config::default()).expect("the defaults serialise")
+    }
 }
 
 /// `[telemetry]`: OpenTelemetry traces, exported over OTLP (README "Observability").

@@ -90,7 +90,7 @@ pub fn from_text(
         }
     };
 
-    let mut table = defaults_table();
+    let mut table = Config::defaults_table();
     merge(&mut table, file);
     let overlay = overlay(&mut table, env);
     let from_env = &overlay.from_env;
@@ -137,12 +137,6 @@ pub fn from_text(
         Some(config) if problems.is_empty() => Ok(config),
         _ => Err(Problems::new(origin, problems)),
     }
-}
-
-/// The defaults as a TOML table: the base every file is laid over, and where the
-/// variables' names and the report's known keys come from.
-pub(crate) fn defaults_table() -> toml::Table {
-    toml::Table::try_from(Config::default()).expect("the defaults serialise")
 }
 
 /// Lays `over` onto `base`: tables merge key by key, anything else replaces.
