@@ -87,7 +87,32 @@ pub fn validate(
     raw_path_params: &[&str],
     raw_query: Option<&str>,
 ) -> Result<Valid, Error> {
-    let mut values: [Option<Cow<'_, str>>; MAX_QUERY] = Default::default();
+    let mut values = read_query(endpoint, raw_query)?;
+    if let Some(successor) = endpoint.successor {
+        return as_successor(endpoint, successor, raw_path_params, &values);
+    }
+    let mut target = String::with_capacity(endpoint.path.len() + 48);
+    write_path(endpoint, raw_path_params, &mut target)?;
+    let (target, keyed) = write_query(endpoint, target, &mut values);
+    Ok(Valid {
+        endpoint,
+        target,
+        class: keyed.class,
+        until_open: keyed.until_open,
+        // Forward adjustment rewrites history at every ex-dividend date: never final.
+        settles: keyed.settles.filter(|_| !keyed.until_open),
+        venue: keyed.venue,
+    })
+}
+
+/// The canonical value of each query parameter of an endpoint, in its order
+/// (`None`: not given, or given empty where empty means absent).
+type Values<'a> = [Option<Cow<'a, str>>; MAX_QUERY];
+
+/// Reads `raw_query` for `endpoint`: each pair checked and made canonical, then
+/// the ranges, the one-of groups, the required parameters, and last an unknown one.
+fn read_query<'a>(endpoint: &Endpoint, raw_query: Option<&'a str>) -> Result<Values<'a>, Error> {
+    let mut values: Values<'a> = Default::default();
     debug_assert!(endpoint.query.len() <= MAX_QUERY);
     // A parameter the endpoint does not take is reported only once everything the
     // endpoint does take is right: then the answer does not depend on the order of
@@ -95,7 +120,6 @@ pub fn validate(
     // hides a bad known one (which it must not).
     let mut unknown = None;
     let mut given = [false; MAX_QUERY];
-
     for pair in query_pairs(raw_query.unwrap_or("")) {
         let (name, value) = pair?;
         let Some(index) = endpoint.query.iter().position(|p| p.name == name) else {
@@ -122,7 +146,6 @@ pub fn validate(
         }
         values[index] = Some(canonical(param, value)?);
     }
-
     check_ranges(endpoint, &values)?;
     if !endpoint.one_of.is_empty()
         && !endpoint.one_of.iter().any(|name| {
@@ -145,19 +168,19 @@ pub fn validate(
             param: param.to_owned(),
         });
     }
-    if let Some(param) = unknown {
-        return Err(Error::UnknownParameter { param });
+    match unknown {
+        Some(param) => Err(Error::UnknownParameter { param }),
+        None => Ok(values),
     }
-    if let Some(successor) = endpoint.successor {
-        return as_successor(endpoint, successor, raw_path_params, &values);
-    }
+}
 
-    let mut class = endpoint.class;
-    // Absent counts as the value: the upstream's default adjustment is forward.
-    let mut until_open = endpoint.until_open_when.is_some();
-    let mut settles = None;
-    let mut venue = Venue::China;
-    let mut target = String::with_capacity(endpoint.path.len() + 48);
+/// Writes the canonical path of `endpoint` with its path parameters (raw, still
+/// percent-encoded, in template order) into `target`.
+fn write_path(
+    endpoint: &Endpoint,
+    raw_path_params: &[&str],
+    target: &mut String,
+) -> Result<(), Error> {
     let mut path_params = raw_path_params.iter();
     let mut path_specs = endpoint.path_params.iter();
     for segment in endpoint.path.split('/').skip(1) {
@@ -178,8 +201,30 @@ pub fn validate(
         // need no escaping in the target.
         target.push_str(&canonical(param, decoded)?);
     }
+    Ok(())
+}
 
+/// What the values of a request decide beside its key.
+struct Keyed {
+    class: FreshnessClass,
+    until_open: bool,
+    settles: Option<NaiveDate>,
+    venue: Venue,
+}
+
+/// Appends the key's query (defaults applied, canonical order) to `target` (its
+/// path), reading what the values decide on the way: the freshness class, whether
+/// the answer holds until the open, when it settles and its market.
+fn write_query(endpoint: &Endpoint, target: String, values: &mut Values<'_>) -> (String, Keyed) {
+    let mut keyed = Keyed {
+        class: endpoint.class,
+        // Absent counts as the value: the upstream's default adjustment is forward.
+        until_open: endpoint.until_open_when.is_some(),
+        settles: None,
+        venue: Venue::China,
+    };
     // Pairs follow a `?`; the `?` goes again when no pair was written.
+    let mut target = target;
     target.push('?');
     let query_start = target.len();
     let mut query = form_urlencoded::Serializer::for_suffix(target, query_start);
@@ -191,36 +236,7 @@ pub fn validate(
                 None => continue,
             },
         };
-        for rule in endpoint.class_rules {
-            match *rule {
-                ClassRule::Present(name, other) if name == param.name => class = other,
-                ClassRule::OneOf(name, values, other)
-                    if name == param.name && values.contains(&value.as_ref()) =>
-                {
-                    class = other;
-                }
-                _ => {}
-            }
-        }
-        if let Some((name, when)) = endpoint.until_open_when
-            && name == param.name
-        {
-            until_open = value == when;
-        }
-        if let Some(rule) = endpoint.settles
-            && rule.param == param.name
-        {
-            settles = settled_from(&value, rule.months);
-        }
-        match endpoint.venue {
-            Some(VenueRule::OfCode(name)) if name == param.name => venue = code_venue(&value),
-            Some(VenueRule::HongKongFor(name, values))
-                if name == param.name && values.contains(&value.as_ref()) =>
-            {
-                venue = Venue::HongKong;
-            }
-            _ => {}
-        }
+        keyed.read(endpoint, param.name, &value);
         if param.role == KeyRole::Key {
             query.append_pair(param.name, &value);
         }
@@ -229,15 +245,45 @@ pub fn validate(
     if target.len() == query_start {
         target.pop();
     }
-    Ok(Valid {
-        endpoint,
-        target,
-        class,
-        until_open,
-        // Forward adjustment rewrites history at every ex-dividend date: never final.
-        settles: settles.filter(|_| !until_open),
-        venue,
-    })
+    (target, keyed)
+}
+
+impl Keyed {
+    /// What the value of parameter `name` decides under `endpoint`'s rules.
+    fn read(&mut self, endpoint: &Endpoint, name: &str, value: &str) {
+        for rule in endpoint.class_rules {
+            match *rule {
+                ClassRule::Present(rule_name, other) if rule_name == name => self.class = other,
+                ClassRule::OneOf(rule_name, values, other)
+                    if rule_name == name && values.contains(&value) =>
+                {
+                    self.class = other;
+                }
+                _ => {}
+            }
+        }
+        if let Some((rule_name, when)) = endpoint.until_open_when
+            && rule_name == name
+        {
+            self.until_open = value == when;
+        }
+        if let Some(rule) = endpoint.settles
+            && rule.param == name
+        {
+            self.settles = settled_from(value, rule.months);
+        }
+        match endpoint.venue {
+            Some(VenueRule::OfCode(rule_name)) if rule_name == name => {
+                self.venue = code_venue(value);
+            }
+            Some(VenueRule::HongKongFor(rule_name, values))
+                if rule_name == name && values.contains(&value) =>
+            {
+                self.venue = Venue::HongKong;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The market of a canonical K-line code: five digits are an HK code, a secid of

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use crate::catalog::{MAX_CODES, Param, ParamKind};
-use crate::code::CodeError;
+use crate::code::{CodeError, CodeRule};
 use crate::error::Error;
 
 /// Validates one value and returns its canonical form.
@@ -16,34 +16,7 @@ pub(crate) fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a
             CodeError::Form => Error::invalid(name, format!("{name} must be {}", rule.forms())),
             contradiction => contradicted(name, &contradiction),
         }),
-        ParamKind::Codes(rule) => {
-            let mut out = String::with_capacity(value.len() + 16);
-            let mut count = 0;
-            for code in value.split(',') {
-                count += 1;
-                if count > MAX_CODES {
-                    return Err(Error::invalid(
-                        name,
-                        format!("{name} holds more than {MAX_CODES} codes"),
-                    ));
-                }
-                let code = rule.read(code.trim()).map_err(|e| match e {
-                    CodeError::Form => Error::invalid(
-                        name,
-                        format!(
-                            "{name} must be comma-separated codes, each {}",
-                            rule.forms()
-                        ),
-                    ),
-                    contradiction => contradicted(name, &contradiction),
-                })?;
-                if !out.is_empty() {
-                    out.push(',');
-                }
-                out.push_str(&code);
-            }
-            Ok(Cow::Owned(out))
-        }
+        ParamKind::Codes(rule) => canonical_codes(name, rule, &value).map(Cow::Owned),
         ParamKind::Ident => {
             let ok = (1..=64).contains(&value.len())
                 && value
@@ -70,27 +43,7 @@ pub(crate) fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a
                 ))
             }
         }
-        ParamKind::Int { min, max } => {
-            let parsed = (!value.is_empty()
-                && value.len() <= 12
-                && value.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| value.parse::<i64>().ok())
-            .flatten();
-            match parsed {
-                Some(n) if (min..=max).contains(&n) => {
-                    // "007" and "7" are one key.
-                    if value.starts_with('0') && value.len() > 1 {
-                        Ok(Cow::Owned(n.to_string()))
-                    } else {
-                        Ok(value)
-                    }
-                }
-                _ => Err(Error::invalid(
-                    name,
-                    format!("{name} must be an integer from {min} to {max}"),
-                )),
-            }
-        }
+        ParamKind::Int { min, max } => canonical_int(name, min, max, value),
         ParamKind::Date => {
             if is_date(&value) {
                 Ok(value)
@@ -128,6 +81,60 @@ pub(crate) fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a
                 Ok(value)
             }
         }
+    }
+}
+
+/// A comma-separated list of codes, each canonical, at most [`MAX_CODES`].
+fn canonical_codes(name: &str, rule: CodeRule, value: &str) -> Result<String, Error> {
+    let mut out = String::with_capacity(value.len() + 16);
+    for (count, code) in value.split(',').enumerate() {
+        if count == MAX_CODES {
+            return Err(Error::invalid(
+                name,
+                format!("{name} holds more than {MAX_CODES} codes"),
+            ));
+        }
+        let code = rule.read(code.trim()).map_err(|e| match e {
+            CodeError::Form => Error::invalid(
+                name,
+                format!(
+                    "{name} must be comma-separated codes, each {}",
+                    rule.forms()
+                ),
+            ),
+            contradiction => contradicted(name, &contradiction),
+        })?;
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(&code);
+    }
+    Ok(out)
+}
+
+/// An integer within `min..=max`, leading zeros dropped ("007" and "7" are one key).
+fn canonical_int<'a>(
+    name: &str,
+    min: i64,
+    max: i64,
+    value: Cow<'a, str>,
+) -> Result<Cow<'a, str>, Error> {
+    let parsed =
+        (!value.is_empty() && value.len() <= 12 && value.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| value.parse::<i64>().ok())
+            .flatten();
+    match parsed {
+        Some(n) if (min..=max).contains(&n) => {
+            if value.starts_with('0') && value.len() > 1 {
+                Ok(Cow::Owned(n.to_string()))
+            } else {
+                Ok(value)
+            }
+        }
+        _ => Err(Error::invalid(
+            name,
+            format!("{name} must be an integer from {min} to {max}"),
+        )),
     }
 }
 

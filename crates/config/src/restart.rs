@@ -32,7 +32,10 @@ impl Config {
                 "server.tls_cert (TLS on or off)",
             ),
             (new.admin.listen != old.admin.listen, "admin.listen"),
-            (new.cache.max_bytes != old.cache.max_bytes, "cache.max_bytes"),
+            (
+                new.cache.max_bytes != old.cache.max_bytes,
+                "cache.max_bytes",
+            ),
             (disk(new) != disk(old), "cache.disk_path, cache.disk_bytes"),
             (new.cluster != old.cluster, "cluster"),
             (new.scheduler != old.scheduler, "scheduler"),
@@ -59,7 +62,10 @@ mod tests {
             old.restart_only_changes(&new)
         };
         assert!(changed(|_| {}).is_empty());
-        assert_eq!(changed(|c| c.server.listen = "0.0.0.0:1".into()), ["server.listen"]);
+        assert_eq!(
+            changed(|c| c.server.listen = "0.0.0.0:1".into()),
+            ["server.listen"]
+        );
         assert_eq!(
             changed(|c| c.server.max_headers += 1),
             ["server connection limits"]
@@ -73,7 +79,10 @@ mod tests {
             changed(|c| c.cache.disk_bytes += 1),
             ["cache.disk_path, cache.disk_bytes"]
         );
-        assert_eq!(changed(|c| c.scheduler.enabled = !c.scheduler.enabled), ["scheduler"]);
+        assert_eq!(
+            changed(|c| c.scheduler.enabled = !c.scheduler.enabled),
+            ["scheduler"]
+        );
         assert!(changed(|c| c.upstream.base_url = "http://elsewhere/api/v1".into()).is_empty());
         assert!(changed(|c| c.limits.upstream_rps += 1).is_empty());
     }

@@ -33,12 +33,35 @@ impl Config {
     /// What is wrong with the values, each problem with its key.
     pub(super) fn problems(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
+        self.zero_problems(&mut problems);
+        self.server_problems(&mut problems);
+        self.auth_problems(&mut problems);
+        if !self.admin.listen.is_empty() && self.admin.listen.parse::<SocketAddr>().is_err() {
+            problems.push(Problem::new(
+                "admin.listen",
+                format!(
+                    "{:?} is not an address such as 127.0.0.1:9091 (or empty)",
+                    self.admin.listen
+                ),
+            ));
+        }
+        self.hub_problems(&mut problems);
+        self.upstream_problems(&mut problems);
+        self.limits_problems(&mut problems);
+        self.cluster.problems(&mut problems);
+        self.cache_problems(&mut problems);
+        self.freshness_problems(&mut problems);
+        problems
+    }
+
+    /// The counts, sizes and durations that must not be 0.
+    fn zero_problems(&self, problems: &mut Vec<Problem>) {
         let mut at_least_one = |key: &str, value: u64| {
             if value == 0 {
                 problems.push(Problem::new(key, "must be at least 1"));
             }
         };
-        let server = &self.server;
+        let (server, hub, upstream) = (&self.server, &self.hub, &self.upstream);
         at_least_one("server.max_connections", server.max_connections as u64);
         at_least_one(
             "server.header_read_timeout_ms",
@@ -46,7 +69,6 @@ impl Config {
         );
         at_least_one("server.max_headers", server.max_headers as u64);
         at_least_one("server.h2_max_streams", u64::from(server.h2_max_streams));
-        let hub = &self.hub;
         at_least_one("hub.session_interval_ms", hub.session_interval_ms);
         at_least_one("hub.closed_interval_ms", hub.closed_interval_ms);
         at_least_one("hub.batch_size", hub.batch_size as u64);
@@ -57,7 +79,6 @@ impl Config {
             "passthrough.max_target_bytes",
             self.passthrough.max_target_bytes as u64,
         );
-        let upstream = &self.upstream;
         at_least_one("upstream.connect_timeout_ms", upstream.connect_timeout_ms);
         at_least_one("upstream.timeout_ms", upstream.timeout_ms);
         at_least_one("upstream.long_timeout_ms", upstream.long_timeout_ms);
@@ -75,7 +96,11 @@ impl Config {
         if self.limits.client_rps > 0 {
             at_least_one("limits.client_burst", u64::from(self.limits.client_burst));
         }
+    }
 
+    /// The client listener: its address, limits, TLS pair and CORS origins.
+    fn server_problems(&self, problems: &mut Vec<Problem>) {
+        let server = &self.server;
         if server.listen.parse::<SocketAddr>().is_err() {
             problems.push(Problem::new(
                 "server.listen",
@@ -116,16 +141,11 @@ impl Config {
                 ));
             }
         }
-        self.auth_problems(&mut problems);
-        if !self.admin.listen.is_empty() && self.admin.listen.parse::<SocketAddr>().is_err() {
-            problems.push(Problem::new(
-                "admin.listen",
-                format!(
-                    "{:?} is not an address such as 127.0.0.1:9091 (or empty)",
-                    self.admin.listen
-                ),
-            ));
-        }
+    }
+
+    /// The hub's source path and its keepalive against its stall timeout.
+    fn hub_problems(&self, problems: &mut Vec<Problem>) {
+        let hub = &self.hub;
         if !hub.source.is_empty() && !hub.source.starts_with('/') {
             problems.push(Problem::new(
                 "hub.source",
@@ -141,9 +161,10 @@ impl Config {
                 "must be shorter than hub.stall_timeout_secs (keepalives are how an idle stream shows it is alive)",
             ));
         }
-        self.upstream_problems(&mut problems);
-        self.limits_problems(&mut problems);
-        self.cluster.problems(&mut problems);
+    }
+
+    /// Memory's size, and the disk tier's path and size together.
+    fn cache_problems(&self, problems: &mut Vec<Problem>) {
         if self.cache.max_bytes < 1024 * 1024 {
             problems.push(Problem::new(
                 "cache.max_bytes",
@@ -166,6 +187,10 @@ impl Config {
             )),
             _ => {}
         }
+    }
+
+    /// Every freshness class present, and every endpoint override naming an endpoint.
+    fn freshness_problems(&self, problems: &mut Vec<Problem>) {
         for class in FreshnessClass::ALL {
             if !self.freshness.classes.contains_key(&class) {
                 problems.push(Problem::new(
@@ -187,7 +212,6 @@ impl Config {
                 ));
             }
         }
-        problems
     }
 
     fn auth_problems(&self, problems: &mut Vec<Problem>) {

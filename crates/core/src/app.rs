@@ -1,14 +1,17 @@
 //! The running application: [`start`] builds the shared state, the hub and the edge,
-//! binds the client and admin listeners, starts the scheduler (and the start-up
-//! prewarm) and, on request, the config watcher; [`App::shutdown`] stops all of it.
-//! It owns the one shutdown token and the one `TaskTracker` every background task is
-//! spawned on.
+//! binds the client and admin listeners, registers each subsystem's metrics, starts
+//! the fleet's relays, the scheduler (and the start-up prewarm) and, on request,
+//! the config watcher; [`App::shutdown`] stops all of it. It owns the one shutdown
+//! token and the one `TaskTracker` every background task is spawned on.
+
+mod relay;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -16,12 +19,16 @@ use tokio_util::task::TaskTracker;
 use crate::edge::ConnectionLimits;
 use crate::edge::handler::Edge;
 use crate::edge::server::{Listening, Streams};
-use crate::edge::tls::Tls;
+use crate::edge::tls::{Tls, TlsError};
 use crate::hub::QuoteHub;
 use crate::ops::admin::Admin;
-use crate::ops::reload::{Applied, Apply, Lookup};
-use crate::ops::scheduler::{self, Scheduler};
-use crate::state::AppState;
+use crate::ops::metrics::Metrics;
+use crate::ops::overview::Overview;
+use crate::ops::reload::{Applied, Apply, Lookup, ReloadError};
+use crate::ops::reload_log::ReloadLog;
+use crate::ops::scheduler::{self, Scheduler, SchedulerError};
+use crate::state::{AppState, StateError};
+use crate::stats::Requests;
 use crate::upstream::budget::RateClock;
 use mdproxy_api::catalog::STREAM_PATH;
 use mdproxy_api::router::API_PREFIX;
@@ -50,15 +57,15 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
-    /// The upstream client could not be built.
-    #[error("upstream client: {0}")]
-    Upstream(String),
+    /// `[cluster]` cannot be connected to, or an upstream client not built.
+    #[error(transparent)]
+    State(#[from] StateError),
     /// The scheduler could not start.
-    #[error("scheduler: {0}")]
-    Scheduler(String),
+    #[error(transparent)]
+    Scheduler(#[from] SchedulerError),
     /// The TLS certificate or key did not load.
-    #[error("{0}")]
-    Tls(String),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     /// The configuration was refused.
     #[error(transparent)]
     Config(#[from] mdproxy_config::Problems),
@@ -78,6 +85,8 @@ pub struct App {
     scheduler: Option<Scheduler>,
     /// The client listener's TLS, when `server.tls_cert` is set.
     tls: Option<Arc<Tls>>,
+    /// Every reload attempt (the watcher writes it, `/status` reads it).
+    reloads: Arc<ReloadLog>,
 }
 
 async fn bind(key: &'static str, addr: &str) -> Result<(TcpListener, SocketAddr), StartError> {
@@ -158,27 +167,81 @@ pub async fn start_with(
         tracker.clone(),
         stop.child_token(),
         disk,
-    )
-    .map_err(StartError::Upstream)?;
+    )?;
+    if state.cluster().is_some() {
+        relay::spawn(&state, state.stop());
+    }
     warn_if_calendar_is_short(&state);
     let hub = QuoteHub::new(state.clone());
     let edge = Arc::new(Edge::new(state.clone(), hub.clone(), rate_clock));
+    let tls = load_tls(config, &stop, &tracker)?;
+    serve_clients(listener, config, &edge, tls.clone(), &stop, &tracker);
+    let jobs = scheduler::Jobs::default();
+    let reloads = Arc::new(ReloadLog::default());
+    let admin_addr = admin.map(|(listener, admin_addr)| {
+        let overview = Overview {
+            state: state.clone(),
+            hub: hub.clone(),
+            jobs: jobs.clone(),
+            history: crate::ops::history::History::start(&state),
+            reloads: Arc::clone(&reloads),
+            started: chrono::Utc::now(),
+        };
+        let metrics = metrics(&state, &hub, &reloads);
+        let admin = Admin::new(state.clone(), metrics, overview);
+        serve_admin(listener, admin, &stop, &tracker);
+        tracing::info!(addr = %admin_addr, "admin listening");
+        admin_addr
+    });
+    let scheduler = start_scheduler(config, &state, &jobs).await?;
+    tracing::info!(%addr, "proxy listening");
+    crate::ops::probe::spawn(&state);
+    Ok(App {
+        addr,
+        admin_addr,
+        state,
+        hub,
+        edge,
+        stop,
+        tracker,
+        scheduler,
+        tls,
+        reloads,
+    })
+}
 
-    let tls = if config.server.tls_cert.is_empty() {
-        None
-    } else {
-        let tls = Tls::load(
-            Path::new(&config.server.tls_cert),
-            Path::new(&config.server.tls_key),
-        )
-        .map_err(StartError::Tls)?;
-        let tls = Arc::new(tls);
-        let every = Duration::from_millis(config.server.reload_poll_ms.max(1_000));
-        tls.watch(every, stop.child_token(), &tracker);
-        Some(tls)
-    };
-    let handler_edge = Arc::clone(&edge);
-    let stream_edge = Arc::clone(&edge);
+/// The client listener's TLS (`server.tls_cert`), watched for renewed files, or
+/// none.
+fn load_tls(
+    config: &Config,
+    stop: &CancellationToken,
+    tracker: &TaskTracker,
+) -> Result<Option<Arc<Tls>>, TlsError> {
+    if config.server.tls_cert.is_empty() {
+        return Ok(None);
+    }
+    let tls = Tls::load(
+        Path::new(&config.server.tls_cert),
+        Path::new(&config.server.tls_key),
+    )?;
+    let tls = Arc::new(tls);
+    let every = Duration::from_millis(config.server.reload_poll_ms.max(1_000));
+    tls.watch(every, stop.child_token(), tracker);
+    Ok(Some(tls))
+}
+
+/// Serves clients on `listener` until `stop`: the edge, with quote streams on the
+/// bare socket.
+fn serve_clients(
+    listener: TcpListener,
+    config: &Config,
+    edge: &Arc<Edge>,
+    tls: Option<Arc<Tls>>,
+    stop: &CancellationToken,
+    tracker: &TaskTracker,
+) {
+    let handler_edge = Arc::clone(edge);
+    let stream_edge = Arc::clone(edge);
     let streams = Streams {
         path: format!("{API_PREFIX}{STREAM_PATH}"),
         handler: Arc::new(move |req, connection| {
@@ -193,7 +256,7 @@ pub async fn start_with(
     let listening = Listening {
         listener,
         limits: ConnectionLimits::from(&config.server),
-        tls: tls.clone(),
+        tls,
         streams: Some(streams),
         grace: Duration::from_millis(config.server.shutdown_grace_ms),
         tracker: tracker.clone(),
@@ -203,66 +266,72 @@ pub async fn start_with(
         move |req, connection| handler_edge.handle(req, connection),
         async move { stopped.cancelled().await },
     ));
-    let jobs = scheduler::Jobs::default();
-    let admin_addr = admin.map(|(listener, admin_addr)| {
-        let history = crate::ops::history::History::start(&state);
-        let admin = Arc::new(Admin::new(
-            state.clone(),
-            hub.clone(),
-            jobs.clone(),
-            history,
-        ));
-        let stopped = stop.clone();
-        let listening = Listening {
-            listener,
-            limits: ConnectionLimits::internal(
-                ADMIN_MAX_CONNECTIONS,
-                ADMIN_MAX_CONNECTIONS / 4,
-                ADMIN_HEADER_READ_TIMEOUT,
-            ),
-            tls: None,
-            streams: None,
-            grace: ADMIN_GRACE,
-            tracker: tracker.clone(),
-        };
-        tracker.spawn(crate::edge::server::serve(
-            listening,
-            move |req, _connection| {
-                let admin = Arc::clone(&admin);
-                async move { admin.handle(req).await }
-            },
-            async move { stopped.cancelled().await },
-        ));
-        tracing::info!(addr = %admin_addr, "admin listening");
-        admin_addr
-    });
-    let scheduler = if config.scheduler.enabled {
-        let mut plans = scheduler::builtin();
-        plans.extend(scheduler::configured(&config.scheduler.jobs));
-        if config.scheduler.prewarm_on_start {
-            prewarm_on_start(&state, plans.clone());
-        }
-        Some(
-            Scheduler::start(state.clone(), plans, &jobs)
-                .await
-                .map_err(StartError::Scheduler)?,
-        )
-    } else {
-        None
+}
+
+/// Serves `admin` on `listener` until `stop`, with the admin listener's own limits.
+fn serve_admin(
+    listener: TcpListener,
+    admin: Admin,
+    stop: &CancellationToken,
+    tracker: &TaskTracker,
+) {
+    let admin = Arc::new(admin);
+    let stopped = stop.clone();
+    let listening = Listening {
+        listener,
+        limits: ConnectionLimits::internal(
+            ADMIN_MAX_CONNECTIONS,
+            ADMIN_MAX_CONNECTIONS / 4,
+            ADMIN_HEADER_READ_TIMEOUT,
+        ),
+        tls: None,
+        streams: None,
+        grace: ADMIN_GRACE,
+        tracker: tracker.clone(),
     };
-    tracing::info!(%addr, "proxy listening");
-    crate::ops::probe::spawn(&state);
-    Ok(App {
-        addr,
-        admin_addr,
-        state,
-        hub,
-        edge,
-        stop,
-        tracker,
-        scheduler,
-        tls,
-    })
+    tracker.spawn(crate::edge::server::serve(
+        listening,
+        move |req, _connection| {
+            let admin = Arc::clone(&admin);
+            async move { admin.handle(req).await }
+        },
+        async move { stopped.cancelled().await },
+    ));
+}
+
+/// The `/metrics` registry: each subsystem registers its own collectors under
+/// `mdproxy_`; none knows the others'.
+fn metrics(state: &AppState, hub: &QuoteHub, reloads: &Arc<ReloadLog>) -> Metrics {
+    let mut registry = Registry::default();
+    let ours = registry.sub_registry_with_prefix("mdproxy");
+    Requests::register_metrics(state.requests(), ours);
+    crate::upstream::metrics::register(state.upstream(), ours);
+    crate::cache::metrics::register(state.cache(), ours);
+    crate::hub::metrics::register(hub, ours);
+    ReloadLog::register_metrics(reloads, ours);
+    if let Some(cluster) = state.cluster() {
+        mdproxy_fleet::metrics::register(cluster, ours);
+    }
+    crate::ops::metrics::register_node(state, ours);
+    Metrics::new(registry)
+}
+
+/// The scheduler of `config` with its built-in and configured jobs (and the
+/// start-up prewarm), or none when it is off.
+async fn start_scheduler(
+    config: &Config,
+    state: &AppState,
+    jobs: &scheduler::Jobs,
+) -> Result<Option<Scheduler>, SchedulerError> {
+    if !config.scheduler.enabled {
+        return Ok(None);
+    }
+    let mut plans = scheduler::builtin();
+    plans.extend(scheduler::configured(&config.scheduler.jobs));
+    if config.scheduler.prewarm_on_start {
+        prewarm_on_start(state, plans.clone());
+    }
+    Scheduler::start(state.clone(), plans, jobs).await.map(Some)
 }
 
 fn warn_if_calendar_is_short(state: &AppState) {
@@ -337,13 +406,18 @@ impl App {
         &self.hub
     }
 
+    /// Every reload attempt so far (the config watcher's).
+    pub fn reloads(&self) -> &Arc<ReloadLog> {
+        &self.reloads
+    }
+
     /// Applies a new, already validated configuration without touching connections,
     /// the cache, the counters or the rate buckets of unchanged limits. Returns the
     /// keys that only a restart can change.
     ///
     /// # Errors
     /// When the new upstream client cannot be built; the old config stays.
-    pub fn reload(&self, config: Config) -> Result<Vec<&'static str>, String> {
+    pub fn reload(&self, config: Config) -> Result<Vec<&'static str>, ReloadError> {
         apply(&self.state, &self.edge, self.tls.as_deref(), config).map(|a| a.needs_restart)
     }
 
@@ -357,7 +431,7 @@ impl App {
             path,
             lookup,
             apply,
-            Arc::clone(self.state.stats()),
+            Arc::clone(&self.reloads),
             poll,
             self.stop.clone(),
             &self.tracker,
@@ -395,16 +469,14 @@ fn apply(
     edge: &Edge,
     tls: Option<&Tls>,
     config: Config,
-) -> Result<Applied, String> {
+) -> Result<Applied, ReloadError> {
     // TLS files first: a pair that does not load refuses the whole reload.
     if let Some(tls) = tls
         && !config.server.tls_cert.is_empty()
-        && tls
-            .refresh(
-                Path::new(&config.server.tls_cert),
-                Path::new(&config.server.tls_key),
-            )
-            .map_err(|refused| refused.to_string())?
+        && tls.refresh(
+            Path::new(&config.server.tls_cert),
+            Path::new(&config.server.tls_key),
+        )?
     {
         tracing::info!(cert = %config.server.tls_cert, "TLS certificate reloaded");
     }

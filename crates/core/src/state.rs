@@ -1,7 +1,8 @@
 //! The state the edge, the hub and the operations share: the current configuration
 //! snapshot (swapped whole on reload), and the parts that outlive every reload (the
-//! read-through cache, the upstream client and budget, the counters, the clock, the
-//! task tracker and the shutdown token). Built by `app`; knows nothing of HTTP.
+//! read-through cache, the upstream client and budget, the fleet, the request
+//! counters, the clock, the task tracker and the shutdown token). Built by `app`;
+//! knows nothing of HTTP.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,14 +13,15 @@ use tokio_util::task::TaskTracker;
 
 use crate::cache::disk::Disk;
 use crate::cache::freshness::Policy;
-use crate::cache::purge::Purge;
-use crate::cache::readthrough::ReadThrough;
+use crate::cache::readthrough::{Filling, ReadThrough};
 use crate::cache::store::Cache;
-use crate::stats::Stats;
+use crate::cache::tier::{DiskTier, SharedTier, Tier, Tiers};
+use crate::stats::Requests;
 use crate::upstream::Upstream;
 use crate::upstream::budget::RateClock;
+use crate::upstream::client::ClientError;
 use mdproxy_config::Config;
-use mdproxy_fleet::{Cluster, Fleet};
+use mdproxy_fleet::{Cluster, ClusterError, Fleet};
 use mdproxy_market::Clock;
 
 /// A configuration and the policy resolved from it; a request reads one snapshot.
@@ -41,6 +43,17 @@ impl Snapshot {
     }
 }
 
+/// Why the shared state could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// `[cluster]` cannot be connected to.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// An upstream client could not be built.
+    #[error(transparent)]
+    Upstream(#[from] ClientError),
+}
+
 /// The shared state; cheap to clone (one `Arc`).
 #[derive(Clone)]
 pub struct AppState {
@@ -53,7 +66,8 @@ struct Shared {
     upstream: Upstream,
     /// What this node shares with the others (`[cluster]`), or a single node's.
     fleet: Fleet,
-    stats: Arc<Stats>,
+    /// What the edge counts of every request.
+    requests: Arc<Requests>,
     clock: Arc<dyn Clock>,
     /// Every background task (fills, refreshes, hub polls, jobs) runs on it; the
     /// application waits for it at shutdown.
@@ -68,7 +82,7 @@ impl AppState {
     /// by the caller) under the memory cache.
     ///
     /// # Errors
-    /// When the upstream client cannot be built.
+    /// When `[cluster]` cannot be connected to or an upstream client cannot be built.
     pub fn new(
         config: Config,
         clock: Arc<dyn Clock>,
@@ -76,83 +90,46 @@ impl AppState {
         tracker: TaskTracker,
         stop: CancellationToken,
         disk: Option<Disk>,
-    ) -> Result<AppState, String> {
-        let stats = Arc::new(Stats::default());
-        let cluster = if !config.cluster.is_enabled() {
-            None
-        } else {
+    ) -> Result<AppState, StateError> {
+        let cluster = if config.cluster.is_enabled() {
             Some(Cluster::start(&config.cluster, &tracker, stop.clone())?)
+        } else {
+            None
         };
         let fleet = Fleet::of(cluster);
-        let upstream = Upstream::new(
-            &config,
-            rate_clock,
-            Arc::clone(&clock),
-            Arc::clone(&stats),
-            Some(&fleet),
-        )?;
-        // Another node's fill outlives ours by at most the budget wait and the
-        // upstream's timeout of its endpoint (added per fill).
-        let lease = Duration::from_millis(config.limits.client_wait_ms + 1_000);
+        let upstream = Upstream::new(&config, rate_clock, Arc::clone(&clock), Some(&fleet))?;
+        // What a fill asks before the upstream: this node's disk, then the fleet.
+        let mut tiers: Vec<Arc<dyn Tier>> = Vec::new();
+        if let Some(disk) = &disk {
+            tiers.push(Arc::new(DiskTier(disk.clone())));
+        }
+        if fleet.cluster().is_some() {
+            tiers.push(Arc::new(SharedTier {
+                store: Arc::clone(fleet.store()),
+                lock: Arc::clone(fleet.lock()),
+            }));
+        }
         let mut store = Cache::new(config.cache.max_bytes, tracker.clone());
         if let Some(disk) = disk {
             store = store.with_disk(disk);
         }
-        let cache = ReadThrough::new(
-            store,
-            upstream.clone(),
-            Arc::clone(&stats),
-            Arc::clone(&clock),
-            tracker.clone(),
-            (&fleet, lease),
-            backoff(&config),
-        );
-        if fleet.cluster().is_some() {
-            // Purges made on any node drop the same keys here too.
-            let (mut purged, cache, halt) =
-                (fleet.store().invalidations(), cache.clone(), stop.clone());
-            tracker.spawn(async move {
-                loop {
-                    tokio::select! {
-                        message = purged.recv() => match message {
-                            Ok(message) => {
-                                if let Some(purge) = Purge::from_message(&message) {
-                                    cache.forget(&purge).await;
-                                }
-                            }
-                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                            Err(_) => return,
-                        },
-                        () = halt.cancelled() => return,
-                    }
-                }
-            });
-            // Pauses and slow-downs of the upstream other nodes were told of.
-            let (mut heard, upstream, stop) = (
-                fleet.limits().announcements(),
-                upstream.clone(),
-                stop.clone(),
-            );
-            tracker.spawn(async move {
-                loop {
-                    tokio::select! {
-                        announcement = heard.recv() => match announcement {
-                            Ok(announcement) => upstream.hear(&announcement),
-                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                            Err(_) => return,
-                        },
-                        () = stop.cancelled() => return,
-                    }
-                }
-            });
-        }
+        let filling = Filling {
+            upstream: upstream.clone(),
+            tiers: Tiers::new(tiers),
+            shared: Arc::clone(fleet.store()),
+            // Another node's fill outlives ours by at most the budget wait and the
+            // upstream's timeout of its endpoint (added per fill).
+            lease: Duration::from_millis(config.limits.client_wait_ms + 1_000),
+            backoff: backoff(&config),
+        };
+        let cache = ReadThrough::new(store, filling, Arc::clone(&clock), tracker.clone());
         Ok(AppState {
             inner: Arc::new(Shared {
                 snapshot: ArcSwap::from_pointee(Snapshot::new(config, 0)),
                 cache,
                 upstream,
                 fleet,
-                stats,
+                requests: Arc::default(),
                 clock,
                 tracker,
                 stop,
@@ -167,50 +144,9 @@ impl AppState {
     ///
     /// # Errors
     /// When a new upstream client cannot be built; the old config stays.
-    pub fn reload(&self, config: Config) -> Result<Vec<&'static str>, String> {
+    pub fn reload(&self, config: Config) -> Result<Vec<&'static str>, ClientError> {
         let old = self.inner.snapshot.load_full();
-        let mut needs_restart = Vec::new();
-        if config.server.listen != old.config.server.listen {
-            needs_restart.push("server.listen");
-        }
-        let (new_server, old_server) = (&config.server, &old.config.server);
-        let connections = |s: &mdproxy_config::ServerConfig| {
-            (
-                s.max_connections,
-                s.max_connections_per_client_percent,
-                s.header_read_timeout_ms,
-                s.keep_alive,
-                s.max_headers,
-                s.max_header_bytes,
-                s.h2_max_streams,
-            )
-        };
-        if connections(new_server) != connections(old_server) {
-            needs_restart.push("server connection limits");
-        }
-        if config.server.tls_cert.is_empty() != old.config.server.tls_cert.is_empty() {
-            needs_restart.push("server.tls_cert (TLS on or off)");
-        }
-        if config.admin.listen != old.config.admin.listen {
-            needs_restart.push("admin.listen");
-        }
-        if config.cache.max_bytes != old.config.cache.max_bytes {
-            needs_restart.push("cache.max_bytes");
-        }
-        if (&config.cache.disk_path, config.cache.disk_bytes)
-            != (&old.config.cache.disk_path, old.config.cache.disk_bytes)
-        {
-            needs_restart.push("cache.disk_path, cache.disk_bytes");
-        }
-        if config.cluster != old.config.cluster {
-            needs_restart.push("cluster");
-        }
-        if config.scheduler != old.config.scheduler {
-            needs_restart.push("scheduler");
-        }
-        if config.telemetry != old.config.telemetry {
-            needs_restart.push("telemetry");
-        }
+        let needs_restart = old.config.restart_only_changes(&config);
         self.inner.upstream.reconfigure(&config)?;
         self.inner.cache.failures().set_backoff(backoff(&config));
         self.inner
@@ -251,9 +187,9 @@ impl AppState {
         self.inner.fleet.cluster()
     }
 
-    /// Every counter.
-    pub fn stats(&self) -> &Arc<Stats> {
-        &self.inner.stats
+    /// What the edge counts of every request.
+    pub fn requests(&self) -> &Arc<Requests> {
+        &self.inner.requests
     }
 
     /// The market clock.
@@ -269,35 +205,6 @@ impl AppState {
     /// The shutdown token.
     pub fn stop(&self) -> &CancellationToken {
         &self.inner.stop
-    }
-
-    /// Whether the proxy is ready for traffic, and why: once an upstream request has
-    /// succeeded (the upstream is there and takes our token) or the cache holds
-    /// entries (it can answer from them whatever the upstream does). Until then
-    /// `/readyz` answers 503 with the reason, so a rollout does not send traffic to a
-    /// node that can only answer errors.
-    ///
-    /// # Errors
-    /// Why it is not ready, with the upstream's last failure when there is one.
-    pub fn readiness(&self) -> Result<String, String> {
-        let stats = self.stats();
-        if stats.upstream_seen() {
-            return Ok("the upstream answered".into());
-        }
-        let entries = self.cache().store().entry_count();
-        if entries > 0 {
-            return Ok(format!(
-                "the cache holds {entries} entries (the upstream has not answered yet)"
-            ));
-        }
-        Err(match stats.upstream_health().last_error {
-            Some((_, label, detail)) => {
-                format!(
-                    "no upstream request has succeeded yet; the last one failed ({label}): {detail}"
-                )
-            }
-            None => "no upstream request has succeeded yet and the cache is empty".into(),
-        })
     }
 }
 

@@ -222,6 +222,25 @@ enum Target {
     Cluster(ClusterSeeds),
 }
 
+/// Why `[cluster]` cannot be connected to, naming the key (never a URL's
+/// password or a secret).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cluster.{key}: {reason}")]
+pub struct ClusterError {
+    /// The key of `[cluster]` at fault (`redis_url`, `nodes[1]`, `tls_ca_file`).
+    pub key: String,
+    pub reason: String,
+}
+
+impl ClusterError {
+    fn new(key: impl Into<String>, reason: impl Into<String>) -> ClusterError {
+        ClusterError {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// What a Redis Cluster's client is built from.
 struct ClusterSeeds {
     nodes: Vec<ConnectionInfo>,
@@ -231,17 +250,20 @@ struct ClusterSeeds {
 }
 
 impl ClusterSeeds {
-    fn of(config: &ClusterConfig, certificates: Option<TlsCertificates>) -> Result<Self, String> {
+    fn of(
+        config: &ClusterConfig,
+        certificates: Option<TlsCertificates>,
+    ) -> Result<Self, ClusterError> {
         let nodes = config
             .nodes
             .iter()
             .enumerate()
             .map(|(i, node)| {
-                node.as_str()
-                    .into_connection_info()
-                    .map_err(|_| format!("cluster.nodes[{i}]: not a redis://host:port URL"))
+                node.as_str().into_connection_info().map_err(|_| {
+                    ClusterError::new(format!("nodes[{i}]"), "not a redis://host:port URL")
+                })
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, ClusterError>>()?;
         Ok(ClusterSeeds {
             nodes,
             username: config.username.clone(),
@@ -305,7 +327,7 @@ impl Connector {
     /// # Errors
     /// When `redis_url` is no URL this build can connect to, or a TLS file cannot
     /// be read (the message never holds the URL or a password).
-    pub(crate) fn new(config: &ClusterConfig) -> Result<Connector, String> {
+    pub(crate) fn new(config: &ClusterConfig) -> Result<Connector, ClusterError> {
         let certificates = certificates(config)?;
         let target = if config.is_redis_cluster() {
             Target::Cluster(ClusterSeeds::of(config, certificates)?)
@@ -439,14 +461,14 @@ fn address(addr: &ConnectionAddr) -> String {
 
 /// The CA and client certificate the TLS files name (`None`: no file, the
 /// system's roots and no client certificate).
-fn certificates(config: &ClusterConfig) -> Result<Option<TlsCertificates>, String> {
-    let read = |key: &str, path: &str| -> Result<Option<Vec<u8>>, String> {
+fn certificates(config: &ClusterConfig) -> Result<Option<TlsCertificates>, ClusterError> {
+    let read = |key: &str, path: &str| -> Result<Option<Vec<u8>>, ClusterError> {
         if path.is_empty() {
             return Ok(None);
         }
         std::fs::read(path)
             .map(Some)
-            .map_err(|e| format!("cluster.{key}: cannot read {path}: {e}"))
+            .map_err(|e| ClusterError::new(key, format!("cannot read {path}: {e}")))
     };
     let root_cert = read("tls_ca_file", &config.tls_ca_file)?;
     let client_tls = match (
@@ -459,7 +481,10 @@ fn certificates(config: &ClusterConfig) -> Result<Option<TlsCertificates>, Strin
         }),
         (None, None) => None,
         _ => {
-            return Err("cluster.tls_cert_file and cluster.tls_key_file go together".to_owned());
+            return Err(ClusterError::new(
+                "tls_cert_file",
+                "cluster.tls_cert_file and cluster.tls_key_file go together",
+            ));
         }
     };
     if root_cert.is_none() && client_tls.is_none() {
@@ -475,8 +500,8 @@ fn certificates(config: &ClusterConfig) -> Result<Option<TlsCertificates>, Strin
 fn url_client(
     config: &ClusterConfig,
     certificates: Option<TlsCertificates>,
-) -> Result<redis::Client, String> {
-    let refused = || format!("cluster.redis_url: {REDIS_URL_FORM}");
+) -> Result<redis::Client, ClusterError> {
+    let refused = || ClusterError::new("redis_url", REDIS_URL_FORM);
     let url = config.redis_url.expose();
     if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
         return Err(refused());
@@ -488,7 +513,12 @@ fn url_client(
         None => redis::Client::open(info),
     };
     // The crate's reasons name no secret, but say only what is ours to say.
-    client.map_err(|_| "cluster.redis_url: the TLS files do not fit it (rediss:// is needed for them, and PEM files)".to_owned())
+    client.map_err(|_| {
+        ClusterError::new(
+            "redis_url",
+            "the TLS files do not fit it (rediss:// is needed for them, and PEM files)",
+        )
+    })
 }
 
 /// Lays `username` and `password` over what `info` had (each when set).
@@ -506,7 +536,7 @@ fn credentials(info: &mut RedisConnectionInfo, username: &str, password: &Secret
 fn sentinel_client(
     config: &ClusterConfig,
     certificates: Option<TlsCertificates>,
-) -> Result<SentinelClient, String> {
+) -> Result<SentinelClient, ClusterError> {
     let addrs = config.sentinel_addrs().into_iter().map(|(host, port)| {
         if config.sentinel_tls {
             ConnectionAddr::TcpTls {
@@ -524,7 +554,7 @@ fn sentinel_client(
         config.sentinel_master.clone(),
         SentinelServerType::Master,
     )
-    .map_err(|_| "cluster.sentinels: no sentinel to ask".to_owned())?;
+    .map_err(|_| ClusterError::new("sentinels", "no sentinel to ask"))?;
     if !config.username.is_empty() {
         builder = builder.set_client_to_redis_username(config.username.clone());
     }
@@ -552,7 +582,7 @@ fn sentinel_client(
     }
     builder
         .build()
-        .map_err(|_| "cluster.sentinels: not a list of host:port".to_owned())
+        .map_err(|_| ClusterError::new("sentinels", "not a list of host:port"))
 }
 
 /// Whether `e` is a server's refusal of a command it does not know (one older
@@ -575,7 +605,7 @@ mod tests {
     use super::*;
     use mdproxy_config::Secret;
 
-    fn connector(url: &str) -> Result<Connector, String> {
+    fn connector(url: &str) -> Result<Connector, ClusterError> {
         Connector::new(&ClusterConfig {
             redis_url: Secret::new(url),
             ..ClusterConfig::default()
@@ -590,8 +620,8 @@ mod tests {
         assert!(connector("rediss://:pw@127.0.0.1:6380/0").is_ok());
         for url in ["http://:pw@127.0.0.1/", "redis://:pw@[::1"] {
             let refused = connector(url).err().unwrap();
-            assert!(refused.starts_with("cluster.redis_url"), "{refused}");
-            assert!(!refused.contains("pw"), "{refused}");
+            assert_eq!(refused.key, "redis_url");
+            assert!(!refused.to_string().contains("pw"), "{refused}");
         }
     }
 
@@ -605,8 +635,11 @@ mod tests {
         })
         .err()
         .unwrap();
+        assert_eq!(refused.key, "tls_ca_file");
         assert!(
-            refused.starts_with("cluster.tls_ca_file: cannot read /nonexistent/ca.pem"),
+            refused
+                .to_string()
+                .starts_with("cluster.tls_ca_file: cannot read /nonexistent/ca.pem"),
             "{refused}"
         );
     }

@@ -30,9 +30,11 @@ pub mod limits;
 mod link;
 pub mod lock;
 mod member;
+pub mod metrics;
 pub mod permits;
 pub mod store;
 
+pub use conn::ClusterError;
 pub use fleet::{Alone, Fleet};
 pub use jobs::JobClaims;
 pub use leader::Leadership;

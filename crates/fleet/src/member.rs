@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::conn::Connector;
+use super::conn::{ClusterError, Connector};
 use super::jobs::RedisJobs;
 use super::leader::{RedisLeadership, board_channel};
 use super::limits::RedisLimits;
@@ -46,7 +46,7 @@ impl Cluster {
         config: &ClusterConfig,
         tracker: &TaskTracker,
         stop: CancellationToken,
-    ) -> Result<Cluster, String> {
+    ) -> Result<Cluster, ClusterError> {
         let connector = Connector::new(config)?;
         let node_id = if config.node_id.is_empty() {
             default_node_id()

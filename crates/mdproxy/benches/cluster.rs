@@ -16,8 +16,8 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mdproxy_core::app::App;
 use mdproxy_config::{Config, Secret};
+use mdproxy_core::app::App;
 use mdproxy_market::{Clock, ManualClock};
 use mdproxy_sim::SimConfig;
 use support::redis::{MASTER, Redis, RedisCluster, sentinel_topology};
@@ -173,7 +173,11 @@ fn main() {
             let mut nodes: Vec<App> = Vec::new();
             for i in 0..3 {
                 config.cluster.node_id = format!("bench-{i}");
-                nodes.push(mdproxy_core::app::start(&config, clock.clone()).await.unwrap());
+                nodes.push(
+                    mdproxy_core::app::start(&config, clock.clone())
+                        .await
+                        .unwrap(),
+                );
             }
             for n in &nodes {
                 let cluster = n.state().cluster().unwrap().clone();

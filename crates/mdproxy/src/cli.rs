@@ -204,18 +204,29 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Why traces did not start.
+#[derive(Debug, thiserror::Error)]
+enum TelemetryStart {
+    /// `[telemetry]` or the `OTEL_*` variables are wrong: every problem, one a line.
+    #[error("{}", .0.join("\n"))]
+    Settings(Vec<String>),
+    /// The exporter could not start.
+    #[error(transparent)]
+    Exporter(#[from] mdproxy_core::telemetry::TelemetryError),
+}
+
 /// Starts traces when `config` and the `OTEL_*` variables set an endpoint.
 ///
 /// # Errors
-/// Every problem with them, one a line, or why the exporter could not start.
+/// Every problem with them, or why the exporter could not start.
 fn start_telemetry(
     config: &mdproxy_config::TelemetryConfig,
-) -> Result<Option<mdproxy_core::telemetry::Telemetry>, String> {
+) -> Result<Option<mdproxy_core::telemetry::Telemetry>, TelemetryStart> {
     let settings = mdproxy_core::telemetry::Settings::resolve(config, &process_env())
-        .map_err(|problems| problems.join("\n"))?;
-    settings
+        .map_err(TelemetryStart::Settings)?;
+    Ok(settings
         .map(|s| mdproxy_core::telemetry::Telemetry::start(&s))
-        .transpose()
+        .transpose()?)
 }
 
 /// Loads `path` as `serve` starts from it and `check-config` judges it: a reload's

@@ -5,7 +5,9 @@
 mod company;
 mod documented;
 mod economy;
+mod figures;
 mod fund;
+mod kline;
 mod market;
 mod news;
 mod screen;

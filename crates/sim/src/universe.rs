@@ -499,107 +499,9 @@ impl Universe {
             .flat_map(|sfx| CONCEPT_BASES.iter().map(move |b| format!("{b}{sfx}")))
             .take(440)
             .collect();
-        let mut stocks = Vec::with_capacity(5_410);
         let mut r = rng(0x5743_4b53);
-        for &(first, count, exchange, first_year) in BOARDS {
-            let mut code = first;
-            for i in 0..count {
-                let code_str = format!("{code:06}");
-                let seed = seed_of(&code_str);
-                let mut s = rng(seed);
-                // Older codes listed earlier: spread listing dates over the board's life.
-                let span = (2026 - first_year).max(1) as f64;
-                let year = first_year + (span * (i as f64 / count as f64).powf(1.3)) as i32;
-                let listed = NaiveDate::from_ymd_opt(year.min(2026), s.u32(1..=12), s.u32(1..=28))
-                    .expect("month 1..=12 and day 1..=28 always exist");
-                let name = format!(
-                    "{}{}{}",
-                    NAME_HEADS[s.usize(..NAME_HEADS.len())],
-                    NAME_MIDS[s.usize(..NAME_MIDS.len())],
-                    NAME_TAILS[s.usize(..NAME_TAILS.len())]
-                );
-                let concept_count = s.usize(1..=6);
-                stocks.push(Stock {
-                    code: code_str,
-                    exchange,
-                    name,
-                    industry: s.usize(..INDUSTRIES.len()),
-                    region: s.usize(..REGIONS.len()),
-                    concepts: (0..concept_count)
-                        .map(|_| s.usize(..concepts.len()))
-                        .collect(),
-                    styles: (0..s.usize(1..=3))
-                        .map(|_| s.usize(..STYLES.len()))
-                        .collect(),
-                    listed,
-                    seed,
-                    base_price: 3.0 + s.f64().powi(3) * 120.0,
-                    shares_wan: 5_000.0 + s.f64().powi(2) * 2_000_000.0,
-                });
-                code = next_code(code, 1 + r.u32(0..3), FAMOUS.iter().map(|f| f.0));
-            }
-        }
-        // The famous few keep their real names, industries and early listing dates.
-        for &(code, name, industry) in FAMOUS {
-            if let Some(stock) = stocks.iter_mut().find(|s| s.code == code) {
-                stock.name = name.to_owned();
-                stock.industry = INDUSTRIES.iter().position(|i| *i == industry).unwrap_or(0);
-            }
-        }
-        if let Some(pingan) = stocks.iter_mut().find(|s| s.code == "000001") {
-            pingan.listed = NaiveDate::from_ymd_opt(1991, 4, 3).expect("a real date");
-        }
-        if let Some(moutai) = stocks.iter_mut().find(|s| s.code == "600519") {
-            moutai.listed = NaiveDate::from_ymd_opt(2001, 8, 27).expect("a real date");
-            moutai.base_price = 35.0;
-        }
-
-        let mut etfs = Vec::with_capacity(1_000);
-        let etf_ranges: &[(u32, usize, Exchange)] = &[
-            (510_010, 240, Exchange::Sh),
-            (512_500, 300, Exchange::Sh),
-            (513_000, 90, Exchange::Sh),
-            (515_000, 110, Exchange::Sh),
-            (560_000, 60, Exchange::Sh),
-            (588_000, 40, Exchange::Sh),
-            (159_500, 300, Exchange::Sz),
-        ];
-        for &(first, count, exchange) in etf_ranges {
-            let mut code = first;
-            for _ in 0..count {
-                let code_str = format!("{code:06}");
-                let seed = seed_of(&code_str) ^ 0xE7F;
-                let mut s = rng(seed);
-                let index = s.usize(..TRACKED_INDICES.len());
-                let company = FUND_COMPANIES[s.usize(..FUND_COMPANIES.len())];
-                etfs.push(Etf {
-                    name: format!("{}ETF{}", TRACKED_INDICES[index].0, company),
-                    code: code_str,
-                    exchange,
-                    index,
-                    company,
-                    listed: NaiveDate::from_ymd_opt(
-                        s.i32(2005..=2025),
-                        s.u32(1..=12),
-                        s.u32(1..=28),
-                    )
-                    .expect("month 1..=12 and day 1..=28 always exist"),
-                    seed,
-                    base_price: 0.5 + s.f64() * 4.0,
-                });
-                code = next_code(code, 1 + r.u32(0..2), FAMOUS_ETFS.iter().copied());
-            }
-        }
-        if let Some(hs300) = etfs.iter_mut().find(|e| e.code == "510300") {
-            hs300.name = "沪深300ETF华泰柏瑞".into();
-            hs300.index = 0;
-        }
-        if let Some(chinext) = etfs.iter_mut().find(|e| e.code == "159915") {
-            chinext.name = "创业板ETF易方达".into();
-            chinext.index = 3;
-            chinext.company = "易方达";
-        }
-
+        let stocks = stocks(&mut r, concepts.len());
+        let etfs = etfs(&mut r);
         let hk = hk::listings(&mut r);
         let hk_by_code = hk
             .iter()
@@ -643,6 +545,111 @@ impl Universe {
     pub fn hk(&self, code: &str) -> Option<&HkStock> {
         self.hk_by_code.get(code).map(|&i| &self.hk[i])
     }
+}
+
+/// The A-share listings, board by board, drawing code gaps from `r`; each stock's
+/// own figures come from its code's seed (`concepts`: how many concepts there are).
+fn stocks(r: &mut fastrand::Rng, concepts: usize) -> Vec<Stock> {
+    let mut stocks = Vec::with_capacity(5_410);
+    for &(first, count, exchange, first_year) in BOARDS {
+        let mut code = first;
+        for i in 0..count {
+            let code_str = format!("{code:06}");
+            let seed = seed_of(&code_str);
+            let mut s = rng(seed);
+            // Older codes listed earlier: spread listing dates over the board's life.
+            let span = (2026 - first_year).max(1) as f64;
+            let year = first_year + (span * (i as f64 / count as f64).powf(1.3)) as i32;
+            let listed = NaiveDate::from_ymd_opt(year.min(2026), s.u32(1..=12), s.u32(1..=28))
+                .expect("month 1..=12 and day 1..=28 always exist");
+            let name = format!(
+                "{}{}{}",
+                NAME_HEADS[s.usize(..NAME_HEADS.len())],
+                NAME_MIDS[s.usize(..NAME_MIDS.len())],
+                NAME_TAILS[s.usize(..NAME_TAILS.len())]
+            );
+            let concept_count = s.usize(1..=6);
+            stocks.push(Stock {
+                code: code_str,
+                exchange,
+                name,
+                industry: s.usize(..INDUSTRIES.len()),
+                region: s.usize(..REGIONS.len()),
+                concepts: (0..concept_count).map(|_| s.usize(..concepts)).collect(),
+                styles: (0..s.usize(1..=3))
+                    .map(|_| s.usize(..STYLES.len()))
+                    .collect(),
+                listed,
+                seed,
+                base_price: 3.0 + s.f64().powi(3) * 120.0,
+                shares_wan: 5_000.0 + s.f64().powi(2) * 2_000_000.0,
+            });
+            code = next_code(code, 1 + r.u32(0..3), FAMOUS.iter().map(|f| f.0));
+        }
+    }
+    // The famous few keep their real names, industries and early listing dates.
+    for &(code, name, industry) in FAMOUS {
+        if let Some(stock) = stocks.iter_mut().find(|s| s.code == code) {
+            stock.name = name.to_owned();
+            stock.industry = INDUSTRIES.iter().position(|i| *i == industry).unwrap_or(0);
+        }
+    }
+    if let Some(pingan) = stocks.iter_mut().find(|s| s.code == "000001") {
+        pingan.listed = NaiveDate::from_ymd_opt(1991, 4, 3).expect("a real date");
+    }
+    if let Some(moutai) = stocks.iter_mut().find(|s| s.code == "600519") {
+        moutai.listed = NaiveDate::from_ymd_opt(2001, 8, 27).expect("a real date");
+        moutai.base_price = 35.0;
+    }
+
+    stocks
+}
+
+/// The ETFs, range by range, drawing code gaps from `r`.
+fn etfs(r: &mut fastrand::Rng) -> Vec<Etf> {
+    let mut etfs = Vec::with_capacity(1_000);
+    let etf_ranges: &[(u32, usize, Exchange)] = &[
+        (510_010, 240, Exchange::Sh),
+        (512_500, 300, Exchange::Sh),
+        (513_000, 90, Exchange::Sh),
+        (515_000, 110, Exchange::Sh),
+        (560_000, 60, Exchange::Sh),
+        (588_000, 40, Exchange::Sh),
+        (159_500, 300, Exchange::Sz),
+    ];
+    for &(first, count, exchange) in etf_ranges {
+        let mut code = first;
+        for _ in 0..count {
+            let code_str = format!("{code:06}");
+            let seed = seed_of(&code_str) ^ 0xE7F;
+            let mut s = rng(seed);
+            let index = s.usize(..TRACKED_INDICES.len());
+            let company = FUND_COMPANIES[s.usize(..FUND_COMPANIES.len())];
+            etfs.push(Etf {
+                name: format!("{}ETF{}", TRACKED_INDICES[index].0, company),
+                code: code_str,
+                exchange,
+                index,
+                company,
+                listed: NaiveDate::from_ymd_opt(s.i32(2005..=2025), s.u32(1..=12), s.u32(1..=28))
+                    .expect("month 1..=12 and day 1..=28 always exist"),
+                seed,
+                base_price: 0.5 + s.f64() * 4.0,
+            });
+            code = next_code(code, 1 + r.u32(0..2), FAMOUS_ETFS.iter().copied());
+        }
+    }
+    if let Some(hs300) = etfs.iter_mut().find(|e| e.code == "510300") {
+        hs300.name = "沪深300ETF华泰柏瑞".into();
+        hs300.index = 0;
+    }
+    if let Some(chinext) = etfs.iter_mut().find(|e| e.code == "159915") {
+        chinext.name = "创业板ETF易方达".into();
+        chinext.index = 3;
+        chinext.company = "易方达";
+    }
+
+    etfs
 }
 
 #[cfg(test)]

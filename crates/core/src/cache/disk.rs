@@ -8,6 +8,7 @@
 
 pub mod format;
 pub mod io;
+pub mod metrics;
 pub mod purges;
 
 use std::path::{Path, PathBuf};
@@ -24,7 +25,7 @@ use tokio_util::task::TaskTracker;
 use crate::cache::entry::CachedBody;
 use crate::cache::freshness::{Freshness, Policy};
 use crate::cache::purged::{Purged, Stamp};
-use crate::stats::Histogram;
+use crate::stats::histogram::Histogram;
 pub use format::Refused;
 pub use purges::Pattern;
 

@@ -1,10 +1,11 @@
-//! The cache: the byte-bounded store with single-flight fills and its hot set, the
-//! compressed representations of an answer and when they are made, the read-through decision, the
-//! cluster's share of a fill, the freshness policy (computed from the market
-//! clock, [`mdproxy_market`]); the disk tier under the memory and which of its reads
-//! memory keeps.
+//! The cache: the byte-bounded memory store with single-flight fills and its hot
+//! set, the compressed representations of an answer and when they are made, the
+//! read-through decision, the tiers a fill consults before the upstream (the disk
+//! tier under memory, the fleet's shared store), the freshness policy (computed from
+//! the market clock, [`mdproxy_market`]), and what clients ask for.
 
 pub mod compress;
+pub mod demand;
 pub mod disk;
 mod doorkeeper;
 pub mod encoding;
@@ -13,8 +14,10 @@ pub mod failures;
 mod flight;
 pub mod freshness;
 mod hot;
+pub mod metrics;
 pub mod purge;
 pub mod purged;
 pub mod readthrough;
 pub mod shared;
 pub mod store;
+pub mod tier;

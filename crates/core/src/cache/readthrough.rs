@@ -6,27 +6,29 @@
 //! [`Answer`] into a response.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio_util::task::TaskTracker;
-use tracing::Instrument;
 
+use crate::cache::demand::Demand;
 use crate::cache::disk::Pattern;
 use crate::cache::entry::CachedBody;
 use crate::cache::failures::{Backoff, Failures};
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
 use crate::cache::purge::Purge;
-use crate::cache::shared::{self, Share};
 use crate::cache::store::{Cache, FillRole, Unheld};
+use crate::cache::tier::{Fill, Tiers};
 use crate::logging::Throttle;
-use crate::stats::{CacheStatus, Stats};
+use crate::stats::CacheStatus;
 use crate::telemetry::context::Context;
-use crate::upstream::Upstream;
 use crate::upstream::budget::Priority;
 use crate::upstream::client::FetchError;
+use crate::upstream::{Upstream, UpstreamRequest};
+use mdproxy_api::catalog::catalog;
 use mdproxy_api::params::Valid;
-use mdproxy_fleet::{FillLock, Fleet, SharedStore};
+use mdproxy_fleet::SharedStore;
 use mdproxy_market::Clock;
 
 /// At most one warning line per kind in this interval.
@@ -132,50 +134,81 @@ pub struct ReadThrough {
 struct Inner {
     store: Cache,
     upstream: Upstream,
-    stats: Arc<Stats>,
     clock: Arc<dyn Clock>,
     /// Background refreshes run on the application's tracker.
     tracker: TaskTracker,
     /// While the upstream is down every request for a stale key would warn.
     warnings: Throttle,
-    /// The shared store and its fill lock (a single node's share nothing).
+    /// What a fill consults before the upstream, in order (the disk tier, the
+    /// fleet's shared store).
+    tiers: Tiers,
+    /// The fleet's shared store, for purges (a single node's shares nothing).
     shared: Arc<dyn SharedStore>,
-    lock: Arc<dyn FillLock>,
     /// How long a node holds the cluster's right to fill a key beyond the upstream
     /// timeout of its endpoint (the budget wait): past both another node takes over.
     lease: Duration,
     /// Keys whose fill just failed, held back while their backoff runs.
     failures: Failures,
+    /// Which endpoints clients ask for (demand-driven prewarm reads it).
+    demand: Demand,
+    /// Stale-while-revalidate refreshes started.
+    refreshes: AtomicU64,
+}
+
+/// How a read-through cache fills: from what, through which tiers, holding the
+/// fleet's lease how long, and how long a failing key is held back.
+pub struct Filling {
+    pub upstream: Upstream,
+    /// The tiers a fill consults before the upstream, in order.
+    pub tiers: Tiers,
+    /// The fleet's shared store, which purges reach too.
+    pub shared: Arc<dyn SharedStore>,
+    /// How long a node holds a key's fill lease beyond the upstream's timeout.
+    pub lease: Duration,
+    pub backoff: Backoff,
 }
 
 impl ReadThrough {
-    /// A read-through cache over `store`, filling from `upstream`, sharing its
-    /// fills through `fleet` (a node holds a key's fill lease for `lease` beyond
-    /// the upstream's timeout).
-    #[allow(clippy::too_many_arguments)]
+    /// A read-through cache over `store` that fills as `filling` says, deciding on
+    /// `clock`'s time and running background work on `tracker`.
     pub fn new(
         store: Cache,
-        upstream: Upstream,
-        stats: Arc<Stats>,
+        filling: Filling,
         clock: Arc<dyn Clock>,
         tracker: TaskTracker,
-        (fleet, lease): (&Fleet, Duration),
-        backoff: Backoff,
     ) -> ReadThrough {
+        let Filling {
+            upstream,
+            tiers,
+            shared,
+            lease,
+            backoff,
+        } = filling;
         ReadThrough {
             inner: Arc::new(Inner {
                 store,
                 upstream,
-                stats,
                 clock,
                 tracker,
                 warnings: Throttle::new(WARN_EVERY),
-                shared: Arc::clone(fleet.store()),
-                lock: Arc::clone(fleet.lock()),
+                tiers,
+                shared,
                 lease,
                 failures: Failures::new(backoff),
+                demand: Demand::default(),
+                refreshes: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// Which endpoints clients ask for.
+    pub fn demand(&self) -> &Demand {
+        &self.inner.demand
+    }
+
+    /// Stale-while-revalidate refreshes started so far.
+    pub fn refreshes(&self) -> u64 {
+        self.inner.refreshes.load(Ordering::Relaxed)
     }
 
     /// The keys held back after a failure (their count, for the status page).
@@ -491,74 +524,28 @@ impl ReadThrough {
             let policy = Arc::clone(policy);
             move |entry: &CachedBody| !force && entry.is_fresh_under(&policy, now)
         };
-        let rule = Rule::of(valid);
-        let (upstream, clock, policy) =
-            (s.upstream.clone(), Arc::clone(&s.clock), Arc::clone(policy));
-        let lease = s.lease + upstream.timeout_for(valid.endpoint);
-        let shared = s
-            .shared
-            .is_up()
-            .then(|| (Arc::clone(&s.shared), Arc::clone(&s.lock)));
-        let target = valid.upstream_target().to_owned();
-        let passthrough = valid.endpoint == mdproxy_api::catalog::catalog().passthrough();
+        let origin = Origin {
+            upstream: s.upstream.clone(),
+            target: valid.upstream_target().to_owned(),
+            passthrough: valid.endpoint == catalog().passthrough(),
+            rule: Rule::of(valid),
+        };
+        let lease = s.lease + s.upstream.timeout_for(valid.endpoint);
+        let (tiers, clock, policy) = (s.tiers.clone(), Arc::clone(&s.clock), Arc::clone(policy));
         let key = valid.target.clone();
-        // A prewarm (unless forced) uses a fresh answer on this node's disk before
-        // the cluster and the upstream are asked: after a restart it reads the
-        // disk. A client's miss has read the disk already (`lookup_later`).
-        let disk = s
-            .store
-            .disk()
-            .filter(|_| !force && priority == Priority::Prewarm)
-            .cloned();
         let outcome = s
             .store
             .fill(&valid.target, usable, move || {
                 crate::telemetry::context::within(context, async move {
-                    if let Some(disk) = disk {
-                        let now = clock.now();
-                        if let Some(entry) = disk.get(&key, &policy, now).await
-                            && entry.is_fresh_under(&policy, now)
-                        {
-                            return Ok(entry);
-                        }
-                    }
-                    let Some((store, lock)) = shared else {
-                        return fetch(
-                            &upstream,
-                            &target,
-                            passthrough,
-                            priority,
-                            rule,
-                            &clock,
-                            &policy,
-                        )
-                        .await;
-                    };
-                    let held = if force {
-                        None
-                    } else {
-                        let fresh = |e: &CachedBody| e.is_fresh_under(&policy, clock.now());
-                        let now = || clock.now();
-                        let faces = (&*store, &*lock);
-                        let lookup = shared::before_fill(faces, &key, &policy, lease, now, fresh)
-                            .instrument(crate::telemetry::cluster_span());
-                        match lookup.await {
-                            Share::Found(entry) => return Ok(entry),
-                            Share::Fetch(held) => held,
-                        }
-                    };
-                    let result = fetch(
-                        &upstream,
-                        &target,
-                        passthrough,
+                    let fill = Fill {
+                        key: &key,
+                        policy: &policy,
+                        clock: &clock,
                         priority,
-                        rule,
-                        &clock,
-                        &policy,
-                    )
-                    .await;
-                    shared::after_fill((&*store, &*lock), &key, result.as_ref().ok(), held).await;
-                    result
+                        force,
+                        lease,
+                    };
+                    tiers.fill(&fill, || origin.fetch(&fill)).await
                 })
             })
             .await;
@@ -601,10 +588,7 @@ impl ReadThrough {
         if upstream.is_thrifty() {
             return Some(HeldBack::Thrifty);
         }
-        self.inner
-            .stats
-            .refreshes
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.refreshes.fetch_add(1, Ordering::Relaxed);
         let (this, policy, valid) = (self.clone(), Arc::clone(policy), valid.clone());
         self.inner.tracker.spawn(async move {
             if let (Err(e), _) = this.fill(&policy, &valid, Priority::Background, false).await {
@@ -615,43 +599,46 @@ impl ReadThrough {
     }
 }
 
-/// Fetches `target` from the upstream and wraps the answer with its lifetimes
-/// (a 404 becomes a short negative entry).
-async fn fetch(
-    upstream: &Upstream,
-    target: &str,
+/// The upstream as a fill's last step: what to ask it, and how to keep its answer.
+struct Origin {
+    upstream: Upstream,
+    /// Path and canonical query relative to `/api/v1`.
+    target: String,
     passthrough: bool,
-    priority: Priority,
     rule: Rule,
-    clock: &Arc<dyn Clock>,
-    policy: &Arc<Policy>,
-) -> Result<CachedBody, FetchError> {
-    let request = crate::upstream::UpstreamRequest {
-        target,
-        priority,
-        passthrough,
-    };
-    let (body, status, rule) = match upstream.request(request).await {
-        Ok(fetched) => (fetched.body, 200, rule),
-        // Negative caching: an unknown code stays unknown for a while.
-        Err(FetchError::Answer { status: 404, body }) => (
+}
+
+impl Origin {
+    /// Asks the upstream and wraps its answer with its lifetimes under the fill's
+    /// policy (a 404 becomes a short negative entry).
+    async fn fetch(&self, fill: &Fill<'_>) -> Result<CachedBody, FetchError> {
+        let request = UpstreamRequest {
+            target: &self.target,
+            priority: fill.priority,
+            passthrough: self.passthrough,
+        };
+        let (body, status, rule) = match self.upstream.request(request).await {
+            Ok(fetched) => (fetched.body, 200, self.rule),
+            // Negative caching: an unknown code stays unknown for a while.
+            Err(FetchError::Answer { status: 404, body }) => (
+                body,
+                404,
+                Rule {
+                    negative: true,
+                    ..self.rule
+                },
+            ),
+            Err(e) => return Err(e),
+        };
+        let fetched_at = fill.clock.now();
+        let lifetimes = fill.policy.lifetimes(rule, fetched_at);
+        Ok(CachedBody::new(
             body,
-            404,
-            Rule {
-                negative: true,
-                ..rule
-            },
-        ),
-        Err(e) => return Err(e),
-    };
-    let fetched_at = clock.now();
-    let lifetimes = policy.lifetimes(rule, fetched_at);
-    Ok(CachedBody::new(
-        body,
-        status,
-        fetched_at,
-        rule,
-        lifetimes,
-        policy.generation(),
-    ))
+            status,
+            fetched_at,
+            rule,
+            lifetimes,
+            fill.policy.generation(),
+        ))
+    }
 }

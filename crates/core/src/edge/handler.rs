@@ -8,7 +8,6 @@
 use std::convert::Infallible;
 use std::future::Ready;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
@@ -427,7 +426,7 @@ impl Edge {
             }
             Err(error) => {
                 if error.status().is_server_error() {
-                    self.state.stats().errors.fetch_add(1, Ordering::Relaxed);
+                    self.state.requests().errored();
                 }
                 let code = error.code();
                 let response = match access.error_mode {
@@ -449,14 +448,17 @@ impl Edge {
         response::write_request_id(response.headers_mut(), request_id);
         let elapsed = started.elapsed();
         let cache = trail.cache;
-        self.state.stats().responded(
+        self.state.requests().responded(
             response.status().as_u16(),
             code,
             trail.endpoint.map(|e| e.id),
             cache.map_or(Outcome::None, Outcome::Cache),
-            started,
             elapsed,
         );
+        // An answer from the cache path marks its endpoint as asked for.
+        if let (Some(endpoint), Some(_)) = (trail.endpoint, cache) {
+            self.state.cache().demand().asked(endpoint.id, started);
+        }
         if let Some(span) = &trail.span {
             crate::telemetry::record_response(
                 span,

@@ -34,18 +34,31 @@ pub struct Tls {
     loaded: Mutex<Loaded>,
 }
 
-/// Why a pair was refused, and a fingerprint of what was refused (the files' bytes,
-/// or the read error), so that the same broken files are reported once.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refused {
+/// Why a certificate and key pair did not load, naming the key at fault
+/// (`server.tls_cert`, `server.tls_key`, or both for a key that does not fit).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {reason}")]
+pub struct TlsError {
+    pub key: &'static str,
     pub reason: String,
-    fingerprint: u64,
 }
 
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.reason)
+impl TlsError {
+    fn new(key: &'static str, reason: impl Into<String>) -> TlsError {
+        TlsError {
+            key,
+            reason: reason.into(),
+        }
     }
+}
+
+/// Why a pair was refused, and a fingerprint of what was refused (the files' bytes,
+/// or the read error), so that the same broken files are reported once.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{error}")]
+pub struct Refused {
+    pub error: TlsError,
+    fingerprint: u64,
 }
 
 /// What one look at the files found, for the watcher's log.
@@ -59,12 +72,12 @@ enum Look {
     StillRefused,
 }
 
-fn read_pair(cert: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>), String> {
-    let read = |path: &Path, what: &str| {
+fn read_pair(cert: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
+    let read = |path: &Path, what: &'static str| {
         std::fs::read(path)
-            .map_err(|e| format!("server.{what}: cannot read {}: {e}", path.display()))
+            .map_err(|e| TlsError::new(what, format!("cannot read {}: {e}", path.display())))
     };
-    Ok((read(cert, "tls_cert")?, read(key, "tls_key")?))
+    Ok((read(cert, "server.tls_cert")?, read(key, "server.tls_key")?))
 }
 
 fn fingerprint(cert: &[u8], key: &[u8]) -> u64 {
@@ -75,22 +88,34 @@ fn fingerprint(cert: &[u8], key: &[u8]) -> u64 {
 ///
 /// # Errors
 /// Which file is wrong and why (no certificate, no key, a key that does not match).
-pub fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, String> {
+pub fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, TlsError> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("server.tls_cert: not a PEM certificate chain ({e})"))?;
+        .map_err(|e| {
+            TlsError::new(
+                "server.tls_cert",
+                format!("not a PEM certificate chain ({e})"),
+            )
+        })?;
     if chain.is_empty() {
-        return Err("server.tls_cert: no certificate in the file".into());
+        return Err(TlsError::new(
+            "server.tls_cert",
+            "no certificate in the file",
+        ));
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem)
-        .map_err(|e| format!("server.tls_key: no PEM private key in the file ({e})"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| {
+        TlsError::new(
+            "server.tls_key",
+            format!("no PEM private key in the file ({e})"),
+        )
+    })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?
+        .map_err(|e| TlsError::new("server.tls_cert", format!("TLS: {e}")))?
         .with_no_client_auth()
         .with_single_cert(chain, key)
-        .map_err(|e| format!("server.tls_cert/tls_key: {e}"))?;
+        .map_err(|e| TlsError::new("server.tls_cert/tls_key", e.to_string()))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -107,13 +132,7 @@ pub fn check(config: &Config, _env: &dyn mdproxy_config::Env) -> Vec<Problem> {
     let (cert, key) = (Path::new(&server.tls_cert), Path::new(&server.tls_key));
     match read_pair(cert, key).and_then(|(c, k)| server_config(&c, &k).map(drop)) {
         Ok(()) => Vec::new(),
-        Err(reason) => {
-            let (key, message) = reason
-                .split_once(": ")
-                .filter(|(k, _)| k.starts_with("server."))
-                .unwrap_or(("server.tls_cert", &reason));
-            vec![Problem::new(key, message)]
-        }
+        Err(e) => vec![Problem::new(e.key, &e.reason)],
     }
 }
 
@@ -149,7 +168,7 @@ impl Tls {
     ///
     /// # Errors
     /// As [`server_config`], or a file that cannot be read.
-    pub fn load(cert: &Path, key: &Path) -> Result<Tls, String> {
+    pub fn load(cert: &Path, key: &Path) -> Result<Tls, TlsError> {
         let (cert_pem, key_pem) = read_pair(cert, key)?;
         let config = server_config(&cert_pem, &key_pem)?;
         warn_if_readable(key);
@@ -174,17 +193,17 @@ impl Tls {
     /// # Errors
     /// Why the new pair was refused; the running one stays.
     pub fn refresh(&self, cert: &Path, key: &Path) -> Result<bool, Refused> {
-        let (cert_pem, key_pem) = read_pair(cert, key).map_err(|reason| Refused {
-            fingerprint: xxhash_rust::xxh3::xxh3_64(reason.as_bytes()),
-            reason,
+        let (cert_pem, key_pem) = read_pair(cert, key).map_err(|error| Refused {
+            fingerprint: xxhash_rust::xxh3::xxh3_64(error.to_string().as_bytes()),
+            error,
         })?;
         let print = fingerprint(&cert_pem, &key_pem);
         let mut loaded = self.loaded.lock().expect("tls lock is never poisoned");
         if loaded.cert == cert && loaded.key == key && loaded.fingerprint == print {
             return Ok(false);
         }
-        let config = server_config(&cert_pem, &key_pem).map_err(|reason| Refused {
-            reason,
+        let config = server_config(&cert_pem, &key_pem).map_err(|error| Refused {
+            error,
             fingerprint: print,
         })?;
         warn_if_readable(key);
@@ -220,7 +239,7 @@ impl Tls {
             Err(e) if *refused == Some(e.fingerprint) => Look::StillRefused,
             Err(e) => {
                 *refused = Some(e.fingerprint);
-                Look::Refused(e.reason)
+                Look::Refused(e.error.to_string())
             }
         }
     }
@@ -295,9 +314,9 @@ mod tests {
             vec![b"h2".to_vec(), b"http/1.1".to_vec()]
         );
         let e = server_config(b"", key.as_bytes()).unwrap_err();
-        assert!(e.starts_with("server.tls_cert"), "{e}");
+        assert_eq!(e.key, "server.tls_cert", "{e}");
         let e = server_config(cert.as_bytes(), b"junk").unwrap_err();
-        assert!(e.starts_with("server.tls_key"), "{e}");
+        assert_eq!(e.key, "server.tls_key", "{e}");
         let (_, other_key) = pair("localhost");
         assert!(
             server_config(cert.as_bytes(), other_key.as_bytes()).is_err(),

@@ -24,6 +24,7 @@ mod board;
 mod event;
 mod fanout;
 mod leader;
+pub mod metrics;
 mod poll;
 mod port;
 mod registry;
@@ -61,6 +62,10 @@ struct Inner {
     pacing: Mutex<Pacing>,
     /// Events the fan-out wrote in part, their rest handed to the stream's task.
     partial_writes: AtomicU64,
+    /// Upstream quote poll requests made (those the upstream was asked).
+    polls: AtomicU64,
+    /// Subscribers disconnected for stalling.
+    stalled: AtomicU64,
 }
 
 /// The hub. Cheap to clone.
@@ -91,13 +96,15 @@ impl QuoteHub {
                 source,
                 pacing: Mutex::default(),
                 partial_writes: AtomicU64::new(0),
+                polls: AtomicU64::new(0),
+                stalled: AtomicU64::new(0),
             }),
         }
     }
 
     /// Upstream poll requests made so far.
     pub fn polls(&self) -> u64 {
-        self.inner.state.stats().hub_polls.load(Ordering::Relaxed)
+        self.inner.polls.load(Ordering::Relaxed)
     }
 
     /// The newest board's tick (one per poll of the union).
@@ -127,7 +134,7 @@ impl QuoteHub {
 
     /// Subscribers disconnected for stalling.
     pub fn stalled(&self) -> u64 {
-        self.inner.state.stats().hub_stalled.load(Ordering::Relaxed)
+        self.inner.stalled.load(Ordering::Relaxed)
     }
 
     /// Events the fan-out wrote in part (the connection took less than the whole

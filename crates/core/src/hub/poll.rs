@@ -67,6 +67,9 @@ impl QuoteHub {
                 () = state.stop().cancelled() => continue,
             };
             failures.note(&polled, Instant::now());
+            self.inner
+                .polls
+                .fetch_add(polled.asked as u64, Ordering::Relaxed);
             // Before the new board: the check walks every subscriber, and after the
             // publish that walk would hold a worker at the start of the fan-out.
             self.drop_stalled(config);
@@ -128,11 +131,7 @@ impl QuoteHub {
                     idle_ms = idle,
                     "disconnecting a stalled subscriber"
                 );
-                self.inner
-                    .state
-                    .stats()
-                    .hub_stalled
-                    .fetch_add(1, Ordering::Relaxed);
+                self.inner.stalled.fetch_add(1, Ordering::Relaxed);
                 connection.close();
             }
         }

@@ -5,7 +5,6 @@
 //! allows (`allowance`).
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -34,6 +33,9 @@ pub struct Polled {
     pub rows: HashMap<String, Bytes>,
     /// Requests the poll was made of.
     pub requests: usize,
+    /// Those that reached the upstream (not refused by the budget, a pause or a
+    /// quota): the hub counts them as its polls.
+    pub asked: usize,
     /// Those that failed, and the label of the first failure.
     pub failed: usize,
     pub error: Option<&'static str>,
@@ -151,9 +153,7 @@ impl QuoteSource for UpstreamSource {
                         | FetchError::Paused { .. }
                         | FetchError::OverQuota { .. })
                 );
-                if asked {
-                    state.stats().hub_polls.fetch_add(1, Ordering::Relaxed);
-                }
+                polled.asked += usize::from(asked);
                 match result {
                     Ok(fetched) => polled.rows.extend(parse_items(&fetched.body)),
                     Err(e) => {

@@ -10,23 +10,18 @@ use serde_json::json;
 use crate::cache::purge::Purge;
 use crate::edge::body::{self, Body};
 use crate::edge::response::IntoResponse;
-use crate::hub::QuoteHub;
-use crate::ops::history::History;
 use crate::ops::metrics::Metrics;
-use crate::ops::scheduler::Jobs;
+use crate::ops::overview::Overview;
 use crate::state::AppState;
-use crate::stats::{self, CacheStatus, LATENCY_BUCKETS, Outcome, Stats, UpstreamOutcome};
 use mdproxy_api::catalog::catalog;
 use mdproxy_api::error::Error;
 
-/// What the admin listener reads: the shared state, the hub, the metrics
-/// registry (built once), the scheduler's jobs and the sampled traffic history.
+/// What the admin listener reads: the shared state, the metrics registry (built
+/// once) and what `/status` shows.
 pub struct Admin {
     state: AppState,
-    hub: QuoteHub,
     metrics: Metrics,
-    jobs: Jobs,
-    history: History,
+    overview: Overview,
 }
 
 fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
@@ -44,16 +39,12 @@ fn json_response(status: StatusCode, value: &serde_json::Value) -> Response<Body
 }
 
 impl Admin {
-    /// The admin service over `state` and `hub`; `/status` also shows `jobs` and
-    /// `history`.
-    pub fn new(state: AppState, hub: QuoteHub, jobs: Jobs, history: History) -> Admin {
-        let metrics = Metrics::new(state.clone(), hub.clone());
+    /// The admin service over `state`, serving `metrics` and `overview`.
+    pub fn new(state: AppState, metrics: Metrics, overview: Overview) -> Admin {
         Admin {
             state,
-            hub,
             metrics,
-            jobs,
-            history,
+            overview,
         }
     }
 
@@ -73,19 +64,25 @@ impl Admin {
                 r
             }
             (&Method::GET, "/healthz") => json_response(StatusCode::OK, &json!({ "status": "ok" })),
-            (&Method::GET, "/readyz") => match state.readiness() {
-                Ok(why) => json_response(StatusCode::OK, &json!({ "ready": true, "reason": why })),
-                Err(why) => json_response(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &json!({ "ready": false, "reason": why }),
-                ),
-            },
-            (&Method::GET, "/status.json") => json_response(StatusCode::OK, &self.status()),
+            (&Method::GET, "/readyz") => {
+                let entries = state.cache().store().entry_count();
+                match state.upstream().health().readiness(entries) {
+                    Ok(why) => json_response(
+                        StatusCode::OK,
+                        &json!({ "ready": true, "reason": why.to_string() }),
+                    ),
+                    Err(why) => json_response(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &json!({ "ready": false, "reason": why.to_string() }),
+                    ),
+                }
+            }
+            (&Method::GET, "/status.json") => json_response(StatusCode::OK, &self.overview.json()),
             (&Method::POST, "/purge") => match purge(state, &request).await {
                 Ok(report) => json_response(StatusCode::OK, &report),
                 Err(e) => e.to_response(),
             },
-            (&Method::GET, "/status") => crate::ops::status::page(&self.status()),
+            (&Method::GET, "/status") => crate::ops::status::page(&self.overview.json()),
             (_, "/purge") => Error::MethodNotAllowed { allow: "POST" }.to_response(),
             (_, "/metrics" | "/healthz" | "/readyz" | "/status" | "/status.json") => {
                 Error::MethodNotAllowed { allow: "GET" }.to_response()
@@ -94,40 +91,6 @@ impl Admin {
         };
         Ok(response)
     }
-}
-
-/// One upstream instance's protections as `/status.json` shows them.
-fn target_json(t: &crate::upstream::target::TargetReport) -> serde_json::Value {
-    let secs = |d: std::time::Duration| (d.as_secs_f64() * 10.0).round() / 10.0;
-    json!({
-        "label": t.label,
-        "base_url": t.base_url,
-        "paused_for_secs": t.paused_for.map(secs),
-        "pauses": t.pauses,
-        "breaker_open": t.breaker_open,
-        "open_routes": t.open_routes,
-        "rate": {
-            "current_rps": (t.pace.rate * 100.0).round() / 100.0,
-            "ceiling_rps": t.pace.ceiling,
-            "floor_rps": t.pace.floor,
-            "last_decrease_reason": t.pace.reason,
-            "decreases": t.pace.decreases,
-            "full_rate_in_secs": secs(t.pace.full_in),
-        },
-        "quota": {
-            "per_minute": t.quota.per_minute,
-            "per_day": t.quota.per_day,
-            "this_minute": t.quota.this_minute,
-            "today": t.quota.today,
-            "projected_today": t.quota.projected_day,
-            "skipped_today": t.quota.skipped_today,
-            "preferring_stale": t.quota.thrifty,
-        },
-        "outcomes": t.outcomes.iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(o, n)| (o.as_str().to_owned(), json!(n)))
-            .collect::<serde_json::Map<_, _>>(),
-    })
 }
 
 /// Drops cached answers: `POST /purge` with `Authorization: Bearer <admin.token>`
@@ -229,213 +192,4 @@ fn unencoded_target(target: &str, others: &[(String, String)]) -> Error {
             others[0].0
         ),
     )
-}
-
-/// The disk tier's part of `/status.json`.
-fn disk_json(disk: &crate::cache::disk::Disk) -> serde_json::Value {
-    let s = disk.stats();
-    let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-    let latency = &s.read_latency;
-    json!({
-        "state": if disk.is_writable() { "up" } else { "failing" },
-        "path": disk.path().display().to_string(),
-        "bytes": disk.used_bytes(),
-        "max_bytes": disk.capacity(),
-        "entries_estimate": disk.entries_estimate(),
-        "open_ms": disk.opened_in().as_millis() as u64,
-        "hits": n(&s.hits),
-        "promoted": n(&s.promoted),
-        "misses": n(&s.misses),
-        "writes": n(&s.writes),
-        "written_bytes": n(&s.written_bytes),
-        "read_ms_mean": if latency.count() > 0 {
-            round(latency.sum_secs() * 1e3 / latency.count() as f64, 3)
-        } else {
-            0.0
-        },
-        "purge_rules": disk.purge_rules(),
-        "engine_reads": {
-            "page_cache": n(&disk.read_paths().in_place),
-            "pool": n(&disk.read_paths().pooled),
-            "in_place_supported": disk.read_paths().in_place_supported(),
-        },
-        "dropped": {
-            "corrupt": n(&s.corrupt),
-            "truncated": n(&s.truncated),
-            "foreign": n(&s.foreign),
-            "expired": n(&s.expired),
-            "purged": n(&s.purged),
-            "too_large": n(&s.too_large),
-            "queue_full": n(&s.queue_full),
-            "write_failures": n(&s.write_failures),
-            "read_errors": n(&s.read_errors),
-        },
-    })
-}
-
-/// A time as an operator in China reads it: `2026-11-23 09:30:00 CST`.
-fn china_time(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.with_timezone(&chrono_tz::Asia::Shanghai)
-        .format("%Y-%m-%d %H:%M:%S %Z")
-        .to_string()
-}
-
-/// Rounded to `digits` decimals, for people.
-fn round(x: f64, digits: i32) -> f64 {
-    let k = 10f64.powi(digits);
-    (x * k).round() / k
-}
-
-/// p50/p90/p99 in milliseconds of a set of per-bucket counts.
-fn percentiles(buckets: &[u64; LATENCY_BUCKETS.len() + 1]) -> serde_json::Value {
-    let ms = |q| {
-        stats::quantile(buckets, q).map(|s| {
-            if s.is_finite() {
-                round(s * 1000.0, 2)
-            } else {
-                f64::MAX
-            }
-        })
-    };
-    json!({ "p50_ms": ms(0.5), "p90_ms": ms(0.9), "p99_ms": ms(0.99) })
-}
-
-impl Admin {
-    /// What an operator reads (`/status.json`; the `/status` page renders it).
-    fn status(&self) -> serde_json::Value {
-        let state = &self.state;
-        let snap = state.snapshot();
-        let stats = state.stats();
-        let now = state.clock().now();
-        let calendar = snap.policy.calendar();
-        let mut all = [0u64; LATENCY_BUCKETS.len() + 1];
-        let rates = self.history.rates();
-        let endpoints: Vec<serde_json::Value> = catalog()
-            .with_passthrough()
-            .filter_map(|e| {
-                let [hit, miss, stale] = [CacheStatus::Hit, CacheStatus::Miss, CacheStatus::Stale]
-                    .map(|s| stats.served_count(e.id, s));
-                let total = hit + miss + stale;
-                let class = if e == catalog().passthrough() {
-                    snap.config.passthrough.class
-                } else {
-                    e.class
-                };
-                let mut buckets = [0u64; LATENCY_BUCKETS.len() + 1];
-                for outcome in Outcome::ALL {
-                    stats.latency(e.id, outcome).merge_into(&mut buckets);
-                }
-                for (a, b) in all.iter_mut().zip(buckets) {
-                    *a += b;
-                }
-                let requests: u64 = buckets.iter().sum();
-                (requests > 0).then(|| {
-                    json!({
-                        "endpoint": e.path, "class": class.as_str(),
-                        "requests": requests,
-                        "rps": rates.as_ref().and_then(|r| r.get(e.id)).map(|r| round(*r, 2)),
-                        "hit": hit, "miss": miss, "stale": stale,
-                        "hit_ratio": (total > 0).then(|| round((hit + stale) as f64 / total as f64, 3)),
-                        "latency": percentiles(&buckets),
-                    })
-                })
-            })
-            .collect();
-        let hub = &self.hub;
-        let store = state.cache().store();
-        let health = stats.upstream_health();
-        let uptime = chrono::Utc::now() - stats.started;
-        let jobs = self.jobs.view(chrono::Utc::now());
-        json!({
-            "version": crate::build::VERSION,
-            "commit": crate::build::commit(),
-            "started": china_time(stats.started),
-            "uptime_secs": uptime.num_seconds(),
-            "ready": match state.readiness() {
-                Ok(why) => json!({ "ready": true, "reason": why }),
-                Err(why) => json!({ "ready": false, "reason": why }),
-            },
-            "config_generation": snap.generation,
-            "time": china_time(now),
-            "market": {
-                "phase": calendar.phase(now).as_str(),
-                "next_open": china_time(calendar.next_open(now)),
-                "last_close": china_time(calendar.last_close(now)),
-                "calendar_covers_this_year": calendar.covers(chrono::Datelike::year(&now.with_timezone(&chrono_tz::Asia::Shanghai))),
-            },
-            "cache": {
-                "entries": store.entry_count(),
-                "bytes": store.weighted_size(),
-                "max_bytes": store.max_bytes(),
-                "evictions": store.evictions(),
-            },
-            "disk": store.disk().map_or_else(|| json!({ "state": "off" }), disk_json),
-            "cluster": state.cluster().map_or_else(
-                || json!({ "state": "off" }),
-                |c| json!({
-                    "state": if c.is_up() { "up" } else { "alone" },
-                    "node_id": c.node_id(),
-                    "shared_hits": c.shared_hits(),
-                    "redis": c.redis_address(),
-                    "failovers": c.failovers(),
-                    "alone_seconds": c.alone_for().as_secs(),
-                }),
-            ),
-            "upstream": {
-                "base_url": mdproxy_config::redacted_url(&snap.config.upstream.base_url),
-                "breaker_open": state.upstream().breaker_open(),
-                "targets": state.upstream().report().iter().map(target_json).collect::<Vec<_>>(),
-                "keys_backing_off": state.cache().failures().len(),
-                "last_ok": health.last_ok.map(china_time),
-                "last_error": health.last_error.map(|(at, outcome, detail)| json!({
-                    "at": china_time(at), "outcome": outcome, "detail": detail,
-                })),
-                "budget_dropped": Stats::get(&stats.budget_dropped),
-                "outcomes": UpstreamOutcome::ALL
-                    .iter()
-                    .map(|o| (o.as_str().to_owned(), json!(stats.upstream_count(*o))))
-                    .collect::<serde_json::Map<_, _>>(),
-                "errors_served": Stats::get(&stats.errors),
-            },
-            "requests": {
-                "total": all.iter().sum::<u64>(),
-                "latency": percentiles(&all),
-            },
-            "endpoints": endpoints,
-            "hub": {
-                "polling": hub.is_polling(), "subscribers": hub.subscribers(), "codes": hub.codes(),
-                "polls": hub.polls(), "stalled": hub.stalled(),
-                "poll_interval_ms": hub.pacing().interval.as_millis() as u64,
-                "slowed_by": hub.pacing().held_by,
-            },
-            "reloads": stats.reloads().into_iter().rev().map(|r| json!({
-                "at": china_time(r.at), "applied": r.applied, "detail": r.detail,
-            })).collect::<Vec<_>>(),
-            "scheduler": {
-                "running": !jobs.is_empty(),
-                "jobs": jobs.iter().map(|j| json!({
-                    "name": j.plan.name,
-                    "cron": j.plan.cron,
-                    "when": j.plan.when.as_str(),
-                    "on_demand": j.plan.on_demand,
-                    "force": j.plan.force,
-                    "targets": j.plan.targets.iter().map(|t| t.target.as_str()).collect::<Vec<_>>(),
-                    "runs": j.runs,
-                    "last_run": j.last_run.as_ref().map(|(at, ran)| json!({
-                        "at": china_time(*at), "result": ran.to_string(),
-                        "ok": ran.is_ok(), "skipped": ran.is_skipped(),
-                    })),
-                    "next_run": j.next_run.map(china_time),
-                })).collect::<Vec<_>>(),
-            },
-            "history_every_secs": self.history.every().as_secs(),
-            "history": self.history.samples().iter().map(|s| json!({
-                "t": s.at.timestamp(),
-                "at": china_time(s.at),
-                "requests": s.requests,
-                "rps": round(s.rps(), 2),
-                "hit_ratio": s.hit_ratio().map(|r| round(r, 3)),
-            })).collect::<Vec<_>>(),
-        })
-    }
 }

@@ -1,7 +1,7 @@
 //! The last minutes of traffic, for the status page: a background task reads the
 //! request counters every few seconds into a ring buffer (request rate and hit ratio
 //! over time, and each endpoint's rate over the last minute). Nothing here runs on
-//! the request path; the counters are the plain atomics `Stats` keeps anyway.
+//! the request path; the counters are the plain atomics the request counters keep anyway.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 
 use crate::state::AppState;
-use crate::stats::{CacheStatus, Outcome, Stats};
+use crate::stats::{CacheStatus, Outcome, Requests};
 use mdproxy_api::catalog::catalog;
 
 /// How often the counters are read: fine enough for a chart of minutes, coarse
@@ -71,7 +71,7 @@ struct Counts {
 }
 
 impl Counts {
-    fn read(stats: &Stats) -> Counts {
+    fn read(stats: &Requests) -> Counts {
         let mut counts = Counts {
             at: Instant::now(),
             requests: vec![0; catalog().with_passthrough().count()],
@@ -169,14 +169,14 @@ impl History {
         // The baseline now, so that the first sample counts every request since the
         // start, however late the task first runs.
         let mut ring = Ring::new(every);
-        ring.push(Counts::read(state.stats()), Utc::now());
+        ring.push(Counts::read(state.requests()), Utc::now());
         let history = History {
             ring: Arc::new(Mutex::new(ring)),
             every,
         };
         let (ring, stats, stop) = (
             Arc::clone(&history.ring),
-            Arc::clone(state.stats()),
+            Arc::clone(state.requests()),
             state.stop().clone(),
         );
         state.tracker().spawn(async move {

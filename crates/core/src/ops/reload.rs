@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::stats::Stats;
+use crate::ops::reload_log::ReloadLog;
 use mdproxy_config::{Check, Config, Env, Problems};
 
 /// Where environment overrides come from (injected so tests never touch the
@@ -31,7 +31,21 @@ pub struct Applied {
 }
 
 /// Applies a validated configuration to the running application.
-pub type Apply = Arc<dyn Fn(Config) -> Result<Applied, String> + Send + Sync>;
+pub type Apply = Arc<dyn Fn(Config) -> Result<Applied, ReloadError> + Send + Sync>;
+
+/// Why a reload was refused; the running configuration stays.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The file does not load: every problem, with its line or variable.
+    #[error(transparent)]
+    Invalid(#[from] Problems),
+    /// The TLS files it names do not load as a pair.
+    #[error(transparent)]
+    Tls(#[from] crate::edge::tls::Refused),
+    /// An upstream client for its `[upstream]` could not be built.
+    #[error(transparent)]
+    Upstream(#[from] crate::upstream::client::ClientError),
+}
 
 /// The checks other modules own that a reload runs with the config's own: pure,
 /// no file read (the TLS files are checked where they load).
@@ -55,8 +69,8 @@ pub fn load(path: &Path, env: &dyn Env) -> Result<Config, Problems> {
 ///
 /// # Errors
 /// The reason the file was refused; the running configuration is unchanged.
-pub fn reload(path: &Path, lookup: &Lookup, apply: &Apply) -> Result<u64, String> {
-    let config = load(path, lookup.as_ref()).map_err(|e| e.to_string())?;
+pub fn reload(path: &Path, lookup: &Lookup, apply: &Apply) -> Result<u64, ReloadError> {
+    let config = load(path, lookup.as_ref())?;
     let Applied {
         generation,
         needs_restart: restart,
@@ -81,12 +95,12 @@ fn fingerprint(path: &Path) -> Option<u64> {
 }
 
 /// Watches `path` until `stop`, as a task of `tracker`: reloads on SIGHUP and on
-/// every content change; a refused file is logged and counted in `stats`.
+/// every content change; each attempt goes to `log` (a refused file is logged too).
 pub fn spawn(
     path: PathBuf,
     lookup: Lookup,
     apply: Apply,
-    stats: Arc<Stats>,
+    log: Arc<ReloadLog>,
     poll: Duration,
     stop: CancellationToken,
     tracker: &TaskTracker,
@@ -135,10 +149,10 @@ pub fn spawn(
             settling = None;
             seen = now;
             match reload(&path, &lookup, &apply) {
-                Ok(generation) => stats.reloaded(true, format!("generation {generation} applied")),
+                Ok(generation) => log.record(true, format!("generation {generation} applied")),
                 Err(e) => {
                     tracing::error!(path = %path.display(), error = %e, "configuration refused; keeping the running one");
-                    stats.reloaded(false, e);
+                    log.record(false, e.to_string());
                 }
             }
         }
@@ -187,12 +201,12 @@ mod tests {
         });
         let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
         let poll = Duration::from_secs(1);
-        let stats = Arc::new(Stats::default());
+        let log = Arc::new(ReloadLog::default());
         spawn(
             path.clone(),
             Arc::new(env),
             apply,
-            Arc::clone(&stats),
+            Arc::clone(&log),
             poll,
             stop.clone(),
             &tracker,

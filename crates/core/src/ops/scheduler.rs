@@ -338,7 +338,12 @@ pub async fn run(state: &AppState, plan: &Plan) -> Ran {
     let window = std::time::Duration::from_secs(snap.config.scheduler.demand_window_secs);
     let (mut asked, mut filled, mut fresh, mut failed, mut first_error) = (0, 0, 0, 0, None);
     for valid in &plan.targets {
-        if plan.on_demand && !state.stats().asked_within(valid.endpoint.id, window) {
+        if plan.on_demand
+            && !state
+                .cache()
+                .demand()
+                .asked_within(valid.endpoint.id, window)
+        {
             continue;
         }
         asked += 1;
@@ -446,6 +451,17 @@ impl Jobs {
     }
 }
 
+/// Why the scheduler did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    /// tokio-cron-scheduler refused to start or to take a job.
+    #[error("scheduler: {0}")]
+    Start(#[source] tokio_cron_scheduler::JobSchedulerError),
+    /// A cron expression the loader let through did not parse.
+    #[error("scheduler: invalid cron {0:?}")]
+    Cron(String),
+}
+
 /// The running scheduler.
 pub struct Scheduler {
     inner: JobScheduler,
@@ -460,10 +476,8 @@ impl Scheduler {
         state: AppState,
         plans: Vec<Plan>,
         jobs: &Jobs,
-    ) -> Result<Scheduler, String> {
-        let inner = JobScheduler::new()
-            .await
-            .map_err(|e| format!("scheduler: {e}"))?;
+    ) -> Result<Scheduler, SchedulerError> {
+        let inner = JobScheduler::new().await.map_err(SchedulerError::Start)?;
         for plan in plans {
             let plan = Arc::new(plan);
             let (state, jobs) = (state.clone(), jobs.clone());
@@ -476,13 +490,10 @@ impl Scheduler {
                     jobs.record(index, Utc::now(), ran);
                 })
             })
-            .map_err(|_| format!("scheduler: invalid cron {cron:?}"))?;
-            inner
-                .add(job)
-                .await
-                .map_err(|e| format!("scheduler: {e}"))?;
+            .map_err(|_| SchedulerError::Cron(cron.clone()))?;
+            inner.add(job).await.map_err(SchedulerError::Start)?;
         }
-        inner.start().await.map_err(|e| format!("scheduler: {e}"))?;
+        inner.start().await.map_err(SchedulerError::Start)?;
         Ok(Scheduler { inner })
     }
 

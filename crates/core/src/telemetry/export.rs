@@ -17,6 +17,20 @@ use tracing_subscriber::registry::LookupSpan;
 
 use super::settings::{Sampling, Settings};
 
+/// Why traces could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// The HTTP client the exporter posts with could not be built.
+    #[error("cannot build the OTLP HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// The thread that builds that client panicked.
+    #[error("the OTLP HTTP client's thread panicked")]
+    ClientThread,
+    /// The OTLP exporter refused its settings.
+    #[error("cannot build the OTLP span exporter: {0}")]
+    Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
+}
+
 /// Traces on: the provider whose processor exports the spans. Dropping it flushes
 /// what is left (bounded by the export timeout) and turns spans off.
 pub struct Telemetry {
@@ -30,7 +44,7 @@ impl Telemetry {
     ///
     /// # Errors
     /// When the HTTP client or the exporter cannot be built.
-    pub fn start(settings: &Settings) -> Result<Telemetry, String> {
+    pub fn start(settings: &Settings) -> Result<Telemetry, TelemetryError> {
         let poster = Poster::new(settings)?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -39,7 +53,7 @@ impl Telemetry {
             .with_endpoint(settings.endpoint.clone())
             .with_timeout(settings.timeout)
             .build()
-            .map_err(|e| format!("cannot build the OTLP span exporter: {e}"))?;
+            .map_err(TelemetryError::Exporter)?;
         let root = match settings.root {
             Sampling::AlwaysOn => Sampler::AlwaysOn,
             Sampling::AlwaysOff => Sampler::AlwaysOff,
@@ -128,7 +142,7 @@ struct Poster {
 }
 
 impl Poster {
-    fn new(settings: &Settings) -> Result<Poster, String> {
+    fn new(settings: &Settings) -> Result<Poster, TelemetryError> {
         let timeout = settings.timeout;
         // A blocking client starts a runtime of its own: built on a thread of its
         // own, so that starting traces inside a runtime (tests) is safe.
@@ -140,8 +154,8 @@ impl Poster {
                 .build()
         })
         .join()
-        .map_err(|_| "the OTLP HTTP client's thread panicked".to_owned())?
-        .map_err(|e| format!("cannot build the OTLP HTTP client: {e}"))?;
+        .map_err(|_| TelemetryError::ClientThread)?
+        .map_err(TelemetryError::Client)?;
         Ok(Poster {
             client,
             headers: settings.headers.iter().cloned().collect(),

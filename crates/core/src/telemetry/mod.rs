@@ -16,7 +16,7 @@ mod settings;
 mod span;
 mod switch;
 
-pub use export::Telemetry;
+pub use export::{Telemetry, TelemetryError};
 pub use settings::{Settings, check};
 pub use span::{
     Link, budget_span, cluster_span, fill_span, outgoing, record_error, record_response,

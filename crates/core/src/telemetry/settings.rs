@@ -110,82 +110,146 @@ impl Settings {
         config: &TelemetryConfig,
         env: &dyn Env,
     ) -> Result<Option<Settings>, Vec<String>> {
-        let var = |name: &'static str| {
-            env.var(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-                .map(|v| (name, v))
+        let mut r = Resolver {
+            config,
+            env,
+            problems: Vec::new(),
         };
-        let mut problems = Vec::new();
-        if var(SDK_DISABLED).is_some_and(|(_, v)| v.eq_ignore_ascii_case("true")) {
+        if r.var(SDK_DISABLED)
+            .is_some_and(|(_, v)| v.eq_ignore_ascii_case("true"))
+        {
             return Ok(None);
         }
-        match var(TRACES_EXPORTER) {
+        match r.var(TRACES_EXPORTER) {
             None => {}
             Some((_, v)) if v == "otlp" => {}
             Some((_, v)) if v == "none" => return Ok(None),
-            Some((name, v)) => problems.push(format!(
+            Some((name, v)) => r.problems.push(format!(
                 "{name}: {v:?} is not an exporter this build has (otlp, or none)"
             )),
         }
-        let endpoint = match (var(TRACES_ENDPOINT), var(ENDPOINT)) {
-            (Some((name, url)), _) => Some((name, url)),
-            (None, Some((name, base))) => Some((name, join(&base))),
-            (None, None) if !config.endpoint.trim().is_empty() => {
-                Some(("telemetry.endpoint", join(config.endpoint.trim())))
-            }
-            (None, None) => None,
-        };
-        let Some((endpoint_from, endpoint)) = endpoint else {
-            return if problems.is_empty() {
+        let Some(endpoint) = r.endpoint() else {
+            return if r.problems.is_empty() {
                 Ok(None)
             } else {
-                Err(problems)
+                Err(r.problems)
             };
+        };
+        r.check_protocol();
+        let headers = r.headers();
+        let service_name = r.service_name();
+        let (parent_based, root) = r.sampling();
+        let timeout = r.timeout();
+        if !r.problems.is_empty() {
+            return Err(r.problems);
+        }
+        Ok(Some(Settings {
+            endpoint,
+            headers,
+            service_name,
+            root,
+            parent_based,
+            timeout,
+        }))
+    }
+}
+
+/// Reads `[telemetry]` with the `OTEL_*` variables laid over it, collecting every
+/// problem.
+struct Resolver<'a> {
+    config: &'a TelemetryConfig,
+    env: &'a dyn Env,
+    problems: Vec<String>,
+}
+
+impl Resolver<'_> {
+    /// The variable `name`, trimmed, when set and not empty.
+    fn var(&self, name: &'static str) -> Option<(&'static str, String)> {
+        self.env
+            .var(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .map(|v| (name, v))
+    }
+
+    /// The traces URL (the traces variable as it is; a base with the path added),
+    /// checked to be http(s); `None` when none is set.
+    fn endpoint(&mut self) -> Option<String> {
+        let config = self.config;
+        let (from, endpoint) = match (self.var(TRACES_ENDPOINT), self.var(ENDPOINT)) {
+            (Some((name, url)), _) => (name, url),
+            (None, Some((name, base))) => (name, join(&base)),
+            (None, None) if !config.endpoint.trim().is_empty() => {
+                ("telemetry.endpoint", join(config.endpoint.trim()))
+            }
+            (None, None) => return None,
         };
         match reqwest::Url::parse(&endpoint) {
             Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {}
-            _ => problems.push(format!(
-                "{endpoint_from}: {:?} is not an http:// or https:// URL",
+            _ => self.problems.push(format!(
+                "{from}: {:?} is not an http:// or https:// URL",
                 mdproxy_config::redacted_url(&endpoint)
             )),
         }
-        let (protocol_from, protocol) = var(TRACES_PROTOCOL)
-            .or(var(PROTOCOL))
-            .unwrap_or(("telemetry.protocol", config.protocol.trim().to_owned()));
+        Some(endpoint)
+    }
+
+    /// The protocol must be the one this build exports.
+    fn check_protocol(&mut self) {
+        let (from, protocol) = self
+            .var(TRACES_PROTOCOL)
+            .or(self.var(PROTOCOL))
+            .unwrap_or(("telemetry.protocol", self.config.protocol.trim().to_owned()));
         if protocol != HTTP_PROTOBUF {
-            problems.push(format!(
-                "{protocol_from}: {protocol:?} is not supported: this build exports {HTTP_PROTOBUF} (the collector's port 4318)"
+            self.problems.push(format!(
+                "{from}: {protocol:?} is not supported: this build exports {HTTP_PROTOBUF} (the collector's port 4318)"
             ));
         }
+    }
+
+    /// The headers of every export: the key's, then the variables' over them.
+    fn headers(&mut self) -> Vec<(HeaderName, HeaderValue)> {
         let mut headers = Vec::new();
         let sources = [
-            Some(("telemetry.headers", config.headers.expose().to_owned())),
-            var(HEADERS),
-            var(TRACES_HEADERS),
+            Some(("telemetry.headers", self.config.headers.expose().to_owned())),
+            self.var(HEADERS),
+            self.var(TRACES_HEADERS),
         ];
         for (from, text) in sources.into_iter().flatten() {
             if let Err(problem) = parse_headers(&text, &mut headers) {
-                problems.push(format!("{from}: {problem}"));
+                self.problems.push(format!("{from}: {problem}"));
             }
         }
-        let service_name = var(SERVICE_NAME)
+        headers
+    }
+
+    /// `service.name`, which must not be empty.
+    fn service_name(&mut self) -> String {
+        let name = self
+            .var(SERVICE_NAME)
             .map(|(_, v)| v)
-            .unwrap_or_else(|| config.service_name.trim().to_owned());
-        if service_name.is_empty() {
-            problems.push("telemetry.service_name must not be empty".into());
+            .unwrap_or_else(|| self.config.service_name.trim().to_owned());
+        if name.is_empty() {
+            self.problems
+                .push("telemetry.service_name must not be empty".into());
         }
-        let (sampler_from, sampler) =
-            var(SAMPLER).unwrap_or(("telemetry.sampler", config.sampler.trim().to_owned()));
-        let ratio = match var(SAMPLER_ARG) {
+        name
+    }
+
+    /// The sampler: whether it follows a parent's flag, and its root decision.
+    fn sampling(&mut self) -> (bool, Sampling) {
+        let (sampler_from, sampler) = self
+            .var(SAMPLER)
+            .unwrap_or(("telemetry.sampler", self.config.sampler.trim().to_owned()));
+        let ratio = match self.var(SAMPLER_ARG) {
             Some((name, v)) => v.parse::<f64>().map_err(|_| name),
-            None => Ok(config.sampler_arg),
+            None => Ok(self.config.sampler_arg),
         }
         .and_then(|r| {
             (0.0..=1.0)
                 .contains(&r)
                 .then_some(r)
-                .ok_or(if var(SAMPLER_ARG).is_some() {
+                .ok_or(if self.var(SAMPLER_ARG).is_some() {
                     SAMPLER_ARG
                 } else {
                     "telemetry.sampler_arg"
@@ -199,7 +263,7 @@ impl Settings {
             "parentbased_always_off" => (true, Some(Sampling::AlwaysOff)),
             "parentbased_traceidratio" => (true, None),
             other => {
-                problems.push(format!(
+                self.problems.push(format!(
                     "{sampler_from}: {other:?} is not one of parentbased_always_on, parentbased_always_off, parentbased_traceidratio, always_on, always_off, traceidratio"
                 ));
                 (true, Some(Sampling::AlwaysOn))
@@ -209,38 +273,34 @@ impl Settings {
             (Some(root), _) => root,
             (None, Ok(ratio)) => Sampling::Ratio(ratio),
             (None, Err(from)) => {
-                problems.push(format!(
+                self.problems.push(format!(
                     "{from}: the sampler's ratio must be a number from 0.0 to 1.0"
                 ));
                 Sampling::AlwaysOn
             }
         };
-        let timeout_ms = match var(TRACES_TIMEOUT).or(var(TIMEOUT)) {
+        (parent_based, root)
+    }
+
+    /// How long one export may take.
+    fn timeout(&mut self) -> Duration {
+        let timeout_ms = match self.var(TRACES_TIMEOUT).or(self.var(TIMEOUT)) {
             Some((name, v)) => v.parse::<u64>().map_err(|_| name),
-            None => Ok(config.timeout_ms),
+            None => Ok(self.config.timeout_ms),
         };
-        let timeout = match timeout_ms {
+        match timeout_ms {
             Ok(ms) if ms > 0 => Duration::from_millis(ms),
             Ok(_) => {
-                problems.push("telemetry.timeout_ms must be at least 1".into());
+                self.problems
+                    .push("telemetry.timeout_ms must be at least 1".into());
                 Duration::ZERO
             }
             Err(name) => {
-                problems.push(format!("{name}: not a number of milliseconds"));
+                self.problems
+                    .push(format!("{name}: not a number of milliseconds"));
                 Duration::ZERO
             }
-        };
-        if !problems.is_empty() {
-            return Err(problems);
         }
-        Ok(Some(Settings {
-            endpoint,
-            headers,
-            service_name,
-            root,
-            parent_based,
-            timeout,
-        }))
     }
 }
 

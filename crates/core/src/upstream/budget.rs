@@ -5,7 +5,6 @@
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use governor::clock::{Clock, FakeRelativeClock};
@@ -14,7 +13,7 @@ use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
-use crate::stats::Stats;
+use crate::upstream::counters::Counters;
 use mdproxy_fleet::{Permits, Unavailable};
 
 /// Who wants an upstream request.
@@ -195,13 +194,17 @@ pub struct UpstreamBudget {
     all: Option<Limiter>,
     background: Option<Limiter>,
     clock: RateClock,
-    /// Where drops are counted (the process-wide stats, not this budget).
-    stats: Arc<Stats>,
+    /// Where drops are counted (the upstream's counters, not this budget's).
+    counters: Arc<Counters>,
 }
 
 impl UpstreamBudget {
-    /// The budget of `settings`, counting drops in `stats`.
-    pub fn new(settings: BudgetSettings, clock: RateClock, stats: Arc<Stats>) -> UpstreamBudget {
+    /// The budget of `settings`, counting drops in `counters`.
+    pub fn new(
+        settings: BudgetSettings,
+        clock: RateClock,
+        counters: Arc<Counters>,
+    ) -> UpstreamBudget {
         let share = |n: u32| (u64::from(n) * u64::from(settings.background_percent) / 100) as u32;
         let all = limiter(settings.upstream_rps, settings.upstream_burst, &clock);
         // With a cap, a share of zero leaves `background` empty: no background work.
@@ -219,7 +222,7 @@ impl UpstreamBudget {
             all,
             background,
             clock,
-            stats,
+            counters,
         }
     }
 
@@ -230,11 +233,11 @@ impl UpstreamBudget {
         settings: BudgetSettings,
         rate: f64,
         clock: RateClock,
-        stats: Arc<Stats>,
+        counters: Arc<Counters>,
     ) -> UpstreamBudget {
         let ceiling = f64::from(settings.upstream_rps);
         if settings.upstream_rps == 0 || rate >= ceiling {
-            return UpstreamBudget::new(settings, clock, stats);
+            return UpstreamBudget::new(settings, clock, counters);
         }
         let scale = |n: u32| ((f64::from(n) * rate / ceiling).floor() as u32).max(1);
         let burst = scale(settings.upstream_burst);
@@ -259,7 +262,7 @@ impl UpstreamBudget {
             all,
             background,
             clock,
-            stats,
+            counters,
         }
     }
 
@@ -274,7 +277,7 @@ impl UpstreamBudget {
     }
 
     fn drop_one(&self) -> Denied {
-        self.stats.budget_dropped.fetch_add(1, Ordering::Relaxed);
+        self.counters.drop_background();
         Denied::Dropped
     }
 
@@ -394,12 +397,12 @@ mod tests {
     /// up after `client_wait_ms` (tokio's paused clock: no real sleep).
     #[tokio::test(start_paused = true)]
     async fn background_never_waits_and_is_counted() {
-        let stats = Arc::new(Stats::default());
-        let b = UpstreamBudget::new(settings(1, 2), RateClock::tokio(), Arc::clone(&stats));
+        let counters = Arc::new(Counters::default());
+        let b = UpstreamBudget::new(settings(1, 2), RateClock::tokio(), Arc::clone(&counters));
         assert_eq!(b.acquire(Priority::Background).await, Ok(()));
         // The background share (50 % of burst 2 = 1) is spent.
         assert_eq!(b.acquire(Priority::Background).await, Err(Denied::Dropped));
-        assert_eq!(Stats::get(&stats.budget_dropped), 1);
+        assert_eq!(counters.dropped(), 1);
         // A client still gets the remaining permit.
         assert_eq!(b.acquire(Priority::Client).await, Ok(()));
         // Then waits, and gives up after client_wait_ms.
@@ -412,10 +415,10 @@ mod tests {
     /// A waiting client is served as soon as the bucket refills, on the injected clock.
     #[tokio::test(start_paused = true)]
     async fn a_client_waits_for_the_next_permit() {
-        let stats = Arc::new(Stats::default());
+        let counters = Arc::new(Counters::default());
         let mut s = settings(2, 1);
         s.client_wait_ms = 2_000;
-        let b = UpstreamBudget::new(s, RateClock::tokio(), stats);
+        let b = UpstreamBudget::new(s, RateClock::tokio(), counters);
         assert_eq!(b.acquire(Priority::Client).await, Ok(()));
         let started = tokio::time::Instant::now();
         assert_eq!(b.acquire(Priority::Client).await, Ok(()));
@@ -432,7 +435,7 @@ mod tests {
         let b = UpstreamBudget::new(
             settings(0, 0),
             RateClock::tokio(),
-            Arc::new(Stats::default()),
+            Arc::new(Counters::default()),
         );
         for _ in 0..100 {
             assert_eq!(b.acquire(Priority::Background).await, Ok(()));

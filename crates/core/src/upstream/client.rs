@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode};
 
-use crate::stats::UpstreamOutcome;
 use crate::upstream::breaker::Verdict;
 use crate::upstream::budget::Denied;
+use crate::upstream::counters::UpstreamOutcome;
 use crate::upstream::envelope::{Flag, success_flag};
 use mdproxy_api::error::Error;
 use mdproxy_config::UpstreamConfig;
@@ -290,12 +290,23 @@ impl std::fmt::Debug for UpstreamClient {
     }
 }
 
+/// Why an upstream client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// reqwest refused its settings (the TLS backend did not initialise).
+    #[error("cannot build the upstream client: {0}")]
+    Build(#[source] reqwest::Error),
+    /// The token cannot be sent in a header (it is never shown).
+    #[error("upstream.token contains characters not allowed in a header")]
+    TokenNotAHeader,
+}
+
 impl UpstreamClient {
     /// Builds the client from `[upstream]`.
     ///
     /// # Errors
     /// When the TLS backend cannot initialise or the token is not a valid header value.
-    pub fn new(config: &UpstreamConfig) -> Result<UpstreamClient, String> {
+    pub fn new(config: &UpstreamConfig) -> Result<UpstreamClient, ClientError> {
         // The whole-request timeout is the endpoint's, set per request.
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
@@ -308,12 +319,12 @@ impl UpstreamClient {
             .referer(false)
             .user_agent(concat!("mdproxy/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| format!("cannot build the upstream client: {e}"))?;
+            .map_err(ClientError::Build)?;
         let authorization = if config.token.is_empty() {
             None
         } else {
             let mut value = HeaderValue::from_str(&format!("Bearer {}", config.token.expose()))
-                .map_err(|_| "upstream.token contains characters not allowed in a header")?;
+                .map_err(|_| ClientError::TokenNotAHeader)?;
             value.set_sensitive(true);
             Some(value)
         };

@@ -7,7 +7,10 @@
 pub mod breaker;
 pub mod budget;
 pub mod client;
+pub mod counters;
 pub mod envelope;
+pub mod health;
+pub mod metrics;
 pub mod pace;
 pub mod pause;
 pub mod quota;
@@ -22,9 +25,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::logging::Throttle;
-use crate::stats::{Stats, UpstreamOutcome};
 use budget::{BudgetSettings, Denied, Priority, RateClock, UpstreamBudget};
-use client::{FetchError, Fetched};
+use client::{ClientError, FetchError, Fetched};
+use counters::Counters;
+pub use counters::UpstreamOutcome;
+use health::Health;
 use mdproxy_config::Config;
 use mdproxy_fleet::limits::Announcement;
 use mdproxy_fleet::{Fleet, FleetLimits, Permits};
@@ -60,7 +65,10 @@ struct Inner {
     clock: RateClock,
     /// The wall clock quotas count days on.
     wall: Arc<dyn Clock>,
-    stats: Arc<Stats>,
+    /// What was asked and how it went (outlives reloads).
+    counters: Arc<Counters>,
+    /// What was last heard from the upstream, and readiness.
+    health: Health,
     /// Repeated warnings (the upstream refusing our token) at most once a minute.
     warnings: Throttle,
     /// Cancelled when shutdown's grace has run out: requests still waiting for
@@ -69,7 +77,7 @@ struct Inner {
 }
 
 impl Upstream {
-    /// The upstream instances of `config`, counting into `stats`, sharing budget,
+    /// The upstream instances of `config`, sharing budget,
     /// pauses, pace and quotas with `fleet` (`None`: a single node).
     ///
     /// # Errors
@@ -78,18 +86,18 @@ impl Upstream {
         config: &Config,
         clock: RateClock,
         wall: Arc<dyn Clock>,
-        stats: Arc<Stats>,
         fleet: Option<&Fleet>,
-    ) -> Result<Upstream, String> {
+    ) -> Result<Upstream, ClientError> {
         let fleet = fleet.cloned().unwrap_or_default();
+        let counters = Arc::new(Counters::default());
         let targets = TargetSettings::all(config)
             .into_iter()
-            .map(|s| Target::new(s, &clock, Arc::clone(&wall), Arc::clone(&stats)).map(Arc::new))
+            .map(|s| Target::new(s, &clock, Arc::clone(&wall), Arc::clone(&counters)).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
         let alone = UpstreamBudget::new(
             BudgetSettings::from(&config.limits),
             clock.clone(),
-            Arc::clone(&stats),
+            Arc::clone(&counters),
         );
         Ok(Upstream {
             inner: Arc::new(Inner {
@@ -99,7 +107,8 @@ impl Upstream {
                 alone: ArcSwap::from_pointee(alone),
                 clock,
                 wall,
-                stats,
+                counters,
+                health: Health::default(),
                 warnings: Throttle::new(Duration::from_secs(60)),
                 halt: CancellationToken::new(),
             }),
@@ -112,7 +121,7 @@ impl Upstream {
     ///
     /// # Errors
     /// When a new client cannot be built; nothing is changed then.
-    pub fn reconfigure(&self, config: &Config) -> Result<(), String> {
+    pub fn reconfigure(&self, config: &Config) -> Result<(), ClientError> {
         let current = self.inner.targets.load_full();
         let mut next = Vec::new();
         for settings in TargetSettings::all(config) {
@@ -124,7 +133,7 @@ impl Upstream {
                         settings,
                         &self.inner.clock,
                         Arc::clone(&self.inner.wall),
-                        Arc::clone(&self.inner.stats),
+                        Arc::clone(&self.inner.counters),
                     )?));
                 }
             }
@@ -271,11 +280,12 @@ impl Upstream {
         result: &Result<Fetched, FetchError>,
         asked: Option<Duration>,
     ) {
-        let stats = &self.inner.stats;
+        let (counters, health) = (&self.inner.counters, &self.inner.health);
         match result {
             Ok(fetched) => {
-                stats.upstream(UpstreamOutcome::Ok);
-                stats.upstream_answered(endpoint, fetched.elapsed, None);
+                counters.count(UpstreamOutcome::Ok);
+                counters.answered(endpoint, fetched.elapsed);
+                health.answered(None);
                 tracing::info!(
                     key = %request.target,
                     priority = request.priority.as_str(),
@@ -286,23 +296,23 @@ impl Upstream {
             }
             Err(e) => {
                 let outcome = e.outcome();
-                stats.upstream(outcome);
+                counters.count(outcome);
                 match (asked, e) {
                     // Not asked: the budget, the breaker, the pause or a quota said no.
                     (None, _) => {}
                     // An answer: the upstream is there (a 404 or a 4xx is its
                     // business, not a failure of the upstream).
                     (Some(elapsed), FetchError::Answer { .. }) => {
-                        stats.upstream_answered(endpoint, elapsed, None);
+                        counters.answered(endpoint, elapsed);
+                        health.answered(None);
                     }
                     (Some(_), FetchError::Timeout | FetchError::Unreachable) => {
-                        stats.upstream_unanswered(outcome.as_str(), e.to_string());
+                        health.unanswered(outcome.as_str(), e.to_string());
                     }
-                    (Some(elapsed), e) => stats.upstream_answered(
-                        endpoint,
-                        elapsed,
-                        Some((outcome.as_str(), e.to_string())),
-                    ),
+                    (Some(elapsed), e) => {
+                        counters.answered(endpoint, elapsed);
+                        health.answered(Some((outcome.as_str(), e.to_string())));
+                    }
                 }
                 if let FetchError::TokenRefused(status) = e
                     && let Some(held) = self.inner.warnings.admit(("upstream", "token"))
@@ -421,7 +431,7 @@ impl Upstream {
             let rebuilt = UpstreamBudget::new(
                 share,
                 self.inner.clock.clone(),
-                Arc::clone(&self.inner.stats),
+                Arc::clone(&self.inner.counters),
             );
             self.inner.alone.store(Arc::new(rebuilt));
             alone = self.inner.alone.load_full();
@@ -504,6 +514,22 @@ impl Upstream {
             .and_then(|waits| waits.into_iter().min())
     }
 
+    /// What was asked of the upstream and how it went.
+    pub fn counters(&self) -> &Counters {
+        &self.inner.counters
+    }
+
+    /// What was last heard from the upstream, and the readiness it decides.
+    pub fn health(&self) -> &Health {
+        &self.inner.health
+    }
+
+    /// Requests per second allowed to this node (`limits.upstream_rps` of the
+    /// primary; 0: no budget).
+    pub fn budget_rps(&self) -> u32 {
+        self.inner.targets.load()[0].settings.budget.upstream_rps
+    }
+
     /// Where every instance stands.
     pub fn report(&self) -> Vec<TargetReport> {
         self.inner
@@ -541,14 +567,7 @@ mod tests {
     use mdproxy_market::SystemClock;
 
     fn upstream(config: &Config) -> Upstream {
-        Upstream::new(
-            config,
-            RateClock::tokio(),
-            Arc::new(SystemClock),
-            Arc::new(Stats::default()),
-            None,
-        )
-        .unwrap()
+        Upstream::new(config, RateClock::tokio(), Arc::new(SystemClock), None).unwrap()
     }
 
     /// Defect: a reload dropped the connection pool and refilled the budget. Only a

@@ -11,10 +11,10 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use chrono::NaiveTime;
 
-use crate::stats::{Stats, UpstreamOutcome};
 use crate::upstream::breaker::{Admitted, Breaker, BreakerSettings, Open, Verdict};
 use crate::upstream::budget::{BudgetSettings, Priority, RateClock, UpstreamBudget};
-use crate::upstream::client::{FetchError, UpstreamClient};
+use crate::upstream::client::{ClientError, FetchError, UpstreamClient};
+use crate::upstream::counters::{Counters, UpstreamOutcome};
 use crate::upstream::pace::{Pace, PaceReport, PaceSettings, Signal};
 use crate::upstream::pause::{Pause, PauseSettings};
 use crate::upstream::quota::{Exhausted, Quota, QuotaReport, QuotaSettings};
@@ -221,7 +221,7 @@ pub struct Target {
     pace: Pace,
     quota: Quota,
     clock: RateClock,
-    stats: Arc<Stats>,
+    counters: Arc<Counters>,
     outcomes: Vec<AtomicU64>,
 }
 
@@ -234,10 +234,10 @@ impl Target {
         settings: TargetSettings,
         clock: &RateClock,
         wall: Arc<dyn Clock>,
-        stats: Arc<Stats>,
-    ) -> Result<Target, String> {
+        counters: Arc<Counters>,
+    ) -> Result<Target, ClientError> {
         let client = UpstreamClient::new(&settings.upstream)?;
-        let budget = UpstreamBudget::new(settings.budget, clock.clone(), Arc::clone(&stats));
+        let budget = UpstreamBudget::new(settings.budget, clock.clone(), Arc::clone(&counters));
         Ok(Target {
             client,
             budget: ArcSwap::from_pointee(budget),
@@ -247,7 +247,7 @@ impl Target {
             pace: Pace::new(settings.pace, clock.clone()),
             quota: Quota::new(settings.quota, wall),
             clock: clock.clone(),
-            stats,
+            counters,
             outcomes: UpstreamOutcome::ALL
                 .iter()
                 .map(|_| AtomicU64::new(0))
@@ -324,7 +324,7 @@ impl Target {
         match verdict {
             Ok(()) => Ok(()),
             Err(Exhausted::Reserve) => {
-                self.stats.budget_dropped.fetch_add(1, Ordering::Relaxed);
+                self.counters.drop_background();
                 Err(FetchError::Dropped)
             }
             Err(spent) => Err(FetchError::OverQuota {
@@ -343,7 +343,7 @@ impl Target {
                 self.settings.budget,
                 rate,
                 self.clock.clone(),
-                Arc::clone(&self.stats),
+                Arc::clone(&self.counters),
             ));
             self.budget.store(Arc::clone(&paced));
             self.rebuilt.notify_waiters();

@@ -517,7 +517,7 @@ async fn every_metric_readme_names_is_exported() {
 async fn the_start_up_probe_decides_readiness_and_names_a_refused_token() {
     let (env, admin) = admin_env_with(|c| c.upstream.probe_target = "/market/indices".into()).await;
     let ready = support::eventually(std::time::Duration::from_secs(10), || {
-        env.proxy.state().stats().upstream_seen()
+        env.proxy.state().upstream().health().is_seen()
     })
     .await;
     assert!(ready, "the probe reached the upstream");
@@ -530,9 +530,12 @@ async fn the_start_up_probe_decides_readiness_and_names_a_refused_token() {
         c.upstream.token = mdproxy_config::Secret::new("not-the-upstream-token");
     })
     .await;
-    let stats = std::sync::Arc::clone(env.proxy.state().stats());
+    let upstream = env.proxy.state().upstream().clone();
     let refused = support::eventually(std::time::Duration::from_secs(10), || {
-        stats.upstream_count(mdproxy_core::stats::UpstreamOutcome::TokenRefused) > 0
+        upstream
+            .counters()
+            .outcome_count(mdproxy_core::upstream::UpstreamOutcome::TokenRefused)
+            > 0
     })
     .await;
     assert!(refused, "the probe's 401 is counted as token_refused");

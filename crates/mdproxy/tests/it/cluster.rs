@@ -271,15 +271,12 @@ async fn another_node_takes_over_the_hub_when_the_leader_dies() {
     assert!(followed.next_quote(Duration::from_secs(10)).await.is_some());
 
     drop(led);
-    let before = mdproxy_core::stats::Stats::get(&follower.state().stats().hub_polls);
+    let before = follower.hub().polls();
     leader.shutdown().await;
     // The lease (2.1 s) runs out; then the follower polls for its subscriber.
-    let stats = follower.state().stats().clone();
+    let hub = follower.hub().clone();
     assert!(
-        support::eventually(Duration::from_secs(20), || {
-            mdproxy_core::stats::Stats::get(&stats.hub_polls) > before
-        })
-        .await,
+        support::eventually(Duration::from_secs(20), || { hub.polls() > before }).await,
         "nobody polls after the leader died"
     );
     drop(redis);
@@ -497,6 +494,7 @@ fn check_config_and_serve_agree_on_redis_urls() {
     )
     .err()
     .unwrap();
+    let served = served.to_string();
     assert!(checked.contains(&served), "{checked} / {served}");
     assert!(!checked.contains("tls-pw") && !served.contains("tls-pw"));
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mdproxy_api::catalog::catalog;
-use mdproxy_core::stats::{CacheStatus, UpstreamOutcome};
+use mdproxy_core::stats::CacheStatus;
+use mdproxy_core::upstream::UpstreamOutcome;
 use mdproxy_market::Clock;
 use serde_json::Value;
 use support::{Env, Next, SseReader, TOKEN, UPSTREAM_TOKEN, error_of, header};
@@ -65,9 +66,14 @@ async fn bodies_that_are_not_strict_json_are_relayed_byte_for_byte_then_hit() {
         assert_eq!(header(&again, "x-cache"), "HIT", "{target}");
         assert_eq!(again.bytes().await.unwrap(), upstream, "{target}");
     }
-    let stats = env.proxy.state().stats();
-    assert_eq!(stats.upstream_count(UpstreamOutcome::InvalidBody), 0);
-    assert_eq!(stats.upstream_count(UpstreamOutcome::Ok), 3);
+    let upstream = env.proxy.state().upstream();
+    assert_eq!(
+        upstream
+            .counters()
+            .outcome_count(UpstreamOutcome::InvalidBody),
+        0
+    );
+    assert_eq!(upstream.counters().outcome_count(UpstreamOutcome::Ok), 3);
 }
 
 // ---------------------------------------------------------------------------------
@@ -127,8 +133,11 @@ async fn a_reported_failure_is_hidden_by_a_stale_answer_else_relayed_uncached() 
             .iter()
             .all(|k| k != failing)
     );
-    let stats = env.proxy.state().stats();
-    assert_eq!(stats.upstream_count(UpstreamOutcome::Reported), 2);
+    let upstream = env.proxy.state().upstream();
+    assert_eq!(
+        upstream.counters().outcome_count(UpstreamOutcome::Reported),
+        2
+    );
     assert_eq!(UpstreamOutcome::Reported.as_str(), "reported_failure");
 
     // Healed: the key's one retry (at the end of its backoff) fills it.
@@ -471,7 +480,7 @@ async fn passthrough_on_forwards_caches_and_counts_under_one_label() {
         "none of those reached the upstream"
     );
 
-    let stats = env.proxy.state().stats();
+    let stats = env.proxy.state().requests();
     let id = catalog().passthrough().id;
     assert_eq!(stats.served_count(id, CacheStatus::Miss), 2);
     assert_eq!(stats.served_count(id, CacheStatus::Hit), 1);

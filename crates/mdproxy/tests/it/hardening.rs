@@ -123,7 +123,7 @@ async fn query_values_that_are_not_utf8_are_refused_not_replaced() {
 #[tokio::test]
 async fn stale_answers_are_served_at_once_while_the_breaker_is_open() {
     use governor::clock::FakeRelativeClock;
-    use mdproxy_core::stats::UpstreamOutcome;
+    use mdproxy_core::upstream::UpstreamOutcome;
     use mdproxy_core::upstream::budget::RateClock;
 
     let clock = support::clock_at("2026-11-21T20:00:00+08:00");
@@ -164,8 +164,9 @@ async fn stale_answers_are_served_at_once_while_the_breaker_is_open() {
     assert_eq!(
         env.proxy
             .state()
-            .stats()
-            .upstream_count(UpstreamOutcome::Timeout),
+            .upstream()
+            .counters()
+            .outcome_count(UpstreamOutcome::Timeout),
         2
     );
 
@@ -190,8 +191,13 @@ async fn stale_answers_are_served_at_once_while_the_breaker_is_open() {
         asked,
         "nothing reached the hanging upstream"
     );
-    let stats = env.proxy.state().stats();
-    assert_eq!(stats.upstream_count(UpstreamOutcome::CircuitOpen), 21);
+    let upstream = env.proxy.state().upstream();
+    assert_eq!(
+        upstream
+            .counters()
+            .outcome_count(UpstreamOutcome::CircuitOpen),
+        21
+    );
 
     // The interval passes and the upstream is back: one probe closes the breaker.
     env.sim.set_hang(false);

@@ -25,6 +25,7 @@ mod protection;
 mod proxy;
 mod readme;
 mod reload;
+mod rooms;
 mod shapes;
 mod shutdown;
 mod status_page;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use governor::clock::FakeRelativeClock;
 use mdproxy_config::{Config, FallbackConfig, Secret};
-use mdproxy_core::stats::UpstreamOutcome;
+use mdproxy_core::upstream::UpstreamOutcome;
 use mdproxy_core::upstream::budget::RateClock;
 use mdproxy_market::{Clock, ManualClock, ScaledClock};
 use mdproxy_sim::{SimHandle, ThrottleMode, Throttling};
@@ -464,8 +464,9 @@ async fn a_failing_key_costs_one_timeout_not_one_per_request() {
     let timeouts = || {
         env.proxy
             .state()
-            .stats()
-            .upstream_count(UpstreamOutcome::Timeout)
+            .upstream()
+            .counters()
+            .outcome_count(UpstreamOutcome::Timeout)
     };
     for (n, (key, body)) in keys.iter().zip(&good).enumerate() {
         let first = env.get(key).await;
@@ -627,8 +628,13 @@ async fn a_close_delimited_answer_cut_short_is_never_cached() {
         assert_eq!(r.text().await.unwrap(), whole);
     }
     assert_eq!(upstream.received(), 4);
-    let stats = proxy.state().stats();
-    assert_eq!(stats.upstream_count(UpstreamOutcome::Truncated), 3);
+    let upstream = proxy.state().upstream();
+    assert_eq!(
+        upstream
+            .counters()
+            .outcome_count(UpstreamOutcome::Truncated),
+        3
+    );
     proxy.shutdown().await;
 }
 

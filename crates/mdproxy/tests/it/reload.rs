@@ -10,7 +10,7 @@ use std::time::Duration;
 use governor::clock::FakeRelativeClock;
 use mdproxy_config::Config;
 use mdproxy_core::app::App;
-use mdproxy_core::stats::{Stats, UpstreamOutcome};
+use mdproxy_core::upstream::UpstreamOutcome;
 use mdproxy_core::upstream::budget::RateClock;
 use mdproxy_market::Clock;
 use mdproxy_sim::SimHandle;
@@ -96,13 +96,18 @@ async fn a_reload_keeps_the_spent_upstream_budget_and_the_counters() {
         c.limits.client_wait_ms = 20;
     })
     .await;
-    let stats: Arc<Stats> = Arc::clone(proxy.state().stats());
+    let upstream = proxy.state().upstream().clone();
     assert_eq!(get(&proxy, "/stock/detail/600519").await.status(), 200);
     let refused = get(&proxy, "/stock/detail/000001").await;
     assert_eq!(refused.status(), 503);
     let (_, code, _) = support::error_of(refused).await;
     assert_eq!(code, "overloaded");
-    assert_eq!(stats.upstream_count(UpstreamOutcome::Overloaded), 1);
+    assert_eq!(
+        upstream
+            .counters()
+            .outcome_count(UpstreamOutcome::Overloaded),
+        1
+    );
 
     reload_unrelated(&proxy);
     assert_eq!(
@@ -111,8 +116,13 @@ async fn a_reload_keeps_the_spent_upstream_budget_and_the_counters() {
         "no fresh burst toward the upstream after a reload"
     );
     assert_eq!(sim.total(), 1, "one upstream request in all");
-    assert_eq!(stats.upstream_count(UpstreamOutcome::Ok), 1);
-    assert_eq!(stats.upstream_count(UpstreamOutcome::Overloaded), 2);
+    assert_eq!(upstream.counters().outcome_count(UpstreamOutcome::Ok), 1);
+    assert_eq!(
+        upstream
+            .counters()
+            .outcome_count(UpstreamOutcome::Overloaded),
+        2
+    );
 
     // The exposition agrees and counts from the same structure.
     let metrics = support::text(&format!("http://{}/metrics", proxy.admin_addr.unwrap())).await;
@@ -155,15 +165,10 @@ async fn an_empty_or_truncated_file_is_refused_and_the_old_config_serves() {
     let file = valid_file(&sim);
     std::fs::write(&path, &file).unwrap();
     proxy.watch_config(path.clone(), Arc::new(|_: &str| None));
-    let stats = Arc::clone(proxy.state().stats());
+    let reloads = Arc::clone(proxy.reloads());
     let refused = |n: u64| {
-        let stats = Arc::clone(&stats);
-        move || {
-            stats
-                .reloads_refused
-                .load(std::sync::atomic::Ordering::SeqCst)
-                >= n
-        }
+        let reloads = Arc::clone(&reloads);
+        move || reloads.refused() >= n
     };
     let cut = file.find("[upstream]").unwrap() + "[upstream]\nbase_u".len();
     for (n, text) in [(1, ""), (2, &file[..cut])] {
@@ -221,16 +226,10 @@ async fn an_empty_file_is_refused_when_the_environment_holds_the_required_keys()
     // The file and the environment together are valid: what a reload would apply.
     mdproxy_core::ops::reload::load(&path, &env).unwrap();
     proxy.watch_config(path.clone(), Arc::new(env));
-    let stats = Arc::clone(proxy.state().stats());
+    let reloads = Arc::clone(proxy.reloads());
     std::fs::write(&path, "").unwrap();
     assert!(
-        support::eventually(Duration::from_secs(10), || {
-            stats
-                .reloads_refused
-                .load(std::sync::atomic::Ordering::SeqCst)
-                >= 1
-        })
-        .await,
+        support::eventually(Duration::from_secs(10), || reloads.refused() >= 1).await,
         "the empty file was not refused"
     );
     let snap = proxy.state().snapshot();
@@ -338,7 +337,9 @@ fn a_refused_reload_names_every_problem() {
         format!("{valid}timeout_ms = \"soon\"\n[server]\nlistn = \"127.0.0.1:1\"\n[[scheduler.jobs]]\nname = \"j\"\ncron = \"often\"\ntargets = []\n"),
     )
     .unwrap();
-    let err = mdproxy_core::ops::reload::reload(&path, &misspelt, &apply).unwrap_err();
+    let err = mdproxy_core::ops::reload::reload(&path, &misspelt, &apply)
+        .unwrap_err()
+        .to_string();
     let file = path.display().to_string();
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 5, "{err}");
@@ -361,7 +362,9 @@ fn a_refused_reload_names_every_problem() {
     assert_eq!(lines[4], "4 problems");
 
     std::fs::write(&path, valid).unwrap();
-    let err = mdproxy_core::ops::reload::reload(&path, &misspelt, &apply).unwrap_err();
+    let err = mdproxy_core::ops::reload::reload(&path, &misspelt, &apply)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.starts_with("MDPROXY_UPSTREAM_TIMEOUTMS: unknown variable"),
         "{err}"

@@ -26,7 +26,7 @@ pub(super) fn answer(call: &Call, now: DateTime<Utc>) -> Answer {
         "/fund/detail/{code}" => one(detail),
         "/fund/kline" => {
             let e = etf(call.query.required("code")?)?;
-            super::stock::kline(call, &listing(e), now)
+            super::kline::kline(call, &listing(e), now)
         }
         "/fund/holdings/{code}" => one(holdings),
         "/fund/asset-allocation/{code}" => one(asset_allocation),
@@ -41,8 +41,8 @@ pub(super) fn answer(call: &Call, now: DateTime<Utc>) -> Answer {
 }
 
 /// An ETF as a K-line names it (the fund K-line's, and the stock K-line's).
-pub(super) fn listing(e: &'static Etf) -> super::stock::Listing<'static> {
-    super::stock::Listing {
+pub(super) fn listing(e: &'static Etf) -> super::kline::Listing<'static> {
+    super::kline::Listing {
         code: &e.code,
         market: e.exchange.market(),
         name: &e.name,

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Datelike, Duration as Days, NaiveDate, Utc};
 use serde_json::{Value, json};
 
-use super::stock::figures;
+use super::figures::figures;
 use super::{BoardKind, board_code, r2, scaled, unrouted};
 use crate::market::{self, Security, Venue, is_trading_day};
 use crate::request::{Answer, Call, Refusal};

@@ -6,7 +6,8 @@ use chrono::{DateTime, Datelike, Duration as Days, NaiveDate, Utc};
 use chrono_tz::Asia::Shanghai;
 use serde_json::{Value, json};
 
-use super::{prefixed, r2, stock::figures, unix_at, unrouted};
+use super::figures::figures;
+use super::{prefixed, r2, unix_at, unrouted};
 use crate::market;
 use crate::request::{Answer, Call, Refusal};
 use crate::universe::{Stock, rng, seed_of, universe};

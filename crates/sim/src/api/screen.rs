@@ -5,7 +5,7 @@
 use chrono::{DateTime, Datelike, Utc};
 use serde_json::{Map, Value, json};
 
-use super::stock::figures;
+use super::figures::figures;
 use super::{int, r2};
 use crate::company::{self, free_shares, latest_period, total_shares};
 use crate::market;

@@ -2,16 +2,16 @@
 //! unmapped `fNNN` keys), detail, search, K-lines, the valuation indicator and the
 //! classification lists.
 
-use std::ops::RangeInclusive;
-
-use chrono::{DateTime, Datelike, Duration as Days, NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::{Value, json};
 
-use super::{r2, scaled, stock};
+use super::figures::figures;
+use super::kline::{Listing, kline};
+use super::{r2, stock};
 use crate::company::{self, security};
-use crate::market::{self, Adjust, Security, Venue};
+use crate::market::{self, Security, Venue};
 use crate::request::{Answer, Call, Refusal, code_digits};
-use crate::universe::{INDUSTRIES, REGIONS, STYLES, Stock, industry_code, province, rng, universe};
+use crate::universe::{INDUSTRIES, REGIONS, STYLES, Stock, industry_code, province, universe};
 
 /// The stock routes this file serves, or `None` for the company data (`company`).
 pub(super) fn answer(call: &Call, now: DateTime<Utc>) -> Option<Answer> {
@@ -32,59 +32,6 @@ pub(super) fn answer(call: &Call, now: DateTime<Utc>) -> Option<Answer> {
         "/stock/style/list" => Ok(list(STYLES.iter().map(|s| (s.to_string(), s.to_string())))),
         _ => return None,
     })
-}
-
-/// A quote snapshot in the upstream's units: prices in fen (x100), ratios x100.
-pub(super) struct Figures {
-    pub price: i64,
-    pub pre_close: i64,
-    pub open: i64,
-    pub high: i64,
-    pub low: i64,
-    /// x100 percent, from the rounded prices (so it agrees with them).
-    pub change_rate: i64,
-    /// Lots of 100 shares.
-    pub volume: i64,
-    /// Yuan.
-    pub amount: f64,
-    pub amplitude: i64,
-    pub turnover: i64,
-    pub volume_ratio: i64,
-    /// Change over the last five minutes, x100 percent.
-    pub speed: i64,
-    pub pe_dynamic: i64,
-    pub pb: i64,
-    pub eps: f64,
-}
-
-/// The figures of `s` at `now`.
-pub(super) fn figures(s: &Stock, now: DateTime<Utc>) -> Figures {
-    let sec = security(s);
-    let q = market::quote(sec, s.limit(), now);
-    let before = market::quote(sec, s.limit(), now - Days::minutes(5));
-    let today = market::trading_date(now);
-    let v = company::valuation(s, q.price, today);
-    let fen = |p: f64| scaled(p, 2);
-    let (price, pre_close) = (fen(q.price), fen(q.pre_close));
-    // The volume ratio holds for the day.
-    let day_seed = s.seed ^ (today.num_days_from_ce() as u64).wrapping_mul(0x9E37);
-    Figures {
-        price,
-        pre_close,
-        open: fen(q.open),
-        high: fen(q.high),
-        low: fen(q.low),
-        change_rate: ((price as f64 / pre_close as f64 - 1.0) * 10_000.0).round() as i64,
-        volume: (q.volume / 100.0).round() as i64,
-        amount: r2(q.amount),
-        amplitude: scaled((q.high - q.low) / q.pre_close * 100.0, 2),
-        turnover: scaled(q.turnover, 2),
-        volume_ratio: scaled(0.4 + 2.2 * rng(day_seed).f64(), 2),
-        speed: scaled((q.price / before.price - 1.0) * 100.0, 2),
-        pe_dynamic: scaled(v.pe_dynamic, 2),
-        pb: scaled(v.pb, 2),
-        eps: (v.eps * 1e9).round() / 1e9,
-    }
 }
 
 /// One Eastmoney push2 quote row, as `/stock/list`, `/stock/detail` and the stream
@@ -274,91 +221,3 @@ const US: &[(&str, u8, &str)] = &[
     ("106.BABA", 106, "阿里巴巴"),
     ("106.TSM", 106, "台积电"),
 ];
-
-/// A priced security as a K-line answer names it.
-pub(super) struct Listing<'a> {
-    pub code: &'a str,
-    /// Eastmoney market id.
-    pub market: u8,
-    pub name: &'a str,
-    /// Decimal places of its prices (2 for stocks, 3 for funds).
-    pub decimals: usize,
-    pub security: Security,
-    /// Its daily price limit (the bound of the intraday walk).
-    pub limit: f64,
-    /// Where it trades: its calendar, hours and local dates.
-    pub venue: Venue,
-}
-
-/// A K-line answer. The upstream's only sample is a failure ("Failed to fetch
-/// kline"), so the shape is a guess in Eastmoney's push2his style: `{code, market,
-/// name, decimal, dktotal, klines: ["date,open,close,high,low,volume,amount,
-/// amplitude,changeRate,change,turnover"]}`. Takes `period` (`day|week|month`),
-/// `fqt` (`pre|after|none`, `post` = `after`) and `from`/`to` (`YYYY-MM-DD`).
-pub(super) fn kline(call: &Call, listing: &Listing<'_>, now: DateTime<Utc>) -> Answer {
-    let q = &call.query;
-    let venue = listing.venue;
-    let today = venue.date(now);
-    let periods: &[&str] = if call.template == "/stock/kline" {
-        &["1m", "5m", "15m", "30m", "60m", "day", "week", "month"]
-    } else {
-        &["day", "week", "month"]
-    };
-    let period = q.choice("period", periods, "day")?;
-    let adjust =
-        Adjust::from_fqt(q.choice("fqt", &Adjust::FQT, "pre")?).ok_or(Refusal::BadRequest)?;
-    let rows = match period.strip_suffix('m').and_then(|m| m.parse::<u32>().ok()) {
-        Some(minutes) => {
-            // Without a range, the last few trading days (more for longer bars).
-            let days = match minutes {
-                1 => 5,
-                5 => 10,
-                15 => 20,
-                30 => 40,
-                _ => 60,
-            };
-            let mut first = today;
-            for _ in 1..days {
-                first = venue.last_trading_day(first - Days::days(1));
-            }
-            // Minute bars are kept for about a quarter (60 trading days); an earlier
-            // `from` starts there.
-            let mut kept = today;
-            for _ in 1..60 {
-                kept = venue.last_trading_day(kept - Days::days(1));
-            }
-            let from = q.date("from")?.unwrap_or(first).max(kept);
-            let to = q.date("to")?.unwrap_or(today);
-            market::minute_rows(
-                venue,
-                listing.security,
-                listing.limit,
-                now,
-                minutes,
-                from..=to,
-                listing.decimals,
-            )
-        }
-        None => {
-            let range: RangeInclusive<NaiveDate> =
-                q.date("from")?.unwrap_or(NaiveDate::MIN)..=q.date("to")?.unwrap_or(today);
-            market::kline_rows(
-                venue,
-                listing.security,
-                today,
-                period,
-                adjust,
-                range,
-                listing.decimals,
-            )
-        }
-    };
-    Ok(json!({
-        "code": listing.code,
-        "market": listing.market,
-        "name": listing.name,
-        "decimal": listing.decimals,
-        "dktotal": rows.len(),
-        "klines": rows,
-    }))
-}

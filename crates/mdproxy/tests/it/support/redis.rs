@@ -725,8 +725,7 @@ pub async fn one_node_polls(
     sim: &mdproxy_sim::SimHandle,
     nodes: &[&mdproxy_core::app::App],
 ) -> usize {
-    let polls =
-        |n: &mdproxy_core::app::App| mdproxy_core::stats::Stats::get(&n.state().stats().hub_polls);
+    let polls = |n: &mdproxy_core::app::App| n.hub().polls();
     let before: Vec<u64> = nodes.iter().map(|n| polls(n)).collect();
     let upstream = sim.hits("/stock/list");
     assert!(

@@ -1,0 +1,53 @@
+//! What this node hears from the fleet and hands on: purges made on any node drop
+//! the same keys here, and the upstream's pauses and slow-downs other nodes were
+//! told of hold this node back too. Two tasks, started with the app when
+//! `[cluster]` is on, ended by the stop token.
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::purge::Purge;
+use crate::state::AppState;
+
+/// Starts both relays on `state`'s tracker, until `stop`.
+pub fn spawn(state: &AppState, stop: &CancellationToken) {
+    let fleet = state.fleet();
+    let (mut purged, cache, halt) = (
+        fleet.store().invalidations(),
+        state.cache().clone(),
+        stop.clone(),
+    );
+    state.tracker().spawn(async move {
+        loop {
+            tokio::select! {
+                message = purged.recv() => match message {
+                    Ok(message) => {
+                        if let Some(purge) = Purge::from_message(&message) {
+                            cache.forget(&purge).await;
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return,
+                },
+                () = halt.cancelled() => return,
+            }
+        }
+    });
+    let (mut heard, upstream, halt) = (
+        fleet.limits().announcements(),
+        state.upstream().clone(),
+        stop.clone(),
+    );
+    state.tracker().spawn(async move {
+        loop {
+            tokio::select! {
+                announcement = heard.recv() => match announcement {
+                    Ok(announcement) => upstream.hear(&announcement),
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return,
+                },
+                () = halt.cancelled() => return,
+            }
+        }
+    });
+}

@@ -1,0 +1,181 @@
+//! The tiers a fill consults before the upstream, in order, behind one trait: the
+//! disk tier under memory, then the fleet's shared store with its fill lock. The
+//! fill is one loop over the list (pingora-cache's `Storage` and cache lock are the
+//! model): each tier may answer, or takes part and hears the fill's answer after
+//! the upstream was asked. Memory is not in the list: it is where fills are single
+//! flights (the store's lock) and what every lookup reads first.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::cache::disk::Disk;
+use crate::cache::entry::CachedBody;
+use crate::cache::freshness::Policy;
+use crate::cache::shared::{self, Share};
+use crate::telemetry::cluster_span;
+use crate::upstream::budget::Priority;
+use crate::upstream::client::FetchError;
+use mdproxy_fleet::{FillLock, Lease, SharedStore};
+use mdproxy_market::Clock;
+use tracing::Instrument;
+
+/// One fill, as the tiers see it.
+pub struct Fill<'a> {
+    /// The cache key.
+    pub key: &'a str,
+    /// The policy the fill is made under.
+    pub policy: &'a Arc<Policy>,
+    pub clock: &'a Arc<dyn Clock>,
+    /// Who asked: a client's miss, a background refresh, a prewarm.
+    pub priority: Priority,
+    /// Ask the upstream whatever a tier holds (a forced prewarm).
+    pub force: bool,
+    /// How long this fill may hold the fleet's lease on the key.
+    pub lease: Duration,
+}
+
+impl Fill<'_> {
+    /// Whether `entry` will do instead of asking the upstream: fresh now, and the
+    /// fill not forced.
+    pub fn will_do(&self, entry: &CachedBody) -> bool {
+        !self.force && entry.is_fresh_under(self.policy, self.clock.now())
+    }
+}
+
+/// What a tier found before the fill.
+pub enum Looked {
+    /// An answer that will do: the upstream is not asked.
+    Found(CachedBody),
+    /// Nothing that will do; what the tier keeps until the fill's answer.
+    Missing(Held),
+}
+
+/// What a tier keeps from before a fill to after it.
+pub enum Held {
+    /// The tier takes no part in this fill (nothing to do after it).
+    Out,
+    /// The tier waits for the fill's answer, holding the fleet's lease on the key
+    /// when it got one.
+    In(Option<Lease>),
+}
+
+/// A tier a fill consults before the upstream.
+#[async_trait]
+pub trait Tier: Send + Sync {
+    /// Looks for an answer that will do for `fill`.
+    async fn before_fill(&self, fill: &Fill<'_>) -> Looked;
+
+    /// Hears what the fill got (`answer`: `None` when it failed), with what
+    /// [`before_fill`](Tier::before_fill) kept.
+    async fn after_fill(&self, fill: &Fill<'_>, answer: Option<&CachedBody>, held: Held);
+}
+
+/// The tiers under memory, in the order a fill consults them. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Tiers(Arc<[Arc<dyn Tier>]>);
+
+impl Tiers {
+    /// The tiers in order.
+    pub fn new(tiers: Vec<Arc<dyn Tier>>) -> Tiers {
+        Tiers(tiers.into())
+    }
+
+    /// Fills `fill`: the first tier whose answer will do answers; else `origin`
+    /// (the upstream) is asked, and every tier that took part hears its answer,
+    /// the lowest first.
+    ///
+    /// # Errors
+    /// The origin's failure.
+    pub async fn fill<F>(
+        &self,
+        fill: &Fill<'_>,
+        origin: impl FnOnce() -> F,
+    ) -> Result<CachedBody, FetchError>
+    where
+        F: Future<Output = Result<CachedBody, FetchError>>,
+    {
+        let mut held = Vec::with_capacity(self.0.len());
+        for tier in self.0.iter() {
+            match tier.before_fill(fill).await {
+                Looked::Found(entry) => {
+                    self.after(fill, held, Some(&entry)).await;
+                    return Ok(entry);
+                }
+                Looked::Missing(h) => held.push(h),
+            }
+        }
+        let result = origin().await;
+        self.after(fill, held, result.as_ref().ok()).await;
+        result
+    }
+
+    /// The tiers that took part (`held`, in order) hear `answer`, the lowest first.
+    async fn after(&self, fill: &Fill<'_>, held: Vec<Held>, answer: Option<&CachedBody>) {
+        for (tier, held) in self.0.iter().zip(held).rev() {
+            if let Held::In(_) = held {
+                tier.after_fill(fill, answer, held).await;
+            }
+        }
+    }
+}
+
+/// The disk tier in a fill: a prewarm (unless forced) uses a fresh record on this
+/// node's disk before the fleet and the upstream are asked, so a restart reads the
+/// disk; a client's miss has read it already, through memory's promotion. The
+/// disk is written when memory takes the fill's answer, not here.
+pub struct DiskTier(pub Disk);
+
+#[async_trait]
+impl Tier for DiskTier {
+    async fn before_fill(&self, fill: &Fill<'_>) -> Looked {
+        if fill.force || fill.priority != Priority::Prewarm {
+            return Looked::Missing(Held::Out);
+        }
+        match self.0.get(fill.key, fill.policy, fill.clock.now()).await {
+            Some(entry) if fill.will_do(&entry) => Looked::Found(entry),
+            _ => Looked::Missing(Held::Out),
+        }
+    }
+
+    async fn after_fill(&self, _: &Fill<'_>, _: Option<&CachedBody>, _: Held) {}
+}
+
+/// The fleet's shared store in a fill: another node's answer (or this node's
+/// before a restart) is used before the upstream is asked, and one node per key
+/// asks the upstream while the others wait for its publication. Out of the fill
+/// while Redis is away.
+pub struct SharedTier {
+    pub store: Arc<dyn SharedStore>,
+    pub lock: Arc<dyn FillLock>,
+}
+
+#[async_trait]
+impl Tier for SharedTier {
+    async fn before_fill(&self, fill: &Fill<'_>) -> Looked {
+        if !self.store.is_up() {
+            return Looked::Missing(Held::Out);
+        }
+        // Forced: the upstream is asked and the answer published, no lease taken.
+        if fill.force {
+            return Looked::Missing(Held::In(None));
+        }
+        let faces = (&*self.store, &*self.lock);
+        let now = || fill.clock.now();
+        let fresh = |e: &CachedBody| fill.will_do(e);
+        let lookup = shared::before_fill(faces, fill.key, fill.policy, fill.lease, now, fresh);
+        match lookup.instrument(cluster_span()).await {
+            Share::Found(entry) => Looked::Found(entry),
+            Share::Fetch(lease) => Looked::Missing(Held::In(lease)),
+        }
+    }
+
+    async fn after_fill(&self, fill: &Fill<'_>, answer: Option<&CachedBody>, held: Held) {
+        if let Held::In(lease) = held {
+            let faces = (&*self.store, &*self.lock);
+            shared::after_fill(faces, fill.key, answer, lease).await;
+        }
+    }
+}
