@@ -7,10 +7,6 @@
 
 use std::path::{Path, PathBuf};
 
-/// The reason every such test gives to `#[ignore]`.
-pub const NEEDS_OUTSIDE_PROGRAM: &str =
-    "needs a program from outside the Rust toolchain: scripts/test installs it and runs this";
-
 /// The path of `program` on `PATH`; fails the test when it is not there.
 pub fn program(program: &str) -> PathBuf {
     let found = std::env::var_os("PATH").and_then(|paths| {

@@ -41,14 +41,20 @@ pub fn serve_toml(name: &str, text: &str) -> (PathBuf, PathBuf) {
     (dir, path)
 }
 
-/// Sends signal `name` (`TERM`, `HUP`) to `child` with kill(1).
+/// Sends signal `name` (`TERM`, `HUP`, `INT`, `KILL`) to `child`.
 pub fn signal(child: &tokio::process::Child, name: &str) {
-    let pid = child.id().expect("the child runs").to_string();
-    let sent = std::process::Command::new("kill")
-        .args([&format!("-{name}"), &pid])
-        .status()
-        .unwrap();
-    assert!(sent.success(), "kill -{name} {pid}");
+    use rustix::process::{Pid, Signal, kill_process};
+    let id = child.id().expect("the child runs");
+    let signal = match name {
+        "TERM" => Signal::TERM,
+        "HUP" => Signal::HUP,
+        "INT" => Signal::INT,
+        "KILL" => Signal::KILL,
+        other => panic!("no signal {other} here"),
+    };
+    let pid =
+        Pid::from_raw(i32::try_from(id).expect("a pid fits i32")).expect("a child's pid is not 0");
+    kill_process(pid, signal).unwrap_or_else(|e| panic!("kill -{name} {id}: {e}"));
 }
 
 /// Every line `child` writes on stderr, forwarded as it comes (which also keeps the

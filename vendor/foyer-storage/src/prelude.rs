@@ -29,14 +29,15 @@ pub use crate::{
         conditions::{AdmitAll, EstimatedSize, RejectAll},
     },
     io::{
-        // mdproxy's patch: the traits an `IoEngine`'s methods name, so that a crate
-        // can write its own engine (vendor/README.md).
+        // mdproxy's patch: the traits an `IoEngine`'s methods name, and the file
+        // system's partition (whose file it lends), so that a crate can write its
+        // own engine (vendor/README.md).
         bytes::{IoB, IoBuf, IoBufMut},
         device::{
             Device, DeviceBuilder, Partition, RawFile,
             combined::CombinedDeviceBuilder,
             file::FileDeviceBuilder,
-            fs::FsDeviceBuilder,
+            fs::{FsDeviceBuilder, FsPartition},
             noop::NoopDeviceBuilder,
             partial::PartialDeviceBuilder,
             statistics::Statistics,

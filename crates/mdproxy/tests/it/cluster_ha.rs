@@ -69,6 +69,7 @@ async fn shares_a_fill(env: &Env, a: &App, b: &App, target: &str, endpoint: &str
 /// at most one per key plus one per other node for each key asked in the window
 /// (what working alone costs, and no more).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
 async fn the_nodes_follow_a_sentinel_failover_and_no_request_fails() {
     let (master, replica, sentinels) = sentinel_topology().await;
     let env = on_sentinels(&sentinels, |c| c.admin.listen = "127.0.0.1:0".into()).await;
@@ -139,6 +140,7 @@ async fn the_nodes_follow_a_sentinel_failover_and_no_request_fails() {
 /// lease and its term may have been lost with the old master: the first node to
 /// ask the new one takes it, the others follow its boards).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
 async fn one_node_polls_the_hub_again_one_lease_after_a_failover() {
     let (master, replica, sentinels) = sentinel_topology().await;
     let env = on_sentinels(&sentinels, |c| {
@@ -195,6 +197,7 @@ async fn one_node_polls_the_hub_again_one_lease_after_a_failover() {
 /// (Redis's reason, never a password), serves alone, and no page, metric or log
 /// line holds either password.
 #[tokio::test]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
 async fn a_tls_redis_with_an_acl_user_is_shared_and_a_wrong_password_fails_closed() {
     let lines = Lines::default();
     let _guard = lines.capture();
@@ -309,6 +312,7 @@ async fn a_tls_redis_with_an_acl_user_is_shared_and_a_wrong_password_fails_close
 /// sentinel over TLS find the master's TLS address and share a fill; a node that
 /// asks the same TLS port in plain text finds nothing and works alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
 async fn the_sentinels_are_asked_over_tls() {
     let files = certificates(&scratch("sentinel-tls"));
     let (master, master_tls) = Redis::with_tls(free_port(), &files);

@@ -94,6 +94,7 @@ async fn entries_by_shard(redis: &RedisCluster) -> Vec<usize> {
 /// Shared fills, coalescing and a purge by prefix across shards; the two-key
 /// scripts on one shard; the status page names the three masters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
 async fn fills_coalescing_and_purges_work_across_shards() {
     let redis = RedisCluster::start(SHARDS).await;
     let (env, b, c) = on_cluster(&redis, 200).await;
@@ -195,6 +196,7 @@ async fn fills_coalescing_and_purges_work_across_shards() {
 /// requests stay within what working alone in the window costs (one per node for
 /// each code asked in it); afterwards a purge on one node reaches the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
 async fn a_shard_failover_costs_no_request() {
     let mut redis = RedisCluster::start(SHARDS).await;
     let (env, b, c) = on_cluster(&redis, 0).await;
@@ -234,6 +236,7 @@ async fn a_shard_failover_costs_no_request() {
 /// `mdproxy` (its keys and channels only). Fills are shared across shards, a purge
 /// by prefix `SCAN`s every master over TLS, and the two-key scripts run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
 async fn a_tls_cluster_with_an_acl_user_is_shared() {
     let files = certificates(&scratch("cluster-tls"));
     let redis = RedisCluster::start_tls(SHARDS, &files).await;
@@ -278,6 +281,7 @@ async fn a_tls_cluster_with_an_acl_user_is_shared() {
 /// cluster's bus carries to every node, so a purge on one node still reaches the
 /// others' memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
 async fn without_sharded_pub_sub_the_events_take_the_classic_kind() {
     let without = [
         "--rename-command",

@@ -146,6 +146,7 @@ fn per_operation_config(doc: &Value) -> String {
 
 /// The served document is valid OpenAPI 3.1 (openapi-spec-validator).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Python tools: scripts/test installs them and runs the ignored tests"]
 async fn served_document_is_valid_openapi_3_1() {
     let s = setup("openapi-validate").await;
     let document = s.document.to_str().unwrap();
@@ -157,6 +158,7 @@ async fn served_document_is_valid_openapi_3_1() {
 /// schemathesis, driven by the served document, finds no server error and no
 /// answer that breaks the document, with every check it has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Python tools: scripts/test installs them and runs the ignored tests"]
 async fn demo_answers_as_its_document_says() {
     let s = setup("openapi-fuzz").await;
     let config = s.dir.join("schemathesis.toml");

@@ -12,6 +12,7 @@ mod cluster_ha;
 mod cluster_redis;
 mod contract;
 mod deploy;
+mod deps;
 mod disk;
 mod dropin;
 mod fuzz;

@@ -303,8 +303,8 @@ async fn cli_prints_the_served_document() {
     assert_eq!(printed, served().await);
 }
 
-/// Bounds a run of scripts/ts-client (npm installs its tools on first use).
-const TS_CLIENT_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+/// Bounds a run of scripts/ts-client (the tools are installed: it generates and checks).
+const TS_CLIENT_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Runs scripts/ts-client on `program` in a fresh directory named `name`: generates
 /// the TypeScript types of `mdproxy openapi` and type-checks the program with them.
@@ -328,6 +328,7 @@ async fn ts_client(program: &std::path::Path, name: &str) -> std::process::Outpu
 /// calendar); the same program reading a field the document does not have fails
 /// the check, naming the field.
 #[tokio::test]
+#[ignore = "needs npm's TypeScript tools: scripts/test installs them and runs the ignored tests"]
 async fn a_typescript_client_type_checks_against_the_document() {
     let program = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ts/client.ts");
     let out = ts_client(&program, "ts-client").await;

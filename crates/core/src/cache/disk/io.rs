@@ -9,13 +9,16 @@
 //! reading in place took them from 0.82–0.92 × nginx `sendfile on` to 1.00–1.03 ×
 //! in one A/B of the same build (docs/BENCHMARKS.md, the disk tier's run 11).
 //!
-//! foyer 0.22 names the traits an engine implements but does not export them:
-//! `vendor/foyer-storage` is foyer-storage 0.22.6 with those exports added
-//! (vendor/README.md).
+//! foyer 0.22 names the traits an engine implements but does not export them, nor
+//! lends a partition's file: `vendor/foyer-storage` is foyer-storage 0.22.6 with
+//! those exports and `AsFd` for its file system partition added (vendor/README.md),
+//! so the in-place read borrows the file safely, by type.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+#[cfg(target_os = "linux")]
+use foyer_storage::FsPartition;
 use foyer_storage::{
     IoBuf, IoBufMut, IoEngine, IoEngineBuildContext, IoEngineConfig, IoHandle, Partition,
     PsyncIoEngineConfig,
@@ -136,17 +139,19 @@ enum Cached {
     Unsupported(i32),
 }
 
-/// [`read_cached`] of `partition`'s file at the file offset of `offset`.
+/// [`read_cached`] of `partition`'s file at the file offset of `offset`, when it is
+/// a partition of the file system device (the one mdproxy builds), which lends its
+/// file for as long as it is borrowed; any other kind of partition is read by the
+/// pool (`Not`), its descriptor never taken on trust.
 #[cfg(target_os = "linux")]
 fn read_partition(partition: &dyn Partition, buf: &mut [u8], offset: u64) -> Cached {
-    let (file, at) = partition.translate(offset);
-    // SAFETY: `file` is the descriptor of the partition's own file: the partitions
-    // of the device mdproxy builds (foyer's `FsDevice`) hold their `File` and close
-    // it when dropped, and the partition is lent to us for this whole call, which
-    // the borrow does not outlive.
-    #[allow(unsafe_code)]
-    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(file.0) };
-    read_cached(fd, buf, at)
+    use std::os::fd::AsFd;
+    let any: &dyn std::any::Any = partition;
+    let Some(fs) = any.downcast_ref::<FsPartition>() else {
+        return Cached::Not;
+    };
+    let (_, at) = fs.translate(offset);
+    read_cached(fs.as_fd(), buf, at)
 }
 
 #[cfg(not(target_os = "linux"))]

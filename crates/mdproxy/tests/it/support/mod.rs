@@ -14,6 +14,7 @@ use mdproxy_market::{Clock, ManualClock, SystemClock};
 use mdproxy_sim::{SimConfig, SimHandle};
 pub use mdproxy_testkit::clock::*;
 pub use mdproxy_testkit::http::*;
+pub use mdproxy_testkit::outside::program;
 pub use mdproxy_testkit::process::*;
 pub use mdproxy_testkit::scripted::*;
 pub use mdproxy_testkit::sse::*;

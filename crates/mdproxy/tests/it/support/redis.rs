@@ -111,13 +111,11 @@ impl Redis {
 
     /// `redis-server args`, waited for until `port` accepts.
     pub fn spawn(args: &[String], port: u16, dir: Option<PathBuf>) -> Redis {
-        let child = Command::new("redis-server")
+        let child = Command::new(mdproxy_testkit::outside::program("redis-server"))
             .args(args)
             .stdout(Stdio::null())
             .spawn()
-            .expect(
-                "redis-server is not installed: run scripts/test, or apt-get install redis-server",
-            );
+            .expect("redis-server starts");
         // Owned at once, so it is killed and waited for whatever happens next.
         let redis = Redis { port, child, dir };
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
