@@ -119,11 +119,14 @@ fn read_query<'a>(endpoint: &Endpoint, raw_query: Option<&'a str>) -> Result<Val
     // the pairs, and an unknown parameter (which pass-through may forward) never
     // hides a bad known one (which it must not).
     let mut unknown = None;
+    let mut unnamed = false;
     let mut given = [false; MAX_QUERY];
     for pair in query_pairs(raw_query.unwrap_or("")) {
         let (name, value) = pair?;
         let Some(index) = endpoint.query.iter().position(|p| p.name == name) else {
-            if !is_ignored(&name) && unknown.is_none() {
+            if name.is_empty() {
+                unnamed = true;
+            } else if !is_ignored(&name) && unknown.is_none() {
                 unknown = Some(truncate(&name, 64));
             }
             continue;
@@ -166,6 +169,12 @@ fn read_query<'a>(endpoint: &Endpoint, raw_query: Option<&'a str>) -> Result<Val
     {
         return Err(Error::MissingParameter {
             param: param.to_owned(),
+        });
+    }
+    if unnamed {
+        // `?=x` or a stray `&=`: nothing to name, and nothing a client meant.
+        return Err(Error::BadRequest {
+            reason: "a query pair has no name (as in `=value`): remove it".into(),
         });
     }
     match unknown {

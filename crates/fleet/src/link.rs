@@ -61,6 +61,8 @@ struct Inner {
     address: Mutex<String>,
     /// Sessions that found the master at another address than the one before.
     failovers: AtomicU64,
+    /// Attempts to connect, and sessions, that ended in an error.
+    failed_sessions: AtomicU64,
     /// Time this node has spent without Redis.
     alone: Mutex<AloneTime>,
     timeout: Duration,
@@ -93,6 +95,7 @@ impl Link {
                 up: AtomicBool::new(false),
                 address: Mutex::new(String::new()),
                 failovers: AtomicU64::new(0),
+                failed_sessions: AtomicU64::new(0),
                 alone: Mutex::new(AloneTime {
                     ended: Duration::ZERO,
                     since: Some(Instant::now()),
@@ -188,6 +191,16 @@ impl Link {
     }
 
     /// Marks Redis as away (once per outage, with `why`, never the URL).
+    /// Counts a connection attempt or session that ended in an error.
+    pub(super) fn session_failed(&self) {
+        self.inner.failed_sessions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Attempts to connect, and sessions, that ended in an error so far.
+    pub(super) fn failed_sessions(&self) -> u64 {
+        self.inner.failed_sessions.load(Ordering::Relaxed)
+    }
+
     pub(super) fn went_away(&self, why: &str) {
         if self.inner.up.swap(false, Ordering::Relaxed) {
             self.inner

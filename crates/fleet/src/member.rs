@@ -107,6 +107,12 @@ impl Cluster {
         self.link.alone_for()
     }
 
+    /// Attempts to connect to Redis, and sessions with it, that ended in an error
+    /// (a refused connection, a failed handshake, a dropped link).
+    pub fn failed_sessions(&self) -> u64 {
+        self.link.failed_sessions()
+    }
+
     /// Nodes seen alive recently (this one included; 1 before Redis answered).
     pub fn nodes(&self) -> u64 {
         self.link.nodes()
@@ -158,7 +164,10 @@ impl Cluster {
             };
             let why = match ended {
                 Ok(()) => "the event subscription ended".to_owned(),
-                Err(e) => e.to_string(),
+                Err(e) => {
+                    self.link.session_failed();
+                    e.to_string()
+                }
             };
             if first {
                 // Never up yet: `went_away` would stay silent (it speaks on a change).

@@ -47,6 +47,11 @@ impl Collector for FleetMetrics {
                 "Times the master was found at another address than before",
                 cluster.failovers(),
             ),
+            (
+                "cluster_failed_sessions",
+                "Attempts to connect to Redis, and sessions with it, that ended in an error",
+                cluster.failed_sessions(),
+            ),
         ] {
             let c = ConstCounter::new(value);
             c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)?;

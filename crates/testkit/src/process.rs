@@ -59,7 +59,7 @@ pub fn signal(child: &tokio::process::Child, name: &str) {
 
 /// Every line `child` writes on stderr, forwarded as it comes (which also keeps the
 /// pipe drained); the child must have been spawned with a piped stderr.
-pub fn stderr_lines(child: &mut tokio::process::Child) -> UnboundedReceiver<String> {
+fn stderr_lines(child: &mut tokio::process::Child) -> UnboundedReceiver<String> {
     let (lines_tx, lines) = tokio::sync::mpsc::unbounded_channel::<String>();
     let stderr = child.stderr.take().expect("stderr is piped");
     tokio::spawn(async move {

@@ -475,3 +475,115 @@ fn every_example_target_validates() {
         validate(e, &params, query.as_deref()).unwrap_or_else(|err| panic!("{target}: {err}"));
     }
 }
+
+/// Found by the fuzz test: a pair without a name (`_=&=`) was refused as an unknown
+/// parameter named "" ("unknown parameter "). It is a bad request naming what is
+/// wrong, wherever it stands among the pairs.
+#[test]
+fn a_pair_without_a_name_is_a_bad_request() {
+    for query in [
+        "code=600519&_=&=",
+        "=x&code=600519",
+        "code=600519&=1",
+        "=&code=600519",
+    ] {
+        let e = check("/stock/kline", &[], query).unwrap_err();
+        assert_eq!(e.code(), "bad_request", "{query}");
+        assert!(e.to_string().contains("no name"), "{query}: {e}");
+    }
+}
+
+/// Query validation, fuzzed: for every endpoint, any query (known and unknown
+/// names, values valid and not, percent-encoded bytes, repeats) is refused with an
+/// error that names a parameter, or made a key that validates to itself again;
+/// nothing panics. `PROPTEST_CASES` sets how many; scripts/test runs many.
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::parse_target;
+
+    /// A value of `param`'s kind as a client might type it, or not.
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            "[0-9]{1,8}",
+            "[0-9]{6}(\\.(SH|SZ|BJ|sh|HK))?",
+            "(19|20)[0-9]{2}-[01][0-9]-[0-3][0-9]",
+            "20[0-9]{4}",
+            "(day|week|month|pre|post|none|true|false|1|2|3)",
+            "[ -~]{0,16}",
+            "(%[0-9A-Fa-f]{2}){1,6}",
+            "[\u{4e00}-\u{4e40}]{1,6}",
+        ]
+    }
+
+    /// Pairs whose names are mostly the endpoint's own.
+    fn query(endpoint: &'static Endpoint) -> impl Strategy<Value = String> {
+        let known: Vec<&'static str> = endpoint.query.iter().map(|p| p.name).collect();
+        let known = if known.is_empty() {
+            vec!["code"]
+        } else {
+            known
+        };
+        let name = prop_oneof![
+            3 => proptest::sample::select(known).prop_map(str::to_owned),
+            1 => "[a-z_]{1,8}",
+            1 => Just("_".to_owned()),
+        ];
+        let pair = (name, value()).prop_map(|(n, v)| format!("{n}={v}"));
+        proptest::collection::vec(pair, 0..6).prop_map(|pairs| pairs.join("&"))
+    }
+
+    fn endpoint() -> impl Strategy<Value = &'static Endpoint> {
+        let all: Vec<&'static Endpoint> = catalog()
+            .endpoints()
+            .iter()
+            .filter(|e| !e.streaming)
+            .collect();
+        proptest::sample::select(all)
+    }
+
+    proptest! {
+        #[test]
+        fn any_query_is_refused_by_name_or_keyed_stably(
+            (endpoint, query, path_value) in endpoint().prop_flat_map(|e| (Just(e), query(e), value()))
+        ) {
+            let path_values: Vec<&str> = e_path_values(endpoint, &path_value);
+            match validate(endpoint, &path_values, Some(&query)) {
+                Ok(valid) => {
+                    let again = parse_target(&valid.target)
+                        .unwrap_or_else(|e| panic!("{} does not validate again: {e}", valid.target));
+                    prop_assert_eq!(again.target, valid.target);
+                }
+                Err(e) => {
+                    let named = matches!(
+                        e.code(),
+                        "missing_parameter" | "invalid_parameter" | "unknown_parameter"
+                    );
+                    prop_assert!(
+                        !named || e.param().is_some_and(|p| !p.is_empty()),
+                        "{} names no parameter", e.code()
+                    );
+                    prop_assert!(!e.to_string().is_empty());
+                }
+            }
+        }
+
+        /// Raw bytes as a query: refused or keyed, never a panic.
+        #[test]
+        fn any_bytes_as_a_query_are_refused_or_keyed(
+            endpoint in endpoint(),
+            bytes in proptest::collection::vec(any::<u8>(), 0..120),
+        ) {
+            let query = String::from_utf8_lossy(&bytes);
+            let _ = validate(endpoint, &[], Some(&query));
+        }
+    }
+
+    /// The same value (raw, percent-encoded as a path segment) for each path
+    /// parameter of `endpoint`.
+    fn e_path_values<'a>(endpoint: &Endpoint, value: &'a str) -> Vec<&'a str> {
+        endpoint.path_params.iter().map(|_| value).collect()
+    }
+}

@@ -430,6 +430,44 @@ mod tests {
         );
     }
 
+    /// A burst of twenty-five clients on an empty bucket: the burst at once, then one
+    /// permit per interval and never two, each interval passing on tokio's paused
+    /// clock with every waiter having looked at the bucket again before the next
+    /// (what tests/it/cache.rs shows end to end).
+    #[tokio::test(start_paused = true)]
+    async fn waiting_clients_get_one_permit_per_interval() {
+        let mut s = settings(5, 5);
+        s.client_wait_ms = 60_000;
+        let b = Arc::new(UpstreamBudget::new(
+            s,
+            RateClock::tokio(),
+            Arc::new(Counters::default()),
+        ));
+        let granted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        for _ in 0..25 {
+            let (b, granted) = (Arc::clone(&b), Arc::clone(&granted));
+            tokio::spawn(async move {
+                assert_eq!(b.acquire(Priority::Client).await, Ok(()));
+                granted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+        // Each sleep ends only once every other task waits on a later timer.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(
+            granted.load(std::sync::atomic::Ordering::SeqCst),
+            5,
+            "the burst"
+        );
+        for step in 1..=20 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert_eq!(
+                granted.load(std::sync::atomic::Ordering::SeqCst),
+                5 + step,
+                "interval {step}"
+            );
+        }
+    }
+
     #[tokio::test]
     async fn zero_rate_means_no_cap() {
         let b = UpstreamBudget::new(

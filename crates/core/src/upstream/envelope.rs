@@ -220,4 +220,75 @@ mod tests {
         body.extend_from_slice(b",\"success\":true}");
         assert_eq!(success_flag(&body), Flag::Success);
     }
+
+    /// The envelope scan, fuzzed: any body is read without a panic, and on a body
+    /// that is strict JSON the scan agrees with a JSON parser.
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Any JSON value, a few levels deep.
+        fn json() -> impl Strategy<Value = serde_json::Value> {
+            let leaf = prop_oneof![
+                Just(serde_json::Value::Null),
+                any::<bool>().prop_map(serde_json::Value::Bool),
+                any::<i64>().prop_map(|n| serde_json::json!(n)),
+                "[ -~\u{4e00}-\u{4e20}\n\t]{0,12}".prop_map(serde_json::Value::String),
+            ];
+            leaf.prop_recursive(4, 32, 6, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..6)
+                        .prop_map(serde_json::Value::Array),
+                    proptest::collection::btree_map("[a-z\"\\\\]{0,8}", inner, 0..6)
+                        .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn any_bytes_are_scanned(body in proptest::collection::vec(any::<u8>(), 0..400)) {
+                let _ = success_flag(&body);
+                let _ = is_complete(&body);
+            }
+
+            /// A JSON object, `success` anywhere among its members or absent: the flag
+            /// is what a parser reads, and the whole body is complete while any cut
+            /// of it is not.
+            #[test]
+            fn the_scan_agrees_with_a_parser(
+                members in proptest::collection::vec(("[a-z]{1,8}", json()), 0..5),
+                success in proptest::option::of(any::<bool>()),
+                at in any::<proptest::sample::Index>(),
+                cut in any::<proptest::sample::Index>(),
+            ) {
+                let mut object: Vec<(String, serde_json::Value)> = members
+                    .into_iter()
+                    .filter(|(k, _)| k != "success")
+                    .collect();
+                if let Some(flag) = success {
+                    let at = at.index(object.len() + 1);
+                    object.insert(at, ("success".to_owned(), serde_json::Value::Bool(flag)));
+                }
+                let text = format!(
+                    "{{{}}}",
+                    object
+                        .iter()
+                        .map(|(k, v)| format!("{}:{v}", serde_json::Value::String(k.clone())))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                );
+                let expected = match success {
+                    Some(true) => Flag::Success,
+                    Some(false) => Flag::Failure,
+                    None => Flag::Missing,
+                };
+                prop_assert_eq!(success_flag(text.as_bytes()), expected, "{}", text);
+                prop_assert!(is_complete(text.as_bytes()), "{}", text);
+                let cut = cut.index(text.len());
+                prop_assert!(!is_complete(&text.as_bytes()[..cut]), "{}", &text[..cut]);
+            }
+        }
+    }
 }

@@ -361,9 +361,8 @@ async fn serve_reloads_on_sighup() {
         .expect("serve came up")
     };
     // A refused reload changes nothing observable over HTTP (that is the point), so
-    // its one outside sign is the error line on stderr. Every line is forwarded
-    // (which also keeps the pipe drained).
-    let mut lines = support::stderr_lines(&mut child);
+    // its one outside sign is the error line on stderr.
+    let mut serve = support::Watched::new(child);
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let url = format!("{base}/market/indices");
     let status = |token: &'static str| {
@@ -383,19 +382,12 @@ async fn serve_reloads_on_sighup() {
     assert!(until(200, "first").await, "serve came up");
 
     std::fs::write(&path, "[server\nbroken").unwrap();
-    support::signal(&child, "HUP");
+    serve.signal("HUP");
     // Wait (bounded) until the process has dealt with the file, rather than sleeping
     // and hoping it has.
-    let refused = tokio::time::timeout(Duration::from_secs(15), async {
-        while let Some(line) = lines.recv().await {
-            if line.contains("configuration refused") {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    assert_eq!(refused, Ok(true), "serve reported the refused reload");
+    serve
+        .line_where(|line| line.contains("configuration refused"))
+        .await;
     assert_eq!(
         status("first").await,
         200,
@@ -403,17 +395,17 @@ async fn serve_reloads_on_sighup() {
     );
 
     write("second");
-    support::signal(&child, "HUP");
+    serve.signal("HUP");
     assert!(
         until(200, "second").await,
         "the new token works after SIGHUP"
     );
     assert_eq!(status("first").await, 401);
     assert!(
-        child.try_wait().unwrap().is_none(),
+        serve.child.try_wait().unwrap().is_none(),
         "SIGHUP does not stop the process"
     );
-    child.kill().await.unwrap();
+    serve.stop().await;
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -99,10 +99,20 @@ async fn reload_shortening_fresh_time_serves_cached_answer_stale_while_revalidat
 
     // The one background refresh reaches the upstream (and hangs there) ...
     assert!(eventually(Duration::from_secs(10), || env.sim.hits(NEWS) == 2).await);
-    // ... and a second stale request neither waits nor starts another one.
+    // ... and a second stale request neither waits (it is answered while the upstream
+    // hangs) nor starts another one (counted when decided: a second refresh would
+    // join the first's single flight, so the upstream alone could not tell).
+    let cache = env.proxy.state().cache();
+    assert_eq!(cache.refreshes(), 1);
     let again = env.get(NEWS).await;
     assert_eq!(header(&again, "x-cache"), "STALE");
     assert!(header(&again, "cache-status").ends_with("detail=stale-while-revalidate"));
+    assert_eq!(cache.refreshes(), 1, "a second refresh was started");
+    let key = mdproxy_api::parse_target(NEWS).unwrap().target;
+    assert!(
+        cache.store().is_filling(&key),
+        "the one refresh still waits"
+    );
     assert_eq!(env.sim.hits(NEWS), 2);
 
     // Released, the refresh lands under the new policy: fresh for 60 s from now.

@@ -140,6 +140,25 @@ fn top_level_keys(line: &str, name: &str) -> usize {
     count
 }
 
+/// The address `serve` (logging JSON) says it serves at, from its banner event.
+async fn serving_at(serve: &mut support::Watched) -> String {
+    let banner = serve
+        .line_where(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            v["banner"]
+                .as_str()
+                .is_some_and(|b| b.starts_with("mdproxy serving "))
+        })
+        .await;
+    let v: serde_json::Value = serde_json::from_str(&banner).unwrap();
+    let rest = v["banner"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("mdproxy serving ")
+        .unwrap();
+    rest.split_whitespace().next().unwrap().to_owned()
+}
+
 /// `mdproxy serve --log-format json`: the probe's verdict at start, one JSON access
 /// line per request with every field, no cron-library lines, no secret anywhere;
 /// every line is one JSON object whose keys are each there once (the upstream
@@ -162,24 +181,9 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
         std::process::Stdio::piped(),
     );
     let mut stdout = child.stdout.take().unwrap();
-    let mut lines = support::stderr_lines(&mut child);
-    let mut seen = Vec::new();
+    let mut serve = support::Watched::new(child);
     // The banner, as a log event, says where it listens.
-    let base = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.recv().await {
-            seen.push(line.clone());
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-            if let Some(rest) = v["banner"]
-                .as_str()
-                .and_then(|b| b.strip_prefix("mdproxy serving "))
-            {
-                return rest.split_whitespace().next().unwrap().to_owned();
-            }
-        }
-        panic!("no banner event");
-    })
-    .await
-    .expect("serve came up");
+    let base = serving_at(&mut serve).await;
     let client = support::client();
     let url = format!("{base}/stock/detail/600519");
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -206,14 +210,14 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
     assert_eq!(unauthorized.status(), 401);
     let (mut access, mut refused, mut probe, mut prewarm) = (None, None, None, None);
     let mut fetch = None;
-    let collected = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.recv().await {
-            let v: serde_json::Value = serde_json::from_str(&line)
+    serve
+        .line_where(|line| {
+            let v: serde_json::Value = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
             if v["target"] == "access" && v["request_id"] == "log-test-1" {
-                access = Some(v.clone());
+                access = Some(v);
             } else if v["target"] == "access" && v["status"] == 401 {
-                refused = Some(v.clone());
+                refused = Some(v);
             } else if v["fields"]["message"]
                 .as_str()
                 .is_some_and(|m| m.starts_with("upstream probe"))
@@ -221,46 +225,36 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
                     .as_str()
                     .is_some_and(|m| m.starts_with("upstream probe"))
             {
-                probe = Some(v.clone());
+                probe = Some(v);
             } else if v["message"]
                 .as_str()
                 .is_some_and(|m| m.starts_with("start-up prewarm done"))
             {
-                prewarm = Some(v.clone());
+                prewarm = Some(v);
             } else if v["message"] == "upstream fetch" && v["key"] == "/stock/detail/600519" {
                 // The request's own fetch (the start-up probe's may come before or after).
-                fetch = Some(v.clone());
+                fetch = Some(v);
             }
-            seen.push(line);
-            if access.is_some()
+            access.is_some()
                 && refused.is_some()
                 && probe.is_some()
                 && prewarm.is_some()
                 && fetch.is_some()
-            {
-                return;
-            }
-        }
-    })
-    .await;
-    assert!(collected.is_ok(), "lines seen:\n{}", seen.join("\n"));
+        })
+        .await;
     // A clean stop: the listener's closing line names its address.
-    support::signal(&child, "TERM");
-    let closed = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.recv().await {
-            seen.push(line.clone());
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-            if v.get("listener").is_some() {
-                return v;
-            }
-        }
-        panic!("no listener line");
-    })
-    .await
-    .expect("the listener's closing line");
+    serve.signal("TERM");
+    let closed = serve
+        .line_where(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            v.get("listener").is_some()
+        })
+        .await;
+    let closed: serde_json::Value = serde_json::from_str(&closed).unwrap();
     let listener = closed["listener"].as_str().unwrap();
     assert!(listener.starts_with("127.0.0.1:"), "{closed}");
-    assert!(child.wait().await.unwrap().success());
+    assert!(serve.exit().await.success());
+    let seen = std::mem::take(&mut serve.seen);
     let mut out = String::new();
     stdout.read_to_string(&mut out).await.unwrap();
     assert_eq!(out, "", "with JSON logs nothing else is written to stdout");
@@ -331,8 +325,8 @@ async fn control_characters_cannot_forge_a_text_log_line() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut lines = support::stderr_lines(&mut child);
     let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut demo = support::Watched::new(child);
     let admin = tokio::time::timeout(Duration::from_secs(30), async {
         while let Ok(Some(line)) = stdout.next_line().await {
             if let Some(rest) = line.strip_prefix("admin: ") {
@@ -358,17 +352,8 @@ async fn control_characters_cannot_forge_a_text_log_line() {
     assert_eq!(r.status(), 200);
     let r = purge("prefix=/marker/").await.unwrap();
     assert_eq!(r.status(), 200);
-    let mut seen = Vec::new();
-    let found = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.recv().await {
-            seen.push(line.clone());
-            if line.contains("/marker/") {
-                return;
-            }
-        }
-    })
-    .await;
-    assert!(found.is_ok(), "the purges were logged: {seen:#?}");
+    demo.line_where(|line| line.contains("/marker/")).await;
+    let seen = &demo.seen;
     let purged: Vec<&String> = seen.iter().filter(|l| l.contains("purged")).collect();
     assert!(
         purged
@@ -380,7 +365,7 @@ async fn control_characters_cannot_forge_a_text_log_line() {
         !seen.iter().any(|l| l.starts_with("INFO forged")),
         "no line of the admin's making: {seen:#?}"
     );
-    child.kill().await.unwrap();
+    demo.stop().await;
 }
 
 /// A quote poll whose requests all fail (three codes in batches of one, the
@@ -398,29 +383,14 @@ async fn a_failing_quote_poll_is_logged_once() {
             sim.base_url()
         ),
     );
-    let mut child = support::serve(
+    let child = support::serve(
         &path,
         &[],
         std::process::Stdio::null(),
         std::process::Stdio::piped(),
     );
-    let mut lines = support::stderr_lines(&mut child);
-    let mut seen = Vec::new();
-    let base = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.recv().await {
-            seen.push(line.clone());
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-            if let Some(rest) = v["banner"]
-                .as_str()
-                .and_then(|b| b.strip_prefix("mdproxy serving "))
-            {
-                return rest.split_whitespace().next().unwrap().to_owned();
-            }
-        }
-        panic!("no banner event");
-    })
-    .await
-    .expect("serve came up");
+    let mut serve = support::Watched::new(child);
+    let base = serving_at(&mut serve).await;
     let stream = support::client()
         .get(format!(
             "{base}/stock/indicator/realtime/sse?codes=600519,000001,300750"
@@ -435,28 +405,14 @@ async fn a_failing_quote_poll_is_logged_once() {
         support::eventually(Duration::from_secs(20), || sim.hits("/stock/list") >= 5).await,
         "the hub polled"
     );
-    let breaker = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.recv().await {
-            seen.push(line.clone());
-            if line.contains("circuit breaker opened") {
-                return;
-            }
-        }
-    })
-    .await;
-    assert!(breaker.is_ok(), "lines seen:\n{}", seen.join("\n"));
+    serve
+        .line_where(|line| line.contains("circuit breaker opened"))
+        .await;
     drop(stream);
-    support::signal(&child, "TERM");
-    let ended = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.recv().await {
-            seen.push(line);
-        }
-    })
-    .await;
-    assert!(ended.is_ok(), "serve stopped");
-    assert!(child.wait().await.unwrap().success());
+    serve.stop().await;
     std::fs::remove_dir_all(&dir).ok();
-    let polls: Vec<&String> = seen
+    let polls: Vec<&String> = serve
+        .seen
         .iter()
         .filter(|l| l.contains("\"level\":\"WARN\"") && l.contains("quote poll"))
         .collect();

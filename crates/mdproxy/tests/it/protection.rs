@@ -519,13 +519,21 @@ async fn a_failed_refresh_is_not_repeated_by_every_request() {
     let failures = || env.proxy.state().cache().failures().len();
     assert!(support::eventually(Duration::from_secs(10), || failures() == 1).await);
     let asked = env.sim.hits("/news/headlines");
+    let cache = env.proxy.state().cache();
+    let refreshes = cache.refreshes();
     for _ in 0..10 {
         let r = env.get(key).await;
         assert_eq!(detail(&r), "stale-key-backing-off");
         assert_eq!(r.bytes().await.unwrap(), good);
     }
-    // No refresh was started behind them.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // No refresh was started behind them, nor is any fill of the key under way: the
+    // decision is counted when it is made, not when its request lands.
+    assert_eq!(cache.refreshes(), refreshes, "a refresh was started");
+    let canonical = mdproxy_api::parse_target(key).unwrap().target;
+    assert!(
+        !cache.store().is_filling(&canonical),
+        "a fill of the key runs"
+    );
     assert_eq!(env.sim.hits("/news/headlines"), asked);
 }
 

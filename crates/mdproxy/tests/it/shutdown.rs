@@ -129,15 +129,15 @@ async fn grace_period_cuts_a_hanging_request() {
 
 /// `mdproxy serve` with its config in a temporary directory, in front of `upstream`.
 struct Serve {
-    child: tokio::process::Child,
+    process: support::Watched,
     addr: SocketAddr,
     dir: std::path::PathBuf,
 }
 
 impl Serve {
     async fn start(upstream: &mdproxy_sim::SimHandle, name: &str, grace_ms: u64) -> Serve {
-        let (child, addr, dir) = Serve::spawn(upstream, name, grace_ms, "warn").await;
-        let serve = Serve { child, addr, dir };
+        let (process, addr, dir) = Serve::spawn(upstream, name, grace_ms, "warn").await;
+        let serve = Serve { process, addr, dir };
         // It answers (and the target held later is still cold).
         let r = support::client()
             .get(serve.url("/news/overview"))
@@ -157,7 +157,7 @@ impl Serve {
         name: &str,
         grace_ms: u64,
         log: &str,
-    ) -> (tokio::process::Child, SocketAddr, std::path::PathBuf) {
+    ) -> (support::Watched, SocketAddr, std::path::PathBuf) {
         let (dir, path) = support::serve_toml(
             &format!("mdproxy-{name}"),
             &format!(
@@ -172,9 +172,6 @@ impl Serve {
             std::process::Stdio::piped(),
             std::process::Stdio::piped(),
         );
-        // Drained (and kept for the tests that read it) so the pipe never fills.
-        let mut errors = support::stderr_lines(&mut child);
-        tokio::spawn(async move { while errors.recv().await.is_some() {} });
         // The signal handlers are installed before anything is started, so no settle
         // is needed after this line (tests/shutdown.rs checks an earlier signal too).
         let stdout = child.stdout.take().unwrap();
@@ -192,7 +189,8 @@ impl Serve {
         let addr = tokio::time::timeout(Duration::from_secs(20), ready)
             .await
             .expect("mdproxy serve came up");
-        (child, addr, dir)
+        // Its stderr is read (and kept) as it comes, so the pipe never fills.
+        (support::Watched::new(child), addr, dir)
     }
 
     fn url(&self, target: &str) -> String {
@@ -200,15 +198,12 @@ impl Serve {
     }
 
     fn signal(&self, name: &str) {
-        support::signal(&self.child, name);
+        self.process.signal(name);
     }
 
     /// Waits (bounded) for the process to exit and returns its status.
     async fn exit(&mut self) -> std::process::ExitStatus {
-        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .expect("mdproxy serve exits")
-            .unwrap()
+        self.process.exit().await
     }
 }
 
@@ -242,7 +237,10 @@ async fn sigterm_drains_the_open_request_then_exits() {
         refuses_connections(serve.addr, Duration::from_secs(10)).await,
         "no new connection after SIGTERM"
     );
-    assert!(serve.child.try_wait().unwrap().is_none(), "still draining");
+    assert!(
+        serve.process.child.try_wait().unwrap().is_none(),
+        "still draining"
+    );
     sim.set_hang(false);
     let (status, _) = tokio::time::timeout(Duration::from_secs(20), request)
         .await
@@ -272,19 +270,15 @@ async fn sigterm_right_after_start_is_a_clean_stop() {
             support::UPSTREAM_TOKEN
         ),
     );
-    let mut child = support::serve(
+    let mut serve = support::Watched::new(support::serve(
         &path,
         &["--log", "info"],
         std::process::Stdio::null(),
         std::process::Stdio::piped(),
-    );
-    let mut lines = support::stderr_lines(&mut child);
-    let first = tokio::time::timeout(Duration::from_secs(20), lines.recv())
-        .await
-        .expect("a first log line")
-        .expect("stderr open");
+    ));
+    let first = serve.line_where(|_| true).await;
     assert!(!first.is_empty());
-    let pid = child.id().unwrap().to_string();
+    let pid = serve.child.id().unwrap().to_string();
     // By then the process already catches SIGTERM (bit 15 of SigCgt, /proc's mask
     // of the signals it has handlers for).
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -297,11 +291,7 @@ async fn sigterm_right_after_start_is_a_clean_stop() {
         caught & (1 << (15 - 1)) != 0,
         "SIGTERM is not caught yet: {first}"
     );
-    support::signal(&child, "TERM");
-    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
-        .await
-        .expect("mdproxy serve exits")
-        .unwrap();
+    let status = serve.terminate().await;
     assert_eq!(status.signal(), None, "killed by the signal: {status:?}");
     assert!(status.success(), "{status:?}");
     std::fs::remove_dir_all(&dir).ok();

@@ -585,16 +585,6 @@ async fn banner(child: &mut tokio::process::Child, prefix: &str) -> String {
     rest
 }
 
-/// SIGTERM, then the exit (bounded).
-async fn stop(child: &mut tokio::process::Child) {
-    support::signal(child, "TERM");
-    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
-        .await
-        .expect("mdproxy exits")
-        .unwrap();
-    assert!(status.success(), "{status}");
-}
-
 /// `serve` with `[telemetry]` in its file exports its spans (the last ones when it
 /// stops), continuing a client's trace, and tells the upstream of it.
 #[tokio::test]
@@ -621,6 +611,7 @@ async fn serve_exports_spans_configured_by_its_file() {
     .unwrap();
     let base = banner(&mut child, "mdproxy serving ").await;
     let base = base.split_whitespace().next().unwrap().to_owned();
+    let mut serve = support::Watched::new(child);
     let traceparent = "00-3af7651916cd43dd8448eb211c80319c-e7ad6b7169203331-01";
     let r = support::client()
         .get(format!("{base}/stock/detail/600519"))
@@ -634,7 +625,7 @@ async fn serve_exports_spans_configured_by_its_file() {
         .to_str()
         .unwrap()
         .to_owned();
-    stop(&mut child).await;
+    serve.stop().await;
     // Exported at the latest when it stopped.
     let trace = collector.trace("3af7651916cd43dd8448eb211c80319c");
     let request = trace
@@ -670,9 +661,9 @@ async fn demo_exports_spans_configured_by_otel_variables() {
     )
     .spawn()
     .unwrap();
-    let mut log = support::stderr_lines(&mut child);
     let base = banner(&mut child, "mdproxy demo: proxy ").await;
     let base = base.split_whitespace().next().unwrap().to_owned();
+    let mut demo = support::Watched::new(child);
     let r = support::client()
         .get(format!("{base}/stock/detail/600519"))
         .bearer_auth("demo-token")
@@ -681,7 +672,7 @@ async fn demo_exports_spans_configured_by_otel_variables() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    stop(&mut child).await;
+    demo.stop().await;
     let spans = collector.spans();
     let request = spans
         .iter()
@@ -695,11 +686,7 @@ async fn demo_exports_spans_configured_by_otel_variables() {
             .iter()
             .all(|h| h["authorization"] == "Bearer otel-s3cret")
     );
-    let mut lines = Vec::new();
-    while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(5), log.recv()).await {
-        lines.push(line);
-    }
-    let text = lines.join("\n");
+    let text = demo.seen.join("\n");
     assert!(text.contains("telemetry: exporting traces to"), "{text}");
     assert!(!text.contains("otel-s3cret"), "{text}");
 }

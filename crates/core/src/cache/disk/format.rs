@@ -447,4 +447,80 @@ pub(crate) mod tests {
                 .all(|&c| d.entry.encoded_now(c).is_none())
         );
     }
+
+    /// What reads bytes from the disk, fuzzed: whatever the engine hands back, the
+    /// decoder never panics, and a record is served only when every check passes
+    /// (`PROPTEST_CASES` sets how many inputs; scripts/test runs many).
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// A record of `body` under `key`, as the tier writes it.
+        fn record(key: &str, body: &[u8], stored_at_us: i64) -> (Bytes, Policy) {
+            let (mut e, policy) = entry("");
+            e = CachedBody::new(
+                Bytes::copy_from_slice(body),
+                200,
+                e.fetched_at,
+                e.rule,
+                e.lifetimes,
+                0,
+            );
+            (encode(key, &e, stored_at_us, usize::MAX), policy)
+        }
+
+        proptest! {
+            /// Any bytes at all are refused or read; nothing panics.
+            #[test]
+            fn any_bytes_are_refused_or_read(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+                let (_, policy) = entry("");
+                for check in [Check::Full, Check::Header] {
+                    let _ = decode(&Bytes::from(bytes.clone()), "k", &policy, check);
+                }
+            }
+
+            /// A valid record's header followed by any bytes: still no panic.
+            #[test]
+            fn a_valid_header_over_any_tail_is_refused_or_read(
+                body in proptest::collection::vec(any::<u8>(), 0..200),
+                tail in proptest::collection::vec(any::<u8>(), 0..64),
+                cut in any::<proptest::sample::Index>(),
+            ) {
+                let (whole, policy) = record("k", &body, 7);
+                let mut bytes = whole[..cut.index(whole.len() + 1)].to_vec();
+                bytes.extend_from_slice(&tail);
+                let _ = decode(&Bytes::from(bytes), "k", &policy, Check::Header);
+            }
+
+            /// Any record reads back as it was written, under its own key only.
+            #[test]
+            fn a_record_reads_back_under_its_key(
+                key in "[ -~]{0,80}",
+                body in proptest::collection::vec(any::<u8>(), 0..300),
+                stored_at_us in any::<i64>(),
+            ) {
+                let (whole, policy) = record(&key, &body, stored_at_us);
+                let read = decode(&whole, &key, &policy, Check::Full).unwrap();
+                prop_assert_eq!(&read.entry.body[..], &body[..]);
+                prop_assert_eq!(read.stored_at_us, stored_at_us);
+                let other = format!("{key}x");
+                prop_assert!(decode(&whole, &other, &policy, Check::Full).is_err());
+            }
+
+            /// One byte changed to any other value, anywhere: never served with every
+            /// check on (the engine's own checksum covers the bodies in the other mode).
+            #[test]
+            fn a_changed_byte_is_never_served(
+                body in proptest::collection::vec(any::<u8>(), 1..300),
+                at in any::<proptest::sample::Index>(),
+                xor in 1..=255u8,
+            ) {
+                let (whole, policy) = record("k", &body, 7);
+                let mut bad = whole.to_vec();
+                bad[at.index(whole.len())] ^= xor;
+                prop_assert!(decode(&Bytes::from(bad), "k", &policy, Check::Full).is_err());
+            }
+        }
+    }
 }

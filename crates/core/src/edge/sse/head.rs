@@ -228,4 +228,85 @@ mod tests {
         assert_eq!(status, 200);
         assert_eq!(values(&all, "date"), ["Thu, 01 Jan 1970 00:00:00 GMT"]);
     }
+
+    /// The bare socket's request head, fuzzed: any bytes a client sends are parsed
+    /// or left to hyper, never a panic, and what is taken is exactly a plain
+    /// HTTP/1.1 `GET` of the stream path without a body or an upgrade.
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        const PATH: &str = "/api/v1/stock/indicator/realtime/sse";
+
+        /// What the bare socket does with `bytes`: the request it takes, if any.
+        fn taken(bytes: &[u8]) -> Option<Request<()>> {
+            let _ = may_be(bytes, PATH);
+            let mut headers = vec![httparse::EMPTY_HEADER; 32];
+            let mut parsed = httparse::Request::new(&mut headers);
+            match parsed.parse(bytes) {
+                Ok(httparse::Status::Complete(_)) => request_of(&parsed, PATH),
+                _ => None,
+            }
+        }
+
+        /// A head made of plausible pieces, some of them wrong.
+        fn head() -> impl Strategy<Value = Vec<u8>> {
+            let method = prop_oneof!["GET", "POST", "HEAD", "get", "GET GET"];
+            let path = prop_oneof![
+                Just(PATH.to_owned()),
+                Just(format!("{PATH}?codes=600519")),
+                "/[a-z/?=&%0-9]{0,40}",
+            ];
+            let version = prop_oneof!["HTTP/1.1", "HTTP/1.0", "HTTP/2", ""];
+            let header = prop_oneof![
+                "[A-Za-z-]{1,20}: [ -~]{0,30}",
+                Just("Transfer-Encoding: chunked".to_owned()),
+                Just("Content-Length: 5".to_owned()),
+                Just("Content-Length: 0".to_owned()),
+                Just("Upgrade: websocket".to_owned()),
+                Just("Expect: 100-continue".to_owned()),
+                "[\\x00-\\xff]{0,20}",
+            ];
+            (
+                method,
+                path,
+                version,
+                proptest::collection::vec(header, 0..6),
+            )
+                .prop_map(|(m, p, v, hs)| {
+                    let mut head = format!("{m} {p} {v}\r\n");
+                    for h in hs {
+                        head.push_str(&h);
+                        head.push_str("\r\n");
+                    }
+                    head.push_str("\r\n");
+                    head.into_bytes()
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn any_bytes_are_taken_or_left(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+                if let Some(request) = taken(&bytes) {
+                    prop_assert_eq!(request.method(), Method::GET);
+                }
+            }
+
+            #[test]
+            fn only_a_plain_get_of_the_path_is_taken(head in head()) {
+                if let Some(request) = taken(&head) {
+                    prop_assert_eq!(request.method(), Method::GET);
+                    prop_assert_eq!(request.version(), Version::HTTP_11);
+                    prop_assert_eq!(request.uri().path(), PATH);
+                    for name in ["transfer-encoding", "upgrade", "expect"] {
+                        prop_assert!(!request.headers().contains_key(name), "{}", name);
+                    }
+                    if let Some(length) = request.headers().get("content-length") {
+                        prop_assert_eq!(length, "0");
+                    }
+                }
+            }
+        }
+    }
 }
