@@ -1,23 +1,30 @@
 //! mdproxy's core: the proxy between clients and the upstream.
 //!
 //! # Layout
-//! The folders follow the data path, edge → cache → upstream, with the hub beside
-//! the cache and the operations around it. The contract (`mdproxy-api`), the
+//! The modules from the top down; each uses only modules below it (a test,
+//! `tests/it/rooms.rs`, holds this order). The contract (`mdproxy-api`), the
 //! configuration (`mdproxy-config`), the fleet (`mdproxy-fleet`) and the market's
-//! clocks (`mdproxy-market`) are crates below this one.
-//! - [`app`]: starts and stops everything; owns the shutdown token and the tracker.
+//! clocks (`mdproxy-market`) are crates below them all.
+//! - [`app`]: starts and stops everything; owns the shutdown token and the
+//!   tracker; builds the metrics registry from each subsystem's collectors.
+//! - [`ops`]: admin listener, status page, metrics exposition, reload and its log,
+//!   scheduler, upstream probe, reports.
 //! - [`edge`]: HTTP toward clients: accept loop, graceful shutdown, one request,
 //!   responses, CORS, auth, client limits, quote streams on the bare socket.
 //! - [`hub`]: the live quote stream: one upstream poll (paced by what the upstream
 //!   allows) fanned out to subscribers; it knows nothing of HTTP.
-//! - [`ops`]: admin listener, status page, metrics, reload, scheduler, reports.
-//! - [`state`]: what the edge, the hub and the operations share.
-//! - [`cache`]: store and single flight, the read-through decision, freshness.
-//! - [`upstream`]: the pooled client, the envelope scan, the circuit breaker and the
-//!   budget with priorities.
-//! - [`stats`], [`logging`]: counters, rate-limited warnings.
+//! - [`state`]: what the edge, the hub and the operations share (the configuration
+//!   snapshot, the cache, the upstream, the fleet, the request counters).
+//! - [`cache`]: memory store and single flight, the tiers under it (disk, fleet),
+//!   the read-through decision, freshness, demand.
+//! - [`upstream`]: the instances of the upstream with their clients, envelope scan,
+//!   breakers, pause, pace, budget and quotas; its counters and health.
+//! - [`logging`]: rate-limited warnings and the log's set-up.
 //! - [`telemetry`]: OpenTelemetry traces (the spans of a request and of what it
 //!   causes, the W3C trace context in and out, the OTLP export); off by default.
+//! - [`stats`]: the edge's request counters, and the histograms and metric writers
+//!   every subsystem counts with.
+//! - [`build`]: the version and the commit the binary hands over.
 //! - [`shutdown`]: listens for signals.
 //!
 //! # The request path

@@ -386,3 +386,54 @@ fn the_checks_find_what_they_look_for() {
         [vec![PathBuf::from("a.rs"), PathBuf::from("b.rs")]]
     );
 }
+
+/// The top-level modules of `src` that `lib.rs`'s `# Layout` lists as bullets
+/// (`//! - [`name`]: ...`), in its order.
+fn layers(lib: &str) -> Vec<String> {
+    let bullet = regex::Regex::new(r"^//! - \[`(\w+)`\]").unwrap();
+    lib.lines()
+        .skip_while(|l| !l.starts_with("//! # Layout"))
+        .take_while(|l| l.starts_with("//!"))
+        .filter_map(|l| bullet.captures(l).map(|c| c[1].to_owned()))
+        .collect()
+}
+
+/// The core's modules use only modules below them in the order its `lib.rs` gives
+/// (the prose is held by this test), and that order names every module.
+#[test]
+fn the_core_layers_point_down() {
+    let src = Path::new(crate::support::ROOT).join("crates/core/src");
+    let files = &sources()[&src];
+    let order = layers(&files[Path::new("lib.rs")]);
+    let declared: BTreeSet<String> = regex::Regex::new(r"(?m)^pub mod (\w+);")
+        .unwrap()
+        .captures_iter(&files[Path::new("lib.rs")])
+        .map(|c| c[1].to_owned())
+        .collect();
+    assert_eq!(
+        order.iter().cloned().collect::<BTreeSet<_>>(),
+        declared,
+        "lib.rs's layout lists every module once"
+    );
+    let rank = |m: &str| order.iter().position(|o| o == m);
+    let path = regex::Regex::new(r"\bcrate::(\w+)").unwrap();
+    let mut upward = Vec::new();
+    for (file, text) in files {
+        let Some(top) = module_of(file).first().cloned() else {
+            continue;
+        };
+        let Some(here) = rank(&top) else { continue };
+        for m in path.captures_iter(before_tests(text)) {
+            if let Some(there) = rank(&m[1])
+                && there < here
+            {
+                upward.push(format!(
+                    "{} uses crate::{} (above it)",
+                    file.display(),
+                    &m[1]
+                ));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "{}", upward.join("\n"));
+}
