@@ -1,7 +1,7 @@
 //! The endpoint catalogue: every GET endpoint the upstream documents today
 //! (docs/upstream-endpoints.json), plus the two it has retired, as data. Router,
 //! validation, cache keys and freshness, the upstream timeouts, the OpenAPI document,
-//! README and tests all read this table; nothing about an endpoint is written
+//! manual (docs/endpoints.md) and tests all read this table; nothing about an endpoint is written
 //! anywhere else. The rows themselves are in [`endpoints`].
 
 mod endpoints;
@@ -77,7 +77,7 @@ pub enum FreshnessClass {
 }
 
 impl FreshnessClass {
-    /// Every class, in the order of README's tables.
+    /// Every class, in the order of the manual's tables.
     pub const ALL: [FreshnessClass; 11] = [
         FreshnessClass::Live,
         FreshnessClass::Minute,
@@ -214,7 +214,7 @@ impl Param {
         Param { synonyms, ..self }
     }
 
-    /// A valid value for this parameter, used by tests, benches and README examples.
+    /// A valid value for this parameter, used by tests, benches and the manual's examples.
     pub fn example(&self) -> &'static str {
         if let Some(default) = self.default {
             return default;
@@ -265,7 +265,7 @@ pub struct Settles {
     /// How long after that date the data can still change, in months (0: it is
     /// final from the next day on).
     pub months: u32,
-    /// Why, for README and the OpenAPI document.
+    /// Why, for the manual and the OpenAPI document.
     pub why: &'static str,
 }
 
@@ -343,7 +343,7 @@ pub struct Endpoint {
     pub streaming: bool,
     /// What the endpoint returns.
     pub summary: String,
-    /// Why it has its class (README's endpoint table).
+    /// Why it has its class (the endpoint table of docs/endpoints.md).
     pub why: &'static str,
     /// The `message` the upstream documents when it fails here (`Failed to fetch
     /// kline`), else its transport failure's (`socket hang up`): what the
@@ -543,7 +543,7 @@ impl Catalog {
         self.endpoints.is_empty()
     }
 
-    /// The endpoint list as a Markdown table (README's endpoint section is checked
+    /// The endpoint list as a Markdown table (docs/endpoints.md's table is checked
     /// against this by a test).
     pub fn markdown_table(&self) -> String {
         let mut out = String::from(

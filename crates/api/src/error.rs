@@ -14,8 +14,13 @@ pub enum Error {
     MissingParameter { param: String },
     #[error("{reason}")]
     InvalidParameter { param: String, reason: String },
-    #[error("unknown parameter {param}")]
-    UnknownParameter { param: String },
+    /// A query parameter the endpoint does not take, with the endpoint's own
+    /// parameter nearest to it, if one is near.
+    #[error("unknown parameter {param}{}", did_you_mean(*suggestion))]
+    UnknownParameter {
+        param: String,
+        suggestion: Option<&'static str>,
+    },
     /// No valid credentials: [`UNAUTHORIZED`](Self::UNAUTHORIZED) on the API,
     /// [`ADMIN_UNAUTHORIZED`](Self::ADMIN_UNAUTHORIZED) on the admin listener; each
     /// names the forms its listener takes.
@@ -24,8 +29,9 @@ pub enum Error {
         credential: &'static str,
         forms: &'static str,
     },
-    #[error("no endpoint at this path")]
-    NotFound,
+    /// No endpoint at this path; the documented path nearest to it, if one is near.
+    #[error("no endpoint at this path{}", did_you_mean(*nearest))]
+    NotFound { nearest: Option<&'static str> },
     #[error("method not allowed; use {allow}")]
     MethodNotAllowed { allow: &'static str },
     #[error("{reason}")]
@@ -51,6 +57,12 @@ pub enum Error {
     Internal,
 }
 
+/// ` (did you mean X?)`, or nothing.
+fn did_you_mean(near: Option<&str>) -> String {
+    near.map(|n| format!(" (did you mean {n}?)"))
+        .unwrap_or_default()
+}
+
 impl Error {
     /// The API's 401: a client key, in any of its three forms.
     pub const UNAUTHORIZED: Error = Error::Unauthorized {
@@ -63,6 +75,10 @@ impl Error {
         credential: "admin token",
         forms: "Authorization: Bearer <admin.token>",
     };
+
+    /// A 404 that suggests nothing (the admin listener's, an API path no endpoint
+    /// is near).
+    pub const NOT_FOUND: Error = Error::NotFound { nearest: None };
 
     /// The API's methods (`Allow: GET, HEAD`).
     pub const GET_OR_HEAD: Error = Error::MethodNotAllowed { allow: "GET, HEAD" };
@@ -87,9 +103,12 @@ impl Error {
                 param: none(),
                 reason: none(),
             },
-            Error::UnknownParameter { param: none() },
+            Error::UnknownParameter {
+                param: none(),
+                suggestion: None,
+            },
             Error::UNAUTHORIZED,
-            Error::NotFound,
+            Error::NOT_FOUND,
             Error::GET_OR_HEAD,
             Error::NotImplemented { reason: "" },
             Error::UriTooLong { max_bytes: 0 },
@@ -113,7 +132,7 @@ impl Error {
                 | Error::InvalidParameter { .. }
                 | Error::UnknownParameter { .. }
                 | Error::Unauthorized { .. }
-                | Error::NotFound
+                | Error::NotFound { .. }
                 | Error::MethodNotAllowed { .. }
                 | Error::NotImplemented { .. }
                 | Error::UriTooLong { .. }
@@ -157,7 +176,7 @@ impl Error {
             Error::InvalidParameter { .. } => "invalid_parameter",
             Error::UnknownParameter { .. } => "unknown_parameter",
             Error::Unauthorized { .. } => "unauthorized",
-            Error::NotFound => "not_found",
+            Error::NotFound { .. } => "not_found",
             Error::MethodNotAllowed { .. } => "method_not_allowed",
             Error::NotImplemented { .. } => "not_implemented",
             Error::UriTooLong { .. } => "uri_too_long",
@@ -179,7 +198,7 @@ impl Error {
             | Error::InvalidParameter { .. }
             | Error::UnknownParameter { .. } => StatusCode::BAD_REQUEST,
             Error::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
-            Error::NotFound => StatusCode::NOT_FOUND,
+            Error::NotFound { .. } => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Error::NotImplemented { .. } => StatusCode::NOT_IMPLEMENTED,
             Error::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
@@ -198,7 +217,7 @@ impl Error {
         match self {
             Error::MissingParameter { param }
             | Error::InvalidParameter { param, .. }
-            | Error::UnknownParameter { param } => Some(param),
+            | Error::UnknownParameter { param, .. } => Some(param),
             _ => None,
         }
     }
@@ -280,7 +299,7 @@ mod tests {
     fn statuses_follow_the_contract() {
         assert_eq!(Error::UNAUTHORIZED.status(), 401);
         assert_eq!(Error::ADMIN_UNAUTHORIZED.status(), 401);
-        assert_eq!(Error::NotFound.status(), 404);
+        assert_eq!(Error::NOT_FOUND.status(), 404);
         assert_eq!(Error::MethodNotAllowed { allow: "GET" }.status(), 405);
         assert_eq!(
             Error::RateLimited {

@@ -13,6 +13,7 @@ pub mod params;
 pub mod passthrough;
 pub mod router;
 pub(crate) mod shapes;
+pub mod suggest;
 pub(crate) mod value;
 
 use std::sync::OnceLock;
@@ -58,6 +59,41 @@ pub fn parse_target(target: &str) -> Result<Valid, Error> {
     validate(&route, query)
 }
 
+/// The longest path compared: a longer one is no typo of a documented path, and
+/// the comparison's cost grows with the length.
+const NEAREST_MAX_LEN: usize = 128;
+
+/// The documented path nearest to `path` (an API path that names no endpoint), for
+/// a 404 that says what was probably meant: each template is compared with its
+/// parameters filled from `path`'s own segments.
+pub fn nearest_path(path: &str) -> Option<&'static str> {
+    if path.len() > NEAREST_MAX_LEN {
+        return None;
+    }
+    let given: Vec<&str> = path.split('/').collect();
+    let filled: Vec<(String, &'static str)> = catalog::catalog()
+        .endpoints()
+        .iter()
+        .filter(|e| !e.path.is_empty())
+        .map(|e| {
+            let template = e.path.as_str();
+            let filled = template
+                .split('/')
+                .enumerate()
+                .map(|(i, segment)| match catalog::param_name(segment) {
+                    Some(_) => given.get(i).copied().unwrap_or(segment),
+                    None => segment,
+                })
+                .collect::<Vec<_>>()
+                .join("/");
+            (filled, template)
+        })
+        .collect();
+    let near = suggest::suggest(path, filled.iter().map(|(f, _)| f.as_str()));
+    let first = near.first()?;
+    filled.iter().find(|(f, _)| f == first).map(|(_, t)| *t)
+}
+
 /// How a response was answered, as the `X-Cache` header says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheStatus {
@@ -99,5 +135,19 @@ mod tests {
         assert_eq!(parse_target("/nope").unwrap_err().param(), Some("target"));
         let e = parse_target("/stock/indicator/realtime/sse?codes=600519").unwrap_err();
         assert_eq!(e.param(), Some("target"));
+    }
+
+    /// A typo of a documented path names it, its parameters filled or not; nothing
+    /// near, or a path too long to be a typo, names none.
+    #[test]
+    fn the_nearest_path_is_the_documented_one_meant() {
+        assert_eq!(nearest_path("/stock/klin"), Some("/stock/kline"));
+        assert_eq!(
+            nearest_path("/stok/detail/600519"),
+            Some("/stock/detail/{code}")
+        );
+        assert_eq!(nearest_path("/weather/today"), None);
+        let long = format!("/stock/kline{}", "x".repeat(NEAREST_MAX_LEN));
+        assert_eq!(nearest_path(&long), None);
     }
 }

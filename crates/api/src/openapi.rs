@@ -487,7 +487,7 @@ fn error_schema() -> Value {
             .map(|o| o.keys().cloned().collect())
             .unwrap_or_default()
     };
-    let envelope = sample(&Error::NotFound);
+    let envelope = sample(&Error::NOT_FOUND);
     json!({
         "type": "object",
         "required": keys(&envelope),

@@ -127,7 +127,8 @@ fn read_query<'a>(endpoint: &Endpoint, raw_query: Option<&'a str>) -> Result<Val
             if name.is_empty() {
                 unnamed = true;
             } else if !is_ignored(&name) && unknown.is_none() {
-                unknown = Some(truncate(&name, 64));
+                let near = crate::suggest::suggest(&name, endpoint.query.iter().map(|p| p.name));
+                unknown = Some((truncate(&name, 64), near.first().copied()));
             }
             continue;
         };
@@ -178,7 +179,7 @@ fn read_query<'a>(endpoint: &Endpoint, raw_query: Option<&'a str>) -> Result<Val
         });
     }
     match unknown {
-        Some(param) => Err(Error::UnknownParameter { param }),
+        Some((param, suggestion)) => Err(Error::UnknownParameter { param, suggestion }),
         None => Ok(values),
     }
 }
@@ -199,7 +200,7 @@ fn write_path(
             continue;
         }
         let (Some(param), Some(raw)) = (path_specs.next(), path_params.next()) else {
-            return Err(Error::NotFound);
+            return Err(Error::NOT_FOUND);
         };
         let decoded = percent_encoding::percent_decode_str(raw)
             .decode_utf8()

@@ -40,7 +40,7 @@ pub fn target(
     max_bytes: usize,
 ) -> Result<Valid, Error> {
     if !is_plain_path(path) {
-        return Err(Error::NotFound);
+        return Err(Error::NOT_FOUND);
     }
     let mut pairs = Vec::new();
     for pair in query_pairs(query.unwrap_or_default()) {

@@ -37,10 +37,7 @@ pub(crate) fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a
             } else if allowed.contains(&value.as_ref()) {
                 Ok(value)
             } else {
-                Err(Error::invalid(
-                    name,
-                    format!("{name} must be one of {}", allowed.join(", ")),
-                ))
+                Err(Error::invalid(name, must_be(name, allowed)))
             }
         }
         ParamKind::Int { min, max } => canonical_int(name, min, max, value),
@@ -81,6 +78,14 @@ pub(crate) fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a
                 Ok(value)
             }
         }
+    }
+}
+
+/// `market must be CN_A`, `period must be one of day, week, month`.
+fn must_be(name: &str, allowed: &[&str]) -> String {
+    match allowed {
+        [only] => format!("{name} must be {only}"),
+        _ => format!("{name} must be one of {}", allowed.join(", ")),
     }
 }
 

@@ -1,5 +1,5 @@
 //! `MDPROXY_*` environment overrides: every scalar key of the file has a variable
-//! `MDPROXY_<SECTION>_<KEY>`, named from the defaults so the list in README and the
+//! `MDPROXY_<SECTION>_<KEY>`, named from the defaults so the list in docs/configuration.md and the
 //! code cannot drift apart; all set variables are laid over the file's table in one
 //! pass, and a variable that names no key is a problem rather than ignored.
 
@@ -249,7 +249,7 @@ pub(super) fn unknown_vars(names: &[String]) -> Vec<Problem> {
                     .map(str::to_owned)
                     .collect();
                 if near.is_empty() {
-                    "unknown variable: no configuration key has this name (README \"Configuration\" lists them)".to_owned()
+                    "unknown variable: no configuration key has this name (docs/configuration.md lists them)".to_owned()
                 } else {
                     format!("unknown variable{}", did_you_mean(&near))
                 }

@@ -58,7 +58,7 @@ impl Config {
     }
 }
 
-/// `[telemetry]`: OpenTelemetry traces, exported over OTLP (README "Observability").
+/// `[telemetry]`: OpenTelemetry traces, exported over OTLP (docs/observability.md).
 /// Off unless an endpoint is set, here or in `OTEL_EXPORTER_OTLP_ENDPOINT`; the
 /// standard `OTEL_*` variables override these keys, as `MDPROXY_*` ones do. Applies
 /// at start.

@@ -328,8 +328,9 @@ async fn start_scheduler(
     }
     let mut plans = scheduler::builtin();
     plans.extend(scheduler::configured(&config.scheduler.jobs));
+    let plans = jobs.register_all(plans);
     if config.scheduler.prewarm_on_start {
-        prewarm_on_start(state, plans.clone());
+        scheduler::prewarm_on_start(state, &plans, jobs);
     }
     Scheduler::start(state.clone(), plans, jobs).await.map(Some)
 }
@@ -348,40 +349,6 @@ fn warn_if_calendar_is_short(state: &AppState) {
             "the holiday calendar does not cover this year: only weekends are known closed; set calendar.holidays"
         );
     }
-}
-
-/// Runs every plan once at start-up, fetching only what is not already fresh.
-fn prewarm_on_start(state: &AppState, plans: Vec<scheduler::Plan>) {
-    let (task_state, stop) = (state.clone(), state.stop().clone());
-    state.tracker().spawn(async move {
-        let (jobs, mut filled, mut fresh, mut failed, mut first_error) = (plans.len(), 0, 0, 0, None);
-        for plan in plans {
-            let unforced = scheduler::Plan {
-                force: false,
-                ..plan
-            };
-            let ran = tokio::select! {
-                ran = scheduler::run(&task_state, &unforced) => ran,
-                () = stop.cancelled() => return,
-            };
-            if let scheduler::Ran::Done {
-                filled: f,
-                fresh: r,
-                failed: x,
-                first_error: e,
-                ..
-            } = ran
-            {
-                (filled, fresh, failed) = (filled + f, fresh + r, failed + x);
-                first_error = first_error.or(e);
-            }
-        }
-        // One line for the whole start-up prewarm, whatever became of it.
-        match first_error {
-            Some(error) => tracing::warn!(jobs, filled, fresh, failed, first_error = %error, "start-up prewarm done, with failures"),
-            None => tracing::info!(jobs, filled, fresh, "start-up prewarm done"),
-        }
-    });
 }
 
 impl App {

@@ -10,53 +10,7 @@ use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, TimeZone, Utc, 
 use chrono_tz::Asia::Shanghai;
 use chrono_tz::Tz;
 
-/// Weekday closures of 2026, from the exchanges' notice of 2025-12-22 (docs/DOMAIN.md §1.2).
-const HOLIDAYS_2026: &[&str] = &[
-    "2026-01-01",
-    "2026-01-02",
-    "2026-02-16",
-    "2026-02-17",
-    "2026-02-18",
-    "2026-02-19",
-    "2026-02-20",
-    "2026-02-23",
-    "2026-04-06",
-    "2026-05-01",
-    "2026-05-04",
-    "2026-05-05",
-    "2026-06-19",
-    "2026-09-25",
-    "2026-10-01",
-    "2026-10-02",
-    "2026-10-05",
-    "2026-10-06",
-    "2026-10-07",
-];
-
-/// Weekday closures of 2027: **provisional**. The exchanges publish the calendar in
-/// late December; until then these follow the official festival dates and the usual
-/// pattern (Spring Festival from its eve for a week, National Day 1–7 October).
-/// Replace them with `calendar.holidays` once the notice is out.
-const HOLIDAYS_2027_PROVISIONAL: &[&str] = &[
-    "2027-01-01",
-    "2027-02-05",
-    "2027-02-08",
-    "2027-02-09",
-    "2027-02-10",
-    "2027-02-11",
-    "2027-02-12",
-    "2027-04-05",
-    "2027-05-03",
-    "2027-05-04",
-    "2027-05-05",
-    "2027-06-09",
-    "2027-09-15",
-    "2027-10-01",
-    "2027-10-04",
-    "2027-10-05",
-    "2027-10-06",
-    "2027-10-07",
-];
+pub mod holidays;
 
 /// The sessions of a trading day, China time: the morning (opening call auction from
 /// 09:15, continuous trading 09:30–11:30) and the afternoon (13:00–15:00, with the
@@ -166,11 +120,7 @@ impl Default for Calendar {
 impl Calendar {
     /// The built-in calendar: 2026 as published, 2027 provisional.
     pub fn builtin() -> Calendar {
-        let dates = HOLIDAYS_2026
-            .iter()
-            .chain(HOLIDAYS_2027_PROVISIONAL)
-            .map(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").expect("built-in dates are valid"));
-        Calendar::from_dates(dates)
+        Calendar::from_dates(holidays::published())
     }
 
     /// A calendar closing exactly `dates` (plus every weekend).

@@ -82,8 +82,9 @@ pub enum Command {
         #[arg(long)]
         dirty_bodies: bool,
     },
-    /// Prints README's generated tables (endpoints, configuration keys).
-    #[command(hide = true)]
+    /// Prints the manual's generated tables: the endpoints (docs/endpoints.md), the
+    /// configuration keys (docs/configuration.md) and the default TTLs
+    /// (docs/freshness.md).
     Docs,
     /// Prints the OpenAPI 3.1 document of the API (also served at /api/v1/openapi.json).
     Openapi,
@@ -328,12 +329,9 @@ async fn run(
             for origin in &cors_origins {
                 lines.push(format!("CORS: browsers at {origin} may call the proxy"));
             }
-            lines.push(format!(
-                "try:\n  curl -s -H 'Authorization: Bearer {token}' {base}/stock/detail/600519 -D - -o /dev/null"
-            ));
-            lines.push(format!(
-                "  curl -s -H 'Authorization: Bearer {token}' '{base}/stock/kline?code=000001&period=week&fqt=pre' | head -c 300; echo"
-            ));
+            let [detail, kline] = demo_commands(&token, &base);
+            lines.push(format!("try:\n  {detail}"));
+            lines.push(format!("  {kline}"));
             announce(format, &lines);
             signals.recv().await;
             demo.shutdown().await;
@@ -389,6 +387,19 @@ async fn run(
         }
         Command::CheckConfig { .. } | Command::Docs | Command::Openapi => Ok(()),
     }
+}
+
+/// The two commands `mdproxy demo` prints to try, for a proxy at `base` (its
+/// `/api/v1` URL) taking `token`: README shows them as the default demo prints them.
+pub fn demo_commands(token: &str, base: &str) -> [String; 2] {
+    [
+        format!(
+            "curl -s -H 'Authorization: Bearer {token}' {base}/stock/detail/600519 -D - -o /dev/null"
+        ),
+        format!(
+            "curl -s -H 'Authorization: Bearer {token}' '{base}/stock/kline?code=000001&period=week&fqt=pre' | head -c 300; echo"
+        ),
+    ]
 }
 
 /// The environment configuration reads, less the `MDPROXY_*` variables the command

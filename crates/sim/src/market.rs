@@ -50,75 +50,11 @@ pub fn smooth(seed: u64, x: f64) -> f64 {
     walk(seed, x, 4, 0.35).tanh()
 }
 
-/// Weekday closures of the Shanghai, Shenzhen and Beijing exchanges, as their
-/// notices published them: 2024, 2025 and 2026. Earlier years are modelled without
-/// holidays; 2027's calendar is not out yet.
-const A_SHARE_HOLIDAYS: &[&str] = &[
-    "2024-01-01",
-    "2024-02-09",
-    "2024-02-12",
-    "2024-02-13",
-    "2024-02-14",
-    "2024-02-15",
-    "2024-02-16",
-    "2024-04-04",
-    "2024-04-05",
-    "2024-05-01",
-    "2024-05-02",
-    "2024-05-03",
-    "2024-06-10",
-    "2024-09-16",
-    "2024-09-17",
-    "2024-10-01",
-    "2024-10-02",
-    "2024-10-03",
-    "2024-10-04",
-    "2024-10-07",
-    "2025-01-01",
-    "2025-01-28",
-    "2025-01-29",
-    "2025-01-30",
-    "2025-01-31",
-    "2025-02-03",
-    "2025-02-04",
-    "2025-04-04",
-    "2025-05-01",
-    "2025-05-02",
-    "2025-05-05",
-    "2025-06-02",
-    "2025-10-01",
-    "2025-10-02",
-    "2025-10-03",
-    "2025-10-06",
-    "2025-10-07",
-    "2025-10-08",
-    "2026-01-01",
-    "2026-01-02",
-    "2026-02-16",
-    "2026-02-17",
-    "2026-02-18",
-    "2026-02-19",
-    "2026-02-20",
-    "2026-02-23",
-    "2026-04-06",
-    "2026-05-01",
-    "2026-05-04",
-    "2026-05-05",
-    "2026-06-19",
-    "2026-09-25",
-    "2026-10-01",
-    "2026-10-02",
-    "2026-10-05",
-    "2026-10-06",
-    "2026-10-07",
-];
-
-static HOLIDAYS: LazyLock<HashSet<NaiveDate>> = LazyLock::new(|| {
-    A_SHARE_HOLIDAYS
-        .iter()
-        .map(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").expect("the holiday list holds dates"))
-        .collect()
-});
+/// The A-share weekday closures the exchanges publish (2024 to 2026, and 2027 as
+/// announced provisionally), from the same list the proxy's calendar reads
+/// (`mdproxy_market::holidays`). Earlier years are modelled without holidays.
+static HOLIDAYS: LazyLock<HashSet<NaiveDate>> =
+    LazyLock::new(|| mdproxy_market::holidays::published().collect());
 
 /// A simulated exchange: its time zone, the hours its quotes move and the sessions
 /// its minute bars cover, local time, in minutes from midnight.

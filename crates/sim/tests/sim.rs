@@ -711,3 +711,38 @@ async fn the_retired_flow_paths_are_not_served() {
         assert_eq!(status, 404, "{target}: {v}");
     }
 }
+
+/// The simulator's trading calendar covers every year the published list does,
+/// 2027 included, and agrees with the proxy's calendar day by day (both read
+/// `mdproxy_market::holidays`): New Year's Day 2027 is closed.
+#[tokio::test]
+async fn the_calendar_runs_through_2027_as_the_proxys_does() {
+    let (sim, client) = sim().await;
+    let proxy = mdproxy_market::Calendar::builtin();
+    for year in mdproxy_market::holidays::YEARS {
+        let (status, days) = sim_json(
+            &sim,
+            &client,
+            &format!("/market/trading-calendar?market=CN_A&from={year}-01-01&to={year}-12-31"),
+        )
+        .await;
+        assert_eq!(status, 200, "{days}");
+        let days = days["data"].as_array().expect("a list of days");
+        assert!(days.len() >= 365, "{year}: {}", days.len());
+        for day in days {
+            let date: chrono::NaiveDate = day["date"].as_str().unwrap().parse().unwrap();
+            assert_eq!(
+                day["isTradingDay"].as_bool(),
+                Some(proxy.is_trading_day(date)),
+                "{date}"
+            );
+        }
+    }
+    let (_, new_year) = sim_json(
+        &sim,
+        &client,
+        "/market/trading-calendar?market=CN_A&from=2027-01-01&to=2027-01-01",
+    )
+    .await;
+    assert_eq!(new_year["data"][0]["isTradingDay"], false, "{new_year}");
+}

@@ -10,6 +10,7 @@ pub mod format;
 pub mod io;
 pub mod metrics;
 pub mod purges;
+pub mod tally;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -148,6 +149,8 @@ struct Inner {
     engine: Engine,
     pieces: Pieces,
     purges: purges::Purges,
+    /// Records and bytes written over the tier's life (the estimate of what it holds).
+    tally: tally::Tally,
     path: PathBuf,
     capacity: u64,
     max_record: usize,
@@ -271,6 +274,7 @@ impl Disk {
                 engine,
                 pieces,
                 purges,
+                tally: tally::Tally::open(path),
                 path: path.to_owned(),
                 capacity,
                 max_record: buffer - BLOCK_OVERHEAD.min(buffer / 4),
@@ -477,18 +481,11 @@ impl Disk {
         used_bytes(&self.inner.path)
     }
 
-    /// About how many records it holds: the bytes used over the mean record
-    /// written (the engine does not count its index).
+    /// About how many records it holds (the engine does not count its index): the
+    /// bytes used over the mean room a record took in the tier's life, this run and
+    /// those before, and never more than the records it wrote.
     pub fn entries_estimate(&self) -> u64 {
-        let s = &self.inner.stats;
-        let (writes, bytes) = (
-            s.writes.load(Ordering::Relaxed),
-            s.written_bytes.load(Ordering::Relaxed),
-        );
-        if writes == 0 || bytes == 0 {
-            return 0;
-        }
-        self.used_bytes() / (bytes / writes).max(1)
+        self.inner.tally.estimate(self.used_bytes())
     }
 
     /// Whether writes go on (`false` while the disk fails).
@@ -540,6 +537,7 @@ impl Disk {
                 }
             }
         }
+        self.inner.tally.save();
         if let Err(e) = self.inner.engine.close().await {
             tracing::warn!(error = %e, "disk tier did not close cleanly");
         }
@@ -565,6 +563,7 @@ impl Disk {
             return 0;
         }
         let len = record.len();
+        s.tally.add(tally::on_disk(key.len() + len));
         s.stats.writes.fetch_add(1, Ordering::Relaxed);
         s.stats
             .written_bytes

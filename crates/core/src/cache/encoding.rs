@@ -17,7 +17,7 @@ pub enum Coding {
     Zstd,
 }
 
-// The levels, from `examples/encoding_levels.rs` on our answers (docs/BENCHMARKS.md
+// The levels, from `crates/mdproxy/examples/encoding_levels.rs` on our answers (docs/BENCHMARKS.md
 // "Compression levels"): a fill makes the codings clients ask for (`cache::compress`),
 // and a 657 KB daily K-line is refetched every 15 s in session, so time counts as
 // much as size. Our JSON (prices, volumes) compresses to about a third whatever the

@@ -74,6 +74,19 @@ impl Served {
     }
 }
 
+/// Where a prewarmed answer came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prewarmed {
+    /// Memory held it fresh already: nothing was asked.
+    Fresh,
+    /// This node's disk tier held it fresh (after a restart): no upstream request.
+    Disk,
+    /// The fleet's shared store held it: no upstream request.
+    Shared,
+    /// Fetched from the upstream.
+    Filled,
+}
+
 /// Why a stale answer was served without asking the upstream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HeldBack {
@@ -479,7 +492,7 @@ impl ReadThrough {
     }
 
     /// Fetches `valid` for the scheduler: unless `force`, an answer that is still
-    /// fresh is kept and nothing is asked. Returns whether the upstream was asked.
+    /// fresh is kept and nothing is asked. Returns where the answer came from.
     ///
     /// # Errors
     /// The fetch's error; the cached answer, if any, stays.
@@ -488,9 +501,14 @@ impl ReadThrough {
         policy: &Arc<Policy>,
         valid: &Valid,
         force: bool,
-    ) -> Result<bool, FetchError> {
+    ) -> Result<Prewarmed, FetchError> {
         let (result, role) = self.fill(policy, valid, Priority::Prewarm, force).await;
-        result.map(|_| role != FillRole::Found)
+        result.map(|entry| match role {
+            FillRole::Found => Prewarmed::Fresh,
+            _ if entry.disk => Prewarmed::Disk,
+            _ if entry.shared => Prewarmed::Shared,
+            _ => Prewarmed::Filled,
+        })
     }
 
     /// Fetches `valid` from the upstream through the single-flight fill and the

@@ -526,7 +526,7 @@ impl Edge {
             .uri()
             .path()
             .strip_prefix(API_PREFIX)
-            .ok_or(Error::NotFound)?;
+            .ok_or(Error::NOT_FOUND)?;
         if Cors::is_preflight(request.method(), request.headers()) {
             return Ok(Step::Answered(access.cors.preflight(request.headers())));
         }
@@ -564,7 +564,9 @@ impl Edge {
         }
         let passthrough = &snap.config.passthrough;
         if endpoint.is_none() && !passthrough.enabled {
-            return Err(Error::NotFound);
+            return Err(Error::NotFound {
+                nearest: mdproxy_api::nearest_path(api_path),
+            });
         }
         if !matches!(*request.method(), Method::GET | Method::HEAD) {
             return Err(Error::GET_OR_HEAD);
@@ -589,7 +591,7 @@ impl Edge {
                     )?
                 }
                 Some(Err(error)) => return Err(error),
-                None => return Err(Error::NotFound),
+                None => return Err(Error::NOT_FOUND),
             },
         };
         trail.endpoint = Some(valid.endpoint);

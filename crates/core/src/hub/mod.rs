@@ -271,8 +271,17 @@ impl QuoteHub {
     }
 
     fn unsubscribe(&self, id: u64) {
-        if self.registry().remove(id) {
+        let (removed, nobody_left) = {
+            let mut reg = self.registry();
+            (reg.remove(id), reg.subscribers.is_empty())
+        };
+        if removed {
             tracing::debug!(subscriber = id, "stream closed");
+        }
+        // The last one gone: the poll loop ends now, not at its next wake (a minute
+        // away when the market is closed).
+        if removed && nobody_left {
+            self.inner.wake.notify_one();
         }
     }
 

@@ -97,7 +97,9 @@ impl QuoteHub {
                 tokio::select! {
                     () = tokio::time::sleep_until(until) => break,
                     () = self.inner.wake.notified() => {
-                        if Instant::now() >= earliest {
+                        // New codes wait for what the upstream allows; the last
+                        // subscriber leaving ends the wait at once.
+                        if Instant::now() >= earliest || self.registry().subscribers.is_empty() {
                             break;
                         }
                         until = earliest;

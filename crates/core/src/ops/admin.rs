@@ -87,7 +87,7 @@ impl Admin {
             (_, "/metrics" | "/healthz" | "/readyz" | "/status" | "/status.json") => {
                 Error::MethodNotAllowed { allow: "GET" }.to_response()
             }
-            _ => Error::NotFound.to_response(),
+            _ => Error::NOT_FOUND.to_response(),
         };
         Ok(response)
     }
@@ -123,6 +123,7 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
         return Err(match given.as_slice() {
             [(mode, target)] if mode == "target" => unencoded_target(target, &others),
             _ => Error::UnknownParameter {
+                suggestion: None,
                 param: name.clone(),
             },
         });

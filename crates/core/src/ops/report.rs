@@ -1,5 +1,5 @@
 //! Operator-facing tables derived from the catalogue and a config: the effective TTL
-//! per endpoint (`mdproxy check-config`) and README's endpoint list.
+//! per endpoint (`mdproxy check-config`) and the manual's tables.
 
 use std::fmt::Write;
 
@@ -73,7 +73,7 @@ fn human(secs: u64) -> String {
 }
 
 /// Every configuration key with its default and environment variable, as Markdown
-/// (README's configuration reference is checked against this by a test).
+/// (docs/configuration.md's reference is checked against this by a test).
 pub fn config_reference() -> String {
     let mut out = String::from("| Key | Default | Environment variable |\n|---|---|---|\n");
     for key in mdproxy_config::env_keys() {

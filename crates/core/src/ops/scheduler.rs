@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Asia::Shanghai;
 use tokio_cron_scheduler::{Job, JobScheduler};
 
+use crate::cache::readthrough::Prewarmed;
 use crate::state::AppState;
 use mdproxy_api::params::Valid;
 use mdproxy_api::parse_target;
@@ -62,9 +63,71 @@ pub struct Plan {
 pub fn check_cron(expr: &str) -> Result<(), String> {
     Job::new_async_tz(expr, Shanghai, |_, _| Box::pin(async {}))
         .map(drop)
-        .map_err(|_| {
-            "not a cron expression with a seconds field, e.g. \"0 45 8 * * Mon-Fri\"".to_owned()
-        })
+        .map_err(|_| cron_fault(expr))
+}
+
+/// The fields of the scheduler's cron expressions: name, and the range of a value.
+const CRON_FIELDS: [(&str, u32, u32); 7] = [
+    ("seconds", 0, 59),
+    ("minutes", 0, 59),
+    ("hours", 0, 23),
+    ("day-of-month", 1, 31),
+    ("month", 1, 12),
+    ("day-of-week", 0, 7),
+    ("year", 1970, 2099),
+];
+
+/// Names a field may hold instead of numbers: months and days of the week.
+const CRON_NAMES: [&[&str]; 2] = [
+    &[
+        "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+    ],
+    &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"],
+];
+
+/// What is wrong with a cron expression the scheduler refused: the field at fault
+/// and its range when one is found, else the form it reads.
+fn cron_fault(expr: &str) -> String {
+    const FORM: &str =
+        "seconds minutes hours day-of-month month day-of-week, e.g. \"0 45 8 * * Mon-Fri\"";
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    match fields.len() {
+        6 | 7 => {}
+        5 => {
+            return format!(
+                "5 fields: the scheduler's cron starts with a seconds field ({FORM}), so perhaps \"0 {expr}\""
+            );
+        }
+        n => return format!("{n} fields where the scheduler reads 6 ({FORM})"),
+    }
+    for (field, (name, lo, hi)) in fields.iter().zip(CRON_FIELDS) {
+        let names: &[&str] = match name {
+            "month" => CRON_NAMES[0],
+            "day-of-week" => CRON_NAMES[1],
+            _ => &[],
+        };
+        for part in field.split(',') {
+            // A step (`*/15`, `0/5`) is a count, not a value of the field.
+            let values = part.split('/').next().unwrap_or_default();
+            for value in values
+                .split('-')
+                .filter(|v| !matches!(*v, "*" | "?" | "" | "L"))
+            {
+                let value = value.split('#').next().unwrap_or_default();
+                let value = value.strip_suffix(['L', 'W']).unwrap_or(value);
+                if let Ok(n) = value.parse::<u32>() {
+                    if !(lo..=hi).contains(&n) {
+                        return format!("the {name} field holds {n}, outside {lo}-{hi} ({FORM})");
+                    }
+                } else if !names.iter().any(|known| known.eq_ignore_ascii_case(value)) {
+                    return format!(
+                        "the {name} field holds {value:?}, which is not a {name} value ({FORM})"
+                    );
+                }
+            }
+        }
+    }
+    format!("not a cron expression the scheduler reads ({FORM})")
 }
 
 /// Every problem of the operator's jobs (cron expressions, targets), each with its
@@ -247,13 +310,16 @@ pub enum Ran {
     /// Not run here: another node of the cluster claimed this firing.
     OtherNode,
     /// Every target considered: `asked` of `of` were due (an on-demand job skips
-    /// endpoints no client asked for lately); of those `filled` were fetched,
-    /// `fresh` were already fresh and `failed` got no usable answer (the first
-    /// failure, target and error, in `first_error`).
+    /// endpoints no client asked for lately); of those `filled` were fetched from
+    /// the upstream, `restored` were taken from the disk tier or the fleet's shared
+    /// store without an upstream request, `fresh` were already fresh in memory and
+    /// `failed` got no usable answer (the first failure, target and error, in
+    /// `first_error`).
     Done {
         of: usize,
         asked: usize,
         filled: usize,
+        restored: usize,
         fresh: usize,
         failed: usize,
         first_error: Option<String>,
@@ -286,6 +352,7 @@ impl fmt::Display for Ran {
                 of,
                 asked,
                 filled,
+                restored,
                 fresh,
                 failed,
                 first_error,
@@ -293,6 +360,9 @@ impl fmt::Display for Ran {
                 write!(f, "filled {filled} of {asked}")?;
                 if asked < of {
                     write!(f, " due ({of} planned)")?;
+                }
+                if *restored > 0 {
+                    write!(f, ", {restored} from disk or the fleet")?;
                 }
                 if *fresh > 0 {
                     write!(f, ", {fresh} already fresh")?;
@@ -336,7 +406,8 @@ pub async fn run(state: &AppState, plan: &Plan) -> Ran {
         return Ran::OtherNode;
     }
     let window = std::time::Duration::from_secs(snap.config.scheduler.demand_window_secs);
-    let (mut asked, mut filled, mut fresh, mut failed, mut first_error) = (0, 0, 0, 0, None);
+    let (mut asked, mut filled, mut restored, mut fresh, mut failed) = (0, 0, 0, 0, 0);
+    let mut first_error = None;
     for valid in &plan.targets {
         if plan.on_demand
             && !state
@@ -348,8 +419,9 @@ pub async fn run(state: &AppState, plan: &Plan) -> Ran {
         }
         asked += 1;
         match state.cache().prewarm(&snap.policy, valid, plan.force).await {
-            Ok(true) => filled += 1,
-            Ok(false) => fresh += 1,
+            Ok(Prewarmed::Filled) => filled += 1,
+            Ok(Prewarmed::Disk | Prewarmed::Shared) => restored += 1,
+            Ok(Prewarmed::Fresh) => fresh += 1,
             Err(e) => {
                 tracing::debug!(job = %plan.name, key = %valid.target, error = e.as_str(), "prewarm failed");
                 failed += 1;
@@ -360,18 +432,66 @@ pub async fn run(state: &AppState, plan: &Plan) -> Ran {
     // One summary line per run, whatever the result: `warn` when something failed.
     let of = plan.targets.len();
     if let Some(error) = &first_error {
-        tracing::warn!(job = %plan.name, filled, fresh, failed, of, first_error = %error, "prewarm");
-    } else if filled + fresh > 0 {
-        tracing::info!(job = %plan.name, filled, fresh, of, "prewarm");
+        tracing::warn!(job = %plan.name, filled, restored, fresh, failed, of, first_error = %error, "prewarm");
+    } else if filled + restored + fresh > 0 {
+        tracing::info!(job = %plan.name, filled, restored, fresh, of, "prewarm");
     }
     Ran::Done {
         of,
         asked,
         filled,
+        restored,
         fresh,
         failed,
         first_error,
     }
+}
+
+/// Runs every plan once at start-up, fetching only what is not already fresh, and
+/// records each run as the job's (the status page counts it); one log line for the
+/// whole, saying how much came from the upstream and how much from the disk tier or
+/// the fleet.
+pub fn prewarm_on_start(state: &AppState, plans: &[(usize, Arc<Plan>)], jobs: &Jobs) {
+    let (task_state, stop, jobs, plans) = (
+        state.clone(),
+        state.stop().clone(),
+        jobs.clone(),
+        plans.to_vec(),
+    );
+    state.tracker().spawn(async move {
+        let (mut filled, mut restored, mut fresh, mut failed) = (0, 0, 0, 0);
+        let mut first_error = None;
+        let count = plans.len();
+        for (index, plan) in plans {
+            let unforced = Plan {
+                force: false,
+                ..(*plan).clone()
+            };
+            let ran = tokio::select! {
+                ran = run(&task_state, &unforced) => ran,
+                () = stop.cancelled() => return,
+            };
+            if let Ran::Done {
+                filled: f,
+                restored: d,
+                fresh: r,
+                failed: x,
+                first_error: e,
+                ..
+            } = &ran
+            {
+                (filled, restored, fresh, failed) = (filled + f, restored + d, fresh + r, failed + x);
+                first_error = first_error.or_else(|| e.clone());
+            }
+            jobs.record(index, Utc::now(), ran);
+        }
+        // One line for the whole start-up prewarm, whatever became of it.
+        let jobs = count;
+        match first_error {
+            Some(error) => tracing::warn!(jobs, filled, restored, fresh, failed, first_error = %error, "start-up prewarm done, with failures"),
+            None => tracing::info!(jobs, filled, restored, fresh, "start-up prewarm done"),
+        }
+    });
 }
 
 /// The parser the scheduler reads cron expressions with (seconds field required,
@@ -413,6 +533,18 @@ pub struct Jobs {
 }
 
 impl Jobs {
+    /// Registers each plan (the status page lists them with their runs), returning
+    /// each with its place.
+    pub fn register_all(&self, plans: Vec<Plan>) -> Vec<(usize, Arc<Plan>)> {
+        plans
+            .into_iter()
+            .map(|plan| {
+                let plan = Arc::new(plan);
+                (self.register(Arc::clone(&plan)), plan)
+            })
+            .collect()
+    }
+
     fn register(&self, plan: Arc<Plan>) -> usize {
         let mut jobs = self.inner.lock().expect("jobs lock is never poisoned");
         jobs.push(JobEntry {
@@ -424,7 +556,8 @@ impl Jobs {
         jobs.len() - 1
     }
 
-    fn record(&self, index: usize, at: DateTime<Utc>, ran: Ran) {
+    /// Records a run of the job at `index` (a firing, or the start-up prewarm's).
+    pub fn record(&self, index: usize, at: DateTime<Utc>, ran: Ran) {
         let mut jobs = self.inner.lock().expect("jobs lock is never poisoned");
         if let Some(job) = jobs.get_mut(index) {
             job.last_run = Some((at, ran));
@@ -468,20 +601,18 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// Registers `plans` (and in `jobs`, which records each run) and starts ticking.
+    /// Starts ticking the plans registered in `jobs` (which records each run).
     ///
     /// # Errors
     /// When the scheduler cannot start or a cron expression is invalid.
     pub async fn start(
         state: AppState,
-        plans: Vec<Plan>,
+        plans: Vec<(usize, Arc<Plan>)>,
         jobs: &Jobs,
     ) -> Result<Scheduler, SchedulerError> {
         let inner = JobScheduler::new().await.map_err(SchedulerError::Start)?;
-        for plan in plans {
-            let plan = Arc::new(plan);
+        for (index, plan) in plans {
             let (state, jobs) = (state.clone(), jobs.clone());
-            let index = jobs.register(Arc::clone(&plan));
             let cron = plan.cron.clone();
             let job = Job::new_async_tz(cron.as_str(), Shanghai, move |_, _| {
                 let (state, plan, jobs) = (state.clone(), Arc::clone(&plan), jobs.clone());
@@ -542,6 +673,20 @@ mod tests {
     fn jobs_are_checked_by_key() {
         assert!(check_cron("0 45 8 * * Mon-Fri").is_ok());
         assert!(check_cron("every morning").is_err());
+    }
+
+    /// A refused cron expression says which field is wrong and its range (a newcomer
+    /// was told an hour of 25 was "not a cron expression with a seconds field").
+    #[test]
+    fn a_bad_cron_names_its_field_and_range() {
+        let fault = |expr| check_cron(expr).unwrap_err();
+        assert!(fault("0 0 25 * * *").starts_with("the hours field holds 25, outside 0-23"));
+        assert!(fault("0 61 8 * * *").starts_with("the minutes field holds 61, outside 0-59"));
+        assert!(fault("0 0 8 * 13 *").starts_with("the month field holds 13, outside 1-12"));
+        assert!(fault("0 0 8 * * Mox").starts_with("the day-of-week field holds \"Mox\""));
+        assert!(fault("45 8 * * Mon-Fri").starts_with("5 fields"));
+        assert!(fault("45 8 * * Mon-Fri").contains("\"0 45 8 * * Mon-Fri\""));
+        assert!(fault("every morning").starts_with("2 fields"));
         let mut config = Config::default();
         config.scheduler.jobs = vec![JobConfig {
             name: "j".into(),

@@ -409,69 +409,22 @@ async fn serve_reloads_on_sighup() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// A `mdproxy demo --admin-token demo-admin-t --cors-origin http://dash.example:5173`
-/// and what it printed: its base URL, its admin address and its purge hint.
-struct AdminDemo {
-    child: tokio::process::Child,
-    base: String,
-    admin: String,
-    purge_hint: String,
-}
-
-impl AdminDemo {
-    async fn start() -> AdminDemo {
-        use tokio::io::AsyncBufReadExt;
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
-            .args([
-                "demo",
-                "--listen",
-                "127.0.0.1:0",
-                "--admin-listen",
-                "127.0.0.1:0",
-                "--admin-token",
-                "demo-admin-t",
-                "--cors-origin",
-                "http://dash.example:5173",
-                "--log",
-                "warn",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let (mut base, mut admin, mut purge_hint) = (None, None, None);
-        let read = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(rest) = line.strip_prefix("mdproxy demo: proxy ") {
-                    base = rest.split_whitespace().next().map(str::to_owned);
-                } else if let Some(rest) = line.strip_prefix("admin: ") {
-                    admin = rest.split("/status").next().map(str::to_owned);
-                } else if line.starts_with("purge: ") {
-                    purge_hint = Some(line.clone());
-                }
-                if base.is_some() && admin.is_some() && purge_hint.is_some() {
-                    return;
-                }
-            }
-        })
-        .await;
-        assert!(read.is_ok(), "demo printed its addresses");
-        AdminDemo {
-            child,
-            base: base.unwrap(),
-            admin: admin.unwrap(),
-            purge_hint: purge_hint.unwrap(),
-        }
-    }
+/// A `mdproxy demo --admin-token demo-admin-t --cors-origin http://dash.example:5173`.
+async fn admin_demo() -> support::DemoProcess {
+    support::DemoProcess::start(&[
+        "--admin-token",
+        "demo-admin-t",
+        "--cors-origin",
+        "http://dash.example:5173",
+    ])
+    .await
 }
 
 /// `mdproxy demo --admin-token T --cors-origin O`: the purge answers to T (and the
 /// start-up text says how, with T), and a browser at O gets its CORS headers.
 #[tokio::test]
 async fn demo_takes_an_admin_token_and_cors_origins() {
-    let mut demo = AdminDemo::start().await;
+    let mut demo = admin_demo().await;
     assert!(
         demo.purge_hint.contains("demo-admin-t"),
         "{}",
@@ -492,14 +445,17 @@ async fn demo_takes_an_admin_token_and_cors_origins() {
     );
     let purge = |token: &'static str| {
         client
-            .post(format!("{}/purge?target=/market/indices", demo.admin))
+            .post(format!(
+                "http://{}/purge?target=/market/indices",
+                demo.admin
+            ))
             .bearer_auth(token)
             .send()
     };
     assert_eq!(purge("wrong").await.unwrap().status(), 401);
     let ok: serde_json::Value = purge("demo-admin-t").await.unwrap().json().await.unwrap();
     assert_eq!(ok["purged"], 1, "{ok}");
-    demo.child.kill().await.unwrap();
+    demo.process.stop().await;
 }
 
 /// The demo's purge hint is a curl command that works as printed, in a shell (curl
@@ -507,7 +463,7 @@ async fn demo_takes_an_admin_token_and_cors_origins() {
 #[tokio::test]
 #[ignore = "needs curl: scripts/test installs it and runs the ignored tests"]
 async fn the_demos_purge_command_works_as_printed() {
-    let mut demo = AdminDemo::start().await;
+    let mut demo = admin_demo().await;
     support::program("curl");
     let printed = demo.purge_hint.strip_prefix("purge: ").unwrap();
     let out = tokio::process::Command::new("sh")
@@ -522,5 +478,5 @@ async fn the_demos_purge_command_works_as_printed() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["endpoint"], "/stock/detail/{code}", "{v}");
-    demo.child.kill().await.unwrap();
+    demo.process.stop().await;
 }

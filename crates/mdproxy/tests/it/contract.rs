@@ -17,7 +17,7 @@ use support::{Env, RawResponse, error_of, eventually, header};
 
 /// Saturday 21 November 2026, 20:00 China time: closed all day, so a `news` answer
 /// is fresh for 300 s, stale for 600 s more, and usable on error until 3600 s past
-/// its fresh time (README's defaults).
+/// its fresh time (the defaults of docs/freshness.md).
 const SATURDAY_20_00: &str = "2026-11-21T20:00:00+08:00";
 /// A `news`-class target (never held until the open).
 const NEWS: &str = "/news/overview";

@@ -163,7 +163,7 @@ fn kubernetes_manifests_are_valid_and_complete() {
     let secrets: Vec<&String> = all.keys().filter(|k| k.starts_with("Secret/")).collect();
     assert!(
         secrets.is_empty(),
-        "the Secret is created out of band (README \"Deployment\"), never applied with the manifests: {secrets:?}"
+        "the Secret is created out of band (docs/deployment.md), never applied with the manifests: {secrets:?}"
     );
 
     let kustomization = yaml_documents(
@@ -326,7 +326,7 @@ fn deployment_agrees_with_its_configuration() {
     let redis_port = redis["spec"]["ports"][0]["port"].as_u64().unwrap();
     assert_eq!(redis_url, format!("redis://mdproxy-redis:{redis_port}/0"));
 
-    // The tokens come from the Secret that README's command creates, and the file
+    // The tokens come from the Secret that docs/deployment.md's command creates, and the file
     // passes check-config with the Deployment's environment (each secret a made-up
     // value); env_clear, so only what the pod would have counts.
     let created = readme_secret_keys();
@@ -342,7 +342,7 @@ fn deployment_agrees_with_its_configuration() {
                 let key = str_of(&r["key"], "secret key");
                 assert!(
                     created.contains(key),
-                    "README's `kubectl create secret` makes no key {key} ({name}): {created:?}"
+                    "docs/deployment.md's `kubectl create secret` makes no key {key} ({name}): {created:?}"
                 );
                 format!("{key}-5e0c7a91d2")
             }
@@ -363,13 +363,13 @@ fn deployment_agrees_with_its_configuration() {
     succeeds(check.arg("check-config").arg(&file));
 }
 
-/// The keys README's `kubectl create secret generic mdproxy-secrets` command gives
-/// the Secret (`--from-literal=KEY=...`).
+/// The keys the deployment page's `kubectl create secret generic mdproxy-secrets`
+/// command gives the Secret (`--from-literal=KEY=...`).
 fn readme_secret_keys() -> BTreeSet<String> {
-    let readme = read(&Path::new(ROOT).join("README.md"));
+    let readme = read(&Path::new(ROOT).join("docs/deployment.md"));
     let start = readme
         .find("kubectl create secret generic mdproxy-secrets")
-        .expect("README shows how to create the Secret");
+        .expect("docs/deployment.md shows how to create the Secret");
     let command: String = readme[start..]
         .lines()
         .take_while(|l| !l.trim().is_empty() && !l.starts_with("```"))

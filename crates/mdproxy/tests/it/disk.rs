@@ -114,7 +114,10 @@ async fn a_restart_serves_from_disk_without_the_upstream() {
 
     let app = proxy(&sim, &path, 64 << 20, &clock).await;
     // The engine read its blocks' headers at start: count its reads from here.
-    let opened = status_json(&app).await["disk"]["engine_reads"].clone();
+    let at_start = status_json(&app).await;
+    let opened = at_start["disk"]["engine_reads"].clone();
+    // What the status page estimates after the restart is what was written.
+    assert_eq!(at_start["disk"]["entries_estimate"], 5, "{at_start}");
     for (target, body) in targets.iter().zip(&bodies) {
         let r = get(&app, target).await;
         assert_eq!(r.status(), 200);
@@ -541,4 +544,57 @@ async fn a_disk_that_cannot_be_written_degrades_to_memory_only() {
     app.shutdown().await;
     let _ = std::fs::remove_dir_all(&path);
     let _ = std::fs::remove_dir_all(&blocked);
+}
+
+/// The `macro-daily` job as the status page shows it, once its start-up run is
+/// recorded.
+async fn macro_daily_after_start(app: &App) -> serde_json::Value {
+    let mut job = serde_json::Value::Null;
+    for _ in 0..200 {
+        let status = status_json(app).await;
+        job = status["scheduler"]["jobs"]
+            .as_array()
+            .and_then(|jobs| jobs.iter().find(|j| j["name"] == "macro-daily").cloned())
+            .unwrap_or_default();
+        if job["runs"].as_u64() > Some(0) {
+            return job;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("no start-up run of macro-daily recorded: {job}");
+}
+
+/// The start-up prewarm is a run of its jobs on the status page, and after a
+/// restart it says what it read from the disk apart from what it fetched: the
+/// second node asks the upstream nothing and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_start_up_prewarm_counts_disk_reads_apart_from_fills() {
+    let (clock, sim, path) = start("prewarm").await;
+    let start_node = || {
+        let mut config = disk_config(&sim, &path, 64 << 20);
+        config.scheduler.enabled = true;
+        config.scheduler.prewarm_on_start = true;
+        let clock: Arc<dyn Clock> = clock.clone();
+        async move { mdproxy_core::app::start(&config, clock).await.unwrap() }
+    };
+    let first = start_node().await;
+    let job = macro_daily_after_start(&first).await;
+    assert_eq!(job["runs"], 1, "{job}");
+    assert_eq!(job["last_run"]["result"], "filled 22 of 22", "{job}");
+    first.shutdown().await;
+
+    let asked = sim.total();
+    let second = start_node().await;
+    let job = macro_daily_after_start(&second).await;
+    assert_eq!(
+        job["last_run"]["result"], "filled 0 of 22, 22 from disk or the fleet",
+        "{job}"
+    );
+    assert_eq!(
+        sim.total(),
+        asked,
+        "no upstream request for what the disk held"
+    );
+    second.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
 }

@@ -119,15 +119,27 @@ impl QuoteSource for Script {
 /// A hub on `script` with a 50 ms interval, 1 s keepalives (plus up to an eighth)
 /// and a 3 s stall timeout, as `config` adjusts; its clock stands in session.
 fn hub(script: &Arc<Script>, config: impl FnOnce(&mut Config)) -> (QuoteHub, AppState) {
+    hub_at(script, MONDAY_10_00, |c| {
+        c.hub.session_interval_ms = INTERVAL.as_millis() as u64;
+        c.hub.closed_interval_ms = INTERVAL.as_millis() as u64;
+        config(c);
+    })
+}
+
+/// A hub on `script` whose clock stands at `at`, with its default intervals, 1 s
+/// keepalives and a 3 s stall timeout, as `config` adjusts.
+fn hub_at(
+    script: &Arc<Script>,
+    at: &str,
+    config: impl FnOnce(&mut Config),
+) -> (QuoteHub, AppState) {
     let mut c = Config::default();
-    c.hub.session_interval_ms = INTERVAL.as_millis() as u64;
-    c.hub.closed_interval_ms = INTERVAL.as_millis() as u64;
     c.hub.keepalive_secs = 1;
     c.hub.stall_timeout_secs = 3;
     config(&mut c);
     let state = AppState::new(
         c,
-        support::clock_at(MONDAY_10_00),
+        support::clock_at(at),
         RateClock::tokio(),
         TaskTracker::new(),
         CancellationToken::new(),
@@ -478,6 +490,30 @@ async fn polling_stops_with_the_last_subscriber() {
     let mut b = subscribe(&hub, "000001", None, None);
     assert_eq!(next(&mut b, SECOND).await, Chunk::Retry(3000));
     assert!(matches!(next(&mut b, SECOND).await, Chunk::Quote { .. }));
+}
+
+/// The hub goes idle as soon as its last subscriber leaves, in session and out of
+/// it, at its default intervals: out of session, a minute apart, it used to notice
+/// only at its next wake, and the status page showed it polling for nobody.
+#[tokio::test(start_paused = true)]
+async fn the_hub_goes_idle_when_the_last_subscriber_leaves_mid_interval() {
+    let closed = Config::default().hub.closed_interval_ms;
+    for at in [MONDAY_10_00, support::SATURDAY_NOON] {
+        let script = Script::busy(&["600519"]);
+        let (hub, _state) = hub_at(&script, at, |_| {});
+        let mut a = subscribe(&hub, "600519", None, None);
+        assert_eq!(next(&mut a, SECOND).await, Chunk::Retry(3000));
+        assert!(matches!(next(&mut a, SECOND).await, Chunk::Quote { .. }));
+        let polls = script.polls().len();
+        drop(a);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(
+            !hub.is_polling() && hub.subscribers() == 0,
+            "still polling for nobody at {at}"
+        );
+        tokio::time::sleep(Duration::from_millis(2 * closed)).await;
+        assert_eq!(script.polls().len(), polls, "polled for nobody at {at}");
+    }
 }
 
 /// A stream opened with a `Last-Event-ID` starts with a whole snapshot, every code

@@ -305,40 +305,20 @@ async fn serve_writes_json_access_lines_and_the_probe_verdict() {
 /// admin wrote.
 #[tokio::test]
 async fn control_characters_cannot_forge_a_text_log_line() {
-    use tokio::io::AsyncBufReadExt;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
-        .args([
-            "demo",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--admin-token",
-            "log-admin-t",
-            "--log",
-            "info",
-            "--log-format",
-            "text",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut demo = support::Watched::new(child);
-    let admin = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Ok(Some(line)) = stdout.next_line().await {
-            if let Some(rest) = line.strip_prefix("admin: ") {
-                return rest.split("/status").next().unwrap().to_owned();
-            }
-        }
-        panic!("demo ended before printing its admin address");
-    })
-    .await
-    .expect("demo came up");
-    // The rest of stdout is drained, so the demo never blocks on it.
-    tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
+    let support::DemoProcess {
+        process: mut demo,
+        admin,
+        ..
+    } = support::DemoProcess::start(&[
+        "--admin-token",
+        "log-admin-t",
+        "--log",
+        "info",
+        "--log-format",
+        "text",
+    ])
+    .await;
+    let admin = format!("http://{admin}");
     let client = support::client();
     let purge = |query: &'static str| {
         client

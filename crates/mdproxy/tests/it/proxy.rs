@@ -207,6 +207,43 @@ async fn requests_without_a_valid_token_are_refused() {
     assert_eq!(env.sim.raw_count(), 0, "{:?}", env.sim.raw_requests());
 }
 
+/// What a client mistyped is named with what it probably meant: a query parameter
+/// with the nearest one the endpoint takes, a path with the nearest documented
+/// path, a choice of one with that one value.
+#[tokio::test]
+async fn a_mistyped_name_gets_what_it_probably_meant() {
+    let env = support::start().await;
+    let message = |r: reqwest::Response| async move {
+        let v: serde_json::Value = r.json().await.unwrap();
+        v["message"].as_str().unwrap().to_owned()
+    };
+    let cases = [
+        (
+            "/stock/kline?code=600519&perod=day",
+            "unknown parameter perod (did you mean period?)",
+        ),
+        ("/news/overview?x=1", "unknown parameter x"),
+        (
+            "/stock/klin?code=600519",
+            "no endpoint at this path (did you mean /stock/kline?)",
+        ),
+        (
+            "/macro/cpi/serie",
+            "no endpoint at this path (did you mean /macro/cpi/series?)",
+        ),
+        ("/weather/today", "no endpoint at this path"),
+        ("/market/trading-calendar?market=XX", "market must be CN_A"),
+        (
+            "/stock/kline?code=600519&period=days",
+            "period must be one of 1m, 5m, 15m, 30m, 60m, day, week, month",
+        ),
+    ];
+    for (target, expected) in cases {
+        assert_eq!(message(env.get(target).await).await, expected, "{target}");
+    }
+    assert_eq!(env.sim.total(), 0, "nothing mistyped reached the upstream");
+}
+
 /// Unknown paths 404; other methods 405 with `Allow`; HEAD answers like GET, no body.
 #[tokio::test]
 async fn routing_and_methods_follow_the_contract() {

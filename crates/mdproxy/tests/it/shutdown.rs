@@ -1,4 +1,4 @@
-//! Graceful shutdown (README: "`SIGINT`/`SIGTERM` stop accepting, stop the
+//! Graceful shutdown (README's commands: "`SIGINT`/`SIGTERM` stop accepting, stop the
 //! scheduler, let open requests finish (up to `server.shutdown_grace_ms`) and exit"):
 //! through `App::shutdown()` in process, and through `mdproxy serve` and a
 //! real SIGTERM. The simulator's hang switch holds a request in flight for exactly

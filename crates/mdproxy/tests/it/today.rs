@@ -284,26 +284,9 @@ async fn walk(base: &str, token: &str) {
 /// `mdproxy demo` answers every documented endpoint's documented sample request.
 #[tokio::test]
 async fn every_documented_endpoint_answers_through_demo() {
-    use tokio::io::AsyncBufReadExt;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
-        .args([
-            "demo",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "",
-            "--log",
-            "warn",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let base = line_after(&mut lines, "mdproxy demo: proxy ").await;
-    walk(&base, "demo-token").await;
-    child.kill().await.unwrap();
+    let mut demo = support::DemoProcess::start(&[]).await;
+    walk(&demo.base, "demo-token").await;
+    demo.process.stop().await;
 }
 
 /// `mdproxy serve` in front of the simulator answers every documented endpoint's
@@ -672,7 +655,7 @@ async fn the_report_download_is_refused_with_a_reason() {
         401,
         "who may ask is checked first"
     );
-    // The OpenAPI document and README's endpoint table say so.
+    // The OpenAPI document and the endpoint table (docs/endpoints.md) say so.
     let doc = mdproxy_api::openapi::document();
     let download = &doc["paths"]["/stock/report/download"];
     assert!(download["get"].is_null(), "{download}");
@@ -689,7 +672,7 @@ async fn the_report_download_is_refused_with_a_reason() {
             .markdown_table()
             .lines()
             .any(|l| l.starts_with("| `POST /stock/report/download`") && l.contains("501")),
-        "README's endpoint table lists the download"
+        "docs/endpoints.md lists the download"
     );
 }
 

@@ -1,6 +1,6 @@
 // A dashboard's client of three endpoints (a stock's quote, the market indices, the
 // trading calendar), typed by what openapi-typescript generates from `mdproxy openapi`.
-// scripts/ts-client generates ./mdproxy.ts beside it and type-checks it (tests/openapi.rs
+// scripts/ts-client generates ./mdproxy.ts beside it and type-checks it (crates/mdproxy/tests/it/openapi.rs
 // runs that in CI); it is never run. A field the document does not have fails the check.
 import type { components, paths } from "./mdproxy";
 

@@ -392,7 +392,7 @@ fn realtime_row(s: &Stock, now: DateTime<Utc>) -> Value {
 /// `/market/trading-calendar?market=CN_A&from=&to=`: a bare array of days. Its docs
 /// show one sample row `{market, date, isTradingDay, sessionType}` (2024-01-01,
 /// "closed"); "full" for a trading day is a guess. The simulated exchanges close on
-/// weekends and the published holidays (2024 to 2026). Only `CN_A` is served; `HK`
+/// weekends and the published holidays (2024 to 2027). Only `CN_A` is served; `HK`
 /// and `US` answer 400 as documented.
 fn calendar(call: &Call) -> Answer {
     let q = &call.query;

@@ -226,7 +226,10 @@ mod tests {
     }
 
     /// Drops the file's pages from the page cache (they are clean: written back).
+    /// Drops the file's pages from the page cache: written back first, since a
+    /// dirty page (the machine busy writing) cannot be dropped.
     fn evict(f: &std::fs::File) {
+        f.sync_all().unwrap();
         rustix::fs::fadvise(f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
     }
 

@@ -2,7 +2,7 @@
 //! taken off the socket (`head`), answered by the same handler as every other
 //! request, and its text/event-stream body written as chunks straight to the
 //! socket, without hyper's per-connection read and write buffers (16 KiB that an
-//! idle subscriber would hold for hours; README "The quote stream"). The socket is
+//! idle subscriber would hold for hours; docs/quote-stream.md). The socket is
 //! also the stream's outlet (`outlet`): the hub's fan-out writes events to it itself
 //! while the stream is caught up. Anything unusual (a head split over several
 //! reads, a body, an upgrade, HTTP/1.0) is left to hyper untouched.

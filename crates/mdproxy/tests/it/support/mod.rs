@@ -189,12 +189,109 @@ pub fn serve(
         .unwrap()
 }
 
+/// A `mdproxy demo` child on ephemeral ports (`--listen` and `--admin-listen` on
+/// `127.0.0.1:0`, and `args`) and what it printed: its base URL, its admin address
+/// and its purge hint. Killed when dropped.
+pub struct DemoProcess {
+    pub process: Watched,
+    /// `http://127.0.0.1:PORT/api/v1`.
+    pub base: String,
+    /// `127.0.0.1:PORT` of the admin listener.
+    pub admin: String,
+    /// The `purge: curl ...` line it printed.
+    pub purge_hint: String,
+}
+
+impl DemoProcess {
+    /// Starts it with `args` after the listeners' (`--log warn` unless they set a
+    /// level) and waits for its addresses.
+    pub async fn start(args: &[&str]) -> DemoProcess {
+        use tokio::io::AsyncBufReadExt;
+        let quiet: &[&str] = if args.contains(&"--log") {
+            &[]
+        } else {
+            &["--log", "warn"]
+        };
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"))
+            .args([
+                "demo",
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+            ])
+            .args(quiet)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let (mut base, mut admin, mut purge_hint) = (None, None, None);
+        let read = tokio::time::timeout(PROCESS_WAIT, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(rest) = line.strip_prefix("mdproxy demo: proxy ") {
+                    base = rest.split_whitespace().next().map(str::to_owned);
+                } else if let Some(rest) = line.strip_prefix("admin: http://") {
+                    admin = rest.split("/status").next().map(str::to_owned);
+                } else if line.starts_with("purge: ") {
+                    purge_hint = Some(line.clone());
+                }
+                if base.is_some() && admin.is_some() && purge_hint.is_some() {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(read.is_ok(), "demo printed its addresses");
+        // The rest of stdout is drained, so the demo never blocks on it.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        DemoProcess {
+            process: Watched::new(child),
+            base: base.unwrap(),
+            admin: admin.unwrap(),
+            purge_hint: purge_hint.unwrap(),
+        }
+    }
+}
+
+/// A demo on ephemeral ports: the watched child, its base URL and admin address.
+pub async fn demo_process() -> (Watched, String, String) {
+    let demo = DemoProcess::start(&[]).await;
+    (demo.process, demo.base, demo.admin)
+}
+
 /// The repository's root (README.md, deploy/, docs/, scripts/).
 pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 /// A file of the repository, by its path from the root.
 pub fn repo_file(path: &str) -> std::path::PathBuf {
     std::path::Path::new(ROOT).join(path)
+}
+
+/// README.md and the manual's pages (the `docs/` files named in lower case: the
+/// upper-case ones are the upstream's documents and the benchmarks), each with its
+/// path from the root.
+pub fn manual() -> Vec<(String, String)> {
+    let mut pages = vec![("README.md".to_owned(), read_repo("README.md"))];
+    let mut names: Vec<String> = std::fs::read_dir(repo_file("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md") && n.starts_with(|c: char| c.is_ascii_lowercase()))
+        .collect();
+    names.sort();
+    for name in names {
+        let path = format!("docs/{name}");
+        let text = read_repo(&path);
+        pages.push((path, text));
+    }
+    pages
+}
+
+/// A file of the repository as text.
+pub fn read_repo(path: &str) -> String {
+    std::fs::read_to_string(repo_file(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// The `bin/` of the Python tools that `scripts/test` installs (the tests that
