@@ -51,8 +51,10 @@ pub enum Error {
     },
     #[error("{reason}")]
     StreamUnavailable { reason: String },
+    /// More than a limit allows: the upstream budget (`upstream: true`, a wait for
+    /// it ran out) or the proxy's own capacity (its connection or stream cap).
     #[error("{reason}")]
-    Overloaded { reason: String },
+    Overloaded { reason: String, upstream: bool },
     #[error("internal error")]
     Internal,
 }
@@ -122,7 +124,10 @@ impl Error {
                 retry_after_secs: 1,
             },
             Error::StreamUnavailable { reason: none() },
-            Error::Overloaded { reason: none() },
+            Error::Overloaded {
+                reason: none(),
+                upstream: true,
+            },
             Error::Internal,
         ];
         for error in &all {
@@ -224,14 +229,16 @@ impl Error {
 
     /// Whether mdproxy makes this error on the upstream's behalf (it is unreachable,
     /// failing, slow, or its budget or breaker holds it back): the errors that the
-    /// upstream-compatible error mode answers as the upstream reports its own.
+    /// upstream-compatible error mode answers as the upstream reports its own. The
+    /// proxy's own limits (its stream and connection caps, client rate limits) are
+    /// not: they keep their statuses in both modes.
     pub fn is_on_upstreams_behalf(&self) -> bool {
         matches!(
             self,
             Error::UpstreamError { .. }
                 | Error::UpstreamTimeout
                 | Error::UpstreamThrottled { .. }
-                | Error::Overloaded { .. }
+                | Error::Overloaded { upstream: true, .. }
         )
     }
 

@@ -9,8 +9,27 @@ use crate::error::Error;
 use crate::params::{PASSTHROUGH_KEY, Valid, is_ignored, query_pairs};
 use mdproxy_market::Venue;
 
-/// Query parameters that carry a client credential: never keyed, never forwarded.
-const CREDENTIALS: [&str; 1] = ["access_token"];
+/// Query parameters that carry a client credential, in any letter case: never
+/// keyed, never forwarded, never logged.
+const CREDENTIALS: [&str; 2] = ["access_token", "x-api-key"];
+
+/// Whether `name` is a credential's parameter (`X-Api-Key`, `ACCESS_TOKEN` too).
+fn is_credential(name: &str) -> bool {
+    CREDENTIALS.iter().any(|c| c.eq_ignore_ascii_case(name))
+}
+
+/// Whether a purge of the keys under `prefix` takes `key`: the key starts so, or it
+/// is a pass-through key whose path does (`/` takes every answer, `/market/` the
+/// pass-through ones under it too); `passthrough:` itself takes them all.
+pub fn key_under(key: &str, prefix: &str) -> bool {
+    key.starts_with(prefix) || (prefix.starts_with('/') && key_path(key).starts_with(prefix))
+}
+
+/// The request path a cache key stands for: a pass-through key's path without its
+/// namespace, a catalogue key as it is (`passthrough:/a/b?x=1` → `/a/b?x=1`).
+pub fn key_path(key: &str) -> &str {
+    key.strip_prefix(PASSTHROUGH_KEY).unwrap_or(key)
+}
 
 /// The pass-through request for `path` (relative to `/api/v1`) and `query`, cached
 /// under `class`. A request that is a catalogue request once its credentials are
@@ -45,7 +64,7 @@ pub fn target(
     let mut pairs = Vec::new();
     for pair in query_pairs(query.unwrap_or_default()) {
         let (name, value) = pair?;
-        if !is_ignored(&name) && !CREDENTIALS.contains(&name.as_ref()) {
+        if !is_ignored(&name) && !is_credential(&name) {
             pairs.push((name, value));
         }
     }
@@ -204,5 +223,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(through.target, "passthrough:/stock/kline?code=600519&foo=1");
+    }
+
+    /// Credentials in any letter case are neither keyed nor forwarded: the key (the
+    /// access log's) and the upstream target carry none of them.
+    #[test]
+    fn credentials_in_any_case_are_stripped() {
+        let v = target(
+            "/market/newer-route",
+            Some("X-Api-Key=k1&ACCESS_TOKEN=k2&Access_Token=k3&x-API-key=k4&page=2"),
+            FreshnessClass::Intraday,
+            2048,
+        )
+        .unwrap();
+        assert_eq!(v.target, "passthrough:/market/newer-route?page=2");
+        assert_eq!(v.upstream_target(), "/market/newer-route?page=2");
+        assert_eq!(key_path(&v.target), "/market/newer-route?page=2");
+        assert_eq!(
+            key_path("/stock/kline?code=600519"),
+            "/stock/kline?code=600519"
+        );
+        assert!(key_under(&v.target, "/"));
+        assert!(key_under(&v.target, "/market/new"));
+        assert!(key_under(&v.target, PASSTHROUGH_KEY));
+        assert!(!key_under(&v.target, "/stock/"));
+        assert!(!key_under("/market/indices", PASSTHROUGH_KEY));
     }
 }

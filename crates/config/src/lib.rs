@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use mdproxy_api::catalog::FreshnessClass;
 
+mod bounds;
 mod cluster;
 mod de;
 #[cfg(test)]
@@ -23,6 +24,7 @@ mod secret;
 mod tests;
 mod validate;
 
+pub use bounds::MAX_DISK_BYTES;
 pub use cluster::ClusterConfig;
 pub use cluster::REDIS_URL_FORM;
 pub use env::{ENV_PREFIX, Env, EnvKey, ProcessEnv, env_keys};

@@ -326,7 +326,7 @@ fn one_run_reports_every_problem_with_its_line() {
     assert!(
         found.contains(&(
             line(14),
-            "limits.background_percent: must be 0 to 100".into()
+            "limits.background_percent: must be at most 100".into()
         )),
         "{found:?}"
     );

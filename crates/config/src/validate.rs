@@ -34,6 +34,7 @@ impl Config {
     pub(super) fn problems(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
         self.zero_problems(&mut problems);
+        self.bound_problems(&mut problems);
         self.server_problems(&mut problems);
         self.auth_problems(&mut problems);
         if !self.admin.listen.is_empty() && self.admin.listen.parse::<SocketAddr>().is_err() {
@@ -110,10 +111,10 @@ impl Config {
                 ),
             ));
         }
-        if !(1..=100).contains(&server.max_connections_per_client_percent) {
+        if server.max_connections_per_client_percent == 0 {
             problems.push(Problem::new(
                 "server.max_connections_per_client_percent",
-                "must be 1 to 100",
+                "must be at least 1",
             ));
         }
         if server.max_header_bytes < 8192 {
@@ -294,14 +295,7 @@ impl Config {
 
     fn limits_problems(&self, problems: &mut Vec<Problem>) {
         let limits = &self.limits;
-        for (key, percent) in [
-            ("limits.background_percent", limits.background_percent),
-            ("limits.quota_reserve_percent", limits.quota_reserve_percent),
-        ] {
-            if percent > 100 {
-                problems.push(Problem::new(key, "must be 0 to 100"));
-            }
-        }
+        // Percentages are at most 100 by their bound (`bounds`).
         if chrono::NaiveTime::parse_from_str(&limits.quota_day_start, "%H:%M").is_err() {
             problems.push(Problem::new(
                 "limits.quota_day_start",

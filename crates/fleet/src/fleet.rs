@@ -42,7 +42,7 @@ impl SharedStore for Alone {
     async fn purge(&self, _key: &str, _message: &str) {}
     async fn purge_matching(
         &self,
-        _prefix: &str,
+        _prefixes: &[&str],
         _matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
         _message: &str,
     ) {

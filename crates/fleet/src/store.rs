@@ -36,11 +36,11 @@ pub trait SharedStore: Send + Sync {
     /// [`invalidations`](Self::invalidations) receive).
     async fn purge(&self, key: &str, message: &str);
 
-    /// Drops every stored key that starts with `prefix` and that `matches` accepts,
-    /// and tells every node (`message`, as [`purge`](Self::purge)).
+    /// Drops every stored key that starts with one of `prefixes` and that `matches`
+    /// accepts, and tells every node once (`message`, as [`purge`](Self::purge)).
     async fn purge_matching(
         &self,
-        prefix: &str,
+        prefixes: &[&str],
         matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
         message: &str,
     );
@@ -67,6 +67,39 @@ impl RedisStore {
             max_body,
             shared_hits: AtomicU64::new(0),
             invalidations: broadcast::channel(1024).0,
+        }
+    }
+
+    /// Deletes every stored key under `prefix` that `matches` accepts, round by
+    /// round (through every master of a Redis Cluster): Redis is never held for the
+    /// whole keyspace, and each round has the operations' time limit.
+    ///
+    /// # Errors
+    /// A round that failed (Redis is away): the scan ends there.
+    async fn delete_matching(
+        &self,
+        prefix: &str,
+        matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
+    ) -> Result<(), Unavailable> {
+        let pattern = pattern(prefix);
+        let entries = entry_prefix();
+        let mut scan = Scan::default();
+        loop {
+            let keys = self
+                .link
+                .scan(&mut scan, &pattern)
+                .await
+                .map_err(|_| Unavailable)?;
+            let doomed: Vec<String> = keys
+                .into_iter()
+                .filter(|k| k.strip_prefix(&entries).is_some_and(matches))
+                .collect();
+            if !doomed.is_empty() {
+                self.delete(doomed).await.map_err(|_| Unavailable)?;
+            }
+            if scan.is_done() {
+                return Ok(());
+            }
         }
     }
 
@@ -163,28 +196,12 @@ impl SharedStore for RedisStore {
 
     async fn purge_matching(
         &self,
-        prefix: &str,
+        prefixes: &[&str],
         matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
         message: &str,
     ) {
-        // Round by round (through every master of a Redis Cluster): Redis is never
-        // held for the whole keyspace, and each round has the operations' time limit. A round that fails ends the scan
-        // (Redis is away: the nodes are told anyway, as far as they can be).
-        let pattern = pattern(prefix);
-        let mut scan = Scan::default();
-        loop {
-            let Ok(keys) = self.link.scan(&mut scan, &pattern).await else {
-                break;
-            };
-            let prefix = entry_prefix();
-            let doomed: Vec<String> = keys
-                .into_iter()
-                .filter(|k| k.strip_prefix(&prefix).is_some_and(matches))
-                .collect();
-            if !doomed.is_empty() && self.delete(doomed).await.is_err() {
-                break;
-            }
-            if scan.is_done() {
+        for prefix in prefixes {
+            if self.delete_matching(prefix, matches).await.is_err() {
                 break;
             }
         }
@@ -300,7 +317,7 @@ mod tests {
         let mut heard = store.invalidations();
         store
             .purge_matching(
-                "/stock/",
+                &["/stock/"],
                 &|k: &str| k.starts_with("/stock/detail/"),
                 "endpoint /stock/detail/{code}",
             )
@@ -324,7 +341,7 @@ mod tests {
     #[tokio::test]
     async fn a_purge_stops_when_redis_goes_away() {
         let store = on_mock(vec![mock::failing(scan(0, "mdproxy:v1:entry:/x*"))]);
-        store.purge_matching("/x", &|_| true, "prefix /x").await;
+        store.purge_matching(&["/x"], &|_| true, "prefix /x").await;
         assert!(!store.link.is_up());
     }
 }

@@ -4,10 +4,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 
 use mdproxy_config::{Config, LogFormat, Secret};
+use mdproxy_core::telemetry::Telemetry;
 use mdproxy_market::SystemClock;
 use mdproxy_sim::SimConfig;
 
@@ -192,11 +194,16 @@ pub fn main() -> ExitCode {
         }
         _ => {}
     }
+    // As nginx's `worker_rlimit_nofile`: the soft limit of open files up to the hard
+    // one, which `check-config` counts on (connections, the disk tier's files).
+    if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
+        tracing::warn!(error = %e, "cannot raise the limit of open files");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("the tokio runtime starts");
-    match runtime.block_on(run(cli.command, served, format)) {
+    match runtime.block_on(run(cli.command, served, format, telemetry)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -222,12 +229,10 @@ enum TelemetryStart {
 /// Every problem with them, or why the exporter could not start.
 fn start_telemetry(
     config: &mdproxy_config::TelemetryConfig,
-) -> Result<Option<mdproxy_core::telemetry::Telemetry>, TelemetryStart> {
+) -> Result<Option<Telemetry>, TelemetryStart> {
     let settings = mdproxy_core::telemetry::Settings::resolve(config, &process_env())
         .map_err(TelemetryStart::Settings)?;
-    Ok(settings
-        .map(|s| mdproxy_core::telemetry::Telemetry::start(&s))
-        .transpose()?)
+    Ok(settings.map(|s| Telemetry::start(&s)).transpose()?)
 }
 
 /// Loads `path` as `serve` starts from it and `check-config` judges it: a reload's
@@ -282,6 +287,7 @@ async fn run(
     command: Command,
     served: Option<Config>,
     format: LogFormat,
+    telemetry: Option<Telemetry>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     // Before anything starts: a SIGTERM from now on is a clean stop.
     let signals = mdproxy_core::shutdown::Signals::install()?;
@@ -334,7 +340,9 @@ async fn run(
             lines.push(format!("  {kline}"));
             announce(format, &lines);
             signals.recv().await;
+            let deadline = grace_deadline(&demo.proxy);
             demo.shutdown().await;
+            export_the_rest(telemetry, deadline).await;
             Ok(())
         }
         Command::Serve { config: path } => {
@@ -351,7 +359,9 @@ async fn run(
                 )],
             );
             signals.recv().await;
+            let deadline = grace_deadline(&proxy);
             proxy.shutdown().await;
+            export_the_rest(telemetry, deadline).await;
             Ok(())
         }
         Command::Sim {
@@ -386,6 +396,22 @@ async fn run(
             Ok(())
         }
         Command::CheckConfig { .. } | Command::Docs | Command::Openapi => Ok(()),
+    }
+}
+
+/// When a stop asked for now must be over: `server.shutdown_grace_ms` from now.
+fn grace_deadline(app: &mdproxy_core::app::App) -> Instant {
+    let grace = app.state().snapshot().config.server.shutdown_grace_ms;
+    Instant::now() + Duration::from_millis(grace)
+}
+
+/// Exports the spans left once the server stopped, within what is left of its
+/// shutdown grace (until `deadline`), so that a collector that never answers
+/// cannot hold the process past it.
+async fn export_the_rest(telemetry: Option<Telemetry>, deadline: Instant) {
+    if let Some(telemetry) = telemetry {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown(left)).await;
     }
 }
 

@@ -3,14 +3,19 @@
 //! preallocated block files with its own index, eviction and recovery. Writes go
 //! through a bounded queue to one writer task (a full queue drops the write, never
 //! the request); reads check every record and drop what is damaged, foreign, expired
-//! or purged ([`purges`]). A failing disk stops writes with one warning until a probe
-//! succeeds again. What to read or write, and when, is the store's business.
+//! or purged ([`purges`]). A failing disk (full, erroring, its directory gone) stops
+//! writes with one warning until it takes them again ([`health`]); the tier lives in
+//! a directory of its own, one process at a time ([`place`]). What to read or write,
+//! and when, is the store's business.
 
 pub mod format;
+mod health;
 pub mod io;
 pub mod metrics;
+pub mod place;
 pub mod purges;
 pub mod tally;
+mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,8 +58,6 @@ const WRITE_QUEUE: usize = 512;
 /// Body bytes waiting for the writer task (they stay in memory until written, even
 /// once the memory cache let them go); past this a write is dropped and counted.
 const WRITE_QUEUE_BYTES: u64 = 8 << 20;
-/// How often a failing disk is tried again (and a healthy one checked).
-const PROBE_EVERY: Duration = Duration::from_secs(10);
 /// Reads under way at once, per core: each holds the engine's read buffer and our
 /// copy of the record (up to 1.3 MB for the largest K-line) until it is promoted,
 /// and on a disk whose blocks are in the page cache a read is CPU work, so more at
@@ -63,8 +66,6 @@ const READS_PER_CORE: usize = 4;
 /// An answer whose fresh life is shorter than this is not written: a quote
 /// refreshed every few seconds gains nothing from a disk.
 const MIN_FRESH_SECS: i64 = 60;
-/// The probe file's name in `cache.disk_path`.
-const PROBE_FILE: &str = "mdproxy-probe";
 
 /// Records as the engine stores them: our bytes, written and read as they are.
 #[derive(Clone, Debug)]
@@ -112,7 +113,7 @@ pub struct DiskStats {
     pub promoted: AtomicU64,
     /// Reads that found nothing.
     pub misses: AtomicU64,
-    /// Records handed to the engine.
+    /// Records the engine wrote (counted once it had, and no write failed).
     pub writes: AtomicU64,
     /// Bytes of those records.
     pub written_bytes: AtomicU64,
@@ -131,7 +132,7 @@ pub struct DiskStats {
     pub too_large: AtomicU64,
     /// Answers not written: the write queue was full (a slow disk).
     pub queue_full: AtomicU64,
-    /// Answers not written: the disk was failing.
+    /// Answers not written: the disk was failing, or a write of theirs failed.
     pub write_failures: AtomicU64,
     /// Reads the engine failed (an I/O error): answered as misses.
     pub read_errors: AtomicU64,
@@ -151,6 +152,8 @@ struct Inner {
     purges: purges::Purges,
     /// Records and bytes written over the tier's life (the estimate of what it holds).
     tally: tally::Tally,
+    /// The lock on the directory, and its identity at open.
+    hold: place::Hold,
     path: PathBuf,
     capacity: u64,
     max_record: usize,
@@ -167,13 +170,18 @@ struct Inner {
     pending: AtomicU64,
     /// Their body bytes.
     pending_bytes: AtomicU64,
-    /// Cleared while the disk fails (the probe could not write): nothing is queued.
+    /// Cleared while the disk fails (a write failed, or the probe): nothing is
+    /// queued or handed to the engine ([`health`]).
     writable: AtomicBool,
+    /// Why, while it is cleared.
+    failure: std::sync::Mutex<Option<String>>,
     /// How long the engine took to open (its index rebuilt from the blocks).
     opened_in: Duration,
     stats: DiskStats,
     /// How the engine's reads went: in place from the page cache, or by its pool.
     read_paths: Arc<io::ReadPaths>,
+    /// The engine's writes that failed, since the writer or the probe last looked.
+    write_faults: Arc<io::WriteFaults>,
 }
 
 impl std::fmt::Debug for Disk {
@@ -195,6 +203,9 @@ pub enum OpenError {
     },
     #[error("the disk engine refused {path}: {source}")]
     Engine { path: String, source: foyer::Error },
+    /// Another process holds the directory, or its lock file cannot be made.
+    #[error(transparent)]
+    Hold(#[from] place::HoldError),
 }
 
 impl Disk {
@@ -219,17 +230,19 @@ impl Disk {
             source,
         };
         std::fs::create_dir_all(path).map_err(io)?;
-        probe(path).map_err(io)?;
+        let hold = place::Hold::take(path)?;
+        health::probe(path, 0).map_err(|e| io(std::io::Error::other(e)))?;
         let purges = purges::Purges::open(path).map_err(io)?;
         let capacity_usize = usize::try_from(capacity).unwrap_or(usize::MAX);
         let block = if capacity_usize >= BLOCK_BYTES * 64 {
-            BLOCK_BYTES
+            usize::try_from(place::block_size(capacity, BLOCK_BYTES as u64)).unwrap_or(BLOCK_BYTES)
         } else {
             (capacity_usize / MIN_BLOCKS).max(MIN_BLOCK_BYTES) & !4095
         };
         let buffer = write_buffer(block, largest);
         let started = Instant::now();
         let read_paths = io::ReadPaths::new();
+        let write_faults = Arc::new(io::WriteFaults::default());
         let pieces: Pieces = foyer::CacheBuilder::new(WRITE_QUEUE).with_shards(4).build();
         // Buffered files (no `with_direct`): the engine's reads come from the page
         // cache in place when they can ([`io`]).
@@ -245,7 +258,10 @@ impl Disk {
             pieces.clone(),
             Arc::new(foyer_common::metrics::Metrics::noop()),
         )
-        .with_io_engine_config(io::CachedFirstConfig::new(Arc::clone(&read_paths)))
+        .with_io_engine_config(io::CachedFirstConfig::new(
+            Arc::clone(&read_paths),
+            Arc::clone(&write_faults),
+        ))
         .with_engine_config(
             foyer::BlockEngineConfig::new(device)
                 .with_block_size(block)
@@ -275,6 +291,7 @@ impl Disk {
                 pieces,
                 purges,
                 tally: tally::Tally::open(path),
+                hold,
                 path: path.to_owned(),
                 capacity,
                 max_record: buffer - BLOCK_OVERHEAD.min(buffer / 4),
@@ -288,9 +305,11 @@ impl Disk {
                 pending: AtomicU64::new(0),
                 pending_bytes: AtomicU64::new(0),
                 writable: AtomicBool::new(true),
+                failure: std::sync::Mutex::default(),
                 opened_in,
                 stats: DiskStats::default(),
                 read_paths,
+                write_faults,
             }),
         };
         tracker.spawn(disk.clone().write_until(rx, stop.clone()));
@@ -502,113 +521,6 @@ impl Disk {
     pub fn purge_rules(&self) -> usize {
         self.inner.purges.count()
     }
-
-    /// The writer task: records from the queue into the engine until `stop`, then
-    /// what is still queued, then the engine closed (its buffers written).
-    async fn write_until(self, mut rx: mpsc::Receiver<Queued>, stop: CancellationToken) {
-        // The engine drops what does not fit its write buffer, unseen: past half a
-        // buffer handed over, the writer waits for the engine to write it (our
-        // queue fills meanwhile, and what overflows it is counted).
-        let mut handed = 0;
-        loop {
-            tokio::select! {
-                next = rx.recv() => match next {
-                    Some(queued) => {
-                        handed += self.write(&queued);
-                        self.inner.pending.fetch_sub(1, Ordering::Relaxed);
-                        if handed >= self.inner.buffer / 2 {
-                            self.inner.engine.wait().await;
-                            handed = 0;
-                        }
-                    }
-                    None => break,
-                },
-                () = stop.cancelled() => {
-                    rx.close();
-                    while let Ok(queued) = rx.try_recv() {
-                        handed += self.write(&queued);
-                        self.inner.pending.fetch_sub(1, Ordering::Relaxed);
-                        if handed >= self.inner.buffer / 2 {
-                            self.inner.engine.wait().await;
-                            handed = 0;
-                        }
-                    }
-                    break;
-                }
-            }
-        }
-        self.inner.tally.save();
-        if let Err(e) = self.inner.engine.close().await {
-            tracing::warn!(error = %e, "disk tier did not close cleanly");
-        }
-    }
-
-    /// Hands one record to the engine; the bytes handed.
-    fn write(&self, queued: &Queued) -> usize {
-        let s = &*self.inner;
-        let Queued {
-            key,
-            entry,
-            stamp,
-            bytes,
-        } = queued;
-        s.pending_bytes.fetch_sub(*bytes, Ordering::Relaxed);
-        if self.purged_since(key, *stamp) {
-            s.stats.purged.fetch_add(1, Ordering::Relaxed);
-            return 0;
-        }
-        let record = format::encode(key, entry, stamp.as_micros(), s.max_record);
-        if record.len() > s.max_record {
-            s.stats.too_large.fetch_add(1, Ordering::Relaxed);
-            return 0;
-        }
-        let len = record.len();
-        s.tally.add(tally::on_disk(key.len() + len));
-        s.stats.writes.fetch_add(1, Ordering::Relaxed);
-        s.stats
-            .written_bytes
-            .fetch_add(record.len() as u64, Ordering::Relaxed);
-        // The engine takes a record as an entry of its memory cache: handed over,
-        // then let go there (it keeps its own reference until written).
-        let held = s.pieces.insert(key.to_owned(), Record(record));
-        s.engine.enqueue(held.piece(), true);
-        drop(held);
-        drop(s.pieces.remove(key));
-        len
-    }
-
-    /// Tries the disk every [`PROBE_EVERY`]: a failure stops writes with one
-    /// warning, a success after failures starts them again with one notice.
-    async fn probe_until(self, stop: CancellationToken) {
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep(PROBE_EVERY) => {}
-                () = stop.cancelled() => return,
-            }
-            self.check().await;
-        }
-    }
-
-    /// One probe of the disk (also run by tests instead of waiting for the timer).
-    pub async fn check(&self) {
-        let path = self.inner.path.clone();
-        let result = tokio::task::spawn_blocking(move || probe(&path))
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-        let was = self.inner.writable.swap(result.is_ok(), Ordering::Relaxed);
-        match (was, result) {
-            (true, Err(e)) => tracing::warn!(
-                path = %self.inner.path.display(),
-                error = %e,
-                "disk tier failing: serving from memory only, writes stop until the disk can be written again"
-            ),
-            (false, Ok(())) => tracing::info!(
-                path = %self.inner.path.display(),
-                "disk tier writable again: writes resume"
-            ),
-            _ => {}
-        }
-    }
 }
 
 /// The engine's write buffer, of which it keeps two: room for a record of `largest`
@@ -624,14 +536,6 @@ fn write_buffer(block: usize, largest: u64) -> usize {
         .saturating_add(MIB - 1)
         & !(MIB - 1);
     needed.clamp(MIN_BLOCK_BYTES.min(block), block.min(MAX_WRITE_BUFFER))
-}
-
-/// Writes and syncs a small file in `dir`: the disk takes writes.
-fn probe(dir: &Path) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::File::create(dir.join(PROBE_FILE))?;
-    file.write_all(&[0u8; 4096])?;
-    file.sync_all()
 }
 
 /// Blocks allocated to the files in `dir`, in bytes.

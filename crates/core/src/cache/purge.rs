@@ -4,6 +4,8 @@
 //! purge was made).
 
 use mdproxy_api::catalog::{Endpoint, catalog};
+use mdproxy_api::params::PASSTHROUGH_KEY;
+use mdproxy_api::passthrough::key_under;
 
 /// Which cached answers a purge drops.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -12,16 +14,23 @@ pub enum Purge {
     Key(String),
     /// Every answer of that endpoint.
     Endpoint(&'static Endpoint),
-    /// Every key starting so (like a Varnish ban on the URL).
+    /// Every key under a prefix (like a Varnish ban on the URL): of a path (`/stock/`,
+    /// pass-through answers under it included) or `passthrough:` (every
+    /// pass-through answer).
     Prefix(String),
 }
 
 impl Purge {
+    /// Every pass-through answer (the admin's `endpoint=passthrough`).
+    pub fn passthrough() -> Purge {
+        Purge::Prefix(PASSTHROUGH_KEY.to_owned())
+    }
+
     /// Whether it drops `key`.
     pub fn matches(&self, key: &str) -> bool {
         match self {
             Purge::Key(k) => k == key,
-            Purge::Prefix(p) => key.starts_with(p.as_str()),
+            Purge::Prefix(p) => key_under(key, p),
             Purge::Endpoint(e) => {
                 let path = key.split_once('?').map_or(key, |(p, _)| p);
                 mdproxy_api::router()
@@ -37,6 +46,18 @@ impl Purge {
         match self {
             Purge::Key(k) | Purge::Prefix(k) => k,
             Purge::Endpoint(e) => e.path.split('{').next().unwrap_or_default(),
+        }
+    }
+
+    /// Where the scans of the shared store begin: [`prefix`](Self::prefix), and for
+    /// a prefix of paths the pass-through keys under it as well.
+    pub fn scan_prefixes(&self) -> Vec<String> {
+        let prefix = self.prefix();
+        match self {
+            Purge::Prefix(p) if p.starts_with('/') => {
+                vec![prefix.to_owned(), format!("{PASSTHROUGH_KEY}{prefix}")]
+            }
+            _ => vec![prefix.to_owned()],
         }
     }
 
@@ -56,7 +77,9 @@ impl Purge {
             return Some(Purge::Key(message.to_owned()));
         }
         match message.split_once(' ')? {
-            ("prefix", p) if p.starts_with('/') => Some(Purge::Prefix(p.to_owned())),
+            ("prefix", p) if p.starts_with('/') || p == PASSTHROUGH_KEY => {
+                Some(Purge::Prefix(p.to_owned()))
+            }
             ("endpoint", template) => catalog()
                 .endpoints()
                 .iter()
@@ -85,6 +108,7 @@ mod tests {
         for purge in [
             Purge::Key("/stock/detail/600519".into()),
             Purge::Prefix("/stock/".into()),
+            Purge::passthrough(),
             Purge::Endpoint(detail()),
         ] {
             assert_eq!(Purge::from_message(&purge.message()), Some(purge));
@@ -104,5 +128,23 @@ mod tests {
         assert!(!purge.matches("/stock/kline?code=600519&period=day"));
         assert!(Purge::Prefix("/stock/".into()).matches("/stock/kline?code=1"));
         assert!(!Purge::Key("/a".into()).matches("/ab"));
+    }
+
+    /// A prefix of paths takes the pass-through answers under it, and scans for
+    /// them; the pass-through purge takes those answers only.
+    #[test]
+    fn a_prefix_takes_the_pass_through_answers_under_it() {
+        let root = Purge::Prefix("/".into());
+        assert!(root.matches("/stock/kline?code=1"));
+        assert!(root.matches("passthrough:/market/newer?x=1"));
+        assert_eq!(root.scan_prefixes(), ["/", "passthrough:/"]);
+        let all = Purge::passthrough();
+        assert!(all.matches("passthrough:/market/newer?x=1"));
+        assert!(!all.matches("/market/indices"));
+        assert_eq!(all.scan_prefixes(), ["passthrough:"]);
+        assert_eq!(
+            Purge::Endpoint(detail()).scan_prefixes(),
+            ["/stock/detail/"]
+        );
     }
 }

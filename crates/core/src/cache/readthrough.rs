@@ -244,8 +244,10 @@ impl ReadThrough {
             Purge::Key(key) => shared.purge(key, &purge.message()).await,
             _ => {
                 let matches = |key: &str| purge.matches(key);
+                let prefixes = purge.scan_prefixes();
+                let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
                 shared
-                    .purge_matching(purge.prefix(), &matches, &purge.message())
+                    .purge_matching(&prefixes, &matches, &purge.message())
                     .await;
             }
         }

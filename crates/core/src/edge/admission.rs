@@ -236,6 +236,7 @@ pub(crate) struct Refusal {
 fn overloaded(reason: &'static str) -> Response<Body> {
     let mut response = Error::Overloaded {
         reason: reason.to_owned(),
+        upstream: false,
     }
     .to_response();
     let headers = response.headers_mut();

@@ -59,6 +59,7 @@ impl Registry {
                     "the proxy serves its maximum of {} streams",
                     config.max_streams
                 ),
+                upstream: false,
             });
         }
         if self.per_token.get(&token).copied().unwrap_or(0) >= config.max_streams_per_token {

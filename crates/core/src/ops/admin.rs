@@ -15,6 +15,7 @@ use crate::ops::overview::Overview;
 use crate::state::AppState;
 use mdproxy_api::catalog::catalog;
 use mdproxy_api::error::Error;
+use mdproxy_config::PassthroughConfig;
 
 /// What the admin listener reads: the shared state, the metrics registry (built
 /// once) and what `/status` shows.
@@ -100,7 +101,9 @@ impl Admin {
 ///   `target=%2Fstock%2Fkline%3Fcode%3D600519%26period%3Dweek`);
 /// - `endpoint=/stock/detail/{code}`: every answer of that endpoint (the template as
 ///   in the catalogue);
-/// - `prefix=/stock/`: every key starting so (like a Varnish ban on the URL).
+/// - `prefix=/stock/`: every key starting so (like a Varnish ban on the URL),
+///   pass-through answers under it included (`prefix=/` drops everything);
+/// - `endpoint=passthrough`: every pass-through answer.
 ///
 /// Any other parameter is refused by name; one beside a `target` is the target's own
 /// query sent unencoded (see [`unencoded_target`]).
@@ -136,10 +139,13 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
     let cache = state.cache();
     let (what, purged) = match mode.as_str() {
         "target" => {
-            // The parameter's own error (naming `period`, `code`...), or `not_found`.
-            let valid = mdproxy_api::parse_target(raw)?;
-            let held = cache.purge(&Purge::Key(valid.target.clone())).await;
-            (valid.target, held)
+            let key = target_key(raw, &snap.config.passthrough)?;
+            let held = cache.purge(&Purge::Key(key.clone())).await;
+            (key, held)
+        }
+        "endpoint" if raw == "passthrough" => {
+            let n = cache.purge(&Purge::passthrough()).await;
+            (raw.clone(), n)
         }
         "endpoint" => {
             let template = raw
@@ -153,7 +159,7 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
                     Error::invalid(
                         "endpoint",
                         format!(
-                            "no endpoint template {template}; see /api/v1/openapi.json for the list"
+                            "no endpoint template {template}; see /api/v1/openapi.json for the list, or endpoint=passthrough for every pass-through answer"
                         ),
                     )
                 })?;
@@ -176,6 +182,34 @@ async fn purge<B>(state: &AppState, request: &Request<B>) -> Result<serde_json::
     };
     tracing::info!(mode = %mode, what = %what, purged, "purged");
     Ok(json!({ "mode": mode, "purged": purged, mode.as_str(): what }))
+}
+
+/// The cache key `target=` names: a catalogue request canonicalised as a request
+/// is (`/api/v1` in front or not), else, with pass-through on, the pass-through key
+/// of that path and query.
+///
+/// # Errors
+/// The parameter's own error (naming `period`, `code`...), or `target` naming no
+/// endpoint.
+fn target_key(raw: &str, passthrough: &PassthroughConfig) -> Result<String, Error> {
+    let target = raw
+        .strip_prefix(mdproxy_api::router::API_PREFIX)
+        .unwrap_or(raw);
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target, None),
+    };
+    if passthrough.enabled && mdproxy_api::router().route(path).is_none() {
+        return mdproxy_api::passthrough::target(
+            path,
+            query,
+            passthrough.class,
+            passthrough.max_target_bytes,
+        )
+        .map(|valid| valid.target)
+        .map_err(|_| Error::invalid("target", "not a path a pass-through request can have"));
+    }
+    Ok(mdproxy_api::parse_target(target)?.target)
 }
 
 /// The refusal of `target=/stock/kline?code=000001&period=week`: the target's own

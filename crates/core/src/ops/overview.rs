@@ -256,6 +256,7 @@ fn disk_json(disk: &crate::cache::disk::Disk) -> Value {
     let latency = &s.read_latency;
     json!({
         "state": if disk.is_writable() { "up" } else { "failing" },
+        "failure": disk.failure(),
         "path": disk.path().display().to_string(),
         "bytes": disk.used_bytes(),
         "max_bytes": disk.capacity(),

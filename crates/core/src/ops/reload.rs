@@ -47,9 +47,11 @@ pub enum ReloadError {
     Upstream(#[from] crate::upstream::client::ClientError),
 }
 
-/// The checks other modules own that a reload runs with the config's own: pure,
-/// no file read (the TLS files are checked where they load).
+/// The checks other modules own that `check-config`, `serve` and a reload run with
+/// the config's own (the TLS files are checked where they load): pure, but for the
+/// disk tier's place (its directory's metadata and lock).
 pub const CHECKS: &[Check] = &[
+    crate::cache::disk::place::check,
     crate::ops::scheduler::check,
     crate::ops::probe::check,
     crate::telemetry::check,

@@ -3,7 +3,8 @@
 //! protobuf through our reqwest (blocking, as that thread has no runtime), and the
 //! `tracing` layer that turns the spans of [`super::TARGET`] into OpenTelemetry spans.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -31,12 +32,15 @@ pub enum TelemetryError {
     Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
 }
 
-/// Traces on: the provider whose processor exports the spans. Dropping it flushes
-/// what is left (bounded by the export timeout) and turns spans off.
+/// Traces on: the provider whose processor exports the spans.
+/// [`shutdown`](Self::shutdown) exports what is left within the time it is given;
+/// dropping it without does the same within the export timeout. Either turns spans
+/// off.
 pub struct Telemetry {
     provider: SdkTracerProvider,
     tracer: Tracer,
     settings: Settings,
+    shut: bool,
 }
 
 impl Telemetry {
@@ -82,6 +86,7 @@ impl Telemetry {
             provider,
             tracer,
             settings: settings.clone(),
+            shut: false,
         })
     }
 
@@ -121,10 +126,30 @@ impl Telemetry {
             tracing::warn!(error = %e, "flushing the span exporter failed");
         }
     }
+
+    /// Turns spans off and exports what is left, waiting at most `within` (what is
+    /// left of the shutdown grace) or the export timeout, whichever is shorter: a
+    /// collector that never answers cannot hold the process past its grace. Blocks
+    /// the calling thread for that long at most.
+    pub fn shutdown(mut self, within: Duration) {
+        self.shut = true;
+        super::switch::ON.store(false, Ordering::Relaxed);
+        let bound = within.min(self.settings.timeout);
+        if let Err(e) = self.provider.shutdown_with_timeout(bound) {
+            tracing::warn!(
+                error = %e,
+                within_ms = bound.as_millis() as u64,
+                "the last spans were not exported before the shutdown grace ran out"
+            );
+        }
+    }
 }
 
 impl Drop for Telemetry {
     fn drop(&mut self) {
+        if self.shut {
+            return;
+        }
         super::switch::ON.store(false, Ordering::Relaxed);
         if let Err(e) = self.provider.shutdown_with_timeout(self.settings.timeout) {
             eprintln!("warning: the span exporter did not shut down cleanly: {e}");
@@ -139,6 +164,9 @@ impl Drop for Telemetry {
 struct Poster {
     client: reqwest::blocking::Client,
     headers: HeaderMap,
+    /// Whether the last export failed: a failure is logged when exports start
+    /// failing, and a notice when they work again, not once per batch.
+    failing: AtomicBool,
 }
 
 impl Poster {
@@ -159,17 +187,35 @@ impl Poster {
         Ok(Poster {
             client,
             headers: settings.headers.iter().cloned().collect(),
+            failing: AtomicBool::new(false),
         })
     }
-}
 
-#[async_trait::async_trait]
-impl opentelemetry_http::HttpClient for Poster {
-    async fn send_bytes(
+    /// Notes how an export went: one warning when exports start failing (the
+    /// collector unreachable, slow or refusing), one notice when they work again.
+    fn went(&self, outcome: Result<http::StatusCode, &dyn std::fmt::Display>) {
+        let failed = match outcome {
+            Ok(status) if status.is_success() => None,
+            Ok(status) => Some(format!("the collector answered {status}")),
+            Err(e) => Some(e.to_string()),
+        };
+        match failed {
+            Some(error) if !self.failing.swap(true, Ordering::Relaxed) => {
+                tracing::warn!(error = %error, "span export failed; spans are dropped until the collector answers");
+            }
+            None if self.failing.swap(false, Ordering::Relaxed) => {
+                tracing::info!("span export works again");
+            }
+            _ => {}
+        }
+    }
+
+    /// Posts one export.
+    fn post(
         &self,
-        request: http::Request<Bytes>,
+        parts: http::request::Parts,
+        body: Bytes,
     ) -> Result<http::Response<Bytes>, opentelemetry_http::HttpError> {
-        let (parts, body) = request.into_parts();
         let mut headers = parts.headers;
         headers.extend(self.headers.clone());
         let response = self
@@ -184,5 +230,21 @@ impl opentelemetry_http::HttpClient for Poster {
         }
         let body = response.bytes()?;
         Ok(answer.body(body)?)
+    }
+}
+
+#[async_trait::async_trait]
+impl opentelemetry_http::HttpClient for Poster {
+    async fn send_bytes(
+        &self,
+        request: http::Request<Bytes>,
+    ) -> Result<http::Response<Bytes>, opentelemetry_http::HttpError> {
+        let (parts, body) = request.into_parts();
+        let answered = self.post(parts, body);
+        match &answered {
+            Ok(response) => self.went(Ok(response.status())),
+            Err(e) => self.went(Err(e)),
+        }
+        answered
     }
 }

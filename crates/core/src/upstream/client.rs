@@ -165,6 +165,7 @@ impl FetchError {
             },
             FetchError::Overloaded | FetchError::Dropped => Error::Overloaded {
                 reason: "the upstream request budget is exhausted; retry shortly".into(),
+                upstream: true,
             },
             FetchError::Answer { status, .. } | FetchError::Reported { status, .. } => {
                 Error::UpstreamError {

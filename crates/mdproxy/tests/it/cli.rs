@@ -164,7 +164,7 @@ fn check_config_reports_every_problem_in_one_run() {
         format!(
             "{file}:2: server.listn: unknown key (did you mean server.listen?)\n\
              {file}:12: freshness.classes.live.session_fresh_secs: expected an integer, found a string \"3\"\n\
-             {file}:15: limits.background_percent: must be 0 to 100\n\
+             {file}:15: limits.background_percent: must be at most 100\n\
              3 problems\n"
         )
     );

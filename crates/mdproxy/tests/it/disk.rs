@@ -598,3 +598,74 @@ async fn the_start_up_prewarm_counts_disk_reads_apart_from_fills() {
     second.shutdown().await;
     let _ = std::fs::remove_dir_all(&path);
 }
+
+/// Pass-through answers are purged by every form, in memory and on the disk tier
+/// (across restarts): `target=` with their path and query (`/api/v1` in front
+/// too), a prefix of their path, `endpoint=passthrough`, and `prefix=/`, which
+/// drops everything.
+#[tokio::test]
+async fn a_purge_reaches_pass_through_answers() {
+    let (clock, sim, path) = start("purge-passthrough").await;
+    for route in ["/market/newer-a", "/market/newer-b", "/news/newer-c"] {
+        sim.serve_undocumented(route);
+    }
+    let node = || {
+        let mut config = disk_config(&sim, &path, 64 << 20);
+        config.passthrough.enabled = true;
+        let clock: Arc<dyn Clock> = clock.clone();
+        async move { mdproxy_core::app::start(&config, clock).await.unwrap() }
+    };
+    let targets = [
+        "/market/newer-a?x=1",
+        "/market/newer-b?x=1",
+        "/news/newer-c?x=1",
+        "/stock/detail/600519",
+    ];
+    let purge = |app: &App, query: &'static str| {
+        let admin = format!("http://{}/purge?{query}", app.admin_addr.unwrap());
+        async move {
+            let r = support::client()
+                .post(admin)
+                .bearer_auth("admin-secret")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{query}");
+            r.json::<serde_json::Value>().await.unwrap()["purged"].clone()
+        }
+    };
+    // Where each target's answer came from after a restart: the disk or not.
+    let from_disk = |app: App| async move {
+        let mut read = Vec::new();
+        for target in targets {
+            let r = get(&app, target).await;
+            assert_eq!(r.status(), 200, "{target}");
+            read.push(header(&r, "cache-status").ends_with("detail=disk"));
+        }
+        disk(&app).flush().await;
+        (app, read)
+    };
+
+    let app = node().await;
+    for target in targets {
+        assert_eq!(header(&get(&app, target).await, "x-cache"), "MISS");
+    }
+    disk(&app).flush().await;
+    assert_eq!(
+        purge(&app, "target=/api/v1/market/newer-a%3Fx%3D1").await,
+        1
+    );
+    assert_eq!(purge(&app, "prefix=/market/").await, 1, "newer-b");
+    app.shutdown().await;
+
+    let (app, read) = from_disk(node().await).await;
+    assert_eq!(read, [false, false, true, true]);
+    assert_eq!(purge(&app, "endpoint=passthrough").await, 3);
+    assert_eq!(purge(&app, "prefix=/").await, 1, "the catalogue's answer");
+    app.shutdown().await;
+
+    let (app, read) = from_disk(node().await).await;
+    assert_eq!(read, [false; 4]);
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
+}

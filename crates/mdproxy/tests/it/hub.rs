@@ -404,6 +404,52 @@ async fn invalid_streams_are_refused_before_streaming() {
     assert_eq!(env.proxy.hub().subscribers(), 0);
 }
 
+/// The proxy's own limits are not the upstream's failures: with the
+/// upstream-compatible error mode on, the stream caps (429 per token, 503 in all)
+/// and the client rate limit keep their statuses.
+#[tokio::test]
+async fn the_error_mode_leaves_the_proxys_own_limits_alone() {
+    let (env, _ticker) = hub_env(|c| {
+        c.server.error_mode = mdproxy_config::ErrorMode::Upstream;
+        c.hub.max_streams_per_token = 1;
+        c.hub.max_streams = 2;
+        c.auth.tokens.push(mdproxy_config::Secret::new("second"));
+        c.auth.tokens.push(mdproxy_config::Secret::new("third"));
+    })
+    .await;
+    let sse = |code: &str, token: &str| {
+        env.client
+            .get(env.url(&format!("/stock/indicator/realtime/sse?codes={code}")))
+            .bearer_auth(token.to_owned())
+            .send()
+    };
+    let mut a = subscribe(&env, "codes=600519").await;
+    assert!(a.next_quote(WAIT).await.is_some());
+    let own = env.get("/stock/indicator/realtime/sse?codes=600519").await;
+    let (status, code, _) = support::error_of(own).await;
+    assert_eq!((status, code.as_str()), (429, "rate_limited"));
+    let b = sse("000001", "second").await.unwrap();
+    assert_eq!(b.status(), 200);
+    let other = sse("000001", "third").await.unwrap();
+    let (status, code, _) = support::error_of(other).await;
+    assert_eq!((status, code.as_str()), (503, "overloaded"));
+    drop(b);
+
+    let limited = support::start_with(
+        |_| {},
+        |c| {
+            c.server.error_mode = mdproxy_config::ErrorMode::Upstream;
+            c.limits.client_rps = 1;
+            c.limits.client_burst = 1;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    assert_eq!(limited.get("/market/indices").await.status(), 200);
+    let (status, code, _) = support::error_of(limited.get("/market/indices").await).await;
+    assert_eq!((status, code.as_str()), (429, "rate_limited"));
+}
+
 /// Streams per token (429) and in all (503) are limited; without a source: 503
 /// naming the setting.
 #[tokio::test]

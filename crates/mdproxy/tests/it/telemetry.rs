@@ -690,3 +690,110 @@ async fn demo_exports_spans_configured_by_otel_variables() {
     assert!(text.contains("telemetry: exporting traces to"), "{text}");
     assert!(!text.contains("otel-s3cret"), "{text}");
 }
+
+/// `serve` in front of a simulator, exporting to `endpoint` with `extra` lines in
+/// its `[telemetry]` and a shutdown grace of 1 s; the simulator, the proxy's base
+/// URL, the watched child and the scratch directory.
+async fn serve_traced(
+    endpoint: &str,
+    extra: &str,
+    env: &[(&str, &str)],
+) -> (
+    mdproxy_sim::SimHandle,
+    String,
+    support::Watched,
+    std::path::PathBuf,
+) {
+    let sim = mdproxy_sim::start(&support::sim_config(), support::saturday())
+        .await
+        .unwrap();
+    let (dir, path) = support::serve_toml(
+        &format!("mdproxy-telemetry-{}", fastrand::u32(..)),
+        &format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nreload_poll_ms = 0\nshutdown_grace_ms = 1000\n[auth]\ntokens = [\"{TOKEN}\"]\n[upstream]\nbase_url = \"{}\"\ntoken = \"{}\"\nprobe_target = \"\"\n[scheduler]\nenabled = false\n[telemetry]\nendpoint = \"{endpoint}\"\n{extra}",
+            sim.base_url(),
+            support::UPSTREAM_TOKEN,
+        ),
+    );
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mdproxy"));
+    hermetic(&mut command)
+        .args(["serve", "--config"])
+        .arg(&path);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().unwrap();
+    let base = banner(&mut child, "mdproxy serving ").await;
+    let base = base.split_whitespace().next().unwrap().to_owned();
+    (sim, base, support::Watched::new(child), dir)
+}
+
+/// A collector that accepts connections and never answers cannot hold shutdown:
+/// with an export timeout of 120 s, `serve` exits within its 1 s grace and the
+/// test's 20 s wait for an exit, and says the last spans were not exported.
+#[tokio::test]
+async fn a_collector_that_never_answers_cannot_hold_shutdown() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    // Accepts and holds every connection, answering nothing, until the test ends.
+    std::thread::spawn(move || {
+        let held: Vec<_> = silent.incoming().take(64).collect();
+        drop(held);
+    });
+    let (_sim, base, mut serve, dir) =
+        serve_traced(&format!("http://{addr}"), "timeout_ms = 120000\n", &[]).await;
+    let r = support::client()
+        .get(format!("{base}/stock/detail/600519"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    serve.stop().await;
+    assert!(
+        serve
+            .seen
+            .iter()
+            .any(|l| l.contains("the last spans were not exported")),
+        "{:#?}",
+        serve.seen
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Exports that keep failing (nothing listens at the collector's address) are
+/// logged once, when they start failing, not once per batch.
+#[tokio::test]
+async fn a_failing_collector_is_logged_once() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let (_sim, base, mut serve, dir) = serve_traced(
+        &format!("http://{addr}"),
+        "",
+        &[("OTEL_BSP_SCHEDULE_DELAY", "50")],
+    )
+    .await;
+    for code in support::listed_codes(4) {
+        let r = support::client()
+            .get(format!("{base}/stock/detail/{code}"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        // Each request's spans are a batch of their own, exported and failing.
+        serve
+            .line_where(|l| l.contains(&format!("/stock/detail/{code}")))
+            .await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    serve.stop().await;
+    let failures = serve
+        .seen
+        .iter()
+        .filter(|l| l.contains("span export failed"))
+        .count();
+    assert_eq!(failures, 1, "{:#?}", serve.seen);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -53,15 +53,49 @@ impl ReadPaths {
     }
 }
 
+/// The engine's failed writes: foyer 0.22 panics on several of its paths when a
+/// write fails (a full file system, an I/O error), and a panicked flusher takes the
+/// tier down until a restart. So a failed write is noted here and reported to foyer
+/// as done: the records it held are lost (their reads fail the checksums and are
+/// dropped, never served), the tier's writer stops handing over records, and the
+/// probe starts them again once the disk takes writes.
+#[derive(Debug, Default)]
+pub struct WriteFaults {
+    /// Whether a write failed since [`take`](Self::take) last looked.
+    failed: AtomicBool,
+    /// The first error since then.
+    first: std::sync::Mutex<Option<String>>,
+}
+
+impl WriteFaults {
+    fn note(&self, error: &foyer::Error) {
+        if !self.failed.swap(true, Ordering::AcqRel) {
+            *self.first.lock().expect("the fault lock is never poisoned") = Some(error.to_string());
+        }
+    }
+
+    /// The first write error since the last look, if a write failed.
+    pub fn take(&self) -> Option<String> {
+        self.failed.swap(false, Ordering::AcqRel).then(|| {
+            self.first
+                .lock()
+                .expect("the fault lock is never poisoned")
+                .take()
+                .unwrap_or_default()
+        })
+    }
+}
+
 /// The engine's configuration, given to foyer's store builder.
 #[derive(Debug)]
 pub struct CachedFirstConfig {
     paths: Arc<ReadPaths>,
+    faults: Arc<WriteFaults>,
 }
 
 impl CachedFirstConfig {
-    pub fn new(paths: Arc<ReadPaths>) -> CachedFirstConfig {
-        CachedFirstConfig { paths }
+    pub fn new(paths: Arc<ReadPaths>, faults: Arc<WriteFaults>) -> CachedFirstConfig {
+        CachedFirstConfig { paths, faults }
     }
 }
 
@@ -81,6 +115,7 @@ impl IoEngineConfig for CachedFirstConfig {
             let engine = CachedFirst {
                 pool,
                 paths: self.paths,
+                faults: self.faults,
             };
             Ok(Arc::new(engine) as Arc<dyn IoEngine>)
         }
@@ -88,11 +123,13 @@ impl IoEngineConfig for CachedFirstConfig {
     }
 }
 
-/// Reads in place what the page cache holds; hands the rest to `pool`.
+/// Reads in place what the page cache holds; hands the rest, and the writes, to
+/// `pool`, noting the writes that fail in `faults`.
 #[derive(Debug)]
 struct CachedFirst {
     pool: Arc<dyn IoEngine>,
     paths: Arc<ReadPaths>,
+    faults: Arc<WriteFaults>,
 }
 
 impl IoEngine for CachedFirst {
@@ -121,7 +158,17 @@ impl IoEngine for CachedFirst {
     }
 
     fn write(&self, buf: Box<dyn IoBuf>, partition: &dyn Partition, offset: u64) -> IoHandle {
-        self.pool.write(buf, partition, offset)
+        let written = self.pool.write(buf, partition, offset);
+        let faults = Arc::clone(&self.faults);
+        async move {
+            let (buf, result) = written.await;
+            if let Err(e) = &result {
+                faults.note(e);
+            }
+            (buf, Ok(()))
+        }
+        .boxed()
+        .into()
     }
 }
 
@@ -278,7 +325,7 @@ mod tests {
             memory.clone(),
             Arc::new(foyer_common::metrics::Metrics::noop()),
         )
-        .with_io_engine_config(CachedFirstConfig::new(Arc::clone(&paths)))
+        .with_io_engine_config(CachedFirstConfig::new(Arc::clone(&paths), Arc::default()))
         .with_engine_config(foyer::BlockEngineConfig::new(device).with_block_size(1 << 20))
         .build()
         .await

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
+use mdproxy_api::passthrough::key_under;
 use serde::{Deserialize, Serialize};
 
 /// How long a rule is kept: longer than any record can be served (the longest
@@ -20,7 +21,8 @@ const FILE: &str = "mdproxy-purges.json";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Pattern {
-    /// Every key starting so (`/stock/`).
+    /// Every key under a prefix (`/stock/`, pass-through answers under it included;
+    /// `passthrough:` for all of those), as [`key_under`] says.
     Prefix(String),
     /// Every answer of the endpoint with this path template (`/stock/detail/{code}`).
     Endpoint(String),
@@ -30,7 +32,7 @@ impl Pattern {
     /// Whether `key` (a canonical target) is covered.
     pub fn matches(&self, key: &str) -> bool {
         match self {
-            Pattern::Prefix(prefix) => key.starts_with(prefix.as_str()),
+            Pattern::Prefix(prefix) => key_under(key, prefix),
             Pattern::Endpoint(template) => {
                 let path = key.split_once('?').map_or(key, |(p, _)| p);
                 mdproxy_api::router()

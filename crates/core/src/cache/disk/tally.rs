@@ -60,15 +60,6 @@ impl Tally {
         }
     }
 
-    /// Counts one record taking `bytes` of the engine's blocks; saves now and then.
-    pub fn add(&self, bytes: u64) {
-        self.records.fetch_add(1, Ordering::Relaxed);
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        if self.unsaved.fetch_add(1, Ordering::Relaxed) + 1 >= SAVE_EVERY {
-            self.save();
-        }
-    }
-
     /// Writes the tally to its file (aside, then renamed); a failure only costs the
     /// estimate's accuracy after a restart.
     pub fn save(&self) {
@@ -84,6 +75,19 @@ impl Tally {
             .and_then(|()| std::fs::rename(&aside, &self.path));
         if let Err(e) = written {
             tracing::debug!(error = %e, "disk tier: the tally was not saved");
+        }
+    }
+
+    /// Counts `records` written, taking `room` bytes of the engine's blocks in all;
+    /// saves now and then.
+    pub fn add_many(&self, records: u64, room: u64) {
+        if records == 0 {
+            return;
+        }
+        self.records.fetch_add(records, Ordering::Relaxed);
+        self.bytes.fetch_add(room, Ordering::Relaxed);
+        if self.unsaved.fetch_add(records, Ordering::Relaxed) + records >= SAVE_EVERY {
+            self.save();
         }
     }
 
@@ -123,10 +127,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let tally = Tally::open(&dir);
         assert_eq!(tally.mean_record(), None);
-        for _ in 0..10 {
-            tally.add(1_000);
-        }
-        tally.add(12_000);
+        tally.add_many(10, 10_000);
+        tally.add_many(1, 12_000);
         tally.save();
         let again = Tally::open(&dir);
         assert_eq!(again.mean_record(), Some(2_000));
