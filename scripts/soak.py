@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Flood measurements of a running mdproxy (started by scripts/soak.sh): RSS under a
 flood of distinct cold keys against cache.max_bytes, RSS cost of non-reading stream
-subscribers, and a normal client's latency during a slow-loris flood. Standard
+subscribers, RSS under a flood of large K-lines asked in several codings, and a
+normal client's latency during a slow-loris flood. Standard
 library only; prints one line per figure. Not part of `cargo test`."""
 
 import argparse
@@ -60,6 +61,74 @@ async def key_flood(args):
     print(f"key flood: {args.keys} distinct keys in {elapsed:.1f} s ({args.keys / elapsed:.0f} req/s), statuses {counts}")
     print(f"key flood: RSS before {before / 1024:.0f} MiB, after {after / 1024:.0f} MiB, 10 s later {settled / 1024:.0f} MiB")
     print(f"key flood: cache.max_bytes {args.max_bytes / 2**20:.0f} MiB; goal RSS <= {goal / 1024:.0f} MiB: {'met' if after <= goal else 'NOT met'} (ratio {after / goal:.2f})")
+
+
+async def read_any_response(reader):
+    """Reads one HTTP/1.1 response, sized or chunked; returns (status, body bytes)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    lines = [l.lower() for l in head.split(b"\r\n")]
+    if b"transfer-encoding: chunked" in lines:
+        size = 0
+        while True:
+            chunk = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            await reader.readexactly(chunk + 2)
+            size += chunk
+            if chunk == 0:
+                return status, size
+    length = next((int(l.split(b":", 1)[1]) for l in lines if l.startswith(b"content-length:")), 0)
+    await reader.readexactly(length)
+    return status, length
+
+
+async def coding_worker(host, port, token, asks, counts):
+    reader, writer = await asyncio.open_connection(host, port)
+    for code, coding in asks:
+        writer.write(
+            f"GET /api/v1/stock/kline?code={code}&period=day&from=1990-01-01 HTTP/1.1\r\nHost: x\r\n"
+            f"Accept-Encoding: {coding}\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        status, size = await read_any_response(reader)
+        counts[status] = counts.get(status, 0) + 1
+        if status == 200:
+            counts["bytes"] = counts.get("bytes", 0) + size
+    writer.close()
+
+
+async def coding_flood(args):
+    """Large K-lines (every trading day since 1990) of `--keys` candidate codes (those
+    not listed answer a small 404), each asked in
+    identity, gzip, br and zstd by `--connections` clients, twice over; RSS sampled
+    every 0.2 s against 1.25 x max_bytes + 64 MiB."""
+    half = args.keys // 2
+    codes = [f"{c:06d}" for c in list(range(600000, 600000 + half)) + list(range(1, 1 + args.keys - half))]
+    asks = [(code, coding) for _ in range(2) for code in codes for coding in ("identity", "gzip", "br", "zstd")]
+    per = [asks[i :: args.connections] for i in range(args.connections)]
+    counts = {}
+    before = rss_kib(args.pid)
+    samples = []
+    done = asyncio.Event()
+
+    async def sample():
+        while not done.is_set():
+            samples.append(rss_kib(args.pid))
+            await asyncio.sleep(0.2)
+
+    sampler = asyncio.create_task(sample())
+    started = time.monotonic()
+    await asyncio.gather(*(coding_worker(args.host, args.port, args.token, a, counts) for a in per))
+    elapsed = time.monotonic() - started
+    done.set()
+    await sampler
+    await asyncio.sleep(10)
+    settled = rss_kib(args.pid)
+    peak = max(samples + [before])
+    goal = 1.25 * args.max_bytes / 1024 + 64 * 1024
+    body = counts.pop("bytes", 0)
+    print(f"codings: {len(asks)} K-lines of {len(codes)} codes in 4 codings by {args.connections} clients in {elapsed:.1f} s, statuses {counts}, {body / max(1, counts.get(200, 0)) / 1024:.0f} KiB an answer (200) on average, as sent")
+    print(f"codings: RSS before {before / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, last sample {samples[-1] / 1024:.0f} MiB, 10 s later {settled / 1024:.0f} MiB")
+    print(f"codings: cache.max_bytes {args.max_bytes / 2**20:.0f} MiB; goal RSS <= {goal / 1024:.0f} MiB: {'met' if peak <= goal else 'NOT met'} (ratio {peak / goal:.2f})")
 
 
 async def silent_subscriber(host, port, token, source, codes):
@@ -162,7 +231,7 @@ async def slowloris(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("phase", choices=["keys", "subscribers", "slowloris"])
+    p.add_argument("phase", choices=["keys", "codings", "subscribers", "slowloris"])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--pid", type=int, required=True)
@@ -177,7 +246,7 @@ def main():
     args = p.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    phase = {"keys": key_flood, "subscribers": subscribers, "slowloris": slowloris}[args.phase]
+    phase = {"keys": key_flood, "codings": coding_flood, "subscribers": subscribers, "slowloris": slowloris}[args.phase]
     asyncio.run(phase(args))
 
 

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Flood measurements against the release binary in front of the simulator (issue 9):
-# RSS under 200,000 distinct cold keys vs cache.max_bytes, 5,000 non-reading stream
+# RSS under 200,000 distinct cold keys vs cache.max_bytes, 4,000 candidate codes' large K-lines in
+# four codings (CODINGS_KEYS, by CODINGS_CLIENTS) vs the same bound, 5,000 non-reading stream
 # subscribers, and a normal client's latency during slow-loris floods. Prints the
 # figures; not part of `cargo test`. Each phase gets a fresh proxy.
-#   MAX_BYTES=67108864 KEYS=200000 SUBSCRIBERS=5000 CODES=200 ALLOCATOR=jemalloc scripts/soak.sh [keys|subscribers|slowloris]...
+#   MAX_BYTES=67108864 KEYS=200000 SUBSCRIBERS=5000 CODES=200 ALLOCATOR=jemalloc scripts/soak.sh [keys|codings|subscribers|slowloris]...
 # ALLOCATOR picks the build: jemalloc (the default), mimalloc or system.
+# BIN=path measures that binary instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 max_bytes=${MAX_BYTES:-67108864}
-phases=("$@"); [ ${#phases[@]} -eq 0 ] && phases=(keys subscribers slowloris)
+phases=("$@"); [ ${#phases[@]} -eq 0 ] && phases=(keys codings subscribers slowloris)
 ulimit -n "$(ulimit -Hn)"
 
 allocator=${ALLOCATOR:-jemalloc}
@@ -18,9 +20,12 @@ case $allocator in
   system) flags=(--no-default-features) ;;
   *) echo "ALLOCATOR must be jemalloc, mimalloc or system" >&2; exit 2 ;;
 esac
-cargo build --release --quiet -p mdproxy --bin mdproxy "${flags[@]}"
-echo "allocator: $allocator"
-bin=target/release/mdproxy
+# BIN=path measures a binary built already (ALLOCATOR then only labels it).
+if [ -z "${BIN:-}" ]; then
+  cargo build --release --quiet -p mdproxy --bin mdproxy "${flags[@]}"
+fi
+bin=${BIN:-target/release/mdproxy}
+echo "allocator: $allocator, binary: $bin"
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -64,6 +69,11 @@ for phase in "${phases[@]}"; do
       start_proxy 10000
       python3 scripts/soak.py keys --port "$proxy_port" --pid "$proxy_pid" --token soak-token \
         --keys "${KEYS:-200000}" --max-bytes "$max_bytes"
+      stop_proxy ;;
+    codings)
+      start_proxy 10000
+      python3 scripts/soak.py codings --port "$proxy_port" --pid "$proxy_pid" --token soak-token \
+        --keys "${CODINGS_KEYS:-4000}" --connections "${CODINGS_CLIENTS:-64}" --max-bytes "$max_bytes"
       stop_proxy ;;
     subscribers)
       start_proxy 20000
