@@ -1,7 +1,8 @@
 //! The disk tier in a hostile environment: a file system that another process fills
 //! and then frees, a second process on the same directory, a directory deleted under
-//! a running node, places a tier must never write into. No request fails, nothing
-//! wrong is served, no panic reaches a log, and what happens is said once.
+//! a running node, places a tier must never write into, a descriptor limit too low
+//! for its files. No request fails, nothing wrong is served, no panic reaches a log,
+//! and what happens is said once.
 
 use crate::support;
 
@@ -267,5 +268,49 @@ async fn a_full_file_system_stops_writes_until_it_has_room_again() {
 
     let seen = node.seen.join("\n");
     assert!(!seen.contains("panicked"), "{seen}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A tier whose block files and connections need more descriptors than the process
+/// may open is refused by `check-config` and `serve` alike, with the count, under a
+/// hard limit a shell lowered; the same file passes under a limit that holds it.
+#[tokio::test]
+async fn a_tier_past_the_descriptor_limit_is_refused() {
+    let sim = mdproxy_sim::start(&support::sim_config(), support::saturday())
+        .await
+        .unwrap();
+    let (dir, path) = support::serve_toml("mdproxy-disk-nofile", "");
+    let tier = dir.join("tier");
+    // 64 GiB: 1,024 block files of 64 MiB, and 100 connections.
+    let text = config_text(&sim, &tier, 64 << 30)
+        .replace("[server]\n", "[server]\nmax_connections = 100\n");
+    std::fs::write(&path, text).unwrap();
+    let under = |limit: u32, args: &[&str]| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_mdproxy"))
+            .args(args)
+            .arg(&path)
+            .output()
+            .unwrap()
+    };
+    for args in [&["check-config"][..], &["serve", "--config"]] {
+        let refused = under(1000, args);
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{args:?}: {said}");
+        assert!(
+            said.contains("cache.disk_bytes: its 1024 block files")
+                && said.contains("this process may open 1000"),
+            "{args:?}: {said}"
+        );
+    }
+    let held = under(4096, &["check-config"]);
+    assert!(
+        held.status.success(),
+        "{}",
+        String::from_utf8_lossy(&held.stderr)
+    );
+    assert!(!tier.exists(), "check-config made no tier");
     std::fs::remove_dir_all(&dir).ok();
 }
