@@ -107,7 +107,7 @@ def measure(work, name, port, p, out, answers, n):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
-    ap.add_argument("--bare", required=True)
+    ap.add_argument("--bare", required=True, help="the bare hyper server; empty: mdproxy only")
     ap.add_argument("--requests", type=int, default=10000)
     ap.add_argument("--sizes", default="detail,watchlist,watchlist-gz,week-gz")
     args = ap.parse_args()
@@ -174,6 +174,12 @@ access = false
     md_per = measure(work, "mdproxy", md_port, md, md_out, answers, args.requests)
     md.kill()
     md.wait(timeout=30)
+    if not args.bare:
+        print()
+        print(f"{'answer':14} {'mdproxy':>9}")
+        for size in answers:
+            print(f"{size:14} {md_per[size]:9.0f}")
+        return
     bare_out = os.path.join(work, "callgrind.bare")
     bare = start(work, "bare", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={bare_out}",
                                 args.bare, "--listen", f"127.0.0.1:{bare_port}", "--dir", bare_dir,
