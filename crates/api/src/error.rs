@@ -217,6 +217,17 @@ impl Error {
         }
     }
 
+    /// When to try again (`Retry-After`), for the errors that say.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Error::RateLimited { retry_after_secs }
+            | Error::UpstreamThrottled {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            _ => None,
+        }
+    }
+
     /// The parameter this error is about, if any.
     pub fn param(&self) -> Option<&str> {
         match self {

@@ -1,7 +1,8 @@
 //! The contract mdproxy serves: the endpoint catalogue as data, the router, the
 //! validation that turns a request into one canonical target (cache key and upstream
 //! request at once; remembered for hot targets), and the OpenAPI document generated
-//! from them (the answers' shapes read off the documented examples). Knows nothing
+//! from them (the answers' shapes read off the documented examples), and the MCP
+//! tools over the same endpoints. Knows nothing
 //! of HTTP beyond paths, query strings and what that document states.
 
 pub mod catalog;
@@ -14,6 +15,7 @@ pub mod passthrough;
 pub mod router;
 pub(crate) mod shapes;
 pub mod suggest;
+pub mod tools;
 pub(crate) mod value;
 
 use std::sync::OnceLock;

@@ -164,7 +164,7 @@ fn parameter(param: &Param, location: &str) -> Value {
 
 /// The JSON schema of a parameter: its kind's, with the catalogue's default (and, for
 /// a required one, at least one character: empty counts as missing).
-fn schema(param: &Param) -> Value {
+pub(crate) fn schema(param: &Param) -> Value {
     let mut schema = kind_schema(param.kind);
     if param.required && schema["type"] == "string" && schema.get("enum").is_none() {
         schema["minLength"] = 1.into();

@@ -17,6 +17,7 @@ mod deploy_tests;
 mod env;
 mod load;
 mod lookup;
+mod mcp;
 mod problem;
 mod restart;
 mod secret;
@@ -29,6 +30,7 @@ pub use cluster::ClusterConfig;
 pub use cluster::REDIS_URL_FORM;
 pub use env::{ENV_PREFIX, Env, EnvKey, ProcessEnv, env_keys};
 pub use load::{Check, from_text, load};
+pub use mcp::McpConfig;
 pub use problem::{At, Problem, Problems};
 pub use secret::{Secret, redacted_url};
 
@@ -46,6 +48,7 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub hub: HubConfig,
     pub passthrough: PassthroughConfig,
+    pub mcp: McpConfig,
     pub cluster: ClusterConfig,
     pub admin: AdminConfig,
     pub log: LogConfig,

@@ -38,6 +38,7 @@ impl Config {
             ),
             (disk(new) != disk(old), "cache.disk_path, cache.disk_bytes"),
             (new.cluster != old.cluster, "cluster"),
+            (new.mcp != old.mcp, "mcp"),
             (new.scheduler != old.scheduler, "scheduler"),
             (new.telemetry != old.telemetry, "telemetry"),
         ]

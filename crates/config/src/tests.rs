@@ -565,3 +565,43 @@ fn the_checks_of_other_modules_join_the_report() {
         .to_string();
     assert!(!err.contains("is not cron"), "{err}");
 }
+
+/// `mcp.allowed_origins` takes origins with their scheme and port (what rmcp
+/// matches), and `null`; anything else is refused by name.
+#[test]
+fn mcp_origins_need_their_scheme_and_port() {
+    let env = BTreeMap::new();
+    for good in ["https://app.example.com:443", "http://localhost:*", "null"] {
+        let text = format!("{REQUIRED}[mcp]\nallowed_origins = [\"{good}\"]\n");
+        assert!(from_text(&text, "f.toml", &env, &[]).is_ok(), "{good}");
+    }
+    for bad in [
+        "app.example.com",
+        "https://app.example.com",
+        "https://a.example:443/x",
+    ] {
+        let text = format!("{REQUIRED}[mcp]\nallowed_origins = [\"{bad}\"]\n");
+        let err = from_text(&text, "f.toml", &env, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("mcp.allowed_origins") && err.contains(bad),
+            "{err}"
+        );
+    }
+}
+
+/// `mcp.tools` names tools that exist.
+#[test]
+fn mcp_tools_must_exist() {
+    let env = BTreeMap::new();
+    let text = format!("{REQUIRED}[mcp]\ntools = [\"get_stock_kline\", \"get_weather\"]\n");
+    let err = from_text(&text, "f.toml", &env, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("mcp.tools: \"get_weather\" is no tool; the tools are search_stocks"),
+        "{err}"
+    );
+    assert!(!err.contains("\"get_stock_kline\" is no tool"), "{err}");
+}

@@ -50,6 +50,7 @@ impl Config {
         self.upstream_problems(&mut problems);
         self.limits_problems(&mut problems);
         self.cluster.problems(&mut problems);
+        self.mcp.problems(&mut problems);
         self.cache_problems(&mut problems);
         self.freshness_problems(&mut problems);
         problems
@@ -80,6 +81,7 @@ impl Config {
             "passthrough.max_target_bytes",
             self.passthrough.max_target_bytes as u64,
         );
+        at_least_one("mcp.max_result_chars", self.mcp.max_result_chars as u64);
         at_least_one("upstream.connect_timeout_ms", upstream.connect_timeout_ms);
         at_least_one("upstream.timeout_ms", upstream.timeout_ms);
         at_least_one("upstream.long_timeout_ms", upstream.long_timeout_ms);

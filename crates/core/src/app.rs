@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::Either;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -21,6 +22,7 @@ use crate::edge::handler::Edge;
 use crate::edge::server::{Listening, Streams};
 use crate::edge::tls::{Tls, TlsError};
 use crate::hub::QuoteHub;
+use crate::mcp::Mcp;
 use crate::ops::admin::Admin;
 use crate::ops::metrics::Metrics;
 use crate::ops::overview::Overview;
@@ -175,7 +177,19 @@ pub async fn start_with(
     let hub = QuoteHub::new(state.clone());
     let edge = Arc::new(Edge::new(state.clone(), hub.clone(), rate_clock));
     let tls = load_tls(config, &stop, &tracker)?;
-    serve_clients(listener, config, &edge, tls.clone(), &stop, &tracker);
+    let mcp = config
+        .mcp
+        .enabled
+        .then(|| Arc::new(Mcp::new(&state, &config.mcp, stop.child_token())));
+    serve_clients(
+        listener,
+        config,
+        &edge,
+        mcp.clone(),
+        tls.clone(),
+        &stop,
+        &tracker,
+    );
     let jobs = scheduler::Jobs::default();
     let reloads = Arc::new(ReloadLog::default());
     let admin_addr = admin.map(|(listener, admin_addr)| {
@@ -187,7 +201,7 @@ pub async fn start_with(
             reloads: Arc::clone(&reloads),
             started: chrono::Utc::now(),
         };
-        let metrics = metrics(&state, &hub, &reloads);
+        let metrics = metrics(&state, &hub, &reloads, mcp.as_deref());
         let admin = Admin::new(state.clone(), metrics, overview);
         serve_admin(listener, admin, &stop, &tracker);
         tracing::info!(addr = %admin_addr, "admin listening");
@@ -236,6 +250,7 @@ fn serve_clients(
     listener: TcpListener,
     config: &Config,
     edge: &Arc<Edge>,
+    mcp: Option<Arc<Mcp>>,
     tls: Option<Arc<Tls>>,
     stop: &CancellationToken,
     tracker: &TaskTracker,
@@ -263,7 +278,12 @@ fn serve_clients(
     };
     tracker.spawn(crate::edge::server::serve(
         listening,
-        move |req, connection| handler_edge.handle(req, connection),
+        move |req: hyper::Request<hyper::body::Incoming>, connection| match &mcp {
+            Some(mcp) if crate::mcp::PATHS.contains(&req.uri().path()) => {
+                Either::Right(handler_edge.agent(mcp, req, connection))
+            }
+            _ => Either::Left(handler_edge.handle(req, connection)),
+        },
         async move { stopped.cancelled().await },
     ));
 }
@@ -301,7 +321,12 @@ fn serve_admin(
 
 /// The `/metrics` registry: each subsystem registers its own collectors under
 /// `mdproxy_`; none knows the others'.
-fn metrics(state: &AppState, hub: &QuoteHub, reloads: &Arc<ReloadLog>) -> Metrics {
+fn metrics(
+    state: &AppState,
+    hub: &QuoteHub,
+    reloads: &Arc<ReloadLog>,
+    mcp: Option<&Mcp>,
+) -> Metrics {
     let mut registry = Registry::default();
     let ours = registry.sub_registry_with_prefix("mdproxy");
     Requests::register_metrics(state.requests(), ours);
@@ -311,6 +336,9 @@ fn metrics(state: &AppState, hub: &QuoteHub, reloads: &Arc<ReloadLog>) -> Metric
     ReloadLog::register_metrics(reloads, ours);
     if let Some(cluster) = state.cluster() {
         mdproxy_fleet::metrics::register(cluster, ours);
+    }
+    if let Some(mcp) = mcp {
+        mcp.register_metrics(ours);
     }
     crate::ops::metrics::register_node(state, ours);
     Metrics::new(registry)

@@ -10,7 +10,10 @@
 //! - [`ops`]: admin listener, status page, metrics exposition, reload and its log,
 //!   scheduler, upstream probe, reports.
 //! - [`edge`]: HTTP toward clients: accept loop, graceful shutdown, one request,
-//!   responses, CORS, auth, client limits, quote streams on the bare socket.
+//!   responses, CORS, auth, client limits, quote streams on the bare socket,
+//!   `/mcp` handed to [`mcp`].
+//! - [`mcp`]: MCP for AI agents: the upstream's tools, each call answered by the
+//!   read-through as the REST request it stands for.
 //! - [`hub`]: the live quote stream: one upstream poll (paced by what the upstream
 //!   allows) fanned out to subscribers; it knows nothing of HTTP.
 //! - [`state`]: what the edge, the hub and the operations share (the configuration
@@ -40,6 +43,7 @@ pub mod cache;
 pub mod edge;
 pub mod hub;
 pub mod logging;
+pub mod mcp;
 pub mod ops;
 pub mod shutdown;
 pub mod state;

@@ -158,8 +158,9 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Docs => {
             print_or_exit(&format!(
-                "{}\n{}\n{}",
+                "{}\n{}\n{}\n{}",
                 mdproxy_api::catalog::catalog().markdown_table(),
+                mdproxy_api::tools::markdown_table(),
                 mdproxy_core::ops::report::config_reference(),
                 mdproxy_core::ops::report::ttl_table(&Config::default())
             ));
@@ -332,6 +333,10 @@ async fn run(
                     "purge: curl -s --globoff -X POST -H 'Authorization: Bearer {admin_token}' 'http://{admin}/purge?endpoint=/stock/detail/{{code}}'"
                 ));
             }
+            lines.push(format!(
+                "MCP for AI agents: {} with the header X-API-Key: {token}",
+                base.replace("/api/v1", "/mcp")
+            ));
             for origin in &cors_origins {
                 lines.push(format!("CORS: browsers at {origin} may call the proxy"));
             }

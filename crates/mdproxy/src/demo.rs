@@ -73,6 +73,8 @@ pub async fn start(options: &DemoOptions, clock: Arc<dyn Clock>) -> Result<Demo,
     config.admin.listen.clone_from(&options.admin_listen);
     config.admin.token = options.admin_token.clone();
     config.server.cors_origins.clone_from(&options.cors_origins);
+    // AI agents too: the demo shows every door (docs/mcp.md).
+    config.mcp.enabled = true;
     config.validate()?;
     let proxy = mdproxy_core::app::start(&config, clock).await?;
     Ok(Demo { sim, proxy })

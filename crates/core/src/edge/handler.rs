@@ -40,7 +40,7 @@ use mdproxy_config::{Config, ErrorMode};
 /// What the edge builds from a configuration: who may call, how often, and from
 /// which browser origins. Swapped whole on reload; the rate buckets of unchanged
 /// clients are carried over.
-struct Access {
+pub(super) struct Access {
     tokens: Tokens,
     /// Each token's client name (`token0`... or `auth.clients` names), for logs.
     names: Vec<String>,
@@ -66,9 +66,31 @@ impl Access {
     }
 }
 
+impl Access {
+    /// The client's key (any of its forms; a stream's may be in its query) and its
+    /// rate limit: the client's index, also noted in `trail`.
+    pub(super) fn admit(
+        &self,
+        head: &Head<'_>,
+        query: Option<&str>,
+        streaming: bool,
+        trail: &mut Trail,
+    ) -> Result<usize, Error> {
+        let client = self
+            .tokens
+            .check(head, query, streaming)
+            .ok_or(Error::UNAUTHORIZED)?;
+        trail.client = Some(client.0);
+        self.limits
+            .check(client.0)
+            .map_err(|retry_after_secs| Error::RateLimited { retry_after_secs })?;
+        Ok(client.0)
+    }
+}
+
 /// What [`Edge::serve`] learnt about a request, for its counts and its log line.
 #[derive(Default)]
-struct Trail {
+pub(super) struct Trail {
     endpoint: Option<&'static Endpoint>,
     /// The canonical cache key.
     key: Option<String>,
@@ -76,6 +98,8 @@ struct Trail {
     client: Option<usize>,
     /// The response is the upstream's own answer, relayed.
     relayed: bool,
+    /// The response is the MCP endpoint's own: a 4xx of its is no upstream answer.
+    pub(super) mcp: bool,
     /// The `X-Cache` of an answer from the cache path.
     cache: Option<CacheStatus>,
     /// The request's span, while traces are on.
@@ -84,10 +108,10 @@ struct Trail {
 
 /// A request as it came: itself, what one pass over its headers found, and the
 /// connection it came on.
-struct Asked<'a, B> {
-    request: &'a Request<B>,
-    head: &'a Head<'a>,
-    connection: &'a Connection,
+pub(super) struct Asked<'a, B> {
+    pub(super) request: &'a Request<B>,
+    pub(super) head: &'a Head<'a>,
+    pub(super) connection: &'a Connection,
 }
 
 /// A request's response, as hyper's service call returns it: ready at once (a hit
@@ -209,7 +233,7 @@ const MAX_REQUEST_ID: usize = 128;
 /// [`MAX_REQUEST_ID`] bytes), else a new random one (16 hex digits). The client's
 /// is copied, not shared: a shared value would hold hyper's read buffer while the
 /// response is written, and hyper would read the next request into a new one.
-fn request_id(sent: Option<&HeaderValue>) -> HeaderValue {
+pub(super) fn request_id(sent: Option<&HeaderValue>) -> HeaderValue {
     if let Some(id) = sent {
         let bytes = id.as_bytes();
         if !bytes.is_empty()
@@ -298,7 +322,7 @@ fn access_enabled(status: u16) -> bool {
 pub struct Edge {
     state: AppState,
     hub: QuoteHub,
-    access: ArcSwap<Access>,
+    pub(super) access: ArcSwap<Access>,
     rate_clock: RateClock,
 }
 
@@ -403,7 +427,7 @@ impl Edge {
 
     /// The response to `asked` from what serving it gave: errors in the envelope,
     /// CORS and the request ID added; counted, and logged.
-    fn respond<B>(
+    pub(super) fn respond<B>(
         &self,
         access: &Access,
         asked: &Asked<'_, B>,
@@ -421,7 +445,7 @@ impl Edge {
             // An error status that mdproxy did not make is the upstream's answer
             // (relayed, or a cached "not found").
             Ok(response) => {
-                let upstream = trail.relayed || response.status().as_u16() >= 400;
+                let upstream = trail.relayed || (!trail.mcp && response.status().as_u16() >= 400);
                 (response, upstream.then_some("upstream"))
             }
             Err(error) => {
@@ -547,15 +571,7 @@ impl Edge {
         };
         trail.endpoint = endpoint;
         let streaming = endpoint.is_some_and(|e| e.streaming);
-        let client = access
-            .tokens
-            .check(head, query, streaming)
-            .ok_or(Error::UNAUTHORIZED)?;
-        trail.client = Some(client.0);
-        access
-            .limits
-            .check(client.0)
-            .map_err(|retry_after_secs| Error::RateLimited { retry_after_secs })?;
+        let client = access.admit(head, query, streaming, trail)?;
         if let Some((_, reason)) = mdproxy_api::catalog::REFUSED
             .iter()
             .find(|(path, _)| *path == api_path)
@@ -596,9 +612,7 @@ impl Edge {
         };
         trail.endpoint = Some(valid.endpoint);
         if valid.endpoint.streaming {
-            return self
-                .stream(snap, client.0, &valid, asked)
-                .map(Step::Answered);
+            return self.stream(snap, client, &valid, asked).map(Step::Answered);
         }
         Ok(Step::Lookup(valid))
     }

@@ -2,7 +2,8 @@
 //! handling (the headers it reads, auth, client limits, CORS, routing), and how
 //! answers and errors are written (the encoding chosen by `Accept-Encoding`), and
 //! quote streams on the bare socket (`sse`: their heads, HTTP/1.1 chunk framing, the
-//! socket as the hub's outlet). Below it, the cache and the hub know nothing of HTTP.
+//! socket as the hub's outlet); `/mcp` goes to the MCP endpoint once the key is
+//! checked (`mcp`). Below it, the cache and the hub know nothing of HTTP.
 
 pub(crate) mod admission;
 pub(crate) mod auth;
@@ -11,6 +12,7 @@ pub(crate) mod cors;
 pub mod handler;
 pub(crate) mod head;
 pub(crate) mod limit;
+pub(crate) mod mcp;
 pub(crate) mod negotiate;
 pub(crate) mod protocol;
 pub(crate) mod response;

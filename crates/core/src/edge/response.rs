@@ -338,13 +338,11 @@ impl IntoResponse for Error {
             Error::MethodNotAllowed { allow } => {
                 headers.insert(header::ALLOW, HeaderValue::from_static(allow));
             }
-            Error::RateLimited { retry_after_secs }
-            | Error::UpstreamThrottled {
-                retry_after_secs, ..
-            } => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            _ => {
+                if let Some(secs) = self.retry_after_secs() {
+                    headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+                }
             }
-            _ => {}
         }
         response
     }

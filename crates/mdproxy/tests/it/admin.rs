@@ -490,6 +490,7 @@ async fn every_metric_readme_names_is_exported() {
         // A closed port: the node works alone, and says so in its metrics.
         c.cluster.redis_url = mdproxy_config::Secret::new("redis://127.0.0.1:1/0");
         c.cluster.timeout_ms = 50;
+        c.mcp.enabled = true;
     })
     .await;
     env.get("/market/indices").await;

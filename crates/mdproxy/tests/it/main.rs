@@ -22,6 +22,7 @@ mod hardening;
 mod hub;
 mod hub_paused;
 mod logs;
+mod mcp;
 mod openapi;
 mod protection;
 mod proxy;

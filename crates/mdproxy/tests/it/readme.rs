@@ -18,6 +18,15 @@ fn the_endpoint_table_matches_the_catalogue() {
     );
 }
 
+/// The MCP page's table is the tools' own.
+#[test]
+fn the_mcp_tool_table_matches_the_tools() {
+    assert!(
+        read_repo("docs/mcp.md").contains(&mdproxy_api::tools::markdown_table()),
+        "docs/mcp.md's table is out of date: regenerate it with `cargo run -- docs`"
+    );
+}
+
 /// The configuration page lists every key with its default and variable.
 #[test]
 fn the_configuration_reference_matches_the_code() {

@@ -1,0 +1,176 @@
+//! One tool call answered by the read-through, as the REST request it stands for:
+//! the arguments made a target, the contract's validation keying it, the cache's
+//! answer (fresh, stale or filled once for every caller) turned into a tool result
+//! with the data, when the upstream gave it and how the cache served it; failures
+//! as results an agent can act on.
+
+use chrono::SecondsFormat;
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Map, Value, json};
+
+use crate::cache::readthrough::Answer;
+use crate::state::AppState;
+use crate::upstream::client::FetchError;
+use mdproxy_api::CacheStatus;
+use mdproxy_api::tools::Tool;
+
+/// How a call ended, for the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Cached(CacheStatus),
+    /// The arguments name no valid request.
+    BadArgument,
+    /// The upstream has no answer for it (a cached or relayed "not found").
+    NotFound,
+    /// The upstream failed (or holds us back) and no stale answer stood in.
+    Failed,
+}
+
+impl Outcome {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Cached(CacheStatus::Hit) => "hit",
+            Outcome::Cached(CacheStatus::Stale) => "stale",
+            Outcome::Cached(CacheStatus::Miss) => "miss",
+            Outcome::BadArgument => "bad_argument",
+            Outcome::NotFound => "not_found",
+            Outcome::Failed => "failed",
+        }
+    }
+
+    /// Every outcome, in counter order.
+    pub const ALL: [Outcome; 6] = [
+        Outcome::Cached(CacheStatus::Hit),
+        Outcome::Cached(CacheStatus::Stale),
+        Outcome::Cached(CacheStatus::Miss),
+        Outcome::BadArgument,
+        Outcome::NotFound,
+        Outcome::Failed,
+    ];
+
+    pub fn index(self) -> usize {
+        Outcome::ALL
+            .iter()
+            .position(|o| *o == self)
+            .expect("every outcome is listed")
+    }
+}
+
+/// Calls `tool` with `arguments` through the cache; results longer than
+/// `max_chars` are cut (said in the result).
+pub async fn call(
+    state: &AppState,
+    tool: &'static Tool,
+    arguments: &Map<String, Value>,
+    max_chars: usize,
+) -> (CallToolResult, Outcome) {
+    let target = match tool.target(arguments) {
+        Ok(target) => target,
+        Err(e) => return bad_argument(&e.to_string()),
+    };
+    let valid = match mdproxy_api::parse_target(&target) {
+        Ok(valid) => valid,
+        Err(e) => return bad_argument(&e.to_string()),
+    };
+    let snap = state.snapshot();
+    let cache = state.cache();
+    let answer = match cache.lookup_now(&snap.policy, &valid) {
+        Ok(answer) => Ok(answer),
+        Err(waiting) => {
+            cache
+                .lookup_later(&snap.policy, &valid, waiting, Default::default)
+                .await
+        }
+    };
+    // The request as the cache keys it: what a REST client asks for the same.
+    let source = format!("{}{}", mdproxy_api::router::API_PREFIX, valid.target);
+    match answer {
+        Ok(answer) if answer.entry.status == 200 => answered(&answer, &source, &target, max_chars),
+        Ok(_) => not_found(&source),
+        Err(error) => failed(error, &source),
+    }
+}
+
+/// A result for `answer`: the envelope's data (cut to `max_chars`), when the
+/// upstream gave it, the cache's outcome, the REST request it stands for.
+fn answered(
+    answer: &Answer,
+    source: &str,
+    target: &str,
+    max_chars: usize,
+) -> (CallToolResult, Outcome) {
+    let status = answer.served.x_cache();
+    let data = match serde_json::from_slice::<Value>(&answer.entry.body) {
+        Ok(Value::Object(mut envelope)) if envelope.contains_key("data") => {
+            envelope.remove("data").unwrap_or(Value::Null)
+        }
+        Ok(other) => other,
+        Err(_) => Value::String(String::from_utf8_lossy(&answer.entry.body).into_owned()),
+    };
+    let latest_last = target.contains("kline") || target.contains("/series");
+    let (data, cut) = super::fit::fit(data, max_chars, latest_last);
+    let mut out = json!({
+        "data": data,
+        "asOf": answer.entry.fetched_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "cache": Outcome::Cached(status).as_str(),
+        "source": source,
+    });
+    if let Some(cut) = cut {
+        out["cut"] = cut;
+    }
+    let text = out.to_string();
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(out);
+    (result, Outcome::Cached(status))
+}
+
+/// A tool error naming the argument, from the contract's own message.
+fn bad_argument(message: &str) -> (CallToolResult, Outcome) {
+    let out = json!({ "error": "bad_argument", "message": message });
+    (CallToolResult::structured_error(out), Outcome::BadArgument)
+}
+
+fn not_found(source: &str) -> (CallToolResult, Outcome) {
+    let out = json!({
+        "error": "not_found",
+        "message": format!("the upstream has no answer for {source}"),
+        "source": source,
+    });
+    (CallToolResult::structured_error(out), Outcome::NotFound)
+}
+
+/// The upstream's failure when no stale answer could stand in, with when to try
+/// again.
+fn failed(error: FetchError, source: &str) -> (CallToolResult, Outcome) {
+    let (message, code, retry_after) = match error.relayed() {
+        Ok((status, body)) => {
+            let said = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|v| v["message"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| format!("the upstream answered HTTP {status}"));
+            if status == 404 {
+                return not_found(source);
+            }
+            (said, "upstream_error", None)
+        }
+        Err(other) => {
+            let error = other.to_client_error();
+            (error.to_string(), error.code(), error.retry_after_secs())
+        }
+    };
+    let hint = match retry_after {
+        Some(secs) => format!("try again in {secs} s"),
+        None => "try again later; nothing is cached for it yet".to_owned(),
+    };
+    let mut out = json!({
+        "error": code,
+        "message": message,
+        "retry": hint,
+        "source": source,
+    });
+    if let Some(secs) = retry_after {
+        out["retryAfterSecs"] = secs.into();
+    }
+    (CallToolResult::structured_error(out), Outcome::Failed)
+}

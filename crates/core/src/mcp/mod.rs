@@ -1,0 +1,133 @@
+//! MCP for AI agents: the upstream MCP server's 28 tools over streamable HTTP
+//! (rmcp's service, mounted by the edge at `/mcp`), every call answered by the
+//! read-through as the REST request it stands for: one entry, one fill, one budget
+//! with the dashboards. Knows nothing of keys and client limits (the edge's).
+
+pub mod call;
+mod fit;
+pub mod server;
+
+use std::convert::Infallible;
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::registry::Registry;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::state::AppState;
+use crate::stats::expose;
+use mdproxy_config::McpConfig;
+use server::{Calls, Server};
+
+/// The paths it answers: the proxy's root, and under the API's prefix as the
+/// upstream's `<base>/mcp`.
+pub const PATHS: [&str; 2] = ["/mcp", "/api/v1/mcp"];
+
+/// The MCP endpoint: rmcp's streamable HTTP service over [`Server`], with its
+/// sessions (for the 2025 revisions; the 2026-07-28 revision needs none).
+pub struct Mcp {
+    service: StreamableHttpService<Server, LocalSessionManager>,
+    calls: Arc<Calls>,
+    /// The sessions of the 2025 revisions (closed after rmcp's idle time).
+    sessions: Arc<LocalSessionManager>,
+}
+
+impl fmt::Debug for Mcp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mcp").finish_non_exhaustive()
+    }
+}
+
+impl Mcp {
+    /// The endpoint over `state` as `config` says, its sessions closed at `stop`.
+    pub fn new(state: &AppState, config: &McpConfig, stop: CancellationToken) -> Mcp {
+        let calls = Arc::new(Calls::default());
+        let server = Server {
+            state: state.clone(),
+            tools: server::listed(&config.tools),
+            calls: Arc::clone(&calls),
+            max_chars: config.max_result_chars,
+        };
+        // Any Host: the proxy is reached by names rmcp cannot know, and a key is
+        // asked for every request (its loopback-only default guards servers that
+        // ask for none). Origins: the ones named, else none at all.
+        let http = StreamableHttpServerConfig::default()
+            .disable_allowed_hosts()
+            .with_cancellation_token(stop)
+            .with_json_response(true);
+        let http = if config.allowed_origins.is_empty() {
+            http.enforce_origin_validation()
+        } else {
+            http.with_allowed_origins(config.allowed_origins.clone())
+        };
+        let sessions = Arc::new(LocalSessionManager::default());
+        let service =
+            StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), http);
+        Mcp {
+            service,
+            calls,
+            sessions,
+        }
+    }
+
+    /// Answers one request to [`PATHS`] (its key checked by the edge).
+    pub async fn serve(&self, request: Request<Incoming>) -> Response<BoxBody<Bytes, Infallible>> {
+        self.service.handle(request).await
+    }
+
+    /// Registers its counters in `registry`.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register_collector(Box::new(CallMetrics {
+            calls: Arc::clone(&self.calls),
+            sessions: Arc::clone(&self.sessions),
+        }));
+    }
+
+    /// Tool calls so far, by tool and outcome.
+    pub fn calls(&self) -> &Calls {
+        &self.calls
+    }
+}
+
+struct CallMetrics {
+    calls: Arc<Calls>,
+    sessions: Arc<LocalSessionManager>,
+}
+
+impl fmt::Debug for CallMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CallMetrics")
+    }
+}
+
+impl Collector for CallMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+        // A scrape does not wait for the sessions' lock: while it is held (a
+        // session opening or closing), the gauge is left out of that scrape.
+        if let Ok(sessions) = self.sessions.sessions.try_read() {
+            let help = "Open MCP sessions (2025 revisions; the 2026-07-28 one has none)";
+            expose::gauge(&mut encoder, "mcp_sessions", help, sessions.len() as u64)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "mcp_tool_calls",
+            "MCP tool calls by tool and outcome (hit, stale, miss, bad_argument, not_found, failed)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (tool, outcome, n) in self.calls.counted() {
+            let labels = [("tool", tool), ("outcome", outcome.as_str())];
+            ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
