@@ -200,6 +200,7 @@ pub async fn start_with(
             history: crate::ops::history::History::start(&state),
             reloads: Arc::clone(&reloads),
             started: chrono::Utc::now(),
+            mcp: mcp.clone(),
         };
         let metrics = metrics(&state, &hub, &reloads, mcp.as_deref());
         let admin = Admin::new(state.clone(), metrics, overview);

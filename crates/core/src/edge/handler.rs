@@ -103,7 +103,7 @@ pub(super) struct Trail {
     /// The `X-Cache` of an answer from the cache path.
     cache: Option<CacheStatus>,
     /// The request's span, while traces are on.
-    span: Option<tracing::Span>,
+    pub(super) span: Option<tracing::Span>,
 }
 
 /// A request as it came: itself, what one pass over its headers found, and the

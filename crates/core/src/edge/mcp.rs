@@ -12,6 +12,7 @@ use futures_util::future::BoxFuture;
 use http::{Request, Response, header};
 use http_body_util::{BodyStream, Either, StreamBody};
 use hyper::body::Incoming;
+use tracing::Instrument;
 
 use crate::edge::body::Body;
 use crate::edge::handler::{Asked, Edge, Trail, request_id};
@@ -37,6 +38,10 @@ impl Edge {
         *seen.headers_mut() = request.headers().clone();
         let mut trail = Trail::default();
         trail.mcp = true;
+        // The request's span, as for REST: the fills a call causes are its children.
+        trail.span =
+            crate::telemetry::request_span(seen.method(), seen.uri().path(), seen.headers());
+        let span = trail.span.clone();
         let (id, admitted) = {
             let head = Head::read(seen.headers());
             let id = request_id(head.request_id);
@@ -48,7 +53,7 @@ impl Edge {
         };
         let edge = Arc::clone(self);
         let mcp = Arc::clone(mcp);
-        Box::pin(async move {
+        let answered = async move {
             let served = match admitted {
                 Ok(()) => {
                     // rmcp's body (a JSON answer, or an event stream) as ours.
@@ -70,6 +75,10 @@ impl Edge {
             let mut response = edge.respond(&access, &asked, started, id, trail, served);
             response.headers_mut().remove(header::WWW_AUTHENTICATE);
             Ok(response)
-        })
+        };
+        match span {
+            Some(span) => Box::pin(answered.instrument(span)),
+            None => Box::pin(answered),
+        }
     }
 }

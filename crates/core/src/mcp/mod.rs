@@ -93,6 +93,11 @@ impl Mcp {
         }));
     }
 
+    /// The open sessions, unless one is opening or closing this instant.
+    pub fn sessions(&self) -> Option<usize> {
+        self.sessions.sessions.try_read().ok().map(|s| s.len())
+    }
+
     /// Tool calls so far, by tool and outcome.
     pub fn calls(&self) -> &Calls {
         &self.calls

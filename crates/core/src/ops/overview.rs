@@ -30,6 +30,8 @@ pub struct Overview {
     pub reloads: Arc<ReloadLog>,
     /// When the node started, for its uptime.
     pub started: DateTime<Utc>,
+    /// The MCP endpoint, when `[mcp]` is on.
+    pub mcp: Option<Arc<crate::mcp::Mcp>>,
 }
 
 impl Overview {
@@ -61,6 +63,7 @@ impl Overview {
             },
             "endpoints": endpoints,
             "hub": self.hub(),
+            "mcp": self.mcp(),
             "reloads": self.reloads.records().into_iter().rev().map(|r| json!({
                 "at": china_time(r.at), "applied": r.applied, "detail": r.detail,
             })).collect::<Vec<_>>(),
@@ -189,6 +192,20 @@ impl Overview {
             "polls": hub.polls(), "stalled": hub.stalled(),
             "poll_interval_ms": hub.pacing().interval.as_millis() as u64,
             "slowed_by": hub.pacing().held_by,
+        })
+    }
+
+    /// The MCP endpoint: its open sessions and tool calls by tool and outcome.
+    fn mcp(&self) -> Value {
+        let Some(mcp) = &self.mcp else {
+            return json!({ "enabled": false });
+        };
+        json!({
+            "enabled": true,
+            "sessions": mcp.sessions(),
+            "calls": mcp.calls().counted().into_iter().map(|(tool, outcome, n)| json!({
+                "tool": tool, "outcome": outcome.as_str(), "calls": n,
+            })).collect::<Vec<_>>(),
         })
     }
 

@@ -515,3 +515,58 @@ async fn the_allow_list_offers_only_its_tools() {
     );
     assert_eq!(env.sim.raw_requests().len(), 0);
 }
+
+/// Operators see it: `/status.json` and `/metrics` count the calls by tool and
+/// outcome and the open sessions; the status page has its section.
+#[tokio::test]
+async fn operators_see_the_calls_and_the_sessions() {
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.mcp.enabled = true;
+            c.admin.listen = "127.0.0.1:0".into();
+            c.admin.token = mdproxy_config::Secret::new("admin-secret");
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let admin = format!("http://{}", env.proxy.admin_addr.unwrap());
+    let agent = Agent::open(&env).await;
+    agent.call("get_market_indices", json!({})).await;
+    agent.call("get_market_indices", json!({})).await;
+    agent
+        .call(
+            "get_stock_kline",
+            json!({"code": "600519", "period": "decade"}),
+        )
+        .await;
+    let status: Value =
+        serde_json::from_str(&env.text(&format!("{admin}/status.json")).await).unwrap();
+    let mcp = &status["mcp"];
+    assert_eq!(mcp["enabled"], true);
+    assert_eq!(mcp["sessions"], 1, "{mcp}");
+    let calls = mcp["calls"].as_array().unwrap();
+    let count = |tool: &str, outcome: &str| {
+        calls
+            .iter()
+            .find(|c| c["tool"] == tool && c["outcome"] == outcome)
+            .map(|c| c["calls"].clone())
+    };
+    assert_eq!(count("get_market_indices", "miss"), Some(json!(1)), "{mcp}");
+    assert_eq!(count("get_market_indices", "hit"), Some(json!(1)), "{mcp}");
+    assert_eq!(
+        count("get_stock_kline", "bad_argument"),
+        Some(json!(1)),
+        "{mcp}"
+    );
+    let metrics = env.text(&format!("{admin}/metrics")).await;
+    assert!(
+        metrics.contains(
+            "mdproxy_mcp_tool_calls_total{tool=\"get_market_indices\",outcome=\"hit\"} 1"
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains("mdproxy_mcp_sessions 1"), "{metrics}");
+    let page = env.text(&format!("{admin}/status")).await;
+    assert!(page.contains("AI agents (MCP)"));
+}
