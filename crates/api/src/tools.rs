@@ -367,6 +367,48 @@ pub fn markdown_table() -> String {
     out
 }
 
+/// The root of the catalogue's resources: `mdproxy://api/v1/stock/detail/600519`
+/// reads what `GET /api/v1/stock/detail/600519` answers.
+pub const RESOURCE_ROOT: &str = "mdproxy://api/v1";
+
+/// Every endpoint of the catalogue a client may read (not the stream, not what
+/// the proxy refuses) as an RFC 6570 URI template under [`RESOURCE_ROOT`]: its path
+/// with its path parameters, its query parameters as a form-style expansion
+/// (`mdproxy://api/v1/stock/kline{?code,period,fqt,from,to}`), with the endpoint.
+pub fn resource_templates() -> Vec<(String, &'static Endpoint)> {
+    catalog()
+        .endpoints()
+        .iter()
+        .filter(|e| !e.streaming)
+        .filter(|e| {
+            !crate::catalog::REFUSED
+                .iter()
+                .any(|(path, _)| *path == e.path)
+        })
+        .map(|e| {
+            let query: Vec<&str> = e
+                .query
+                .iter()
+                .filter(|p| p.role == crate::catalog::KeyRole::Key)
+                .map(|p| p.name)
+                .collect();
+            let expansion = if query.is_empty() {
+                String::new()
+            } else {
+                format!("{{?{}}}", query.join(","))
+            };
+            (format!("{RESOURCE_ROOT}{}{expansion}", e.path), e)
+        })
+        .collect()
+}
+
+/// The REST target (relative to `/api/v1`) a resource URI names, if it is one of
+/// ours.
+pub fn resource_target(uri: &str) -> Option<&str> {
+    uri.strip_prefix(RESOURCE_ROOT)
+        .filter(|t| t.starts_with('/'))
+}
+
 /// The tool named `name`.
 pub fn find(name: &str) -> Option<&'static Tool> {
     TOOLS.iter().find(|t| t.name == name)
@@ -728,6 +770,35 @@ mod tests {
             said.contains("unknown argument perod") && said.contains("period"),
             "{said}"
         );
+    }
+
+    /// Every readable endpoint is a resource template; a resource URI is the REST
+    /// target under its root.
+    #[test]
+    fn the_catalogue_as_resource_templates() {
+        let templates = resource_templates();
+        assert!(templates.len() > 80, "{}", templates.len());
+        assert!(
+            templates
+                .iter()
+                .any(|(t, _)| t == "mdproxy://api/v1/stock/detail/{code}")
+        );
+        assert!(templates.iter().all(|(_, e)| !e.streaming));
+        let kline = templates
+            .iter()
+            .find(|(_, e)| e.path == "/stock/kline")
+            .unwrap();
+        assert!(
+            kline.0.starts_with("mdproxy://api/v1/stock/kline{?code,"),
+            "{}",
+            kline.0
+        );
+        assert_eq!(
+            resource_target("mdproxy://api/v1/stock/kline?code=600519"),
+            Some("/stock/kline?code=600519")
+        );
+        assert_eq!(resource_target("file:///etc/passwd"), None);
+        assert_eq!(resource_target("mdproxy://api/v1"), None);
     }
 
     /// The input schema comes from the catalogue: the selector's enum, the

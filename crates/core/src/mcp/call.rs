@@ -1,8 +1,8 @@
-//! One tool call answered by the read-through, as the REST request it stands for:
-//! the arguments made a target, the contract's validation keying it, the cache's
-//! answer (fresh, stale or filled once for every caller) turned into a tool result
-//! with the data, when the upstream gave it and how the cache served it; failures
-//! as results an agent can act on.
+//! One tool call or resource read answered by the read-through, as the REST
+//! request it stands for: the arguments made a target, the contract's validation
+//! keying it, the cache's answer (fresh, stale or filled once for every caller)
+//! turned into the data, when the upstream gave it and how the cache served it;
+//! failures as results an agent can act on.
 
 use chrono::SecondsFormat;
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -57,6 +57,28 @@ impl Outcome {
     }
 }
 
+/// What a call or a read gave: the JSON an agent gets, whether it is an error, and
+/// how it ended.
+#[derive(Debug)]
+pub struct Read {
+    pub out: Value,
+    pub is_error: bool,
+    pub outcome: Outcome,
+}
+
+impl Read {
+    /// As a tool's result: the JSON structured and as text.
+    pub fn into_tool_result(self) -> CallToolResult {
+        if self.is_error {
+            return CallToolResult::structured_error(self.out);
+        }
+        let text = self.out.to_string();
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(self.out);
+        result
+    }
+}
+
 /// Calls `tool` with `arguments` through the cache; results longer than
 /// `max_chars` are cut (said in the result).
 pub async fn call(
@@ -64,12 +86,17 @@ pub async fn call(
     tool: &'static Tool,
     arguments: &Map<String, Value>,
     max_chars: usize,
-) -> (CallToolResult, Outcome) {
-    let target = match tool.target(arguments) {
-        Ok(target) => target,
-        Err(e) => return bad_argument(&e.to_string()),
-    };
-    let valid = match mdproxy_api::parse_target(&target) {
+) -> Read {
+    match tool.target(arguments) {
+        Ok(target) => read(state, &target, max_chars).await,
+        Err(e) => bad_argument(&e.to_string()),
+    }
+}
+
+/// Reads `target` (a REST target relative to `/api/v1`) through the cache, as the
+/// REST request for it would.
+pub async fn read(state: &AppState, target: &str, max_chars: usize) -> Read {
+    let valid = match mdproxy_api::parse_target(target) {
         Ok(valid) => valid,
         Err(e) => return bad_argument(&e.to_string()),
     };
@@ -86,20 +113,15 @@ pub async fn call(
     // The request as the cache keys it: what a REST client asks for the same.
     let source = format!("{}{}", mdproxy_api::router::API_PREFIX, valid.target);
     match answer {
-        Ok(answer) if answer.entry.status == 200 => answered(&answer, &source, &target, max_chars),
+        Ok(answer) if answer.entry.status == 200 => answered(&answer, &source, target, max_chars),
         Ok(_) => not_found(&source),
         Err(error) => failed(error, &source),
     }
 }
 
-/// A result for `answer`: the envelope's data (cut to `max_chars`), when the
-/// upstream gave it, the cache's outcome, the REST request it stands for.
-fn answered(
-    answer: &Answer,
-    source: &str,
-    target: &str,
-    max_chars: usize,
-) -> (CallToolResult, Outcome) {
+/// The answer: the envelope's data (cut to `max_chars`), when the upstream gave it,
+/// the cache's outcome, the REST request it stands for.
+fn answered(answer: &Answer, source: &str, target: &str, max_chars: usize) -> Read {
     let status = answer.served.x_cache();
     let data = match serde_json::from_slice::<Value>(&answer.entry.body) {
         Ok(Value::Object(mut envelope)) if envelope.contains_key("data") => {
@@ -119,30 +141,37 @@ fn answered(
     if let Some(cut) = cut {
         out["cut"] = cut;
     }
-    let text = out.to_string();
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(out);
-    (result, Outcome::Cached(status))
+    Read {
+        out,
+        is_error: false,
+        outcome: Outcome::Cached(status),
+    }
 }
 
-/// A tool error naming the argument, from the contract's own message.
-fn bad_argument(message: &str) -> (CallToolResult, Outcome) {
-    let out = json!({ "error": "bad_argument", "message": message });
-    (CallToolResult::structured_error(out), Outcome::BadArgument)
+/// An error naming the argument, from the contract's own message.
+fn bad_argument(message: &str) -> Read {
+    Read {
+        out: json!({ "error": "bad_argument", "message": message }),
+        is_error: true,
+        outcome: Outcome::BadArgument,
+    }
 }
 
-fn not_found(source: &str) -> (CallToolResult, Outcome) {
-    let out = json!({
-        "error": "not_found",
-        "message": format!("the upstream has no answer for {source}"),
-        "source": source,
-    });
-    (CallToolResult::structured_error(out), Outcome::NotFound)
+fn not_found(source: &str) -> Read {
+    Read {
+        out: json!({
+            "error": "not_found",
+            "message": format!("the upstream has no answer for {source}"),
+            "source": source,
+        }),
+        is_error: true,
+        outcome: Outcome::NotFound,
+    }
 }
 
 /// The upstream's failure when no stale answer could stand in, with when to try
 /// again.
-fn failed(error: FetchError, source: &str) -> (CallToolResult, Outcome) {
+fn failed(error: FetchError, source: &str) -> Read {
     let (message, code, retry_after) = match error.relayed() {
         Ok((status, body)) => {
             let said = serde_json::from_slice::<Value>(&body)
@@ -172,5 +201,9 @@ fn failed(error: FetchError, source: &str) -> (CallToolResult, Outcome) {
     if let Some(secs) = retry_after {
         out["retryAfterSecs"] = secs.into();
     }
-    (CallToolResult::structured_error(out), Outcome::Failed)
+    Read {
+        out,
+        is_error: true,
+        outcome: Outcome::Failed,
+    }
 }

@@ -55,6 +55,7 @@ impl Mcp {
         let server = Server {
             state: state.clone(),
             tools: server::listed(&config.tools),
+            templates: server::templates(),
             calls: Arc::clone(&calls),
             max_chars: config.max_result_chars,
         };
@@ -125,7 +126,7 @@ impl Collector for CallMetrics {
         }
         let mut family = encoder.encode_descriptor(
             "mcp_tool_calls",
-            "MCP tool calls by tool and outcome (hit, stale, miss, bad_argument, not_found, failed)",
+            "MCP tool calls by tool (resources/read: resource reads) and outcome (hit, stale, miss, bad_argument, not_found, failed)",
             None,
             MetricType::Counter,
         )?;

@@ -6,20 +6,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CacheScope, CallToolRequestParams, CallToolResponse, Implementation,
+    ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ResourceTemplate, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use super::call::{self, Outcome};
 use crate::state::AppState;
-use mdproxy_api::tools::TOOLS;
+use mdproxy_api::tools::{RESOURCE_ROOT, TOOLS, resource_target, resource_templates};
 
 /// How long a client may keep the tool list: it changes only with a new build.
 const TOOLS_TTL_MS: u64 = 3_600_000;
 
-/// Tool calls by tool (in [`TOOLS`]' order) and outcome, and requests to `/mcp`.
+/// The name resource reads are counted under, beside the tools'.
+pub const READS: &str = "resources/read";
+
+/// Tool calls by tool (in [`TOOLS`]' order, then resource reads) and outcome.
 #[derive(Debug)]
 pub struct Calls {
     by_tool: Vec<[AtomicU64; Outcome::ALL.len()]>,
@@ -28,7 +33,7 @@ pub struct Calls {
 impl Default for Calls {
     fn default() -> Calls {
         Calls {
-            by_tool: TOOLS.iter().map(|_| Default::default()).collect(),
+            by_tool: (0..=TOOLS.len()).map(|_| Default::default()).collect(),
         }
     }
 }
@@ -38,14 +43,16 @@ impl Calls {
         self.by_tool[tool][outcome.index()].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Every (tool, outcome, calls) with at least one call.
+    /// Every (tool, outcome, calls) with at least one call; resource reads as
+    /// [`READS`].
     pub fn counted(&self) -> Vec<(&'static str, Outcome, u64)> {
         let mut out = Vec::new();
-        for (tool, counts) in TOOLS.iter().zip(&self.by_tool) {
+        let names = TOOLS.iter().map(|t| t.name).chain([READS]);
+        for (tool, counts) in names.zip(&self.by_tool) {
             for outcome in Outcome::ALL {
                 let n = counts[outcome.index()].load(Ordering::Relaxed);
                 if n > 0 {
-                    out.push((tool.name, outcome, n));
+                    out.push((tool, outcome, n));
                 }
             }
         }
@@ -58,8 +65,22 @@ impl Calls {
 pub struct Server {
     pub(super) state: AppState,
     pub(super) tools: Arc<[Tool]>,
+    pub(super) templates: Arc<[ResourceTemplate]>,
     pub(super) calls: Arc<Calls>,
     pub(super) max_chars: usize,
+}
+
+/// The catalogue's endpoints as resource templates.
+pub fn templates() -> Arc<[ResourceTemplate]> {
+    resource_templates()
+        .into_iter()
+        .map(|(uri, endpoint)| {
+            let mut template = ResourceTemplate::new(uri, endpoint.path.clone());
+            template.description = Some(endpoint.summary.clone());
+            template.mime_type = Some("application/json".into());
+            template
+        })
+        .collect()
 }
 
 /// The tools of the profile that `allowed` names (all when it is empty), as MCP
@@ -82,14 +103,20 @@ pub fn listed(allowed: &[String]) -> Arc<[Tool]> {
 
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("mdproxy", crate::build::VERSION))
-            .with_instructions(
-                "Chinese market data (A-shares, funds, macro, news) from a caching proxy. \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("mdproxy", crate::build::VERSION))
+        .with_instructions(
+            "Chinese market data (A-shares, funds, macro, news) from a caching proxy. \
                  Each result carries `asOf` (when the upstream answered) and `cache` \
                  (hit, stale or miss). Codes are accepted as people type them \
-                 (600519, 600519.SH, sh600519).",
-            )
+                 (600519, 600519.SH, sh600519). Every endpoint of the REST API is also a \
+                 resource: mdproxy://api/v1/<path>?<query>.",
+        )
     }
 
     async fn list_tools(
@@ -100,6 +127,49 @@ impl ServerHandler for Server {
         Ok(ListToolsResult::with_all_items(self.tools.to_vec())
             .with_ttl_ms(TOOLS_TTL_MS)
             .with_cache_scope(CacheScope::Public))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(
+            ListResourceTemplatesResult::with_all_items(self.templates.to_vec())
+                .with_ttl_ms(TOOLS_TTL_MS)
+                .with_cache_scope(CacheScope::Public),
+        )
+    }
+
+    /// A resource is the REST answer of its URI's target, from the same cache;
+    /// its faults are JSON-RPC errors, with the tool result's JSON as their data.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let Some(target) = resource_target(&request.uri) else {
+            return Err(ErrorData::resource_not_found(
+                format!(
+                    "{} is no resource: they are under {RESOURCE_ROOT}/",
+                    request.uri
+                ),
+                None,
+            ));
+        };
+        let read = call::read(&self.state, target, self.max_chars).await;
+        self.calls.count(TOOLS.len(), read.outcome);
+        let message = read.out["message"].as_str().unwrap_or_default().to_owned();
+        match read.outcome {
+            Outcome::BadArgument => Err(ErrorData::invalid_params(message, Some(read.out))),
+            Outcome::NotFound => Err(ErrorData::resource_not_found(message, Some(read.out))),
+            Outcome::Failed => Err(ErrorData::internal_error(message, Some(read.out))),
+            Outcome::Cached(_) => {
+                let contents = ResourceContents::text(read.out.to_string(), request.uri)
+                    .with_mime_type("application/json");
+                Ok(ReadResourceResult::new(vec![contents]).into())
+            }
+        }
     }
 
     async fn call_tool(
@@ -119,9 +189,8 @@ impl ServerHandler for Server {
             ));
         };
         let arguments = request.arguments.unwrap_or_default();
-        let (result, outcome) =
-            call::call(&self.state, &TOOLS[index], &arguments, self.max_chars).await;
-        self.calls.count(index, outcome);
-        Ok(result.into())
+        let read = call::call(&self.state, &TOOLS[index], &arguments, self.max_chars).await;
+        self.calls.count(index, read.outcome);
+        Ok(read.into_tool_result().into())
     }
 }

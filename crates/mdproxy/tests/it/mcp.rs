@@ -570,3 +570,50 @@ async fn operators_see_the_calls_and_the_sessions() {
     let page = env.text(&format!("{admin}/status")).await;
     assert!(page.contains("AI agents (MCP)"));
 }
+
+/// The whole catalogue as resource templates: a resource is the REST answer of
+/// its URI's target, from the same cache entry; a bad or foreign URI is a
+/// JSON-RPC error.
+#[tokio::test]
+async fn every_endpoint_is_a_resource_from_the_same_cache() {
+    let env = mcp_env().await;
+    let agent = Agent::open(&env).await;
+    let listed = agent
+        .request(1, "resources/templates/list", json!({}))
+        .await;
+    let templates = listed["resourceTemplates"].as_array().unwrap();
+    assert!(templates.len() > 80, "{}", templates.len());
+    assert!(
+        templates
+            .iter()
+            .any(|t| t["uriTemplate"] == "mdproxy://api/v1/fund/detail/{code}"),
+        "{listed}"
+    );
+    let uri = "mdproxy://api/v1/fund/detail/159915";
+    let read = agent
+        .request(2, "resources/read", json!({"uri": uri}))
+        .await;
+    let content = &read["contents"][0];
+    assert_eq!(content["uri"], uri);
+    assert_eq!(content["mimeType"], "application/json");
+    let said: Value = serde_json::from_str(content["text"].as_str().unwrap()).unwrap();
+    assert_eq!(said["cache"], "miss");
+    let rest = env.get("/fund/detail/159915").await;
+    assert_eq!(support::header(&rest, "x-cache"), "HIT");
+    let rest: Value = rest.json().await.unwrap();
+    assert_eq!(rest["data"], said["data"]);
+    for bad in [
+        "mdproxy://api/v1/fund/detail/159915?colour=red",
+        "file:///etc/passwd",
+    ] {
+        let r = agent
+            .post(
+                json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read",
+                         "params": {"uri": bad}}),
+            )
+            .await;
+        let said = reply(r).await;
+        assert!(said["error"]["message"].is_string(), "{bad}: {said}");
+    }
+    assert_eq!(env.sim.hits("/fund/detail/{code}"), 1);
+}
