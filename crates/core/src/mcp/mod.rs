@@ -5,6 +5,7 @@
 
 pub mod call;
 mod fit;
+mod metrics;
 pub mod server;
 
 use std::convert::Infallible;
@@ -15,17 +16,12 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::registry::Registry;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use crate::state::AppState;
-use crate::stats::expose;
 use mdproxy_config::McpConfig;
 use server::{Calls, Server};
 
@@ -88,7 +84,7 @@ impl Mcp {
 
     /// Registers its counters in `registry`.
     pub fn register_metrics(&self, registry: &mut Registry) {
-        registry.register_collector(Box::new(CallMetrics {
+        registry.register_collector(Box::new(metrics::McpMetrics {
             calls: Arc::clone(&self.calls),
             sessions: Arc::clone(&self.sessions),
         }));
@@ -102,38 +98,5 @@ impl Mcp {
     /// Tool calls so far, by tool and outcome.
     pub fn calls(&self) -> &Calls {
         &self.calls
-    }
-}
-
-struct CallMetrics {
-    calls: Arc<Calls>,
-    sessions: Arc<LocalSessionManager>,
-}
-
-impl fmt::Debug for CallMetrics {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("CallMetrics")
-    }
-}
-
-impl Collector for CallMetrics {
-    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
-        // A scrape does not wait for the sessions' lock: while it is held (a
-        // session opening or closing), the gauge is left out of that scrape.
-        if let Ok(sessions) = self.sessions.sessions.try_read() {
-            let help = "Open MCP sessions (2025 revisions; the 2026-07-28 one has none)";
-            expose::gauge(&mut encoder, "mcp_sessions", help, sessions.len() as u64)?;
-        }
-        let mut family = encoder.encode_descriptor(
-            "mcp_tool_calls",
-            "MCP tool calls by tool (resources/read: resource reads) and outcome (hit, stale, miss, bad_argument, not_found, failed)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (tool, outcome, n) in self.calls.counted() {
-            let labels = [("tool", tool), ("outcome", outcome.as_str())];
-            ConstCounter::new(n).encode(family.encode_family(&labels)?)?;
-        }
-        Ok(())
     }
 }

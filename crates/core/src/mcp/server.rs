@@ -1,6 +1,7 @@
-//! The MCP server an agent talks to (rmcp's `ServerHandler`): the profile's tools
-//! listed with the catalogue's schemas and a cache hint, each call answered by
-//! [`super::call`] and counted by tool and outcome.
+//! The MCP server an agent talks to (rmcp's `ServerHandler`): the tools (with the
+//! catalogue's schemas) and the catalogue's resource templates, listed with a
+//! cache hint; each call or read answered by [`super::call`] and counted by tool
+//! and outcome.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
