@@ -180,7 +180,7 @@ pub async fn start_with(
     let mcp = config
         .mcp
         .enabled
-        .then(|| Arc::new(Mcp::new(&state, &config.mcp, stop.child_token())));
+        .then(|| Arc::new(Mcp::new(&state, &hub, &config.mcp, stop.child_token())));
     serve_clients(
         listener,
         config,

@@ -21,6 +21,8 @@ pub(crate) struct Board {
     /// string's (the string sits elsewhere in memory, a cache miss per code). The
     /// entry holds that copy, so its address is not reused while the board lives.
     quotes: foldhash::HashMap<usize, Entry>,
+    /// When the poll that made it was answered (none before the first).
+    pub(super) polled_at: Option<chrono::DateTime<chrono::Utc>>,
     /// The hub stops: every stream ends when it sees this board. Streams learn of
     /// the stop here rather than each from the stop token, whose check takes a lock
     /// shared by every stream on each of their wakes.
@@ -80,6 +82,7 @@ impl Board {
         Board {
             tick,
             quotes,
+            polled_at: self.polled_at,
             closing: false,
         }
     }
@@ -89,6 +92,7 @@ impl Board {
         Board {
             tick: self.tick,
             quotes: Default::default(),
+            polled_at: self.polled_at,
             closing: true,
         }
     }

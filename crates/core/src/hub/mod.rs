@@ -155,6 +155,15 @@ impl QuoteHub {
             .unwrap_or(0)
     }
 
+    /// The latest quote of `code` (canonical) while the hub polls it: the
+    /// upstream's row as the stream sends it, and when that poll was answered.
+    pub fn latest(&self, code: &str) -> Option<(Bytes, chrono::DateTime<chrono::Utc>)> {
+        let shared = self.registry().shared(code)?;
+        let board = self.inner.board.borrow();
+        let quote = board.quote(&shared)?;
+        Some((quote.json.clone(), board.polled_at?))
+    }
+
     /// Whether the poll loop runs.
     pub fn is_polling(&self) -> bool {
         self.registry().polling

@@ -74,7 +74,8 @@ impl QuoteHub {
             // publish that walk would hold a worker at the start of the fan-out.
             self.drop_stalled(config);
             let board = {
-                let next = self.inner.board.borrow().next(&codes, &polled.rows);
+                let mut next = self.inner.board.borrow().next(&codes, &polled.rows);
+                next.polled_at = Some(state.clock().now());
                 Arc::new(next)
             };
             self.inner.board.send_replace(Arc::clone(&board));

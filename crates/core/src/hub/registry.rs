@@ -156,6 +156,11 @@ impl Registry {
         self.refs.len()
     }
 
+    /// The shared copy of `code`, while someone is subscribed to it.
+    pub(super) fn shared(&self, code: &str) -> Option<Code> {
+        self.refs.get_key_value(code).map(|(k, _)| Arc::clone(k))
+    }
+
     /// The union of every subscriber's codes (the shared copies).
     pub(super) fn union(&self) -> Vec<Code> {
         self.refs.keys().cloned().collect()

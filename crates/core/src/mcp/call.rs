@@ -9,9 +9,11 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 
 use crate::cache::readthrough::Answer;
+use crate::hub::QuoteHub;
 use crate::state::AppState;
 use crate::upstream::client::FetchError;
 use mdproxy_api::CacheStatus;
+use mdproxy_api::catalog::STREAM_PATH;
 use mdproxy_api::tools::Tool;
 
 /// How a call ended, for the counters.
@@ -79,18 +81,50 @@ impl Read {
     }
 }
 
-/// Calls `tool` with `arguments` through the cache; results longer than
-/// `max_chars` are cut (said in the result).
+/// Calls `tool` with `arguments` through the cache (a quote the hub polls from its
+/// board); results longer than `max_chars` are cut (said in the result).
 pub async fn call(
     state: &AppState,
+    hub: &QuoteHub,
     tool: &'static Tool,
     arguments: &Map<String, Value>,
     max_chars: usize,
 ) -> Read {
-    match tool.target(arguments) {
-        Ok(target) => read(state, &target, max_chars).await,
-        Err(e) => bad_argument(&e.to_string()),
+    let target = match tool.target(arguments) {
+        Ok(target) => target,
+        Err(e) => return bad_argument(&e.to_string()),
+    };
+    if tool.name == QUOTE_TOOL
+        && let Some(read) = from_board(hub, &target)
+    {
+        return read;
     }
+    read(state, &target, max_chars).await
+}
+
+/// The tool whose answer the hub's board gives while it polls the code.
+const QUOTE_TOOL: &str = "get_stock_quote";
+
+/// The quote of `target`'s code from the hub's board, when the hub polls it: one
+/// upstream poll for every stream and agent, newer than any cached quote.
+fn from_board(hub: &QuoteHub, target: &str) -> Option<Read> {
+    let valid = mdproxy_api::parse_target(target).ok()?;
+    let code = valid.target.rsplit('/').next()?;
+    let (row, polled_at) = hub.latest(code)?;
+    let data = serde_json::from_slice::<Value>(&row).ok()?;
+    Some(Read {
+        out: json!({
+            "data": data,
+            "asOf": polled_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+            "cache": Outcome::Cached(CacheStatus::Hit).as_str(),
+            "source": format!(
+                "{}{STREAM_PATH}?codes={code} (the quote hub's latest poll)",
+                mdproxy_api::router::API_PREFIX
+            ),
+        }),
+        is_error: false,
+        outcome: Outcome::Cached(CacheStatus::Hit),
+    })
 }
 
 /// Reads `target` (a REST target relative to `/api/v1`) through the cache, as the

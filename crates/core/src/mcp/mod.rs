@@ -21,6 +21,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use crate::hub::QuoteHub;
 use crate::state::AppState;
 use mdproxy_config::McpConfig;
 use server::{Calls, Server};
@@ -45,11 +46,18 @@ impl fmt::Debug for Mcp {
 }
 
 impl Mcp {
-    /// The endpoint over `state` as `config` says, its sessions closed at `stop`.
-    pub fn new(state: &AppState, config: &McpConfig, stop: CancellationToken) -> Mcp {
+    /// The endpoint over `state` (and `hub` for quotes it polls) as `config` says,
+    /// its sessions closed at `stop`.
+    pub fn new(
+        state: &AppState,
+        hub: &QuoteHub,
+        config: &McpConfig,
+        stop: CancellationToken,
+    ) -> Mcp {
         let calls = Arc::new(Calls::default());
         let server = Server {
             state: state.clone(),
+            hub: hub.clone(),
             tools: server::listed(&config.tools),
             templates: server::templates(),
             calls: Arc::clone(&calls),

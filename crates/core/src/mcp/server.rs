@@ -16,6 +16,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use super::call::{self, Outcome};
+use crate::hub::QuoteHub;
 use crate::state::AppState;
 use mdproxy_api::tools::{RESOURCE_ROOT, TOOLS, resource_target, resource_templates};
 
@@ -65,6 +66,7 @@ impl Calls {
 #[derive(Clone)]
 pub struct Server {
     pub(super) state: AppState,
+    pub(super) hub: QuoteHub,
     pub(super) tools: Arc<[Tool]>,
     pub(super) templates: Arc<[ResourceTemplate]>,
     pub(super) calls: Arc<Calls>,
@@ -190,7 +192,8 @@ impl ServerHandler for Server {
             ));
         };
         let arguments = request.arguments.unwrap_or_default();
-        let read = call::call(&self.state, &TOOLS[index], &arguments, self.max_chars).await;
+        let tool = &TOOLS[index];
+        let read = call::call(&self.state, &self.hub, tool, &arguments, self.max_chars).await;
         self.calls.count(index, read.outcome);
         Ok(read.into_tool_result().into())
     }

@@ -617,3 +617,35 @@ async fn every_endpoint_is_a_resource_from_the_same_cache() {
     }
     assert_eq!(env.sim.hits("/fund/detail/{code}"), 1);
 }
+
+/// `get_stock_quote` answers from the quote hub's board while the hub polls the
+/// code (one upstream poll for every stream and agent); otherwise from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quote_the_hub_polls_comes_from_its_board() {
+    let env = mcp_env().await;
+    let agent = Agent::open(&env).await;
+    let r = env.get("/stock/indicator/realtime/sse?codes=600519").await;
+    assert_eq!(r.status(), 200);
+    let mut stream = support::SseReader::new(r);
+    let quote = stream
+        .next_quote(Duration::from_secs(10))
+        .await
+        .expect("the stream's first quote");
+    let result = agent
+        .call("get_stock_quote", json!({"code": "600519.SH"}))
+        .await;
+    let said = &result["structuredContent"];
+    assert_eq!(said["cache"], "hit", "{result}");
+    assert!(
+        said["source"].as_str().unwrap().contains("quote hub"),
+        "{said}"
+    );
+    assert_eq!(said["data"], quote.quotes()[0], "the row the stream sent");
+    assert_eq!(env.sim.hits("/stock/indicator/realtime/{code}"), 0);
+    // A code no stream watches comes through the cache, as REST.
+    let other = agent
+        .call("get_stock_quote", json!({"code": "000001"}))
+        .await;
+    assert_eq!(other["structuredContent"]["cache"], "miss", "{other}");
+    assert_eq!(env.sim.hits("/stock/indicator/realtime/{code}"), 1);
+}
