@@ -407,6 +407,71 @@ async fn a_purge_by_prefix_or_endpoint_reaches_keys_the_purging_node_never_held(
     assert_eq!(env.sim.hits("/stock/detail/{code}"), 2);
 }
 
+/// Pass-through answers (routes the catalogue does not know) are purged across the
+/// fleet too: `endpoint=passthrough` on one node drops them from Redis and from a
+/// node that holds them, and a prefix of their path does the same.
+#[tokio::test]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
+async fn pass_through_answers_are_purged_across_the_fleet() {
+    let redis = Redis::start();
+    let (env, _redis) = on_redis(redis, |c| {
+        c.cluster.node_id = "node-0".into();
+        c.passthrough.enabled = true;
+        c.admin.listen = "127.0.0.1:0".into();
+        c.admin.token = Secret::new("admin-secret");
+    })
+    .await;
+    for route in ["/market/newer-a", "/news/newer-b"] {
+        env.sim.serve_undocumented(route);
+    }
+    let b = node(&env, "node-1").await;
+    joined(&[&env.proxy, &b]).await;
+    let targets = ["/market/newer-a?x=1", "/news/newer-b?x=1"];
+    for target in targets {
+        assert_eq!(header(&get(&b, target).await, "x-cache"), "MISS");
+        // The other node finds it in the shared store.
+        let r = get(&env.proxy, target).await;
+        assert_eq!(header(&r, "x-cache"), "HIT", "{target}");
+    }
+    let asked = |target: &str| {
+        let path = target.split('?').next().unwrap();
+        env.sim
+            .raw_requests()
+            .iter()
+            .filter(|uri| uri.contains(path))
+            .count()
+    };
+    let before: Vec<usize> = targets.iter().map(|t| asked(t)).collect();
+    assert_eq!(before, [1, 1]);
+    let store = b.state().cache().store().clone();
+    let held = |target: &str| {
+        let key = format!("passthrough:{target}");
+        futures_util::FutureExt::now_or_never(store.get(&key))
+            .flatten()
+            .is_some()
+    };
+    // A prefix of the path takes the answers under it, on every node.
+    purge(&env, "prefix=/market/newer-").await;
+    let gone = support::eventually(Duration::from_secs(5), || !held(targets[0])).await;
+    assert!(gone, "node-1 still holds {}", targets[0]);
+    assert!(held(targets[1]), "the prefix spared {}", targets[1]);
+    // Nor does Redis hold it: node-1 asks the upstream again.
+    let r = get(&b, targets[0]).await;
+    let status = header(&r, "cache-status");
+    assert_eq!(header(&r, "x-cache"), "MISS", "{}: {status}", targets[0]);
+    // `endpoint=passthrough` takes them all.
+    purge(&env, "endpoint=passthrough").await;
+    let gone = support::eventually(Duration::from_secs(5), || !held(targets[1])).await;
+    assert!(gone, "node-1 still holds {}", targets[1]);
+    for target in targets {
+        let r = get(&b, target).await;
+        let status = header(&r, "cache-status");
+        assert_eq!(header(&r, "x-cache"), "MISS", "{target}: {status}");
+    }
+    let after: Vec<usize> = targets.iter().map(|t| asked(t)).collect();
+    assert_eq!(after, [3, 2]);
+}
+
 /// Defect: a leader term far beyond Redis's clock (a stray write) stayed in Redis
 /// and every later term grew from it, past what followers take. The lease script
 /// forgets it.
