@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Instructions per cache miss of the release binary (callgrind), issue 44's first
+measure: what one miss costs mdproxy in user space, the upstream client's work
+included, the simulator's not. A load run on this shared machine moves by a
+quarter; this count does not, so it shows what a change to the miss path saves.
+
+Three kinds of misses, each request a key never asked before: a news search with a
+new keyword (200, about 10 KB), a CPI page never asked (200, mostly 58 B), and an
+unlisted code (the upstream's 404). For each: a warm-up of other new keys,
+callgrind's counters zeroed, N misses over four keep-alive connections (h2load
+--h1 reading its targets from a file), a dump; the total over N is the figure.
+Started by scripts/miss-cost.sh. Standard library, h2load and valgrind."""
+
+import argparse
+import atexit
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+import harness
+from harness import free_port
+
+TOKEN = "load-token"
+START_WAIT = 120.0
+KINDS = {
+    "news-search": lambda i: f"/api/v1/news/search?keyword=miss{i}",
+    "cpi-page": lambda i: f"/api/v1/macro/cpi?page={1000 + i}&pageSize=20",
+    "unlisted-code": lambda i: f"/api/v1/stock/detail/{605000 + i}",
+}
+processes = []
+
+
+def cleanup():
+    for p in processes:
+        if p.poll() is None:
+            p.kill()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def start(work, name, argv):
+    out = open(os.path.join(work, f"{name}.log"), "wb")
+    p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    processes.append(p)
+    return p
+
+
+def h2load(port, work, targets):
+    path = os.path.join(work, "targets.txt")
+    with open(path, "w") as f:
+        f.writelines(f"http://127.0.0.1:{port}{t}\n" for t in targets)
+    cmd = ["h2load", "--h1", "-n", str(len(targets)), "-c", "4", "-i", path,
+           "-H", f"Authorization: Bearer {TOKEN}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600).stdout
+    line = next((l for l in out.splitlines() if l.startswith("requests:")), "")
+    # Every request answered (a 4xx the upstream gives counts as answered).
+    if f"{len(targets)} done" not in line or "0 errored, 0 timeout" not in line:
+        raise SystemExit(f"h2load: {line or out[-500:]}")
+    codes = next((l for l in out.splitlines() if l.startswith("status codes:")), "")
+    return codes
+
+
+def control(pid, flag):
+    subprocess.run(["callgrind_control", flag, str(pid)], capture_output=True, timeout=120, check=True)
+
+
+def last_dump(out):
+    parts = sorted(glob.glob(out + ".*"), key=lambda f: int(f.rsplit(".", 1)[1]))
+    for line in open(parts[-1]):
+        if line.startswith("summary:"):
+            return int(line.split()[1])
+    raise SystemExit(f"{parts[-1]}: no summary line")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--kinds", default=",".join(KINDS))
+    args = ap.parse_args()
+    kinds = [k for k in args.kinds.split(",") if k]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise SystemExit(f"unknown kinds {unknown}; known: {', '.join(KINDS)}")
+    atexit.register(cleanup)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda s, _f: (cleanup(), sys.exit(128 + s)))
+    work = tempfile.mkdtemp(prefix="mdproxy-miss-cost-")
+    atexit.register(shutil.rmtree, work, True)
+    sim_port, md_port = free_port(), free_port()
+    sim = start(work, "sim", [args.bin, "sim", "--listen", f"127.0.0.1:{sim_port}",
+                              "--token", "up-token", "--log", "warn"])
+    harness.wait_listening("sim", sim_port, sim, os.path.join(work, "sim.log"), START_WAIT)
+    config = os.path.join(work, "mdproxy.toml")
+    with open(config, "w") as f:
+        f.write(f"""[server]
+listen = "127.0.0.1:{md_port}"
+[auth]
+tokens = ["{TOKEN}"]
+[upstream]
+base_url = "http://127.0.0.1:{sim_port}/api/v1"
+token = "up-token"
+probe_target = ""
+[limits]
+upstream_rps = 0
+[scheduler]
+enabled = false
+[log]
+access = false
+""")
+    out = os.path.join(work, "callgrind.mdproxy")
+    md = start(work, "mdproxy", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                                 args.bin, "serve", "--config", config, "--log", "warn"])
+    harness.wait_listening("mdproxy", md_port, md, os.path.join(work, "mdproxy.log"), START_WAIT)
+    n = args.requests
+    print(f"callgrind, {n} misses a figure (each a key never asked) over 4 keep-alive "
+          "connections (h2load --h1), mdproxy's user-space instructions only", flush=True)
+    print(f"{'miss':16} {'instructions a miss':>20}  statuses")
+    warm = max(n // 5, 200)
+    for kind in kinds:
+        target = KINDS[kind]
+        h2load(md_port, work, [target(j) for j in range(warm)])
+        control(md.pid, "-z")
+        codes = h2load(md_port, work, [target(warm + j) for j in range(n)])
+        control(md.pid, "-d")
+        per = last_dump(out) / n
+        print(f"{kind:16} {per:20.0f}  {codes.split(':', 1)[1].strip()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Instructions per cache miss of the release binary under callgrind (issue 44's
+# first measure; req/s and the anchors are load-compare.sh's). Installs Debian's
+# valgrind and nghttp2-client when missing. A few minutes.
+#   REQUESTS=2000 KINDS=news-search,cpi-page,unlisted-code BIN=path scripts/miss-cost.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need=()
+command -v valgrind >/dev/null || need+=(valgrind)
+command -v h2load >/dev/null || need+=(nghttp2-client)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+if [ -z "${BIN:-}" ]; then
+  cargo build --release --quiet -p mdproxy --bin mdproxy
+fi
+exec python3 scripts/miss-cost.py --bin "${BIN:-target/release/mdproxy}" \
+  --requests "${REQUESTS:-2000}" --kinds "${KINDS:-news-search,cpi-page,unlisted-code}"
