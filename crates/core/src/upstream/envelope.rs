@@ -122,13 +122,16 @@ impl Scan<'_> {
         self.expect(b'"')?;
         let start = self.at;
         loop {
-            match *self.body.get(self.at)? {
+            // Most of a body is string content: jump to the next quote or escape
+            // (memchr's vector search) rather than step over every byte.
+            let rest = self.body.get(self.at..)?;
+            self.at += memchr::memchr2(b'\\', b'"', rest)?;
+            match self.body[self.at] {
                 b'\\' => self.at += 2,
-                b'"' => {
+                _ => {
                     self.at += 1;
                     return Some(start..self.at - 1);
                 }
-                _ => self.at += 1,
             }
         }
     }
