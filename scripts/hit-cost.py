@@ -14,7 +14,6 @@ process is stopped on exit."""
 
 import argparse
 import atexit
-import glob
 import os
 import shutil
 import signal
@@ -33,24 +32,6 @@ ANSWERS = {
 }
 TOKEN = "load-token"
 START_WAIT = 120.0  # seconds: a process under valgrind starts slowly
-processes = []
-
-
-def cleanup():
-    for _, p in processes:
-        if p.poll() is None:
-            p.kill()
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-
-
-def start(work, name, argv):
-    out = open(os.path.join(work, f"{name}.log"), "wb")
-    p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    processes.append((name, p))
-    return p
 
 
 def wait_listening(work, name, port, p):
@@ -78,28 +59,16 @@ def h2load(port, target, gzip, n):
         raise SystemExit(f"h2load on {port}{target}: {line or out[-500:]}")
 
 
-def control(pid, flag):
-    subprocess.run(["callgrind_control", flag, str(pid)], capture_output=True, timeout=120, check=True)
-
-
-def last_dump(out):
-    parts = sorted(glob.glob(out + ".*"), key=lambda f: int(f.rsplit(".", 1)[1]))
-    for line in open(parts[-1]):
-        if line.startswith("summary:"):
-            return int(line.split()[1])
-    raise SystemExit(f"{parts[-1]}: no summary line")
-
-
 def measure(work, name, port, p, out, answers, n):
     """Instructions per request of each answer, in `answers` order."""
     per = {}
     for size in answers:
         target, gzip = ANSWERS[size]
         h2load(port, target, gzip, max(n // 5, 200))  # warm-up: hot set, memo, allocator
-        control(p.pid, "-z")
+        harness.callgrind_control(p.pid, "-z")
         h2load(port, target, gzip, n)
-        control(p.pid, "-d")
-        per[size] = last_dump(out) / n
+        harness.callgrind_control(p.pid, "-d")
+        per[size] = harness.callgrind_total(out) / n
         print(f"  {name:8} {size:14} {per[size]:8.0f} instructions a request", flush=True)
     return per
 
@@ -115,14 +84,15 @@ def main():
     unknown = [s for s in answers if s not in ANSWERS]
     if unknown:
         raise SystemExit(f"unknown sizes {unknown}; known: {', '.join(ANSWERS)}")
-    atexit.register(cleanup)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda s, _f: (cleanup(), sys.exit(128 + s)))
     work = tempfile.mkdtemp(prefix="mdproxy-hit-cost-")
     atexit.register(shutil.rmtree, work, True)
+    children = harness.Children(work)
+    atexit.register(children.stop)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda s, _f: (children.stop(), sys.exit(128 + s)))
 
     sim_port, md_port, bare_port = free_port(), free_port(), free_port()
-    sim = start(work, "sim", [args.bin, "sim", "--listen", f"127.0.0.1:{sim_port}",
+    sim = children.start("sim", [args.bin, "sim", "--listen", f"127.0.0.1:{sim_port}",
                               "--token", "up-token", "--log", "warn"])
     wait_listening(work, "sim", sim_port, sim)
     config = os.path.join(work, "mdproxy.toml")
@@ -144,7 +114,7 @@ access = false
             f.write(f"[freshness.classes.{cls}]\nsession_fresh_secs = 3600\n"
                     "closed_fresh_secs = 3600\nuntil_open = false\n")
     md_out = os.path.join(work, "callgrind.mdproxy")
-    md = start(work, "mdproxy", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={md_out}",
+    md = children.start("mdproxy", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={md_out}",
                                  args.bin, "serve", "--config", config, "--log", "warn"])
     wait_listening(work, "mdproxy", md_port, md)
 
@@ -181,7 +151,7 @@ access = false
             print(f"{size:14} {md_per[size]:9.0f}")
         return
     bare_out = os.path.join(work, "callgrind.bare")
-    bare = start(work, "bare", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={bare_out}",
+    bare = children.start("bare", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={bare_out}",
                                 args.bare, "--listen", f"127.0.0.1:{bare_port}", "--dir", bare_dir,
                                 "--http1-only"])
     wait_listening(work, "bare", bare_port, bare)

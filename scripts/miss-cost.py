@@ -13,7 +13,6 @@ Started by scripts/miss-cost.sh. Standard library, h2load and valgrind."""
 
 import argparse
 import atexit
-import glob
 import os
 import shutil
 import signal
@@ -31,24 +30,6 @@ KINDS = {
     "cpi-page": lambda i: f"/api/v1/macro/cpi?page={1000 + i}&pageSize=20",
     "unlisted-code": lambda i: f"/api/v1/stock/detail/{605000 + i}",
 }
-processes = []
-
-
-def cleanup():
-    for p in processes:
-        if p.poll() is None:
-            p.kill()
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-
-
-def start(work, name, argv):
-    out = open(os.path.join(work, f"{name}.log"), "wb")
-    p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    processes.append(p)
-    return p
 
 
 def h2load(port, work, targets):
@@ -66,18 +47,6 @@ def h2load(port, work, targets):
     return codes
 
 
-def control(pid, flag):
-    subprocess.run(["callgrind_control", flag, str(pid)], capture_output=True, timeout=120, check=True)
-
-
-def last_dump(out):
-    parts = sorted(glob.glob(out + ".*"), key=lambda f: int(f.rsplit(".", 1)[1]))
-    for line in open(parts[-1]):
-        if line.startswith("summary:"):
-            return int(line.split()[1])
-    raise SystemExit(f"{parts[-1]}: no summary line")
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -88,13 +57,14 @@ def main():
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         raise SystemExit(f"unknown kinds {unknown}; known: {', '.join(KINDS)}")
-    atexit.register(cleanup)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda s, _f: (cleanup(), sys.exit(128 + s)))
     work = tempfile.mkdtemp(prefix="mdproxy-miss-cost-")
     atexit.register(shutil.rmtree, work, True)
+    children = harness.Children(work)
+    atexit.register(children.stop)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda s, _f: (children.stop(), sys.exit(128 + s)))
     sim_port, md_port = free_port(), free_port()
-    sim = start(work, "sim", [args.bin, "sim", "--listen", f"127.0.0.1:{sim_port}",
+    sim = children.start("sim", [args.bin, "sim", "--listen", f"127.0.0.1:{sim_port}",
                               "--token", "up-token", "--log", "warn"])
     harness.wait_listening("sim", sim_port, sim, os.path.join(work, "sim.log"), START_WAIT)
     config = os.path.join(work, "mdproxy.toml")
@@ -115,7 +85,7 @@ enabled = false
 access = false
 """)
     out = os.path.join(work, "callgrind.mdproxy")
-    md = start(work, "mdproxy", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+    md = children.start("mdproxy", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                                  args.bin, "serve", "--config", config, "--log", "warn"])
     harness.wait_listening("mdproxy", md_port, md, os.path.join(work, "mdproxy.log"), START_WAIT)
     n = args.requests
@@ -126,10 +96,10 @@ access = false
     for kind in kinds:
         target = KINDS[kind]
         h2load(md_port, work, [target(j) for j in range(warm)])
-        control(md.pid, "-z")
+        harness.callgrind_control(md.pid, "-z")
         codes = h2load(md_port, work, [target(warm + j) for j in range(n)])
-        control(md.pid, "-d")
-        per = last_dump(out) / n
+        harness.callgrind_control(md.pid, "-d")
+        per = harness.callgrind_total(out) / n
         print(f"{kind:16} {per:20.0f}  {codes.split(':', 1)[1].strip()}", flush=True)
 
 
