@@ -1,6 +1,6 @@
 //! What the rest of mdproxy holds of the other nodes: [`Fleet`], one of each narrow
 //! face (the shared store, the fill lock, the upstream budget, the upstream's
-//! pushback, job claims, the hub's leadership), the cluster's parts when `[cluster]`
+//! pushback, job claims, the hub's leadership, agents' sessions), the cluster's parts when `[cluster]`
 //! is on, and otherwise the single node's versions ([`Alone`]), the defaults.
 //! Nothing here knows Redis.
 
@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
+use super::agents::AgentSessions;
 use super::jobs::JobClaims;
 use super::leader::Leadership;
 use super::limits::{Announcement, FleetLimits, QuotaAsk, QuotaCount};
@@ -119,6 +120,22 @@ impl Leadership for Alone {
     }
 }
 
+#[async_trait]
+impl AgentSessions for Alone {
+    fn is_shared(&self) -> bool {
+        false
+    }
+    async fn load(&self, _id: &str) -> Result<Option<Bytes>, Unavailable> {
+        Ok(None)
+    }
+    async fn keep(&self, _id: &str, _state: Bytes) -> Result<(), Unavailable> {
+        Ok(())
+    }
+    async fn forget(&self, _id: &str) -> Result<(), Unavailable> {
+        Ok(())
+    }
+}
+
 /// One of each face: the cluster's when `[cluster]` is on, [`Alone`]'s otherwise.
 /// Cheap to clone.
 #[derive(Clone)]
@@ -130,6 +147,7 @@ pub struct Fleet {
     limits: Arc<dyn FleetLimits>,
     jobs: Arc<dyn JobClaims>,
     leadership: Arc<dyn Leadership>,
+    agents: Arc<dyn AgentSessions>,
 }
 
 impl Default for Fleet {
@@ -149,6 +167,7 @@ impl Fleet {
             limits: Arc::new(Alone),
             jobs: Arc::new(Alone),
             leadership: Arc::new(Alone),
+            agents: Arc::new(Alone),
         }
     }
 
@@ -164,6 +183,7 @@ impl Fleet {
             limits: cluster.limits.clone(),
             jobs: cluster.jobs.clone(),
             leadership: cluster.leadership.clone(),
+            agents: cluster.agents.clone(),
             cluster: Some(cluster),
         }
     }
@@ -201,6 +221,11 @@ impl Fleet {
     /// The hub's leadership.
     pub fn leadership(&self) -> &Arc<dyn Leadership> {
         &self.leadership
+    }
+
+    /// AI agents' sessions.
+    pub fn agents(&self) -> &Arc<dyn AgentSessions> {
+        &self.agents
     }
 }
 

@@ -15,13 +15,15 @@
 //!   the adaptive rate, the vendor quotas.
 //! - [`jobs`]: one run of each scheduled job for the fleet.
 //! - [`leader`]: the hub's leader lease and the board it relays.
+//! - [`agents`]: AI agents' MCP sessions, so that any node answers any of them.
 //!
-//!   Each of these six holds its trait, the words of that trait, and its version
+//!   Each of these seven holds its trait, the words of that trait, and its version
 //!   on Redis.
 //! - `member`: [`Cluster`], this node's membership: the link, one of each part, and
 //!   the watcher that keeps the link up and hands each publication to its part.
 //! - [`fleet`]: [`Fleet`], one of each face, and [`Alone`], the single node's.
 
+pub mod agents;
 mod conn;
 pub mod fleet;
 pub mod jobs;

@@ -9,6 +9,7 @@ use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::agents::RedisAgentSessions;
 use super::conn::{ClusterError, Connector};
 use super::jobs::RedisJobs;
 use super::leader::{RedisLeadership, board_channel};
@@ -34,6 +35,7 @@ pub struct Cluster {
     pub(super) limits: Arc<RedisLimits>,
     pub(super) jobs: Arc<RedisJobs>,
     pub(super) leadership: Arc<RedisLeadership>,
+    pub(super) agents: Arc<RedisAgentSessions>,
 }
 
 impl Cluster {
@@ -76,6 +78,7 @@ impl Cluster {
             limits: Arc::new(RedisLimits::new(link.clone())),
             jobs: Arc::new(RedisJobs::new(link.clone())),
             leadership: Arc::new(RedisLeadership::new(link.clone())),
+            agents: Arc::new(RedisAgentSessions::new(link.clone())),
             link,
         }
     }

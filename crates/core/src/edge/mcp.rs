@@ -19,6 +19,7 @@ use crate::edge::handler::{Asked, Edge, Trail, request_id};
 use crate::edge::head::Head;
 use crate::edge::server::Connection;
 use crate::mcp::Mcp;
+use crate::mcp::watch::Client;
 
 impl Edge {
     /// Serves one request to `/mcp` with `mcp`.
@@ -46,16 +47,17 @@ impl Edge {
             let head = Head::read(seen.headers());
             let id = request_id(head.request_id);
             // The key and the rate limit, as for a REST request.
-            let admitted = access
-                .admit(&head, seen.uri().query(), false, &mut trail)
-                .map(drop);
+            let admitted = access.admit(&head, seen.uri().query(), false, &mut trail);
             (id, admitted)
         };
         let edge = Arc::clone(self);
         let mcp = Arc::clone(mcp);
         let answered = async move {
             let served = match admitted {
-                Ok(()) => {
+                Ok(client) => {
+                    // The hub limits the quote streams an agent watches per client.
+                    let mut request = request;
+                    request.extensions_mut().insert(Client(client));
                     // rmcp's body (a JSON answer, or an event stream) as ours.
                     let (parts, body) = mcp.serve(request).await.into_parts();
                     let frames = BodyStream::new(body).boxed();

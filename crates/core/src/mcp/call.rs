@@ -8,6 +8,7 @@ use chrono::SecondsFormat;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 
+use super::watch::QUOTE_TOOL;
 use crate::cache::readthrough::Answer;
 use crate::hub::QuoteHub;
 use crate::state::AppState;
@@ -102,12 +103,9 @@ pub async fn call(
     read(state, &target, max_chars).await
 }
 
-/// The tool whose answer the hub's board gives while it polls the code.
-const QUOTE_TOOL: &str = "get_stock_quote";
-
 /// The quote of `target`'s code from the hub's board, when the hub polls it: one
 /// upstream poll for every stream and agent, newer than any cached quote.
-fn from_board(hub: &QuoteHub, target: &str) -> Option<Read> {
+pub fn from_board(hub: &QuoteHub, target: &str) -> Option<Read> {
     let valid = mdproxy_api::parse_target(target).ok()?;
     let code = valid.target.rsplit('/').next()?;
     let (row, polled_at) = hub.latest(code)?;

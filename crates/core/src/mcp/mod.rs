@@ -7,6 +7,8 @@ pub mod call;
 mod fit;
 mod metrics;
 pub mod server;
+mod sessions;
+pub mod watch;
 
 use std::convert::Infallible;
 use std::fmt;
@@ -25,13 +27,15 @@ use crate::hub::QuoteHub;
 use crate::state::AppState;
 use mdproxy_config::McpConfig;
 use server::{Calls, Server};
+use sessions::FleetSessions;
 
 /// The paths it answers: the proxy's root, and under the API's prefix as the
 /// upstream's `<base>/mcp`.
 pub const PATHS: [&str; 2] = ["/mcp", "/api/v1/mcp"];
 
 /// The MCP endpoint: rmcp's streamable HTTP service over [`Server`], with its
-/// sessions (for the 2025 revisions; the 2026-07-28 revision needs none).
+/// sessions (for the 2025 revisions, kept for the fleet when there is one; the
+/// 2026-07-28 revision needs none).
 pub struct Mcp {
     service: StreamableHttpService<Server, LocalSessionManager>,
     calls: Arc<Calls>,
@@ -62,6 +66,7 @@ impl Mcp {
             templates: server::templates(),
             calls: Arc::clone(&calls),
             max_chars: config.max_result_chars,
+            watches: Arc::default(),
         };
         // Any Host: the proxy is reached by names rmcp cannot know, and a key is
         // asked for every request (its loopback-only default guards servers that
@@ -70,14 +75,20 @@ impl Mcp {
             .disable_allowed_hosts()
             .with_cancellation_token(stop)
             .with_json_response(true);
-        let http = if config.allowed_origins.is_empty() {
+        let mut http = if config.allowed_origins.is_empty() {
             http.enforce_origin_validation()
         } else {
             http.with_allowed_origins(config.allowed_origins.clone())
         };
+        // In a fleet, a session opened on one node is answered by any.
+        http.session_store = FleetSessions::over(state.fleet().agents());
         let sessions = Arc::new(LocalSessionManager::default());
-        let service =
-            StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), http);
+        // A server for each session: its watches are its own.
+        let service = StreamableHttpService::new(
+            move || Ok(server.for_session()),
+            Arc::clone(&sessions),
+            http,
+        );
         Mcp {
             service,
             calls,

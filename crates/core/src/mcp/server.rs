@@ -1,21 +1,25 @@
 //! The MCP server an agent talks to (rmcp's `ServerHandler`): the tools (with the
 //! catalogue's schemas) and the catalogue's resource templates, listed with a
 //! cache hint; each call or read answered by [`super::call`] and counted by tool
-//! and outcome.
+//! and outcome; quote resources watched through [`super::watch`].
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, Implementation,
     ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
-    ResourceTemplate, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    ResourceTemplate, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::call::{self, Outcome};
+use super::watch::{self, Client};
 use crate::hub::QuoteHub;
 use crate::state::AppState;
 use mdproxy_api::tools::{RESOURCE_ROOT, TOOLS, resource_target, resource_templates};
@@ -71,6 +75,34 @@ pub struct Server {
     pub(super) templates: Arc<[ResourceTemplate]>,
     pub(super) calls: Arc<Calls>,
     pub(super) max_chars: usize,
+    /// The session's watched quote resources (2025 revisions), by URI: each
+    /// relay stops when its guard is dropped (unsubscribed, or the session gone).
+    pub(super) watches: Arc<Mutex<HashMap<String, DropGuard>>>,
+}
+
+impl Server {
+    /// The same server for a new session: its watches its own.
+    pub(super) fn for_session(&self) -> Server {
+        Server {
+            watches: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    fn watches(&self) -> std::sync::MutexGuard<'_, HashMap<String, DropGuard>> {
+        self.watches
+            .lock()
+            .expect("the watches lock is never poisoned")
+    }
+}
+
+/// The client a request came from, as the edge put it on the request.
+fn client(context: &RequestContext<RoleServer>) -> Option<Client> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Client>())
+        .copied()
 }
 
 /// The catalogue's endpoints as resource templates.
@@ -110,6 +142,7 @@ impl ServerHandler for Server {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .build(),
         )
         .with_server_info(Implementation::new("mdproxy", crate::build::VERSION))
@@ -118,7 +151,9 @@ impl ServerHandler for Server {
                  Each result carries `asOf` (when the upstream answered) and `cache` \
                  (hit, stale or miss). Codes are accepted as people type them \
                  (600519, 600519.SH, sh600519). Every endpoint of the REST API is also a \
-                 resource: mdproxy://api/v1/<path>?<query>.",
+                 resource: mdproxy://api/v1/<path>?<query>; quotes \
+                 (mdproxy://api/v1/stock/indicator/realtime/<code>) can be subscribed to, \
+                 and are updated at each poll of the quote hub.",
         )
     }
 
@@ -160,7 +195,10 @@ impl ServerHandler for Server {
                 None,
             ));
         };
-        let read = call::read(&self.state, target, self.max_chars).await;
+        let read = match call::from_board(&self.hub, target) {
+            Some(read) => read,
+            None => call::read(&self.state, target, self.max_chars).await,
+        };
         self.calls.count(TOOLS.len(), read.outcome);
         let message = read.out["message"].as_str().unwrap_or_default().to_owned();
         match read.outcome {
@@ -173,6 +211,84 @@ impl ServerHandler for Server {
                 Ok(ReadResourceResult::new(vec![contents]).into())
             }
         }
+    }
+
+    /// A quote resource watched for this session: a hub stream of its code whose
+    /// quote events become `notifications/resources/updated`.
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let code = watch::quote_code(&request.uri)?;
+        let events = watch::open(&self.hub, client(&context), &code)?;
+        let stop = CancellationToken::new();
+        // A second subscription to one URI replaces the first (whose guard stops it).
+        self.watches()
+            .insert(request.uri.clone(), stop.clone().drop_guard());
+        let (peer, uri) = (context.peer, request.uri);
+        self.state
+            .tracker()
+            .spawn(watch::relay(vec![events], stop, move |_| {
+                let (peer, uri) = (peer.clone(), uri.clone());
+                async move {
+                    let updated = ResourceUpdatedNotificationParam::new(uri);
+                    peer.notify_resource_updated(updated).await.is_ok()
+                }
+            }));
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.watches().remove(&request.uri);
+        Ok(())
+    }
+
+    /// The 2026-07-28 revision's `subscriptions/listen`: the quote resources among
+    /// those asked for.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let quotes = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| watch::quote_code(uri).is_ok())
+            .cloned();
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resource_subscriptions = Some(quotes.collect());
+        Some(accepted)
+    }
+
+    /// One `subscriptions/listen`: a hub stream for each quote accepted, until
+    /// the client cancels it.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let who = client(context.request_context());
+        let mut streams = Vec::with_capacity(uris.len());
+        for uri in &uris {
+            streams.push(watch::open(&self.hub, who, &watch::quote_code(uri)?)?);
+        }
+        let stop = CancellationToken::new();
+        let sink = context.sink().clone();
+        let relayed = watch::relay(streams, stop.clone(), |i| {
+            let (sink, uri) = (sink.clone(), uris[i].clone());
+            async move { sink.notify_resource_updated(uri).await.is_ok() }
+        });
+        tokio::select! {
+            () = relayed => {}
+            () = context.cancelled() => stop.cancel(),
+        }
+        Ok(())
     }
 
     async fn call_tool(

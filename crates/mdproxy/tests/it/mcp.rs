@@ -649,3 +649,189 @@ async fn a_quote_the_hub_polls_comes_from_its_board() {
     assert_eq!(other["structuredContent"]["cache"], "miss", "{other}");
     assert_eq!(env.sim.hits("/stock/indicator/realtime/{code}"), 1);
 }
+
+/// In a fleet, a session opened on one node is answered by another (its
+/// `initialize` kept in Redis and replayed there), and a session closed is
+/// forgotten by the fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
+async fn a_session_opened_on_one_node_is_answered_by_another() {
+    use support::redis::{Redis, joined, node};
+    let redis = Redis::start();
+    let url = redis.url();
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.mcp.enabled = true;
+            c.cluster.redis_url = mdproxy_config::Secret::new(url);
+            c.cluster.node_id = "node-0".into();
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let other = node(&env, "node-1").await;
+    joined(&[&env.proxy, &other]).await;
+    let mut agent = Agent::open(&env).await;
+    let session = agent.session.clone().expect("a session");
+    let kept = format!("mdproxy:v1:agent-session:{session}");
+    let stored: Option<String> = support::redis::ask(redis.port, redis::cmd("GET").arg(&kept))
+        .await
+        .unwrap();
+    assert!(
+        stored.is_some_and(|s| s.contains("mdproxy-test")),
+        "the session's initialize is kept for the fleet"
+    );
+    agent.url = other.base_url().replace("/api/v1", "/mcp");
+    let result = agent.call("get_market_indices", json!({})).await;
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structuredContent"]["cache"], "miss", "{result}");
+    let r = agent
+        .client
+        .delete(&agent.url)
+        .header("x-api-key", support::TOKEN)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", REVISION)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let stored: Option<String> = support::redis::ask(redis.port, redis::cmd("GET").arg(&kept))
+        .await
+        .unwrap();
+    assert_eq!(stored, None, "a closed session is forgotten by the fleet");
+}
+
+/// The first JSON-RPC message on `stream` whose `method` is `method`, within a
+/// bounded read.
+async fn next_message(stream: &mut support::SseReader, method: &str) -> Option<Value> {
+    for _ in 0..50 {
+        match stream.next_or_end(Duration::from_secs(10)).await {
+            support::Next::Event(event) => {
+                let Ok(message) = serde_json::from_str::<Value>(&event.data) else {
+                    continue;
+                };
+                if message["method"] == method {
+                    return Some(message);
+                }
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The quote resource of 600519, written as people type the code.
+const QUOTE_URI: &str = "mdproxy://api/v1/stock/indicator/realtime/600519.SH";
+
+/// A session (2025 revisions) subscribes to a quote resource: the hub polls the
+/// code, each poll is a `notifications/resources/updated` on the session's
+/// stream, a read then comes from the hub's board, and one poll serves the agent
+/// and an SSE subscriber of the same code together. Other resources cannot be
+/// watched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_watches_a_quote_the_hub_polls() {
+    let env = mcp_env().await;
+    let agent = Agent::open(&env).await;
+    let r = env
+        .client
+        .get(&agent.url)
+        .header("x-api-key", support::TOKEN)
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", REVISION)
+        .header("mcp-session-id", agent.session.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut stream = support::SseReader::new(r);
+    agent
+        .request(2, "resources/subscribe", json!({"uri": QUOTE_URI}))
+        .await;
+    let updated = next_message(&mut stream, "notifications/resources/updated")
+        .await
+        .expect("an update at the hub's poll");
+    assert_eq!(updated["params"]["uri"], QUOTE_URI);
+    assert_eq!(env.proxy.hub().codes(), 1, "the hub polls the code");
+    let sse = env.get("/stock/indicator/realtime/sse?codes=600519").await;
+    let mut quotes = support::SseReader::new(sse);
+    quotes
+        .next_quote(Duration::from_secs(10))
+        .await
+        .expect("the stream's first quote");
+    assert_eq!(
+        env.proxy.hub().codes(),
+        1,
+        "one poll for the agent and the stream"
+    );
+    let read = agent
+        .request(3, "resources/read", json!({"uri": QUOTE_URI}))
+        .await;
+    let said: Value = serde_json::from_str(read["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert!(
+        said["source"].as_str().unwrap().contains("quote hub"),
+        "{said}"
+    );
+    assert_eq!(env.sim.hits("/stock/indicator/realtime/{code}"), 0);
+    let other = agent
+        .post(
+            json!({"jsonrpc": "2.0", "id": 4, "method": "resources/subscribe",
+                     "params": {"uri": "mdproxy://api/v1/stock/detail/600519"}}),
+        )
+        .await;
+    let refused = reply(other).await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only quotes"),
+        "{refused}"
+    );
+    agent
+        .request(5, "resources/unsubscribe", json!({"uri": QUOTE_URI}))
+        .await;
+}
+
+/// The stateless revision's `subscriptions/listen` on a quote resource: the
+/// acknowledgement names the quote (and drops what cannot be watched), then an
+/// update comes at the hub's poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_listen_is_told_of_each_quote_poll() {
+    let env = mcp_env().await;
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "stateless", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let r = env
+        .client
+        .post(mcp_url(&env))
+        .header("x-api-key", support::TOKEN)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+                "_meta": meta,
+                "notifications": {"resourceSubscriptions": [
+                    QUOTE_URI, "mdproxy://api/v1/market/indices"
+                ]}
+            }}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut stream = support::SseReader::new(r);
+    let ack = next_message(&mut stream, "notifications/subscriptions/acknowledged")
+        .await
+        .expect("an acknowledgement");
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!([QUOTE_URI]),
+        "{ack}"
+    );
+    let updated = next_message(&mut stream, "notifications/resources/updated")
+        .await
+        .expect("an update at the hub's poll");
+    assert_eq!(updated["params"]["uri"], QUOTE_URI);
+}
