@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod code;
+pub(crate) mod documented;
 pub mod error;
 pub mod memo;
 pub mod openapi;
@@ -17,6 +18,7 @@ pub(crate) mod shapes;
 pub mod suggest;
 pub mod tools;
 pub(crate) mod value;
+pub mod words;
 
 use std::sync::OnceLock;
 

@@ -17,9 +17,6 @@ use std::sync::LazyLock;
 
 use serde_json::{Map, Value, json};
 
-/// The upstream's documented list, as its docs' generator wrote it.
-const DOCUMENTED: &str = include_str!("../../../docs/upstream-endpoints.json");
-
 /// The docs' "more of the same" item in a cut array.
 const ELLIPSIS: &str = "...";
 
@@ -61,9 +58,8 @@ pub fn data_schema(path: &str) -> Option<Value> {
 /// The documented success `data` of each path that has one worth reading.
 fn examples() -> &'static [(String, Value)] {
     static EXAMPLES: LazyLock<Vec<(String, Value)>> = LazyLock::new(|| {
-        let list: Vec<Value> =
-            serde_json::from_str(DOCUMENTED).expect("the documented list is JSON");
-        list.iter()
+        crate::documented::endpoints()
+            .iter()
             .filter_map(|entry| {
                 let path = entry["path"].as_str()?;
                 let answer = &entry["example_response"];
@@ -240,9 +236,9 @@ mod tests {
 
     #[test]
     fn copied_samples_are_still_copies() {
-        let list: Vec<Value> = serde_json::from_str(DOCUMENTED).unwrap();
         let answer = |path: &str| {
-            list.iter()
+            crate::documented::endpoints()
+                .iter()
                 .find(|e| e["path"] == path)
                 .map(|e| e["example_response"].clone())
                 .unwrap()

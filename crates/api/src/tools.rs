@@ -28,6 +28,8 @@ pub struct Tool {
 /// One view's use of an argument.
 struct Use {
     view: &'static str,
+    /// The view's endpoint (its catalogue template).
+    path: &'static str,
     param: &'static Param,
     /// Required by that view (a path parameter always is).
     required: bool,
@@ -56,6 +58,30 @@ pub enum ArgumentError {
 }
 
 const VIEW: &str = "view";
+
+/// What argument `name` means: its English words and the Chinese ones the docs
+/// give it on the endpoints of `uses` (each once).
+fn words(name: &str, uses: &[Use]) -> Option<String> {
+    let mut zh: Vec<&str> = Vec::new();
+    for term in uses
+        .iter()
+        .filter_map(|u| crate::documented::param_zh(u.path, name))
+    {
+        if !zh.contains(&term) {
+            zh.push(term);
+        }
+    }
+    let english = crate::words::english(name);
+    match (english, zh.is_empty()) {
+        (None, true) => None,
+        (Some(en), true) => Some(en.to_owned()),
+        (en, false) => Some(
+            format!("{}（{}）", en.unwrap_or_default(), zh.join("；"))
+                .trim()
+                .to_owned(),
+        ),
+    }
+}
 
 /// The macro indicators, each a paged table and a chart series.
 const MACRO: &[(&str, &str)] = &[
@@ -460,6 +486,7 @@ impl Tool {
             for (param, in_path) in path.chain(endpoint.query.iter().map(|p| (p, false))) {
                 let one = Use {
                     view,
+                    path: &endpoint.path,
                     param,
                     required: param.required || in_path,
                 };
@@ -505,7 +532,7 @@ impl Tool {
             };
             let required_by: Vec<&str> =
                 uses.iter().filter(|u| u.required).map(|u| u.view).collect();
-            let mut notes = Vec::new();
+            let mut notes: Vec<String> = words(name, &uses).into_iter().collect();
             if uses.len() < views {
                 let taken: Vec<&str> = uses.iter().map(|u| u.view).collect();
                 notes.push(format!("Taken by {}: {}.", self.select, taken.join(", ")));
@@ -516,14 +543,7 @@ impl Tool {
                 notes.push(format!("Required by {}.", required_by.join(", ")));
             }
             if !notes.is_empty() {
-                let before = schema["description"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                schema["description"] = format!("{before} {}", notes.join(" "))
-                    .trim()
-                    .to_owned()
-                    .into();
+                schema["description"] = notes.join(" ").into();
             }
             properties.insert(name.into(), schema);
         }
@@ -534,6 +554,57 @@ impl Tool {
             schema.insert("required".into(), required.into());
         }
         schema.insert("additionalProperties".into(), false.into());
+        schema
+    }
+
+    /// The schema of its results' `structuredContent` (when not an error): the
+    /// data as the typed response schemas of its views say (any of them; any
+    /// value where the docs show no answer), when the upstream gave it, how the
+    /// cache served it, the REST request it stands for, and what was cut.
+    pub fn output_schema(&self) -> Map<String, Value> {
+        let mut shapes: Vec<Value> = Vec::new();
+        let mut unknown = false;
+        for (_, endpoint) in self.endpoints() {
+            match crate::shapes::data_schema(&endpoint.path) {
+                Some(schema) if !shapes.contains(&schema) => shapes.push(schema),
+                Some(_) => {}
+                None => unknown = true,
+            }
+        }
+        let data = match shapes.len() {
+            0 => json!({}),
+            _ if unknown => json!({}),
+            1 => shapes.remove(0),
+            _ => json!({ "anyOf": shapes }),
+        };
+        let properties = json!({
+                "data": data,
+                "asOf": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": "When the upstream gave this answer (RFC 3339, UTC).",
+                },
+                "cache": {
+                    "type": "string",
+                    "enum": ["hit", "stale", "miss"],
+                    "description": "How the cache served it: hit (fresh), stale (past its freshness) or miss (fetched for this call).",
+                },
+                "source": {
+                    "type": "string",
+                    "description": "The REST request this call stands for, or the quote hub's poll.",
+                },
+                "cut": {
+                    "type": "object",
+                    "description": "Present when the result was cut to fit: which list, how many items were kept of how many, and how to ask for the rest.",
+                },
+        });
+        let mut schema = Map::new();
+        schema.insert("type".into(), "object".into());
+        schema.insert("properties".into(), properties);
+        schema.insert(
+            "required".into(),
+            json!(["data", "asOf", "cache", "source"]),
+        );
         schema
     }
 
@@ -823,5 +894,79 @@ mod tests {
             let schema = tool.input_schema();
             assert_eq!(schema["type"], "object", "{}", tool.name);
         }
+    }
+
+    /// Every argument of every tool says what it means in English, and in the
+    /// Chinese words of the upstream's docs where they give some.
+    #[test]
+    fn every_argument_is_described_in_english_and_the_docs_chinese() {
+        for tool in TOOLS {
+            for (name, _) in tool.parameters() {
+                assert!(
+                    crate::words::english(name).is_some(),
+                    "{}'s argument {name} has no English words",
+                    tool.name
+                );
+            }
+        }
+        let kline = find("get_stock_kline").unwrap().input_schema();
+        let fqt = kline["properties"]["fqt"]["description"].as_str().unwrap();
+        assert_eq!(
+            fqt,
+            "Price adjustment: pre (forward), after (backward) or none.（`pre`/`after`/`none`）"
+        );
+        assert!(
+            include_str!("../../../docs/mcp.md").contains(fqt),
+            "docs/mcp.md quotes it"
+        );
+        let holders = find("get_stock_shareholders").unwrap().input_schema();
+        let code = holders["properties"]["code"]["description"]
+            .as_str()
+            .unwrap();
+        assert!(code.contains("股东代码"), "each view's own words: {code}");
+    }
+
+    /// A result's schema: the data as the views' typed response schemas say,
+    /// with when, how and for which request.
+    #[test]
+    fn output_schemas_come_from_the_response_schemas() {
+        for tool in TOOLS {
+            let schema = tool.output_schema();
+            assert_eq!(schema["type"], "object", "{}", tool.name);
+            assert_eq!(
+                schema["required"],
+                json!(["data", "asOf", "cache", "source"])
+            );
+        }
+        let indices = find("get_market_indices").unwrap().output_schema();
+        assert_eq!(
+            indices["properties"]["data"],
+            crate::shapes::data_schema("/market/indices").unwrap()
+        );
+        // The docs show no answer of the K-lines: any data.
+        let kline = find("get_stock_kline").unwrap().output_schema();
+        assert_eq!(kline["properties"]["data"], json!({}));
+        // Of several views, any of theirs; any data when a view has none.
+        let mut several = 0;
+        for tool in TOOLS {
+            let data = &tool.output_schema()["properties"]["data"];
+            let shapes: Vec<Option<Value>> = tool
+                .endpoints()
+                .map(|(_, e)| crate::shapes::data_schema(&e.path))
+                .collect();
+            if shapes.iter().any(Option::is_none) {
+                assert_eq!(data, &json!({}), "{}", tool.name);
+            } else if let Some(any) = data["anyOf"].as_array() {
+                several += 1;
+                assert!(
+                    shapes.iter().flatten().all(|s| any.contains(s)),
+                    "{}",
+                    tool.name
+                );
+            } else {
+                assert_eq!(Some(data), shapes[0].as_ref(), "{}", tool.name);
+            }
+        }
+        assert!(several > 0, "some tool reads several documented views");
     }
 }

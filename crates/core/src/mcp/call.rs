@@ -125,6 +125,20 @@ pub fn from_board(hub: &QuoteHub, target: &str) -> Option<Read> {
     })
 }
 
+/// `schema`, the quote tool's output schema, widened to an answer from the hub's
+/// board: a row of the quote stream (an object), beside the endpoint's own data.
+pub fn widen_for_board(schema: &mut Map<String, Value>) {
+    if let Some(Value::Object(properties)) = schema.get_mut("properties")
+        && let Some(data) = properties.get_mut("data")
+    {
+        let row = json!({
+            "type": "object",
+            "description": "A row of the quote hub's latest poll, as the quote stream sends it.",
+        });
+        *data = json!({ "anyOf": [data.take(), row] });
+    }
+}
+
 /// Reads `target` (a REST target relative to `/api/v1`) through the cache, as the
 /// REST request for it would.
 pub async fn read(state: &AppState, target: &str, max_chars: usize) -> Read {

@@ -119,19 +119,25 @@ pub fn templates() -> Arc<[ResourceTemplate]> {
 }
 
 /// The tools of the profile that `allowed` names (all when it is empty), as MCP
-/// lists them.
+/// lists them: their input and output schemas from the catalogue.
 pub fn listed(allowed: &[String]) -> Arc<[Tool]> {
     TOOLS
         .iter()
         .filter(|tool| allowed.is_empty() || allowed.iter().any(|a| a == tool.name))
         .map(|tool| {
-            Tool::new(tool.name, tool.description, tool.input_schema()).annotate(
-                ToolAnnotations::new()
-                    .read_only(true)
-                    .destructive(false)
-                    .idempotent(true)
-                    .open_world(true),
-            )
+            let mut output = tool.output_schema();
+            if tool.name == watch::QUOTE_TOOL {
+                call::widen_for_board(&mut output);
+            }
+            Tool::new(tool.name, tool.description, tool.input_schema())
+                .with_raw_output_schema(Arc::new(output))
+                .annotate(
+                    ToolAnnotations::new()
+                        .read_only(true)
+                        .destructive(false)
+                        .idempotent(true)
+                        .open_world(true),
+                )
         })
         .collect()
 }
