@@ -18,13 +18,19 @@ fn the_endpoint_table_matches_the_catalogue() {
     );
 }
 
-/// The MCP page's table is the tools' own.
+/// The MCP page's table and README's are the tools' own, and README's cap is
+/// the default one.
 #[test]
 fn the_mcp_tool_table_matches_the_tools() {
-    assert!(
-        read_repo("docs/mcp.md").contains(&mdproxy_api::tools::markdown_table()),
-        "docs/mcp.md's table is out of date: regenerate it with `cargo run -- docs`"
-    );
+    for doc in ["docs/mcp.md", "README.md"] {
+        assert!(
+            read_repo(doc).contains(&mdproxy_api::tools::markdown_table()),
+            "{doc}'s MCP table is out of date: regenerate it with `cargo run -- docs`"
+        );
+    }
+    let cap = mdproxy_config::McpConfig::default().max_result_chars;
+    assert_eq!(cap, 60_000);
+    assert!(read_repo("README.md").contains("`mcp.max_result_chars` (60,000)"));
 }
 
 /// The configuration page lists every key with its default and variable.
