@@ -18,8 +18,7 @@ use crate::edge::body::Body;
 use crate::edge::handler::{Asked, Edge, Trail, request_id};
 use crate::edge::head::Head;
 use crate::edge::server::Connection;
-use crate::mcp::Mcp;
-use crate::mcp::watch::Client;
+use crate::mcp::{Caller, Mcp};
 
 impl Edge {
     /// Serves one request to `/mcp` with `mcp`.
@@ -52,12 +51,17 @@ impl Edge {
         };
         let edge = Arc::clone(self);
         let mcp = Arc::clone(mcp);
+        let request_span = span.clone();
         let answered = async move {
             let served = match admitted {
                 Ok(client) => {
-                    // The hub limits the quote streams an agent watches per client.
+                    // The hub limits the quote streams an agent watches per
+                    // client; a tool call's span is a child of the request's.
                     let mut request = request;
-                    request.extensions_mut().insert(Client(client));
+                    request.extensions_mut().insert(Caller {
+                        client,
+                        span: request_span,
+                    });
                     // rmcp's body (a JSON answer, or an event stream) as ours.
                     let (parts, body) = mcp.serve(request).await.into_parts();
                     let frames = BodyStream::new(body).boxed();

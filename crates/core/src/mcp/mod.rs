@@ -29,6 +29,14 @@ use mdproxy_config::McpConfig;
 use server::{Calls, Server};
 use sessions::FleetSessions;
 
+/// What the edge tells the MCP endpoint of a request, on its extensions: the
+/// client (its key's index) and the request's span, if traced.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub client: usize,
+    pub span: Option<tracing::Span>,
+}
+
 /// The paths it answers: the proxy's root, and under the API's prefix as the
 /// upstream's `<base>/mcp`.
 pub const PATHS: [&str; 2] = ["/mcp", "/api/v1/mcp"];

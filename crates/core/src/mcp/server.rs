@@ -17,9 +17,11 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::{Instrument, Span};
 
+use super::Caller;
 use super::call::{self, Outcome};
-use super::watch::{self, Client};
+use super::watch;
 use crate::hub::QuoteHub;
 use crate::state::AppState;
 use mdproxy_api::tools::{RESOURCE_ROOT, TOOLS, resource_target, resource_templates};
@@ -96,13 +98,23 @@ impl Server {
     }
 }
 
-/// The client a request came from, as the edge put it on the request.
-fn client(context: &RequestContext<RoleServer>) -> Option<Client> {
+/// What the edge said of the request, as it put it on the request.
+fn caller(context: &RequestContext<RoleServer>) -> Option<&Caller> {
     context
         .extensions
         .get::<http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<Client>())
-        .copied()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+}
+
+/// The client a request came from (its key's index).
+fn client(context: &RequestContext<RoleServer>) -> Option<usize> {
+    caller(context).map(|c| c.client)
+}
+
+/// The span of an MCP operation, a child of its request's.
+fn span_of(context: &RequestContext<RoleServer>, method: &'static str, name: &str) -> Span {
+    let request = caller(context).and_then(|c| c.span.as_ref());
+    crate::telemetry::mcp_span(request, method, name)
 }
 
 /// The catalogue's endpoints as resource templates.
@@ -190,8 +202,9 @@ impl ServerHandler for Server {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        let span = span_of(&context, READS, "");
         let Some(target) = resource_target(&request.uri) else {
             return Err(ErrorData::resource_not_found(
                 format!(
@@ -203,8 +216,13 @@ impl ServerHandler for Server {
         };
         let read = match call::from_board(&self.hub, target) {
             Some(read) => read,
-            None => call::read(&self.state, target, self.max_chars).await,
+            None => {
+                call::read(&self.state, target, self.max_chars)
+                    .instrument(span.clone())
+                    .await
+            }
         };
+        span.record("mdproxy.outcome", read.outcome.as_str());
         self.calls.count(TOOLS.len(), read.outcome);
         let message = read.out["message"].as_str().unwrap_or_default().to_owned();
         match read.outcome {
@@ -300,7 +318,7 @@ impl ServerHandler for Server {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let offered = self.tools.iter().any(|t| t.name == request.name);
         let Some(index) = TOOLS
@@ -315,7 +333,11 @@ impl ServerHandler for Server {
         };
         let arguments = request.arguments.unwrap_or_default();
         let tool = &TOOLS[index];
-        let read = call::call(&self.state, &self.hub, tool, &arguments, self.max_chars).await;
+        let span = span_of(&context, "tools/call", tool.name);
+        let read = call::call(&self.state, &self.hub, tool, &arguments, self.max_chars)
+            .instrument(span.clone())
+            .await;
+        span.record("mdproxy.outcome", read.outcome.as_str());
         self.calls.count(index, read.outcome);
         Ok(read.into_tool_result().into())
     }

@@ -18,11 +18,6 @@ use mdproxy_api::tools::{RESOURCE_ROOT, find, resource_target};
 /// The tool (and endpoint) whose resources can be watched.
 pub const QUOTE_TOOL: &str = "get_stock_quote";
 
-/// The client an MCP request came from (its key's index), put on the request by
-/// the edge: the hub limits streams per client.
-#[derive(Clone, Copy, Debug)]
-pub struct Client(pub usize);
-
 /// The canonical code of the quote resource `uri`
 /// (`mdproxy://api/v1/stock/indicator/realtime/600519`, a code as people type it).
 ///
@@ -49,18 +44,19 @@ pub fn quote_code(uri: &str) -> Result<String, ErrorData> {
     Ok(code.to_owned())
 }
 
-/// A hub stream of `code` for `client`.
+/// A hub stream of `code` for the client of index `client` (the hub limits
+/// streams per client).
 ///
 /// # Errors
 /// The hub's refusal (the client's or the proxy's stream limit) as an internal
 /// error naming it.
 pub fn open(
     hub: &QuoteHub,
-    client: Option<Client>,
+    client: Option<usize>,
     code: &str,
 ) -> Result<BoxStream<'static, Bytes>, ErrorData> {
     hub.subscribe(Subscription {
-        token: client.map_or(0, |c| c.0),
+        token: client.unwrap_or_default(),
         codes: code,
         pz: 1,
         last_event_id: None,

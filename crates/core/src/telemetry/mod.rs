@@ -19,7 +19,7 @@ mod switch;
 pub use export::{Telemetry, TelemetryError};
 pub use settings::{Settings, check};
 pub use span::{
-    Link, budget_span, cluster_span, fill_span, outgoing, record_error, record_response,
+    Link, budget_span, cluster_span, fill_span, mcp_span, outgoing, record_error, record_response,
     request_span, trace_id, upstream_span, wait_span,
 };
 pub use switch::{TARGET, is_on};

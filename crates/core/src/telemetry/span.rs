@@ -2,7 +2,8 @@
 //! [`Span::none`], after one load): the request (a server span continuing the
 //! client's `traceparent`), the cache fill, a coalesced wait linked to the fill it
 //! waited on, the budget wait, the upstream fetch (a client span whose context goes
-//! upstream as `traceparent`) and the cluster lookup. Attributes follow
+//! upstream as `traceparent`), the cluster lookup, and an MCP tool call or
+//! resource read (a child of its request's span, whose fills are its own). Attributes follow
 //! OpenTelemetry's HTTP conventions, plus `mdproxy.*`; never a client key or a
 //! query as sent.
 
@@ -160,6 +161,30 @@ pub fn record_error(span: &Span, error: Option<&'static str>) {
         span.record("error.type", error);
         span.record("otel.status_code", "ERROR");
     }
+}
+
+/// The span of one MCP operation (`method`: `tools/call` of tool `name`, or
+/// `resources/read`), a child of `request` (the HTTP request's span: rmcp answers
+/// in a task of its own); its outcome recorded as `mdproxy.outcome`.
+pub fn mcp_span(request: Option<&Span>, method: &'static str, name: &str) -> Span {
+    if !is_on() {
+        return Span::none();
+    }
+    let parent = request.and_then(Span::id);
+    let otel_name = if name.is_empty() {
+        method.to_owned()
+    } else {
+        format!("{method} {name}")
+    };
+    tracing::info_span!(
+        target: TARGET,
+        parent: parent,
+        "mcp",
+        otel.name = otel_name,
+        mcp.method.name = method,
+        gen_ai.tool.name = name,
+        mdproxy.outcome = Empty,
+    )
 }
 
 /// The span of a look in the cluster's shared store before a fill.

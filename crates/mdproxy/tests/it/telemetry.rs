@@ -437,6 +437,80 @@ async fn a_coalesced_miss_is_traced_from_request_to_upstream() {
 /// the upstream hears of the same trace; a later version (`cc-…-01-<more>`) is read
 /// as W3C Trace Context asks; an unsampled one is honoured too: no span is exported
 /// for it, yet the upstream is told the trace (unsampled) all the same.
+/// An MCP tool call is traced as a REST request is: the request's server span, a
+/// `tools/call <tool>` span under it with the tool and its outcome, and the fill
+/// and the upstream fetch it caused under that, in the client's trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_is_traced_under_its_request() {
+    let traced = traced();
+    let env = support::start_with(|_| {}, |c| c.mcp.enabled = true, None).await;
+    let traceparent = "00-3af7651916cd43dd8448eb211c80319c-e7ad6b7169203331-01";
+    let trace = &traceparent[3..35];
+    let r = env
+        .client
+        .post(env.proxy.base_url().replace("/api/v1", "/mcp"))
+        .header("x-api-key", TOKEN)
+        .header("traceparent", traceparent)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "get_market_indices")
+        .json(
+            &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "get_market_indices", "arguments": {},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientInfo": {"name": "traced", "version": "1"},
+                    "io.modelcontextprotocol/clientCapabilities": {}
+                }
+            }}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let flush = || traced.telemetry.flush();
+    let named = |name: &'static str| {
+        move |spans: &[Exported]| {
+            spans
+                .iter()
+                .find(|s| s.trace() == trace && s.span.name == name)
+                .cloned()
+        }
+    };
+    let call = traced
+        .collector
+        .wait_for(flush, named("tools/call get_market_indices"))
+        .await;
+    let request = traced
+        .collector
+        .wait_for(flush, |spans| {
+            spans
+                .iter()
+                .find(|s| s.trace() == trace && s.span.kind == SpanKind::Server as i32)
+                .cloned()
+        })
+        .await;
+    assert_eq!(call.parent(), request.id(), "a child of its request");
+    assert_eq!(
+        call.attr("gen_ai.tool.name").as_deref(),
+        Some("get_market_indices")
+    );
+    assert_eq!(call.attr("mcp.method.name").as_deref(), Some("tools/call"));
+    assert_eq!(call.attr("mdproxy.outcome").as_deref(), Some("miss"));
+    let fill = traced.collector.wait_for(flush, named("cache.fill")).await;
+    assert_eq!(
+        fill.parent(),
+        call.id(),
+        "the fill the call caused is its child"
+    );
+    let fetch = traced.collector.wait_for(flush, named("GET")).await;
+    assert!(
+        [fill.id(), call.id()].contains(&fetch.parent()),
+        "the upstream fetch is under the call"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_incoming_traceparent_is_honoured() {
     let traced = traced();
