@@ -67,6 +67,9 @@ pub struct Read {
     pub out: Value,
     pub is_error: bool,
     pub outcome: Outcome,
+    /// How long it stays fresh, in ms: the cache entry's freshness left, the
+    /// hub's spacing of polls for its board, 0 for an error.
+    pub fresh_ms: u64,
 }
 
 impl Read {
@@ -122,6 +125,7 @@ pub fn from_board(hub: &QuoteHub, target: &str) -> Option<Read> {
         }),
         is_error: false,
         outcome: Outcome::Cached(CacheStatus::Hit),
+        fresh_ms: u64::try_from(hub.pacing().interval.as_millis()).unwrap_or(u64::MAX),
     })
 }
 
@@ -187,10 +191,12 @@ fn answered(answer: &Answer, source: &str, target: &str, max_chars: usize) -> Re
     if let Some(cut) = cut {
         out["cut"] = cut;
     }
+    let left = answer.lifetimes.fresh_until - answer.now;
     Read {
         out,
         is_error: false,
         outcome: Outcome::Cached(status),
+        fresh_ms: u64::try_from(left.num_milliseconds()).unwrap_or(0),
     }
 }
 
@@ -200,6 +206,7 @@ fn bad_argument(message: &str) -> Read {
         out: json!({ "error": "bad_argument", "message": message }),
         is_error: true,
         outcome: Outcome::BadArgument,
+        fresh_ms: 0,
     }
 }
 
@@ -212,6 +219,7 @@ fn not_found(source: &str) -> Read {
         }),
         is_error: true,
         outcome: Outcome::NotFound,
+        fresh_ms: 0,
     }
 }
 
@@ -251,5 +259,6 @@ fn failed(error: FetchError, source: &str) -> Read {
         out,
         is_error: true,
         outcome: Outcome::Failed,
+        fresh_ms: 0,
     }
 }

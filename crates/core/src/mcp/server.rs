@@ -232,7 +232,12 @@ impl ServerHandler for Server {
             Outcome::Cached(_) => {
                 let contents = ResourceContents::text(read.out.to_string(), request.uri)
                     .with_mime_type("application/json");
-                Ok(ReadResourceResult::new(vec![contents]).into())
+                // The revision's cache hint: as long as the entry stays fresh,
+                // for anyone (the answer is the same for every client).
+                let result = ReadResourceResult::new(vec![contents])
+                    .with_ttl_ms(read.fresh_ms)
+                    .with_cache_scope(CacheScope::Public);
+                Ok(result.into())
             }
         }
     }

@@ -476,7 +476,30 @@ async fn the_stateless_revision_needs_no_session() {
         called["result"]["structuredContent"]["cache"], "miss",
         "{called}"
     );
-    assert_eq!(env.get("/market/indices").await.headers()["x-cache"], "HIT");
+    let rest = env.get("/market/indices").await;
+    assert_eq!(rest.headers()["x-cache"], "HIT");
+    // A resource read carries the revision's cache hint: the entry's freshness
+    // left, as the REST answer's max-age says it, for anyone.
+    let uri = "mdproxy://api/v1/market/indices";
+    let read = reply(
+        post(
+            "resources/read",
+            Some(uri),
+            json!({"uri": uri, "_meta": meta}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    let max_age: u64 = support::header(&rest, "cache-control")
+        .split("max-age=")
+        .nth(1)
+        .and_then(|n| n.split(',').next()?.trim().parse().ok())
+        .expect("a max-age");
+    let ttl_ms = read["result"]["ttlMs"].as_u64().expect("a ttlMs");
+    assert!(max_age > 0, "fresh");
+    assert_eq!(ttl_ms / 1000, max_age, "{read}");
+    assert_eq!(read["result"]["cacheScope"], "public", "{read}");
 }
 
 /// `mcp.tools` offers only the tools it names: the others are neither listed nor
