@@ -89,6 +89,8 @@ pub struct App {
     tls: Option<Arc<Tls>>,
     /// Every reload attempt (the watcher writes it, `/status` reads it).
     reloads: Arc<ReloadLog>,
+    /// The MCP endpoint, when `[mcp]` is on.
+    mcp: Option<Arc<Mcp>>,
 }
 
 async fn bind(key: &'static str, addr: &str) -> Result<(TcpListener, SocketAddr), StartError> {
@@ -222,6 +224,7 @@ pub async fn start_with(
         scheduler,
         tls,
         reloads,
+        mcp,
     })
 }
 
@@ -400,6 +403,11 @@ impl App {
     /// The quote hub.
     pub fn hub(&self) -> &QuoteHub {
         &self.hub
+    }
+
+    /// The MCP endpoint, when `[mcp]` is on.
+    pub fn mcp(&self) -> Option<&Mcp> {
+        self.mcp.as_deref()
     }
 
     /// Every reload attempt so far (the config watcher's).

@@ -5,9 +5,12 @@
 //! failures as results an agent can act on.
 
 use chrono::SecondsFormat;
-use rmcp::model::{CallToolResult, ContentBlock};
+use std::sync::Arc;
+
+use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 
+use super::memo::{Memo, Rendered};
 use super::watch::QUOTE_TOOL;
 use crate::cache::readthrough::Answer;
 use crate::hub::QuoteHub;
@@ -60,12 +63,11 @@ impl Outcome {
     }
 }
 
-/// What a call or a read gave: the JSON an agent gets, whether it is an error, and
-/// how it ended.
+/// What a call or a read gave: the JSON an agent gets (rendered once per cache
+/// entry, [`Memo`]), how it ended and how long it stays fresh.
 #[derive(Debug)]
 pub struct Read {
-    pub out: Value,
-    pub is_error: bool,
+    pub rendered: Arc<Rendered>,
     pub outcome: Outcome,
     /// How long it stays fresh, in ms: the cache entry's freshness left, the
     /// hub's spacing of polls for its board, 0 for an error.
@@ -73,15 +75,22 @@ pub struct Read {
 }
 
 impl Read {
-    /// As a tool's result: the JSON structured and as text.
-    pub fn into_tool_result(self) -> CallToolResult {
-        if self.is_error {
-            return CallToolResult::structured_error(self.out);
+    fn new(out: Value, is_error: bool, outcome: Outcome, fresh_ms: u64) -> Read {
+        Read {
+            rendered: Rendered::new(out, is_error),
+            outcome,
+            fresh_ms,
         }
-        let text = self.out.to_string();
-        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-        result.structured_content = Some(self.out);
-        result
+    }
+
+    /// The JSON an agent gets.
+    pub fn out(&self) -> &Value {
+        &self.rendered.out
+    }
+
+    /// As a tool's result: the JSON structured and as text.
+    pub fn tool_result(&self) -> CallToolResult {
+        self.rendered.tool_result()
     }
 }
 
@@ -90,6 +99,7 @@ impl Read {
 pub async fn call(
     state: &AppState,
     hub: &QuoteHub,
+    memo: &Memo,
     tool: &'static Tool,
     arguments: &Map<String, Value>,
     max_chars: usize,
@@ -103,7 +113,7 @@ pub async fn call(
     {
         return read;
     }
-    read(state, &target, max_chars).await
+    read(state, memo, &target, max_chars).await
 }
 
 /// The quote of `target`'s code from the hub's board, when the hub polls it: one
@@ -113,20 +123,22 @@ pub fn from_board(hub: &QuoteHub, target: &str) -> Option<Read> {
     let code = valid.target.rsplit('/').next()?;
     let (row, polled_at) = hub.latest(code)?;
     let data = serde_json::from_slice::<Value>(&row).ok()?;
-    Some(Read {
-        out: json!({
-            "data": data,
-            "asOf": polled_at.to_rfc3339_opts(SecondsFormat::Secs, true),
-            "cache": Outcome::Cached(CacheStatus::Hit).as_str(),
-            "source": format!(
-                "{}{STREAM_PATH}?codes={code} (the quote hub's latest poll)",
-                mdproxy_api::router::API_PREFIX
-            ),
-        }),
-        is_error: false,
-        outcome: Outcome::Cached(CacheStatus::Hit),
-        fresh_ms: u64::try_from(hub.pacing().interval.as_millis()).unwrap_or(u64::MAX),
-    })
+    let out = json!({
+        "data": data,
+        "asOf": polled_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "cache": Outcome::Cached(CacheStatus::Hit).as_str(),
+        "source": format!(
+            "{}{STREAM_PATH}?codes={code} (the quote hub's latest poll)",
+            mdproxy_api::router::API_PREFIX
+        ),
+    });
+    let fresh_ms = u64::try_from(hub.pacing().interval.as_millis()).unwrap_or(u64::MAX);
+    Some(Read::new(
+        out,
+        false,
+        Outcome::Cached(CacheStatus::Hit),
+        fresh_ms,
+    ))
 }
 
 /// `schema`, the quote tool's output schema, widened to an answer from the hub's
@@ -144,8 +156,9 @@ pub fn widen_for_board(schema: &mut Map<String, Value>) {
 }
 
 /// Reads `target` (a REST target relative to `/api/v1`) through the cache, as the
-/// REST request for it would.
-pub async fn read(state: &AppState, target: &str, max_chars: usize) -> Read {
+/// REST request for it would; an answer rendered for the same entry before is
+/// taken from `memo`.
+pub async fn read(state: &AppState, memo: &Memo, target: &str, max_chars: usize) -> Read {
     let valid = match mdproxy_api::parse_target(target) {
         Ok(valid) => valid,
         Err(e) => return bad_argument(&e.to_string()),
@@ -163,7 +176,24 @@ pub async fn read(state: &AppState, target: &str, max_chars: usize) -> Read {
     // The request as the cache keys it: what a REST client asks for the same.
     let source = format!("{}{}", mdproxy_api::router::API_PREFIX, valid.target);
     match answer {
-        Ok(answer) if answer.entry.status == 200 => answered(&answer, &source, target, max_chars),
+        Ok(answer) if answer.entry.status == 200 => {
+            let status = answer.served.x_cache();
+            let left = answer.lifetimes.fresh_until - answer.now;
+            let fresh_ms = u64::try_from(left.num_milliseconds()).unwrap_or(0);
+            let rendered = match memo.get(&valid.target, &answer.entry, status) {
+                Some(rendered) => rendered,
+                None => {
+                    let rendered = answered(&answer, &source, target, max_chars);
+                    memo.put(&valid.target, &answer.entry, status, &rendered);
+                    rendered
+                }
+            };
+            Read {
+                rendered,
+                outcome: Outcome::Cached(status),
+                fresh_ms,
+            }
+        }
         Ok(_) => not_found(&source),
         Err(error) => failed(error, &source),
     }
@@ -171,7 +201,7 @@ pub async fn read(state: &AppState, target: &str, max_chars: usize) -> Read {
 
 /// The answer: the envelope's data (cut to `max_chars`), when the upstream gave it,
 /// the cache's outcome, the REST request it stands for.
-fn answered(answer: &Answer, source: &str, target: &str, max_chars: usize) -> Read {
+fn answered(answer: &Answer, source: &str, target: &str, max_chars: usize) -> Arc<Rendered> {
     let status = answer.served.x_cache();
     let data = match serde_json::from_slice::<Value>(&answer.entry.body) {
         Ok(Value::Object(mut envelope)) if envelope.contains_key("data") => {
@@ -191,36 +221,26 @@ fn answered(answer: &Answer, source: &str, target: &str, max_chars: usize) -> Re
     if let Some(cut) = cut {
         out["cut"] = cut;
     }
-    let left = answer.lifetimes.fresh_until - answer.now;
-    Read {
-        out,
-        is_error: false,
-        outcome: Outcome::Cached(status),
-        fresh_ms: u64::try_from(left.num_milliseconds()).unwrap_or(0),
-    }
+    Rendered::new(out, false)
 }
 
 /// An error naming the argument, from the contract's own message.
 fn bad_argument(message: &str) -> Read {
-    Read {
-        out: json!({ "error": "bad_argument", "message": message }),
-        is_error: true,
-        outcome: Outcome::BadArgument,
-        fresh_ms: 0,
-    }
+    Read::new(
+        json!({ "error": "bad_argument", "message": message }),
+        true,
+        Outcome::BadArgument,
+        0,
+    )
 }
 
 fn not_found(source: &str) -> Read {
-    Read {
-        out: json!({
-            "error": "not_found",
-            "message": format!("the upstream has no answer for {source}"),
-            "source": source,
-        }),
-        is_error: true,
-        outcome: Outcome::NotFound,
-        fresh_ms: 0,
-    }
+    let out = json!({
+        "error": "not_found",
+        "message": format!("the upstream has no answer for {source}"),
+        "source": source,
+    });
+    Read::new(out, true, Outcome::NotFound, 0)
 }
 
 /// The upstream's failure when no stale answer could stand in, with when to try
@@ -255,10 +275,5 @@ fn failed(error: FetchError, source: &str) -> Read {
     if let Some(secs) = retry_after {
         out["retryAfterSecs"] = secs.into();
     }
-    Read {
-        out,
-        is_error: true,
-        outcome: Outcome::Failed,
-        fresh_ms: 0,
-    }
+    Read::new(out, true, Outcome::Failed, 0)
 }

@@ -32,6 +32,8 @@ impl Collector for McpMetrics {
             let help = "Open MCP sessions (2025 revisions; the 2026-07-28 one has none)";
             expose::gauge(&mut encoder, "mcp_sessions", help, sessions.len() as u64)?;
         }
+        let help = "Stateless MCP tool calls answered without rmcp's service (counted in mcp_tool_calls too)";
+        expose::counter(&mut encoder, "mcp_direct_calls", help, self.calls.direct())?;
         let mut family = encoder.encode_descriptor(
             "mcp_tool_calls",
             "MCP tool calls by tool (resources/read: resource reads) and outcome (hit, stale, miss, bad_argument, not_found, failed)",

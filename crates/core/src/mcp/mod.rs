@@ -4,7 +4,9 @@
 //! with the dashboards. Knows nothing of keys and client limits (the edge's).
 
 pub mod call;
+mod direct;
 mod fit;
+mod memo;
 mod metrics;
 pub mod server;
 mod sessions;
@@ -13,10 +15,12 @@ pub mod watch;
 use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Collected, Full};
 use hyper::body::Incoming;
 use prometheus_client::registry::Registry;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -46,6 +50,10 @@ pub const PATHS: [&str; 2] = ["/mcp", "/api/v1/mcp"];
 /// 2026-07-28 revision needs none).
 pub struct Mcp {
     service: StreamableHttpService<Server, LocalSessionManager>,
+    /// The server the stateless calls answered directly go to.
+    server: Server,
+    /// Whether those calls are answered directly (tests compare both ways).
+    direct: AtomicBool,
     calls: Arc<Calls>,
     /// The sessions of the 2025 revisions (closed after rmcp's idle time).
     sessions: Arc<LocalSessionManager>,
@@ -75,6 +83,7 @@ impl Mcp {
             calls: Arc::clone(&calls),
             max_chars: config.max_result_chars,
             watches: Arc::default(),
+            memo: Arc::default(),
         };
         // Any Host: the proxy is reached by names rmcp cannot know, and a key is
         // asked for every request (its loopback-only default guards servers that
@@ -92,21 +101,50 @@ impl Mcp {
         http.session_store = FleetSessions::over(state.fleet().agents());
         let sessions = Arc::new(LocalSessionManager::default());
         // A server for each session: its watches are its own.
-        let service = StreamableHttpService::new(
-            move || Ok(server.for_session()),
-            Arc::clone(&sessions),
-            http,
-        );
+        let base = server.clone();
+        let service =
+            StreamableHttpService::new(move || Ok(base.for_session()), Arc::clone(&sessions), http);
         Mcp {
             service,
+            server,
+            direct: AtomicBool::new(true),
             calls,
             sessions,
         }
     }
 
-    /// Answers one request to [`PATHS`] (its key checked by the edge).
+    /// Answers one request to [`PATHS`] (its key checked by the edge): a plain
+    /// stateless tool call directly ([`direct`]), everything else by rmcp.
     pub async fn serve(&self, request: Request<Incoming>) -> Response<BoxBody<Bytes, Infallible>> {
+        let direct = self.direct.load(Ordering::Relaxed);
+        if !direct || !direct::eligible(request.method(), request.headers()) {
+            return self.service.handle(request).await;
+        }
+        let (parts, body) = request.into_parts();
+        // Bounded: an eligible request says its length, at most direct::MAX_BODY.
+        let bytes = body
+            .collect()
+            .await
+            .map(Collected::to_bytes)
+            .unwrap_or_default();
+        if let Some(call) = direct::parse(&parts.headers, &bytes) {
+            let traced = parts
+                .extensions
+                .get::<Caller>()
+                .and_then(|c| c.span.clone());
+            if let Some(answer) = direct::answer(&self.server, call, traced.as_ref()).await {
+                self.calls.count_direct();
+                return answer.map(|b| Full::new(b).boxed());
+            }
+        }
+        let request = Request::from_parts(parts, Full::new(bytes));
         self.service.handle(request).await
+    }
+
+    /// Whether plain stateless tool calls are answered without rmcp's service
+    /// (on unless a test compares both ways).
+    pub fn answer_directly(&self, on: bool) {
+        self.direct.store(on, Ordering::Relaxed);
     }
 
     /// Registers its counters in `registry`.

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, Implementation,
-    ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
+    JsonObject, ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
     ResourceTemplate, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
     SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
@@ -20,7 +20,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{Instrument, Span};
 
 use super::Caller;
-use super::call::{self, Outcome};
+use super::call::{self, Outcome, Read};
+use super::memo::Memo;
 use super::watch;
 use crate::hub::QuoteHub;
 use crate::state::AppState;
@@ -36,17 +37,29 @@ pub const READS: &str = "resources/read";
 #[derive(Debug)]
 pub struct Calls {
     by_tool: Vec<[AtomicU64; Outcome::ALL.len()]>,
+    /// Calls answered without rmcp's service ([`super::direct`]).
+    direct: AtomicU64,
 }
 
 impl Default for Calls {
     fn default() -> Calls {
         Calls {
             by_tool: (0..=TOOLS.len()).map(|_| Default::default()).collect(),
+            direct: AtomicU64::new(0),
         }
     }
 }
 
 impl Calls {
+    pub(super) fn count_direct(&self) {
+        self.direct.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Stateless calls answered without rmcp's service.
+    pub fn direct(&self) -> u64 {
+        self.direct.load(Ordering::Relaxed)
+    }
+
     fn count(&self, tool: usize, outcome: Outcome) {
         self.by_tool[tool][outcome.index()].fetch_add(1, Ordering::Relaxed);
     }
@@ -77,6 +90,8 @@ pub struct Server {
     pub(super) templates: Arc<[ResourceTemplate]>,
     pub(super) calls: Arc<Calls>,
     pub(super) max_chars: usize,
+    /// Results rendered once per cache entry, shared by every session.
+    pub(super) memo: Arc<Memo>,
     /// The session's watched quote resources (2025 revisions), by URI: each
     /// relay stops when its guard is dropped (unsubscribed, or the session gone).
     pub(super) watches: Arc<Mutex<HashMap<String, DropGuard>>>,
@@ -95,6 +110,63 @@ impl Server {
         self.watches
             .lock()
             .expect("the watches lock is never poisoned")
+    }
+}
+
+impl Server {
+    /// Calls the tool `name` with `arguments`, counted by tool and outcome, its
+    /// span under `request`'s.
+    ///
+    /// # Errors
+    /// Invalid params for a tool the profile does not offer.
+    pub(super) async fn call(
+        &self,
+        name: &str,
+        arguments: &JsonObject,
+        request: Option<&Span>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self
+            .read_call(name, arguments, request)
+            .await?
+            .tool_result())
+    }
+
+    /// [`call`](Self::call)'s answer as it was rendered (once per cache entry).
+    ///
+    /// # Errors
+    /// Invalid params for a tool the profile does not offer.
+    pub(super) async fn read_call(
+        &self,
+        name: &str,
+        arguments: &JsonObject,
+        request: Option<&Span>,
+    ) -> Result<Read, ErrorData> {
+        let offered = self.tools.iter().any(|t| t.name == name);
+        let Some(index) = TOOLS
+            .iter()
+            .position(|t| t.name == name)
+            .filter(|_| offered)
+        else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {name}"),
+                None,
+            ));
+        };
+        let tool = &TOOLS[index];
+        let span = crate::telemetry::mcp_span(request, "tools/call", tool.name);
+        let read = call::call(
+            &self.state,
+            &self.hub,
+            &self.memo,
+            tool,
+            arguments,
+            self.max_chars,
+        )
+        .instrument(span.clone())
+        .await;
+        span.record("mdproxy.outcome", read.outcome.as_str());
+        self.calls.count(index, read.outcome);
+        Ok(read)
     }
 }
 
@@ -217,20 +289,21 @@ impl ServerHandler for Server {
         let read = match call::from_board(&self.hub, target) {
             Some(read) => read,
             None => {
-                call::read(&self.state, target, self.max_chars)
+                call::read(&self.state, &self.memo, target, self.max_chars)
                     .instrument(span.clone())
                     .await
             }
         };
         span.record("mdproxy.outcome", read.outcome.as_str());
         self.calls.count(TOOLS.len(), read.outcome);
-        let message = read.out["message"].as_str().unwrap_or_default().to_owned();
+        let out = read.out();
+        let message = out["message"].as_str().unwrap_or_default().to_owned();
         match read.outcome {
-            Outcome::BadArgument => Err(ErrorData::invalid_params(message, Some(read.out))),
-            Outcome::NotFound => Err(ErrorData::resource_not_found(message, Some(read.out))),
-            Outcome::Failed => Err(ErrorData::internal_error(message, Some(read.out))),
+            Outcome::BadArgument => Err(ErrorData::invalid_params(message, Some(out.clone()))),
+            Outcome::NotFound => Err(ErrorData::resource_not_found(message, Some(out.clone()))),
+            Outcome::Failed => Err(ErrorData::internal_error(message, Some(out.clone()))),
             Outcome::Cached(_) => {
-                let contents = ResourceContents::text(read.out.to_string(), request.uri)
+                let contents = ResourceContents::text(out.to_string(), request.uri)
                     .with_mime_type("application/json");
                 // The revision's cache hint: as long as the entry stays fresh,
                 // for anyone (the answer is the same for every client).
@@ -325,25 +398,9 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let offered = self.tools.iter().any(|t| t.name == request.name);
-        let Some(index) = TOOLS
-            .iter()
-            .position(|t| t.name == request.name)
-            .filter(|_| offered)
-        else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool {}", request.name),
-                None,
-            ));
-        };
+        let traced = caller(&context).and_then(|c| c.span.as_ref());
         let arguments = request.arguments.unwrap_or_default();
-        let tool = &TOOLS[index];
-        let span = span_of(&context, "tools/call", tool.name);
-        let read = call::call(&self.state, &self.hub, tool, &arguments, self.max_chars)
-            .instrument(span.clone())
-            .await;
-        span.record("mdproxy.outcome", read.outcome.as_str());
-        self.calls.count(index, read.outcome);
-        Ok(read.into_tool_result().into())
+        let result = self.call(&request.name, &arguments, traced).await?;
+        Ok(result.into())
     }
 }

@@ -858,3 +858,125 @@ async fn a_stateless_listen_is_told_of_each_quote_poll() {
         .expect("an update at the hub's poll");
     assert_eq!(updated["params"]["uri"], QUOTE_URI);
 }
+
+/// The request metadata of the stateless revision.
+fn stateless_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "stateless", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    })
+}
+
+/// A stateless `tools/call` of `tool`: its status, content type and body.
+async fn stateless_call(
+    env: &support::Env,
+    tool: &str,
+    body: &Value,
+    extra: &[(&str, &str)],
+) -> (u16, String, String) {
+    let mut request = env
+        .client
+        .post(mcp_url(env))
+        .header("x-api-key", support::TOKEN)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .json(body);
+    for (k, v) in extra {
+        request = request.header(*k, *v);
+    }
+    let r = request.send().await.unwrap();
+    let status = r.status().as_u16();
+    let kind = support::header(&r, "content-type");
+    (status, kind, r.text().await.unwrap())
+}
+
+/// A plain stateless tool call is answered without rmcp's service, and the
+/// answer is the one rmcp's service gives, byte for byte: for a hit, a miss, a
+/// string id, a bad argument and a failing code; a request with anything more
+/// (a parameter header, more metadata, an unknown tool) goes to rmcp.
+#[tokio::test]
+async fn a_stateless_call_answered_directly_is_what_rmcp_answers() {
+    let env = mcp_env().await;
+    let mcp = env.proxy.mcp().expect("[mcp] is on");
+    let call = |id: Value, tool: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": tool, "arguments": arguments, "_meta": stateless_meta()}})
+    };
+    let cases = [
+        (
+            call(json!(1), "get_market_indices", json!({})),
+            "get_market_indices",
+        ),
+        (
+            call(
+                json!("a-string-id"),
+                "get_stock_info",
+                json!({"code": "600519.SH"}),
+            ),
+            "get_stock_info",
+        ),
+        (
+            call(
+                json!(3),
+                "get_stock_kline",
+                json!({"code": "600519", "period": "fortnight"}),
+            ),
+            "get_stock_kline",
+        ),
+        (
+            call(json!(4), "get_stock_info", json!({"code": "999999"})),
+            "get_stock_info",
+        ),
+    ];
+    for (body, tool) in &cases {
+        // The first asking fills the cache (a miss) through rmcp, then each way
+        // answers the same hit.
+        mcp.answer_directly(false);
+        let _ = stateless_call(&env, tool, body, &[]).await;
+        let by_rmcp = stateless_call(&env, tool, body, &[]).await;
+        mcp.answer_directly(true);
+        let before = mcp.calls().direct();
+        let direct = stateless_call(&env, tool, body, &[]).await;
+        assert_eq!(
+            mcp.calls().direct(),
+            before + 1,
+            "answered directly: {body}"
+        );
+        assert_eq!(direct, by_rmcp, "{body}");
+        assert_eq!(direct.0, 200);
+    }
+    // A miss answered directly is rmcp's miss too.
+    let fresh = call(
+        json!(5),
+        "get_stock_info",
+        json!({"code": "000001", "view": "peers"}),
+    );
+    let direct = stateless_call(&env, "get_stock_info", &fresh, &[]).await;
+    let said: Value = serde_json::from_str(&direct.2).unwrap();
+    assert_eq!(
+        said["result"]["structuredContent"]["cache"], "miss",
+        "{said}"
+    );
+    assert_eq!(said["id"], 5);
+    let before = mcp.calls().direct();
+    let mut more_meta = call(json!(6), "get_market_indices", json!({}));
+    more_meta["params"]["_meta"]["progressToken"] = json!(9);
+    let unknown = call(json!(7), "no_such_tool", json!({}));
+    for (body, tool, extra) in [
+        (
+            &cases[0].0,
+            "get_market_indices",
+            vec![("mcp-param-code", "x")],
+        ),
+        (&more_meta, "get_market_indices", vec![]),
+        (&unknown, "no_such_tool", vec![]),
+        (&cases[0].0, "search_stocks", vec![]),
+    ] {
+        let (status, _, text) = stateless_call(&env, tool, body, &extra).await;
+        assert!(status == 200 || status == 400, "{status} {text}");
+    }
+    assert_eq!(mcp.calls().direct(), before, "each went to rmcp");
+}
