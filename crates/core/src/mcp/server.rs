@@ -37,7 +37,7 @@ pub const READS: &str = "resources/read";
 #[derive(Debug)]
 pub struct Calls {
     by_tool: Vec<[AtomicU64; Outcome::ALL.len()]>,
-    /// Calls answered without rmcp's service ([`super::direct`]).
+    /// Stateless calls answered without rmcp's service (by the endpoint itself).
     direct: AtomicU64,
 }
 
