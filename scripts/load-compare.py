@@ -171,15 +171,22 @@ until_open = false
         )
 
 
-def nginx_config(path, port, sim_port):
+def nginx_config(path, port, sim_port, cache_dir):
+    """nginx at its best for this load: the cache on tmpfs (`cache_dir`), sendfile,
+    no access log, keep-alive to the upstream and from the clients with no cap on
+    the requests per connection (its default of 1,000 makes wrk reconnect)."""
     d = os.path.dirname(path)
     with open(path, "w") as f:
         f.write(
             harness.nginx_head(d)
             + f"""http {{
   access_log off;
-  proxy_cache_path {d}/nginx-cache levels=1:2 keys_zone=md:16m max_size=256m inactive=1h use_temp_path=off;
-  upstream sim {{ server 127.0.0.1:{sim_port}; keepalive 64; }}
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 10000000;
+  keepalive_timeout 300s;
+  proxy_cache_path {cache_dir} levels=1:2 keys_zone=md:16m max_size=256m inactive=1h use_temp_path=off;
+  upstream sim {{ server 127.0.0.1:{sim_port}; keepalive 64; keepalive_requests 10000000; keepalive_timeout 300s; }}
   # Stock gzip: compressed per response (nginx's proxy_cache stores the identity
   # body), level 1 (the default); same minimum length as mdproxy's.
   gzip on;
@@ -295,6 +302,15 @@ def parse_wrk(out, url):
 # (a random offset per run, so rounds never meet each other's keys), spread over
 # page (1..100000) and pageSize (1..1000) of a macro table. Most such pages are
 # past the table's end: small answers, so the fill path is what is measured.
+# The miss flood's kinds (as scripts/miss-cost.py has them): every request a key
+# never asked before. A news search (a ~10 KB answer), a CPI page (mostly 58 B) and
+# an unlisted stock code (the upstream's 404, cached briefly as one).
+MISS_TARGETS = {
+    "news-search": '"/api/v1/news/search?keyword=miss" .. n',
+    "cpi-page": '"/api/v1/macro/cpi?page=" .. (n % 100000 + 1) .. "&pageSize=" .. (math.floor(n / 100000) % 1000 + 1)',
+    "unlisted-code": '"/api/v1/stock/detail/" .. (605000 + n % 390000)',
+}
+
 MISS_LUA = """
 local counter = 0
 local base = {base}
@@ -306,18 +322,16 @@ end
 function request()
   counter = counter + 1
   local n = base + id * 50000000 + counter
-  local page = n % 100000 + 1
-  local size = math.floor(n / 100000) % 1000 + 1
-  return wrk.format("GET", "/api/v1/macro/cpi?page=" .. page .. "&pageSize=" .. size)
+  return wrk.format("GET", {target})
 end
 """
 
 
-def run_miss(url, token, args):
-    """A miss flood against the server at `url` (its root): wrk with MISS_LUA."""
+def run_miss(url, token, kind, args):
+    """A miss flood of `kind` against the server at `url` (its root): wrk with MISS_LUA."""
     script = os.path.join(work, f"miss-{fastrand()}.lua")
     with open(script, "w") as f:
-        f.write(MISS_LUA.format(base=fastrand() * 1_000_000_000))
+        f.write(MISS_LUA.format(base=fastrand() * 1_000_000_000, target=MISS_TARGETS[kind]))
     cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
            "-H", f"Authorization: Bearer {token}", "-s", script, url]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60).stdout
@@ -399,6 +413,7 @@ def main():
     ap.add_argument("--h2-sizes", default="detail,watchlist")
     ap.add_argument("--h2-streams", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=1, help="seconds of wrk per server and answer before round 1")
+    ap.add_argument("--miss-kinds", default=",".join(MISS_TARGETS))
     ap.add_argument("--miss-rounds", type=int, default=2,
                     help="rounds of the miss flood (every request a new key) after the hit rounds; 0: none")
     ap.add_argument("--json", default="target/load/results.json")
@@ -456,7 +471,10 @@ def main():
         wait_listening("before", ports["before"], p)
     if "nginx" in servers:
         cfg = os.path.join(work, "nginx.conf")
-        nginx_config(cfg, ports["nginx"], ports["sim"])
+        # The cache on tmpfs, as an operator tuning nginx for speed keeps it.
+        cache_dir = tempfile.mkdtemp(prefix="load-compare-nginx-", dir="/dev/shm")
+        atexit.register(shutil.rmtree, cache_dir, True)
+        nginx_config(cfg, ports["nginx"], ports["sim"], cache_dir)
         p = start("nginx", ["nginx", "-c", cfg, "-p", work])
         wait_listening("nginx", ports["nginx"], p)
     if "varnish" in servers:
@@ -585,22 +603,28 @@ def main():
     # ---- the miss flood: every request a key never seen, in front of the simulator;
     # the simulator asked directly is the ceiling.
     miss_servers = [s for s in ("mdproxy", "before", "nginx", "varnish") if s in servers] + ["simulator"]
-    miss_runs = {s: [] for s in miss_servers}
+    miss_kinds = [k for k in args.miss_kinds.split(",") if k]
+    for k in miss_kinds:
+        if k not in MISS_TARGETS:
+            raise SystemExit(f"MISS_KINDS: unknown kind {k!r}; known: {', '.join(MISS_TARGETS)}")
+    miss_runs = {(k, s): [] for k in miss_kinds for s in miss_servers}
     miss_before = sim_total(ports["sim"])
     for r in range(args.miss_rounds):
         order = miss_servers[r % len(miss_servers):] + miss_servers[: r % len(miss_servers)]
-        for server in order:
-            log(f"miss round {r + 1} {server}")
-            if server == "simulator":
-                url, token = f"http://127.0.0.1:{ports['sim']}", UPSTREAM_TOKEN
-            else:
-                url, token = f"http://127.0.0.1:{ports[server]}", CLIENT_TOKEN
-            miss_runs[server].append(run_miss(url, token, args))
+        for kind in miss_kinds:
+            for server in order:
+                log(f"miss round {r + 1} {kind} {server}")
+                if server == "simulator":
+                    url, token = f"http://127.0.0.1:{ports['sim']}", UPSTREAM_TOKEN
+                else:
+                    url, token = f"http://127.0.0.1:{ports[server]}", CLIENT_TOKEN
+                miss_runs[(kind, server)].append(run_miss(url, token, kind, args))
     miss_upstream = sim_total(ports["sim"]) - miss_before
-    for server, rs in miss_runs.items():
-        bad = sum(x["errors"] + x["non_2xx"] for x in rs)
+    for (kind, server), rs in miss_runs.items():
+        # An unlisted code is the upstream's 404: the answer expected.
+        bad = sum(x["errors"] + (0 if kind == "unlisted-code" else x["non_2xx"]) for x in rs)
         if bad:
-            notes.append(f"miss flood {server}: {bad} socket errors or non-2xx answers")
+            notes.append(f"miss flood {kind} {server}: {bad} socket errors or unexpected answers")
 
     # ---- the table
     cols = [s for s in SERVERS if s in servers]
@@ -706,27 +730,27 @@ def main():
     miss_result = {}
     if args.miss_rounds:
         print()
-        print(f"Miss flood: every request a new key (/macro/cpi?page=..&pageSize=..), wrk -t{args.threads} "
-              f"-c{args.connections} -d{args.duration}s, {args.miss_rounds} round(s) interleaved "
-              f"(req/s per round; the simulator asked directly is the ceiling):")
-        for server in miss_servers:
-            rates = [x["rps"] for x in miss_runs[server]]
-            p99s = [x["p99_ms"] for x in miss_runs[server]]
-            miss_result[server] = {"runs": miss_runs[server]}
-            print(f"  {TITLES.get(server, server):<10} " + " / ".join(rate(x) for x in rates)
-                  + f"   p99 " + " / ".join(ms(x) for x in p99s) + " ms")
-        if "mdproxy" in miss_runs and "nginx" in miss_runs:
-            ratios = [a["rps"] / b["rps"] for a, b in zip(miss_runs["mdproxy"], miss_runs["nginx"])
-                      if a["rps"] and b["rps"]]
-            if ratios:
-                print(f"  md/nginx by round: " + " / ".join(f"{x:.2f}" for x in ratios))
-                miss_result["mdproxy/nginx by round"] = ratios
-        if "mdproxy" in miss_runs and "before" in miss_runs:
-            ratios = [a["rps"] / b["rps"] for a, b in zip(miss_runs["mdproxy"], miss_runs["before"])
-                      if a["rps"] and b["rps"]]
-            if ratios:
-                print(f"  md/before by round: " + " / ".join(f"{x:.2f}" for x in ratios))
-                miss_result["mdproxy/before by round"] = ratios
+        print(f"Miss flood: every request a new key, wrk -t{args.threads} -c{args.connections} "
+              f"-d{args.duration}s, {args.miss_rounds} round(s) interleaved (req/s per round; the "
+              "simulator asked directly is the ceiling; nginx's cache on tmpfs):")
+        for kind in miss_kinds:
+            print(f"  {kind}:")
+            result = miss_result.setdefault(kind, {})
+            for server in miss_servers:
+                rs = miss_runs[(kind, server)]
+                rates = [x["rps"] for x in rs]
+                p99s = [x["p99_ms"] for x in rs]
+                result[server] = {"runs": rs}
+                print(f"    {TITLES.get(server, server):<10} " + " / ".join(rate(x) for x in rates)
+                      + f"   p99 " + " / ".join(ms(x) for x in p99s) + " ms")
+            for other in ("nginx", "varnish", "before"):
+                if (kind, other) not in miss_runs or (kind, "mdproxy") not in miss_runs:
+                    continue
+                ratios = [a["rps"] / b["rps"] for a, b in zip(miss_runs[(kind, "mdproxy")], miss_runs[(kind, other)])
+                          if a["rps"] and b["rps"]]
+                if ratios:
+                    print(f"    md/{other} by round: " + " / ".join(f"{x:.2f}" for x in ratios))
+                    result[f"mdproxy/{other} by round"] = ratios
         print(f"  upstream requests during the flood: {miss_upstream}")
 
     print()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Cache-hit throughput of the release binary beside its anchors, in one run: mdproxy,
-# nginx proxy_cache, Varnish and a bare hyper server serving mdproxy's own bytes
+# nginx proxy_cache (at its best: cache on tmpfs, sendfile, keep-alive both ways,
+# no access log), Varnish (malloc storage) and a bare hyper server serving mdproxy's own bytes
 # (examples/bare_hyper.rs), all in front of the same simulator; wrk (HTTP/1.1) at
 # several body sizes with and without gzip, rounds interleaved, and h2load over h2c.
 # Prints one table (req/s, ratios, p99) and writes target/load/results.json.
@@ -14,6 +15,7 @@
 #   H2_SIZES=detail,watchlist    answers for h2load (empty: none); H2_STREAMS=10
 #   WARMUP=1                     seconds of wrk per server and answer before round 1
 #   MISS_ROUNDS=2                rounds of the miss flood (every request a new key; 0: none)
+#   MISS_KINDS=news-search,cpi-page,unlisted-code   the kinds of misses flooded
 #   CANDIDATE=path/to/mdproxy    another build, measured beside this one (an A/B: cand/md)
 #   KEEP=1                       keep the work directory (configs, logs)
 set -euo pipefail
@@ -65,7 +67,7 @@ exec python3 scripts/load-compare.py \
   --h2-sizes "${H2_SIZES-detail,watchlist}" \
   --h2-streams "${H2_STREAMS:-10}" \
   --warmup "${WARMUP:-1}" \
-  --miss-rounds "${MISS_ROUNDS:-2}" \
+  --miss-rounds "${MISS_ROUNDS:-2}" --miss-kinds "${MISS_KINDS:-news-search,cpi-page,unlisted-code}" \
   --candidate "${CANDIDATE:-}" \
   --json "$target_dir/load/results.json" \
   "${before[@]}"
