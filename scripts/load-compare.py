@@ -331,7 +331,9 @@ def run_miss(url, token, kind, args):
     """A miss flood of `kind` against the server at `url` (its root): wrk with MISS_LUA."""
     script = os.path.join(work, f"miss-{fastrand()}.lua")
     with open(script, "w") as f:
-        f.write(MISS_LUA.format(base=fastrand() * 1_000_000_000, target=MISS_TARGETS[kind]))
+        # Lua's numbers are doubles: the keys stay whole numbers well under 2^53, so
+        # each prints as its digits and none repeats (a base past 2^53 made them).
+        f.write(MISS_LUA.format(base=fastrand() * 1_000, target=MISS_TARGETS[kind]))
     cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
            "-H", f"Authorization: Bearer {token}", "-s", script, url]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60).stdout

@@ -7,7 +7,7 @@ quarter; this count does not, so it shows what a change to the miss path saves.
 Three kinds of misses, each request a key never asked before: a news search with a
 new keyword (200, about 10 KB), a CPI page never asked (200, mostly 58 B), and an
 unlisted code (the upstream's 404). For each: a warm-up of other new keys,
-callgrind's counters zeroed, N misses over four keep-alive connections (h2load
+callgrind's counters zeroed, N misses over one keep-alive connection (h2load
 --h1 reading its targets from a file), a dump; the total over N is the figure.
 Started by scripts/miss-cost.sh. Standard library, h2load and valgrind."""
 
@@ -36,7 +36,9 @@ def h2load(port, work, targets):
     path = os.path.join(work, "targets.txt")
     with open(path, "w") as f:
         f.writelines(f"http://127.0.0.1:{port}{t}\n" for t in targets)
-    cmd = ["h2load", "--h1", "-n", str(len(targets)), "-c", "4", "-i", path,
+    # One connection: h2load's clients each walk the whole list, so with several
+    # every key would be asked once per client (one miss, then waits and hits).
+    cmd = ["h2load", "--h1", "-n", str(len(targets)), "-c", "1", "-i", path,
            "-H", f"Authorization: Bearer {TOKEN}"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600).stdout
     line = next((l for l in out.splitlines() if l.startswith("requests:")), "")
@@ -58,7 +60,10 @@ def main():
     if unknown:
         raise SystemExit(f"unknown kinds {unknown}; known: {', '.join(KINDS)}")
     work = tempfile.mkdtemp(prefix="mdproxy-miss-cost-")
-    atexit.register(shutil.rmtree, work, True)
+    if os.environ.get("KEEP"):
+        print(f"the callgrind dumps stay in {work} (callgrind_annotate them)", flush=True)
+    else:
+        atexit.register(shutil.rmtree, work, True)
     children = harness.Children(work)
     atexit.register(children.stop)
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -89,8 +94,8 @@ access = false
                                  args.bin, "serve", "--config", config, "--log", "warn"])
     harness.wait_listening("mdproxy", md_port, md, os.path.join(work, "mdproxy.log"), START_WAIT)
     n = args.requests
-    print(f"callgrind, {n} misses a figure (each a key never asked) over 4 keep-alive "
-          "connections (h2load --h1), mdproxy's user-space instructions only", flush=True)
+    print(f"callgrind, {n} misses a figure (each a key never asked) over one keep-alive "
+          "connection (h2load --h1), mdproxy's user-space instructions only", flush=True)
     print(f"{'miss':16} {'instructions a miss':>20}  statuses")
     warm = max(n // 5, 200)
     for kind in kinds:

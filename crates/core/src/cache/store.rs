@@ -498,7 +498,9 @@ impl Cache {
             let ending = Ending::new(Arc::clone(&self.inner.flights), key.to_owned());
             // Before the fetch: a purge made after it covers the answer.
             let since = Stamp::now();
-            let fut = fetch();
+            // Boxed: the fetch's state (the upstream client's futures, several KB)
+            // would otherwise be copied each time the task is moved and stored.
+            let fut = Box::pin(fetch());
             let work = async move {
                 if let Some(entry) = inner.entries.get(ending.key()).await
                     && usable(&entry)

@@ -279,6 +279,11 @@ pub struct UpstreamClient {
     client: reqwest::Client,
     /// Base URL without a trailing slash, e.g. `https://host/api/v1`.
     base: Arc<str>,
+    /// The base URL parsed once: a request's URL is a copy with the target's path
+    /// and query set (parsing the whole URL each time cost a miss ~6 % more).
+    /// `None` when it is no URL with a host and no query: each request's joined
+    /// text is then given to reqwest, which says why it is no URL.
+    base_url: Option<reqwest::Url>,
     /// `Bearer <upstream token>`, marked sensitive so no header dump shows it.
     authorization: Option<HeaderValue>,
 }
@@ -329,10 +334,15 @@ impl UpstreamClient {
             value.set_sensitive(true);
             Some(value)
         };
+        let base: Arc<str> = config.base_url.trim_end_matches('/').into();
+        let base_url = reqwest::Url::parse(&base)
+            .ok()
+            .filter(|u| u.has_host() && u.query().is_none() && u.fragment().is_none());
         Ok(UpstreamClient {
             config: config.clone(),
             client,
-            base: config.base_url.trim_end_matches('/').into(),
+            base,
+            base_url,
             authorization,
         })
     }
@@ -340,6 +350,22 @@ impl UpstreamClient {
     /// The settings this client was built from.
     pub fn config(&self) -> &UpstreamConfig {
         &self.config
+    }
+
+    /// The URL of `target` (path and query relative to the base): the base with
+    /// its path extended and the query set, as parsing the two joined would give.
+    fn url(&self, target: &str) -> Option<reqwest::Url> {
+        let (path, query) = match target.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (target, None),
+        };
+        let mut url = self.base_url.clone()?;
+        let mut full = String::with_capacity(url.path().len() + path.len());
+        full.push_str(url.path().trim_end_matches('/'));
+        full.push_str(path);
+        url.set_path(&full);
+        url.set_query(query);
+        Some(url)
     }
 
     /// GETs `target` (path and canonical query relative to `/api/v1`), waiting at
@@ -354,14 +380,12 @@ impl UpstreamClient {
         passthrough: bool,
     ) -> Result<Fetched, FetchError> {
         let started = Instant::now();
-        let mut url = String::with_capacity(self.base.len() + target.len());
-        url.push_str(&self.base);
-        url.push_str(target);
-        let mut request = self
-            .client
-            .get(url)
-            .timeout(timeout)
-            .header(http::header::ACCEPT, "application/json");
+        let mut request = match self.url(target) {
+            Some(url) => self.client.get(url),
+            None => self.client.get(format!("{}{target}", self.base)),
+        }
+        .timeout(timeout)
+        .header(http::header::ACCEPT, "application/json");
         if let Some(auth) = &self.authorization {
             request = request.header(http::header::AUTHORIZATION, auth.clone());
         }
@@ -509,6 +533,49 @@ fn classify_answer(status: StatusCode, body: Bytes) -> Result<Bytes, FetchError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request's URL made from the base parsed once is the URL the base and
+    /// the target joined parse to: paths, queries, encoded and raw text, a base
+    /// with a path, with a port, with credentials, with a trailing slash.
+    #[test]
+    fn a_url_from_the_parsed_base_is_the_joined_one() {
+        let targets = [
+            "/stock/detail/600519",
+            "/stock/kline?code=600519&period=week&fqt=pre",
+            "/news/search?keyword=%E6%96%B0%E9%97%BB&page=1",
+            "/news/search?keyword=新闻 联播&x=a+b|c",
+            "/macro/cpi?page=3&pageSize=20",
+            "/fund/detail/159915?",
+            "/a%2Fb/c?d=%2F",
+        ];
+        for base in [
+            "http://127.0.0.1:8081/api/v1",
+            "https://up.example.com/api/v1/",
+            "https://user:secret@up.example.com:8443/v1",
+            "http://localhost",
+        ] {
+            let config = UpstreamConfig {
+                base_url: base.into(),
+                ..UpstreamConfig::default()
+            };
+            let client = UpstreamClient::new(&config).unwrap();
+            for target in targets {
+                let joined = format!("{}{target}", base.trim_end_matches('/'));
+                let parsed = reqwest::Url::parse(&joined).unwrap();
+                assert_eq!(
+                    client.url(target).expect("a base with a host").as_str(),
+                    parsed.as_str(),
+                    "{base} {target}"
+                );
+            }
+        }
+        let query = UpstreamConfig {
+            base_url: "http://h/api?x=1".into(),
+            ..UpstreamConfig::default()
+        };
+        // A base this cannot extend is joined as text, as before.
+        assert!(UpstreamClient::new(&query).unwrap().url("/x").is_none());
+    }
 
     #[test]
     fn answers_are_classified() {
