@@ -13,8 +13,13 @@
 //! requests per round; then the same rounds against a floor (a bare hyper server
 //! whose waiters for one key share one timer of the upstream latency), to show what
 //! the harness and the machine add by themselves. The simulator, the proxy (and
-//! later the floor) and the waiters each run on their own tokio runtime. Figures are
-//! printed, never asserted (the machine is shared).
+//! later the floor) and the waiters each run on their own tokio runtime. Then, for
+//! each anchor `COALESCE_ANCHORS` names (`nginx`, `varnish`; `scripts/coalesce.sh`
+//! names those installed), the same rounds against it in front of the same
+//! simulator, at its best for this: nginx with `proxy_cache_lock` and its cache on
+//! tmpfs, Varnish with its waiting list (streaming off, so each answer has a
+//! length the harness reads). Figures are printed, never asserted (the machine is
+//! shared).
 //!
 //! `scripts/coalesce.sh` builds it in release and runs it.
 
@@ -368,6 +373,150 @@ async fn start_floor(upstream_ms: u64, body_len: usize) -> SocketAddr {
     addr
 }
 
+/// An anchor process in front of the simulator, stopped (and its files removed)
+/// when dropped.
+struct Anchor {
+    name: &'static str,
+    addr: SocketAddr,
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Anchor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A loopback port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// Starts the anchor `name` in front of the simulator at `sim` (its token
+/// `upstream_token`), and waits (bounded) until it listens.
+fn start_anchor(name: &str, sim: SocketAddr, upstream_token: &str) -> Result<Anchor, String> {
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("coalesce-{name}-{port}"));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    // Varnish's unprivileged child reads its work directory.
+    let _ = std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755));
+    let (name, child) = match name {
+        "nginx" => {
+            // The cache on tmpfs, as an operator tuning nginx for speed keeps it.
+            let cache = std::path::Path::new("/dev/shm").join(format!("coalesce-nginx-{port}"));
+            let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+            let config = format!(
+                "worker_processes 2;\ndaemon off;\nuser {user};\npid {d}/nginx.pid;\n\
+                 error_log {d}/error.log warn;\nevents {{ worker_connections 4096; }}\n\
+                 http {{\n  access_log off;\n  keepalive_requests 10000000;\n\
+                 proxy_cache_path {cache} levels=1:2 keys_zone=md:16m max_size=256m inactive=1h use_temp_path=off;\n\
+                 upstream sim {{ server {sim}; keepalive 64; }}\n\
+                 server {{\n    listen 127.0.0.1:{port};\n    location /api/v1/ {{\n\
+                 proxy_pass http://sim;\n      proxy_http_version 1.1;\n\
+                 proxy_set_header Connection \"\";\n\
+                 proxy_set_header Authorization \"Bearer {upstream_token}\";\n\
+                 proxy_cache md;\n      proxy_cache_key $uri$is_args$args;\n\
+                 proxy_cache_valid 200 1h;\n\
+                 proxy_ignore_headers Cache-Control Expires Set-Cookie X-Accel-Expires;\n\
+                 proxy_cache_lock on;\n      proxy_cache_lock_timeout 10s;\n    }}\n  }}\n}}\n",
+                d = dir.display(),
+                cache = cache.display(),
+            );
+            let path = dir.join("nginx.conf");
+            std::fs::write(&path, config).map_err(|e| e.to_string())?;
+            let child = std::process::Command::new("nginx")
+                .arg("-c")
+                .arg(&path)
+                .arg("-p")
+                .arg(&dir)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+            ("nginx", child)
+        }
+        "varnish" => {
+            let vcl = format!(
+                "vcl 4.1;\nbackend sim {{ .host = \"{host}\"; .port = \"{sport}\"; }}\n\
+                 sub vcl_recv {{ unset req.http.Authorization; return (hash); }}\n\
+                 sub vcl_backend_fetch {{ set bereq.http.Authorization = \"Bearer {upstream_token}\"; return (fetch); }}\n\
+                 sub vcl_backend_response {{ set beresp.ttl = 1h; set beresp.do_stream = false; return (deliver); }}\n",
+                host = sim.ip(),
+                sport = sim.port(),
+            );
+            let path = dir.join("default.vcl");
+            std::fs::write(&path, vcl).map_err(|e| e.to_string())?;
+            let _ = std::fs::set_permissions(
+                &path,
+                std::os::unix::fs::PermissionsExt::from_mode(0o644),
+            );
+            let child = std::process::Command::new("varnishd")
+                .args([
+                    "-F",
+                    "-a",
+                    &format!("127.0.0.1:{port}"),
+                    "-s",
+                    "malloc,256m",
+                    "-T",
+                    "none",
+                ])
+                .arg("-f")
+                .arg(&path)
+                .arg("-n")
+                .arg(dir.join("varnish"))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+            ("varnish", child)
+        }
+        other => return Err(format!("unknown anchor {other} (nginx, varnish)")),
+    };
+    let child = child.map_err(|e| format!("{name} does not start: {e}"))?;
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let anchor = Anchor {
+        name,
+        addr,
+        child,
+        dir,
+    };
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            return Ok(anchor);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!("{name} never listened on {addr}"))
+}
+
+/// The rounds against `addr` on `waiters` fresh warm connections: the figures, and
+/// the upstream requests each round cost.
+async fn rounds_against(
+    addr: SocketAddr,
+    waiters: usize,
+    codes: &[String],
+    upstream_ms: u64,
+    sim: &SimHandle,
+) -> (Figures, Vec<u64>) {
+    let mut conns = Vec::with_capacity(waiters);
+    for _ in 0..waiters {
+        conns.push(warm(addr).await);
+    }
+    let mut figures = Figures::default();
+    let mut asked = Vec::with_capacity(codes.len());
+    for code in codes {
+        let before = sim.total();
+        let r = round(&mut conns, addr, &format!("/api/v1/stock/detail/{code}")).await;
+        figures.add(&r, upstream_ms);
+        asked.push(sim.total() - before);
+    }
+    (figures, asked)
+}
+
 fn main() {
     let upstream_ms = env_or("COALESCE_UPSTREAM_MS", 200);
     let waiters = env_or("COALESCE_WAITERS", 200) as usize;
@@ -499,6 +648,20 @@ fn main() {
             "floor (bare hyper, one shared timer, same harness)",
             upstream_ms,
         );
+        let anchors = std::env::var("COALESCE_ANCHORS").unwrap_or_default();
+        for name in anchors.split(',').filter(|n| !n.is_empty()) {
+            let anchor = match start_anchor(name, servers.sim.addr, servers.sim.token()) {
+                Ok(anchor) => anchor,
+                Err(e) => {
+                    println!("  {name}: not measured: {e}");
+                    continue;
+                }
+            };
+            let (mut figures, asked) =
+                rounds_against(anchor.addr, waiters, &codes, upstream_ms, &servers.sim).await;
+            figures.print(anchor.name, upstream_ms);
+            println!("  {}: upstream requests per round {asked:?}", anchor.name);
+        }
     });
     drop(client_rt);
     proxy_rt.block_on(servers.proxy.shutdown());
