@@ -365,8 +365,9 @@ async fn the_key_and_the_origin_are_checked() {
 
 /// An agent written with the official Python SDK (PyPI `mcp`, not code of ours)
 /// lists the 28 tools and calls each with sample arguments against the simulator:
-/// every call gets data, and the upstream sees no more requests than the REST
-/// requests they stand for.
+/// every call gets data (checked by the SDK against each tool's output schema),
+/// and the upstream sees no more requests than the REST requests they stand for;
+/// then it subscribes to a quote and is told of the hub's poll.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the Python MCP SDK: scripts/test installs it and runs the ignored tests"]
 async fn an_agent_with_the_official_sdk_calls_every_tool() {
@@ -396,7 +397,8 @@ async fn an_agent_with_the_official_sdk_calls_every_tool() {
                 .arg(script)
                 .arg(&url)
                 .arg(support::TOKEN)
-                .arg(&file),
+                .arg(&file)
+                .arg(QUOTE_URI),
         )
     })
     .await
@@ -415,11 +417,17 @@ async fn an_agent_with_the_official_sdk_calls_every_tool() {
             tool.name
         );
     }
-    assert_eq!(
-        env.sim.raw_requests().len(),
-        28,
-        "one upstream request a call"
-    );
+    // The hub's polls for the quote watched apart (they come after the calls).
+    let hub_source = env.proxy.state().snapshot().config.hub.source.clone();
+    let calls = env
+        .sim
+        .raw_requests()
+        .into_iter()
+        .filter(|uri| !uri.contains(&hub_source))
+        .count();
+    assert_eq!(calls, 28, "one upstream request a call");
+    // The SDK subscribed to a quote and was told of the hub's poll.
+    assert_eq!(said["updated"], QUOTE_URI, "{}", said["updated"]);
 }
 
 /// The stateless 2026-07-28 revision: no `initialize`, each POST carries its
