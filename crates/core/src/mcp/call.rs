@@ -120,6 +120,11 @@ pub async fn call(
 /// upstream poll for every stream and agent, newer than any cached quote.
 pub fn from_board(hub: &QuoteHub, target: &str) -> Option<Read> {
     let valid = mdproxy_api::parse_target(target).ok()?;
+    // Only a quote: another endpoint of the same code is not the board's.
+    let quote_path = mdproxy_api::tools::find(QUOTE_TOOL)?.views[0].1;
+    if valid.endpoint.path != quote_path {
+        return None;
+    }
     let code = valid.target.rsplit('/').next()?;
     let (row, polled_at) = hub.latest(code)?;
     let data = serde_json::from_slice::<Value>(&row).ok()?;

@@ -111,9 +111,7 @@ impl Server {
             .lock()
             .expect("the watches lock is never poisoned")
     }
-}
 
-impl Server {
     /// Calls the tool `name` with `arguments`, counted by tool and outcome, its
     /// span under `request`'s.
     ///

@@ -803,6 +803,17 @@ async fn a_session_watches_a_quote_the_hub_polls() {
         "{said}"
     );
     assert_eq!(env.sim.hits("/stock/indicator/realtime/{code}"), 0);
+    // Another resource of the same code is not the board's.
+    let detail = agent
+        .request(
+            6,
+            "resources/read",
+            json!({"uri": "mdproxy://api/v1/stock/detail/600519"}),
+        )
+        .await;
+    let said: Value =
+        serde_json::from_str(detail["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(said["source"], "/api/v1/stock/detail/600519", "{said}");
     let other = agent
         .post(
             json!({"jsonrpc": "2.0", "id": 4, "method": "resources/subscribe",
