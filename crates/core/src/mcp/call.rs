@@ -11,7 +11,7 @@ use rmcp::model::CallToolResult;
 use serde_json::{Map, Value, json};
 
 use super::memo::{Memo, Rendered};
-use super::watch::QUOTE_TOOL;
+use super::watch::{QUOTE_TOOL, quote_path};
 use crate::cache::readthrough::Answer;
 use crate::hub::QuoteHub;
 use crate::state::AppState;
@@ -121,8 +121,7 @@ pub async fn call(
 pub fn from_board(hub: &QuoteHub, target: &str) -> Option<Read> {
     let valid = mdproxy_api::parse_target(target).ok()?;
     // Only a quote: another endpoint of the same code is not the board's.
-    let quote_path = mdproxy_api::tools::find(QUOTE_TOOL)?.views[0].1;
-    if valid.endpoint.path != quote_path {
+    if valid.endpoint.path != quote_path() {
         return None;
     }
     let code = valid.target.rsplit('/').next()?;
@@ -179,7 +178,8 @@ pub async fn read(state: &AppState, memo: &Memo, target: &str, max_chars: usize)
         }
     };
     // The request as the cache keys it: what a REST client asks for the same.
-    let source = format!("{}{}", mdproxy_api::router::API_PREFIX, valid.target);
+    // (Written only when no rendered answer is reused: not on a call's hit.)
+    let source = || format!("{}{}", mdproxy_api::router::API_PREFIX, valid.target);
     match answer {
         Ok(answer) if answer.entry.status == 200 => {
             let status = answer.served.x_cache();
@@ -188,7 +188,7 @@ pub async fn read(state: &AppState, memo: &Memo, target: &str, max_chars: usize)
             let rendered = match memo.get(&valid.target, &answer.entry, status) {
                 Some(rendered) => rendered,
                 None => {
-                    let rendered = answered(&answer, &source, target, max_chars);
+                    let rendered = answered(&answer, &source(), target, max_chars);
                     memo.put(&valid.target, &answer.entry, status, &rendered);
                     rendered
                 }
@@ -199,8 +199,8 @@ pub async fn read(state: &AppState, memo: &Memo, target: &str, max_chars: usize)
                 fresh_ms,
             }
         }
-        Ok(_) => not_found(&source),
-        Err(error) => failed(error, &source),
+        Ok(_) => not_found(&source()),
+        Err(error) => failed(error, &source()),
     }
 }
 

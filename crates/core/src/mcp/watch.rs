@@ -18,13 +18,18 @@ use mdproxy_api::tools::{RESOURCE_ROOT, find, resource_target};
 /// The tool (and endpoint) whose resources can be watched.
 pub const QUOTE_TOOL: &str = "get_stock_quote";
 
+/// The catalogue path of a quote (the quote tool's endpoint).
+pub fn quote_path() -> &'static str {
+    find(QUOTE_TOOL).map_or("", |t| t.views[0].1)
+}
+
 /// The canonical code of the quote resource `uri`
 /// (`mdproxy://api/v1/stock/indicator/realtime/600519`, a code as people type it).
 ///
 /// # Errors
 /// Invalid params when `uri` is no quote resource or its code is not one.
 pub fn quote_code(uri: &str) -> Result<String, ErrorData> {
-    let quote_path = find(QUOTE_TOOL).map_or("", |t| t.views[0].1);
+    let quote_path = quote_path();
     let not_quote = || {
         ErrorData::invalid_params(
             format!(
