@@ -596,13 +596,13 @@ async fn a_retry_after_seen_by_one_node_pauses_every_node() {
     assert_eq!(env.sim.throttled(), 1);
     let paused = |n: &App| n.state().upstream().report()[0].paused_for.is_some();
     assert!(
-        support::eventually(Duration::from_secs(5), || paused(&b)).await,
+        support::eventually(Duration::from_secs(20), || paused(&b)).await,
         "node-1 never heard of the pause"
     );
     let late = node(&env, "node-2").await;
     joined(&[&late]).await;
     assert!(
-        support::eventually(Duration::from_secs(5), || paused(&late)).await,
+        support::eventually(Duration::from_secs(20), || paused(&late)).await,
         "a node started during the pause does not know it"
     );
     for (n, code) in [(&b, "300750"), (&late, "601318")] {
@@ -618,11 +618,21 @@ async fn a_retry_after_seen_by_one_node_pauses_every_node() {
     );
     let rate = |n: &App| n.state().upstream().report()[0].pace.rate;
     assert!(
-        support::eventually(Duration::from_secs(5), || rate(&b) < 20.0).await,
+        support::eventually(Duration::from_secs(20), || rate(&b) < 20.0).await,
         "node-1 kept its rate: {}",
         rate(&b)
     );
-    assert_eq!(rate(&b), rate(&env.proxy), "one rate for the fleet");
+    // Each node climbs back in 5-second steps counted from when it lowered its
+    // rate, so for the moment between the two lowerings of each step the two
+    // differ by one step; and the steps are float sums. Most of the time, and
+    // within a rounding, they are one rate.
+    let one_rate = || (rate(&b) - rate(&env.proxy)).abs() < 1e-6;
+    assert!(
+        support::eventually(Duration::from_secs(20), one_rate).await,
+        "one rate for the fleet: {} / {}",
+        rate(&b),
+        rate(&env.proxy)
+    );
     late.shutdown().await;
 }
 
