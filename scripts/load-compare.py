@@ -309,7 +309,12 @@ MISS_TARGETS = {
     "news-search": '"/api/v1/news/search?keyword=miss" .. n',
     "cpi-page": '"/api/v1/macro/cpi?page=" .. (n % 100000 + 1) .. "&pageSize=" .. (math.floor(n / 100000) % 1000 + 1)',
     "unlisted-code": '"/api/v1/stock/detail/" .. (605000 + n % 390000)',
+    # The news search again, as a browser or Python's requests asks: gzip taken.
+    # Every server compresses then (nginx each answer, Varnish and mdproxy the
+    # object they store), where the plain floods leave nginx nothing to compress.
+    "news-search-gz": '"/api/v1/news/search?keyword=missgz" .. n',
 }
+MISS_HEADERS = {"news-search-gz": ["-H", "Accept-Encoding: gzip"]}
 
 MISS_LUA = """
 local counter = 0
@@ -335,9 +340,37 @@ def run_miss(url, token, kind, args):
         # each prints as its digits and none repeats (a base past 2^53 made them).
         f.write(MISS_LUA.format(base=fastrand() * 1_000, target=MISS_TARGETS[kind]))
     cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
-           "-H", f"Authorization: Bearer {token}", "-s", script, url]
+           "-H", f"Authorization: Bearer {token}", *MISS_HEADERS.get(kind, []), "-s", script, url]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60).stdout
     return parse_wrk(out, url)
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(pid):
+    """CPU seconds (user, system) spent so far by `pid` and every process under it
+    (nginx's workers, Varnish's child), from /proc."""
+    children, stats = {}, {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the name: state ppid ... utime (14th field) stime (15th).
+        children.setdefault(int(fields[1]), []).append(int(d))
+        stats[int(d)] = (int(fields[11]), int(fields[12]))
+    user = system = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        u, s = stats.get(p, (0, 0))
+        user, system = user + u, system + s
+        todo += children.get(p, [])
+    return user / TICK, system / TICK
 
 
 def fastrand():
@@ -610,6 +643,8 @@ def main():
         if k not in MISS_TARGETS:
             raise SystemExit(f"MISS_KINDS: unknown kind {k!r}; known: {', '.join(MISS_TARGETS)}")
     miss_runs = {(k, s): [] for k in miss_kinds for s in miss_servers}
+    pid_of = {name: p.pid for name, p in processes}
+    pid_of["simulator"] = sim.pid
     miss_before = sim_total(ports["sim"])
     for r in range(args.miss_rounds):
         order = miss_servers[r % len(miss_servers):] + miss_servers[: r % len(miss_servers)]
@@ -620,7 +655,16 @@ def main():
                     url, token = f"http://127.0.0.1:{ports['sim']}", UPSTREAM_TOKEN
                 else:
                     url, token = f"http://127.0.0.1:{ports[server]}", CLIENT_TOKEN
-                miss_runs[(kind, server)].append(run_miss(url, token, kind, args))
+                pids = {"server": pid_of[server], "simulator": sim.pid}
+                before = {k: tree_cpu(v) for k, v in pids.items()}
+                run = run_miss(url, token, kind, args)
+                # CPU per request of the server and of the simulator behind it
+                # (microseconds, user + system): where a miss's time goes.
+                for k, v in pids.items():
+                    (u0, s0), (u1, s1) = before[k], tree_cpu(v)
+                    n = max(run["requests"], 1)
+                    run[f"{k}_cpu_us"] = {"user": (u1 - u0) / n * 1e6, "system": (s1 - s0) / n * 1e6}
+                miss_runs[(kind, server)].append(run)
     miss_upstream = sim_total(ports["sim"]) - miss_before
     for (kind, server), rs in miss_runs.items():
         # An unlisted code is the upstream's 404: the answer expected.
@@ -743,8 +787,11 @@ def main():
                 rates = [x["rps"] for x in rs]
                 p99s = [x["p99_ms"] for x in rs]
                 result[server] = {"runs": rs}
+                cpu = " / ".join(f"{x['server_cpu_us']['user']:.0f}+{x['server_cpu_us']['system']:.0f}"
+                                 for x in rs)
                 print(f"    {TITLES.get(server, server):<10} " + " / ".join(rate(x) for x in rates)
-                      + f"   p99 " + " / ".join(ms(x) for x in p99s) + " ms")
+                      + f"   p99 " + " / ".join(ms(x) for x in p99s) + " ms"
+                      + f"   CPU us/request user+system {cpu}")
             for other in ("nginx", "varnish", "before"):
                 if (kind, other) not in miss_runs or (kind, "mdproxy") not in miss_runs:
                     continue

@@ -8,14 +8,16 @@
 # Installs Debian's nginx-light, varnish, wrk, nghttp2-client and curl when missing.
 #   DURATION=6 ROUNDS=5 CONNECTIONS=64 THREADS=2 scripts/load-compare.sh
 #   SIZES=detail,week-gz         answers: detail indices watchlist week day, each also -gz -br -zstd
-#                                (Accept-Encoding naming that coding; nginx-light has gzip only)
+#                                (Accept-Encoding naming that coding; nginx-light has gzip only;
+#                                empty: no hit rounds, only the miss flood)
 #   ONLY=mdproxy,bare            servers (mdproxy nginx varnish bare; before with BEFORE_REV)
 #   BEFORE_REV=746a14d           also measure the release binary of that commit, as "before",
 #                                beside this one (hit rows and the miss flood gain md/before)
 #   H2_SIZES=detail,watchlist    answers for h2load (empty: none); H2_STREAMS=10
 #   WARMUP=1                     seconds of wrk per server and answer before round 1
 #   MISS_ROUNDS=2                rounds of the miss flood (every request a new key; 0: none)
-#   MISS_KINDS=news-search,cpi-page,unlisted-code   the kinds of misses flooded
+#   MISS_KINDS=news-search,cpi-page,unlisted-code   the kinds of misses flooded (also
+#                                news-search-gz: the news search asked with gzip)
 #   CANDIDATE=path/to/mdproxy    another build, measured beside this one (an A/B: cand/md)
 #   KEEP=1                       keep the work directory (configs, logs)
 set -euo pipefail
@@ -62,7 +64,7 @@ exec python3 scripts/load-compare.py \
   --rounds "${ROUNDS:-5}" \
   --connections "${CONNECTIONS:-64}" \
   --threads "${THREADS:-2}" \
-  --sizes "${SIZES:-detail,watchlist,watchlist-gz,week,week-gz,day}" \
+  --sizes "${SIZES-detail,watchlist,watchlist-gz,week,week-gz,day}" \
   --only "${ONLY:-mdproxy,nginx,varnish,bare}" \
   --h2-sizes "${H2_SIZES-detail,watchlist}" \
   --h2-streams "${H2_STREAMS:-10}" \

@@ -3,6 +3,8 @@
 //! measurement, docs/BENCHMARKS.md "Compression levels") and compressor. Which one a
 //! client gets is the edge's choice (`edge::negotiate`).
 
+use std::sync::{Mutex, PoisonError};
+
 use bytes::Bytes;
 
 /// Bodies shorter than this are not compressed (nginx's `gzip_min_length` default
@@ -89,17 +91,10 @@ impl Coding {
 
     /// `body` in this coding at `level` (the measurement compares levels).
     pub fn compress_at(self, body: &[u8], level: i32) -> Option<Bytes> {
-        use std::io::Write;
-        let mut out = Vec::with_capacity(body.len() / 4);
-        match self {
-            Coding::Gzip => {
-                let level = u32::try_from(level).unwrap_or(GZIP_LEVEL);
-                let mut encoder =
-                    flate2::write::GzEncoder::new(out, flate2::Compression::new(level));
-                encoder.write_all(body).ok()?;
-                out = encoder.finish().ok()?;
-            }
+        let mut out = match self {
+            Coding::Gzip => gzip(body, u32::try_from(level).unwrap_or(GZIP_LEVEL))?,
             Coding::Brotli => {
+                let mut out = Vec::with_capacity(body.len() / 4);
                 let params = brotli::enc::BrotliEncoderParams {
                     quality: level,
                     lgwin: BROTLI_WINDOW as i32,
@@ -107,13 +102,112 @@ impl Coding {
                     ..Default::default()
                 };
                 brotli::BrotliCompress(&mut &body[..], &mut out, &params).ok()?;
+                out
             }
-            Coding::Zstd => {
-                out = zstd::bulk::compress(body, level).ok()?;
-            }
+            Coding::Zstd => zstd(body, level)?,
+        };
+        // The cache weighs the length: spare capacity would be memory it does not see.
+        if out.capacity() - out.len() > out.len() / 8 {
+            out.shrink_to_fit();
         }
         Some(Bytes::from(out))
     }
+}
+
+/// Compressor states kept from one compression to the next, at most [`KEPT`] of a
+/// kind. A fresh deflate state is about 300 KB and a zstd context more: made for
+/// each answer, their first writes fault fresh pages in and their release hands the
+/// pages back to the kernel, which stops every other core to flush its TLB. That
+/// cost a miss flood of 10 KB answers more than the rest of the miss together
+/// (docs/BENCHMARKS.md "The miss path"). Only states at mdproxy's own level are
+/// kept; another level (the measurement's) gets a fresh one.
+struct Kept<T> {
+    idle: Mutex<Vec<T>>,
+}
+
+/// More than the compressions that run at once (one per core, `cache::compress`).
+const KEPT: usize = 16;
+
+impl<T> Kept<T> {
+    const fn new() -> Kept<T> {
+        Kept {
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<T>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn take(&self) -> Option<T> {
+        self.lock().pop()
+    }
+
+    fn put(&self, state: T) {
+        let mut idle = self.lock();
+        if idle.len() < KEPT {
+            idle.push(state);
+        }
+    }
+}
+
+static DEFLATE: Kept<flate2::Compress> = Kept::new();
+static ZSTD: Kept<zstd::bulk::Compressor<'static>> = Kept::new();
+
+/// `body` as a gzip member (RFC 1952) at `level`: the header `GzEncoder` writes
+/// (no name, no time, OS unknown), raw deflate from a kept state, CRC-32 and length.
+fn gzip(body: &[u8], level: u32) -> Option<Vec<u8>> {
+    use flate2::{Compress, Compression, FlushCompress, Status};
+    let ours = level == GZIP_LEVEL;
+    let mut deflate = ours
+        .then(|| DEFLATE.take())
+        .flatten()
+        .unwrap_or_else(|| Compress::new(Compression::new(level), false));
+    // XFL: 2 for the slowest level, 4 for the fastest (as `GzEncoder` sets it).
+    let xfl = match level {
+        9.. => 2,
+        0 | 1 => 4,
+        _ => 0,
+    };
+    let mut out = Vec::with_capacity(body.len() / 3 + 64);
+    out.extend_from_slice(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, xfl, 255]);
+    loop {
+        let read = usize::try_from(deflate.total_in()).ok()?;
+        // Deflate writes only into spare capacity: room for what is left, at most
+        // a little more than it (stored blocks), then again if that was not enough.
+        out.reserve((body.len() - read) / 2 + 1024);
+        match deflate
+            .compress_vec(&body[read..], &mut out, FlushCompress::Finish)
+            .ok()?
+        {
+            Status::StreamEnd => break,
+            Status::Ok | Status::BufError => {}
+        }
+    }
+    let mut crc = flate2::Crc::new();
+    crc.update(body);
+    out.extend_from_slice(&crc.sum().to_le_bytes());
+    // ISIZE: the length modulo 2^32.
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    if ours {
+        deflate.reset();
+        DEFLATE.put(deflate);
+    }
+    Some(out)
+}
+
+/// `body` as a zstd frame at `level`, from a kept context.
+fn zstd(body: &[u8], level: i32) -> Option<Vec<u8>> {
+    let ours = level == ZSTD_LEVEL;
+    let mut context = match ours.then(|| ZSTD.take()).flatten() {
+        Some(context) => context,
+        None => zstd::bulk::Compressor::new(level).ok()?,
+    };
+    let out = context.compress(body).ok()?;
+    if ours {
+        ZSTD.put(context);
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -137,6 +231,45 @@ mod tests {
             Coding::Zstd => out = zstd::stream::decode_all(bytes).unwrap(),
         }
         out
+    }
+
+    /// The gzip made from a kept deflate state is the very member `GzEncoder`
+    /// writes, at every level, and a state kept from a long body compresses the
+    /// next, short and empty ones as a fresh one does.
+    #[test]
+    fn a_kept_deflate_state_writes_what_gzencoder_writes() {
+        use std::io::Write;
+        let long = "{\"success\":true,\"data\":[1,2,3]}".repeat(5000);
+        let random: Vec<u8> = (0..70_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for level in [1, 4, 6, 9] {
+            for body in [long.as_bytes(), &random, b"short", b""] {
+                let mut reference =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+                reference.write_all(body).unwrap();
+                let reference = reference.finish().unwrap();
+                let ours = Coding::Gzip.compress_at(body, level as i32).unwrap();
+                assert_eq!(
+                    &ours[..],
+                    &reference[..],
+                    "level {level}, {} bytes",
+                    body.len()
+                );
+                assert_eq!(decompress(Coding::Gzip, &ours), body);
+            }
+        }
+    }
+
+    /// A kept zstd context compresses one body after another as a fresh one does.
+    #[test]
+    fn a_kept_zstd_context_compresses_each_body_alone() {
+        let long = "{\"success\":true,\"data\":[4,5,6]}".repeat(5000);
+        for body in [long.as_bytes(), b"short", long.as_bytes()] {
+            let packed = Coding::Zstd.compress(body).unwrap();
+            assert_eq!(packed, zstd::bulk::compress(body, ZSTD_LEVEL).unwrap());
+            assert_eq!(decompress(Coding::Zstd, &packed), body);
+        }
     }
 
     /// Each coding round-trips to the body and is much smaller on repetitive JSON.
