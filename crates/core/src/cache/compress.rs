@@ -1,7 +1,9 @@
-//! When an answer's compressed representations are made: by the fill that stores it
-//! (or the disk read that promotes it) for the codings clients asked for lately, else
-//! in the background after the first request that asks for one; always on the
-//! blocking pool, and only as many at once as there are cores.
+//! When an answer's compressed representations are made: by the fill that stores it,
+//! for the coding of the client that started it ([`Want::Asked`]) or, for work no
+//! client waits on and the disk read that promotes a record, for the codings clients
+//! asked for lately ([`Want::Lately`]); else in the background after the first
+//! request that asks for one; always on the blocking pool, and only as many at once
+//! as there are cores.
 //!
 //! Making all three for every fill cost about 35 ms of CPU per large K-line and
 //! four times the fill time of the disk benchmark, for codings no client asked for
@@ -22,6 +24,20 @@ use crate::cache::entry::CachedBody;
 /// How long a coding stays wanted after a request last chose it: a fill made in that
 /// time makes it too.
 pub const DEMAND_WINDOW: Duration = Duration::from_secs(15 * 60);
+
+/// Which compressed copies a fill makes before it stores its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    /// Those clients chose within [`DEMAND_WINDOW`]: for work no client waits on
+    /// (a background refresh, prewarming), so that the hits after it find them.
+    Lately,
+    /// The one the client whose request started the fill takes, if any. Others
+    /// are made on the first hit that asks (`Compressor::start`): a flood of keys
+    /// asked once by clients that take no coding compresses nothing, as nginx's
+    /// `gzip` does not, where making every coding wanted lately cost a 10 KB miss
+    /// more than the rest of it (docs/BENCHMARKS.md "The miss path").
+    Asked(Option<Coding>),
+}
 
 /// Which codings clients ask for, and the permits of the compressions under way.
 /// One per cache.
@@ -68,13 +84,17 @@ impl Compressor {
     /// Makes the representations of `entry` that are wanted and not made yet, on the
     /// blocking pool once a permit is free, and waits for them: the fill (and a disk
     /// read's promotion) stores the entry with them, and its waiters get them.
-    pub async fn make_wanted(&self, entry: &Arc<CachedBody>) {
+    pub async fn make_wanted(&self, entry: &Arc<CachedBody>, want: Want) {
         if !entry.is_compressible() {
             return;
         }
+        let wanted = |c: &Coding| match want {
+            Want::Lately => self.is_wanted(*c),
+            Want::Asked(coding) => coding == Some(*c),
+        };
         let missing: Vec<Coding> = Coding::ALL
             .into_iter()
-            .filter(|&c| self.is_wanted(c) && entry.encoded_now(c).is_none())
+            .filter(|c| wanted(c) && entry.encoded_now(*c).is_none())
             .collect();
         if missing.is_empty() {
             return;
@@ -139,19 +159,19 @@ mod tests {
         let compressor = Compressor::default();
         let big = "{\"success\":true,\"data\":[1,2,3]}".repeat(100);
         let e = entry(&big);
-        compressor.make_wanted(&e).await;
+        compressor.make_wanted(&e, Want::Lately).await;
         assert!(Coding::ALL.iter().all(|&c| e.encoded_now(c).is_none()));
         compressor.note(Coding::Zstd);
         compressor.note(Coding::Zstd);
         assert!(compressor.is_wanted(Coding::Zstd));
         assert!(!compressor.is_wanted(Coding::Gzip));
-        compressor.make_wanted(&e).await;
+        compressor.make_wanted(&e, Want::Lately).await;
         assert!(e.encoded_now(Coding::Zstd).is_some());
         assert!(e.encoded_now(Coding::Gzip).is_none());
         assert!(e.encoded_now(Coding::Brotli).is_none());
         // A body too small to compress is left alone.
         let small = entry("{}");
-        compressor.make_wanted(&small).await;
+        compressor.make_wanted(&small, Want::Lately).await;
         assert!(small.encoded_now(Coding::Zstd).is_none());
     }
 

@@ -12,8 +12,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio_util::task::TaskTracker;
 
+use crate::cache::compress::Want;
 use crate::cache::demand::Demand;
 use crate::cache::disk::Pattern;
+use crate::cache::encoding::Coding;
 use crate::cache::entry::CachedBody;
 use crate::cache::failures::{Backoff, Failures};
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
@@ -299,7 +301,8 @@ impl ReadThrough {
 
     /// The rest of a lookup that [`ReadThrough::lookup_now`] could not decide: moka's
     /// read, then the same decision, else one fill (with `context`, the client's
-    /// request ID and trace, for the upstream).
+    /// request ID and trace, for the upstream; its answer stored with the coding
+    /// the client takes, `asked`, made).
     ///
     /// # Errors
     /// The upstream's failure when no usable stale entry is at hand; an
@@ -310,6 +313,7 @@ impl ReadThrough {
         policy: &Arc<Policy>,
         valid: &Valid,
         waiting: Waiting,
+        asked: Option<Coding>,
         context: impl FnOnce() -> Context,
     ) -> Result<Answer, FetchError> {
         let Waiting { now, on } = waiting;
@@ -338,7 +342,8 @@ impl ReadThrough {
                 }
             }
         };
-        self.miss(policy, valid, cached, context()).await
+        self.miss(policy, valid, cached, Want::Asked(asked), context())
+            .await
     }
 
     /// The decision on what the store holds for `valid` (`cached`) at `now`: the
@@ -381,6 +386,7 @@ impl ReadThrough {
         policy: &Arc<Policy>,
         valid: &Valid,
         cached: Option<Arc<CachedBody>>,
+        want: Want,
         context: Context,
     ) -> Result<Answer, FetchError> {
         let s = &*self.inner;
@@ -418,7 +424,7 @@ impl ReadThrough {
                 now,
             });
         }
-        let fill = |context| self.fill_for(policy, valid, Priority::Client, false, context);
+        let fill = |context| self.fill_for(policy, valid, Priority::Client, false, want, context);
         let (mut result, mut role) = fill(Some(context.clone())).await;
         if matches!(result, Err(FetchError::Dropped)) {
             // We joined a background refresh that found no budget; a client may wait
@@ -525,17 +531,20 @@ impl ReadThrough {
         priority: Priority,
         force: bool,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
-        self.fill_for(policy, valid, priority, force, None).await
+        self.fill_for(policy, valid, priority, force, Want::Lately, None)
+            .await
     }
 
     /// [`fill`](Self::fill) on behalf of a client request: its ID and trace
-    /// (`context`) go with the fill into its own task and on to the upstream.
+    /// (`context`) go with the fill into its own task and on to the upstream, and
+    /// its answer is stored with the copies `want` names.
     async fn fill_for(
         &self,
         policy: &Arc<Policy>,
         valid: &Valid,
         priority: Priority,
         force: bool,
+        want: Want,
         context: Option<Context>,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
         let s = &*self.inner;
@@ -555,7 +564,7 @@ impl ReadThrough {
         let key = valid.target.clone();
         let outcome = s
             .store
-            .fill(&valid.target, usable, move || {
+            .fill_wanting(&valid.target, want, usable, move || {
                 crate::telemetry::context::within(context, async move {
                     let fill = Fill {
                         key: &key,

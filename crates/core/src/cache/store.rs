@@ -14,7 +14,7 @@ use moka::ops::compute::{CompResult, Op};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::cache::compress::Compressor;
+use crate::cache::compress::{Compressor, Want};
 use crate::cache::disk::Disk;
 use crate::cache::doorkeeper::Doorkeeper;
 use crate::cache::encoding::Coding;
@@ -158,7 +158,7 @@ impl Inner {
     ) -> Option<Arc<CachedBody>> {
         let entry = Arc::new(disk.get(key, policy, now).await?);
         let copies = entry.copies_made();
-        self.compressor.make_wanted(&entry).await;
+        self.compressor.make_wanted(&entry, Want::Lately).await;
         if entry.copies_made() > copies {
             // The next read of this record (after memory lets it go, or a
             // restart) is served these copies without compressing.
@@ -480,9 +480,28 @@ impl Cache {
     /// the race where another fill landed between a caller's lookup and its flight
     /// (a flight ends only after its answer is stored). A successful body is stored
     /// before any waiter is released; errors are not stored.
+    /// The answer is stored with the compressed copies wanted lately; see
+    /// [`fill_wanting`](Self::fill_wanting).
     pub async fn fill<F, Fut>(
         &self,
         key: &str,
+        usable: impl Fn(&CachedBody) -> bool + Send + 'static,
+        fetch: F,
+    ) -> (Result<Arc<CachedBody>, FetchError>, FillRole)
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
+    {
+        self.fill_wanting(key, Want::Lately, usable, fetch).await
+    }
+
+    /// [`fill`](Self::fill), its answer stored with the compressed copies `want`
+    /// names (those of the caller that starts the flight; a caller that joins it
+    /// takes what it makes).
+    pub async fn fill_wanting<F, Fut>(
+        &self,
+        key: &str,
+        want: Want,
         usable: impl Fn(&CachedBody) -> bool + Send + 'static,
         fetch: F,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole)
@@ -511,7 +530,7 @@ impl Cache {
                     });
                 }
                 let entry = Arc::new(fut.await?);
-                inner.compressor.make_wanted(&entry).await;
+                inner.compressor.make_wanted(&entry, want).await;
                 inner.keep(ending.key(), &entry, since).await;
                 // The flight ends here, after the insert: a caller that finds no
                 // flight is sure to find the answer in `entries`.

@@ -166,14 +166,17 @@ impl<B> Later<B> {
         };
         let head = Head::read(request.headers());
         let cache = edge.state.cache();
-        // The coding this client takes, told before a fill starts: the fill makes it.
-        if head.accept_encoding
-            && let Some(coding) = crate::edge::negotiate::choose(head.map)
-        {
+        // The coding this client takes, told before a fill starts: the fill this
+        // request starts makes it (and background fills make what was asked lately).
+        let asked = head
+            .accept_encoding
+            .then(|| crate::edge::negotiate::choose(head.map))
+            .flatten();
+        if let Some(coding) = asked {
             cache.store().compressor().note(coding);
         }
         let answer = cache
-            .lookup_later(&snap.policy, &valid, waiting, context)
+            .lookup_later(&snap.policy, &valid, waiting, asked, context)
             .await;
         let served = cached(&head, answer, valid, &mut trail, cache.store());
         let asked = Asked {

@@ -173,7 +173,9 @@ pub async fn read(state: &AppState, memo: &Memo, target: &str, max_chars: usize)
         Ok(answer) => Ok(answer),
         Err(waiting) => {
             cache
-                .lookup_later(&snap.policy, &valid, waiting, Default::default)
+                // A tool's result is JSON in a JSON-RPC answer: no coding of the
+                // entry is sent.
+                .lookup_later(&snap.policy, &valid, waiting, None, Default::default)
                 .await
         }
     };

@@ -280,8 +280,9 @@ async fn every_encoding_and_its_etag_follow_the_representation() {
     );
 }
 
-/// A fill makes the coding its client asks for, before the answer is stored: the
-/// very first answer is compressed. Codings no client asked for are not made.
+/// A fill makes the coding the client that starts it takes, before the answer is
+/// stored: the very first answer is compressed. Codings that client does not take
+/// are not made by it, even when other clients asked for them lately.
 #[tokio::test]
 async fn a_fill_makes_the_coding_its_clients_ask_for() {
     use mdproxy_core::cache::encoding::Coding;
@@ -302,8 +303,10 @@ async fn a_fill_makes_the_coding_its_clients_ask_for() {
         entry.encoded_now(Coding::Brotli).is_none(),
         "no client asked"
     );
-    // Another K-line, filled for a client that asks for nothing, is made with zstd
-    // all the same: a client asked for it lately.
+    // Another K-line, filled for a client that takes no coding, is stored as it
+    // came, though zstd was asked lately: nothing is compressed for a key that no
+    // client taking it may ever ask. The first that does has it made (and the
+    // plain body meanwhile).
     let other = "/stock/kline?code=000002&period=day&fqt=post";
     assert_eq!(header(&env.get(other).await, "content-encoding"), "");
     let key = store
@@ -312,7 +315,16 @@ async fn a_fill_makes_the_coding_its_clients_ask_for() {
         .find(|k| k.contains("000002"))
         .expect("stored");
     let entry = store.get(&key).await.unwrap();
-    assert!(entry.encoded_now(Coding::Zstd).is_some());
+    assert!(entry.encoded_now(Coding::Zstd).is_none(), "made for no one");
+    let hit = env.get_with(other, &[("accept-encoding", "zstd")]).await;
+    assert_eq!(header(&hit, "x-cache"), "HIT");
+    assert!(
+        support::eventually(Duration::from_secs(10), || entry
+            .encoded_now(Coding::Zstd)
+            .is_some())
+        .await,
+        "made for the first client that takes it"
+    );
 }
 
 /// CORS: a configured origin gets its preflight answered without a token and may read
