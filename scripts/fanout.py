@@ -52,6 +52,8 @@ import threading
 import time
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
+SOURCES = 4  # loopback source addresses, 127.0.0.1 to 127.0.0.4
 CMSG_TS = socket.CMSG_SPACE(16)
 READ_SIZE = 65536
 LEAD = 2.0  # seconds of arrivals kept before the window (more than one tick)
@@ -116,10 +118,10 @@ def server_pids(pid, kind):
     return sorted(workers)
 
 
-def memory(pid, kind):
+def memory(servers, kind):
     """(RSS, PSS, CPU seconds) summed over the server's processes (nginx: workers; the
-    master holds no subscriber)."""
-    pids = server_pids(pid, kind)
+    master holds no subscriber; mdproxy: each node of the fleet)."""
+    pids = [p for pid in servers for p in server_pids(pid, kind)]
     return (
         sum(_status_kib(p, "VmRSS:") for p in pids),
         sum(_pss_kib(p) for p in pids),
@@ -131,10 +133,13 @@ def memory(pid, kind):
 
 
 class Sub:
-    __slots__ = ("sock", "state", "tail", "last_id", "status", "keys", "times")
+    __slots__ = ("sock", "node", "state", "tail", "last_id", "status", "keys", "times")
 
-    def __init__(self, sock):
+    def __init__(self, sock, node=0):
         self.sock = sock
+        # The fleet's node it streams from: each node numbers its own ticks, so a
+        # tick is (node, id) and its spread is over that node's subscribers.
+        self.node = node
         self.state = "connecting"  # -> sent -> streaming (first event) | failed | closed
         self.tail = b""
         self.last_id = None
@@ -187,12 +192,18 @@ def driver(conn, args, first, count):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         s.setblocking(False)
-        err = s.connect_ex((args.host, args.port))
+        # Subscriber i goes to node i mod nodes (one port unless a fleet is measured),
+        # from one of several loopback addresses: one source address has fewer
+        # ephemeral ports (about 28,000) than 30,000 subscribers of one port need.
+        node = i % len(args.ports)
+        s.setsockopt(socket.SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+        s.bind((f"127.0.0.{1 + i % SOURCES}", 0))
+        err = s.connect_ex((args.host, args.ports[node]))
         if err not in (0, errno.EINPROGRESS):
             s.close()
             note(f"connect {errno.errorcode.get(err, err)}")
             return
-        sub = Sub(s)
+        sub = Sub(s, node)
         sub.tail = request_for(i)  # the request, until sent
         subs[s.fileno()] = sub
         ep.register(s.fileno(), select.EPOLLOUT)
@@ -266,7 +277,7 @@ def driver(conn, args, first, count):
         if len(new) > 1 and in_window:
             coalesced += len(new) - 1
         for tick in new:
-            sub.keys.append(id_key(tick))
+            sub.keys.append((sub.node,) + id_key(tick))
             sub.times.append(ts)
         if in_window:
             window_events += len(new)
@@ -352,7 +363,7 @@ def driver(conn, args, first, count):
                 (
                     "result",
                     None,
-                    [(s.keys, s.times.tolist()) for s in alive],
+                    [(s.node, s.keys, s.times.tolist()) for s in alive],
                     count - len(alive),
                     dict(statuses),
                     coalesced,
@@ -421,7 +432,7 @@ def run(args):
     procs = max(1, -(-args.n // args.per_process))
     args.processes = procs
     time.sleep(1)
-    base_rss, base_pss, _ = memory(args.pid, args.server)
+    base_rss, base_pss, _ = memory(args.pids, args.server)
     shares = [args.n // procs + (1 if k < args.n % procs else 0) for k in range(procs)]
     ctx = multiprocessing.get_context("fork")
     workers = []
@@ -458,15 +469,15 @@ def run(args):
     samples = []
     while time.time() < t0:
         time.sleep(0.05)
-    _, _, cpu_start = memory(args.pid, args.server)
+    _, _, cpu_start = memory(args.pids, args.server)
     steal0 = _steal()
     sampled_at = []
     while time.time() < t1:
         sampled_at.append(time.time())
-        rss, pss, _ = memory(args.pid, args.server)
+        rss, pss, _ = memory(args.pids, args.server)
         samples.append((rss, pss))
         time.sleep(1)
-    _, _, cpu_end = memory(args.pid, args.server)
+    _, _, cpu_end = memory(args.pids, args.server)
     steal1 = _steal()
     per_sub = []
     not_streaming = 0
@@ -492,13 +503,13 @@ def run(args):
         p.join(10)
     stop_pub.set()
     time.sleep(args.after)
-    after_rss, after_pss, _ = memory(args.pid, args.server)
+    after_rss, after_pss, _ = memory(args.pids, args.server)
 
     # Ticks whose first arrival falls in the window; for each, when every subscriber
     # had it (or a later one). One not reached by the end of the grace period
     # counts as missed, and the spread is at least the time to that end.
     first_arrival = {}
-    for keys, times in per_sub:
+    for _, keys, times in per_sub:
         for k, t in zip(keys, times):
             if t < first_arrival.get(k, float("inf")):
                 first_arrival[k] = t
@@ -507,6 +518,7 @@ def run(args):
     lateness = []
     deliveries = []
     missed = 0
+    complete = 0  # ticks every subscriber of their node had
     end = t1 + args.grace
     outliers = []  # ticks with a spread over 0.5 s: which, and how many subscribers were late
     timeline = []  # every tick in order: when it began (s into the window) and its spread
@@ -515,7 +527,8 @@ def run(args):
         last = first_at
         reached = 0
         late = 0
-        for keys, times in per_sub:
+        ours = [(keys, times) for node, keys, times in per_sub if node == k[0]]
+        for keys, times in ours:
             i = bisect.bisect_left(keys, k)
             if i < len(keys) and times[i] <= end:
                 last = max(last, times[i])
@@ -524,7 +537,8 @@ def run(args):
                 late += times[i] - first_at > 0.5
             else:
                 last = end
-        missed += len(per_sub) - reached
+        missed += len(ours) - reached
+        complete += reached >= len(ours) > 0
         spreads.append(last - first_at)
         timeline.append([round(first_at - t0, 3), round((last - first_at) * 1000, 1)])
         deliveries.append(reached)
@@ -536,11 +550,13 @@ def run(args):
     lags.sort()
     held_rss = sum(s[0] for s in samples) / max(1, len(samples))
     held_pss = sum(s[1] for s in samples) / max(1, len(samples))
-    starved = sum(1 for _, times in per_sub if not any(t0 <= t <= t1 for t in times)) + (args.n - len(per_sub))
+    starved = sum(1 for _, _, times in per_sub if not any(t0 <= t <= t1 for t in times)) + (args.n - len(per_sub))
     ms = lambda v: None if v is None else round(v * 1000, 1)  # noqa: E731
     result = {
         "server": args.server,
         "n": args.n,
+        # Nodes of one fleet the subscribers were spread over (their memory summed).
+        "nodes": len(args.ports),
         "codes_per_subscriber": args.codes if args.server == "mdproxy" else None,
         "window_secs": args.window,
         "driver_processes": procs,
@@ -558,7 +574,7 @@ def run(args):
         "steal_pct": round(100 * (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1]), 1),
         "delivery_after_first_ms": {"p50": ms(pct(lateness, 0.5)), "p99": ms(pct(lateness, 0.99))},
         "deliveries_per_tick_mean": round(sum(deliveries) / max(1, len(deliveries)), 1),
-        "complete_ticks": sum(1 for d in deliveries if d >= len(per_sub) and len(per_sub) > 0),
+        "complete_ticks": complete,
         "missed_deliveries": missed,
         "starved": starved,
         "not_streaming_at_end": not_streaming,
@@ -599,8 +615,9 @@ def table(args):
             "ticks", "deliv/tick", "event B", "server CPU", "driver CPU")
     rows = [head]
     for r in results:
+        nodes = r.get("nodes", 1)
         rows.append((
-            r["server"], str(r["n"]), fmt(r["spread_ms"]["p50"]), fmt(r["spread_ms"]["p99"]), fmt(r["spread_ms"]["max"]),
+            r["server"] + (f" ({nodes} nodes)" if nodes > 1 else ""), str(r["n"]), fmt(r["spread_ms"]["p50"]), fmt(r["spread_ms"]["p99"]), fmt(r["spread_ms"]["max"]),
             str(r["starved"]), fmt(r["kib_per_subscriber_rss"]), fmt(r["kib_per_subscriber_pss"]),
             str(r["ticks"]), fmt(r["deliveries_per_tick_mean"]), str(r["event_bytes_mean"]),
             f"{r['server_cpu_per_sec']:.2f}", f"{r['driver_cpu_per_sec']:.2f}",
@@ -688,9 +705,11 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--server", choices=["mdproxy", "nchan"], required=True)
-    r.add_argument("--pid", type=int, required=True, help="mdproxy's pid, or nginx's master")
+    r.add_argument("--pid", required=True,
+                   help="mdproxy's pid (comma-separated: the nodes of a fleet), or nginx's master")
     r.add_argument("--host", default="127.0.0.1")
-    r.add_argument("--port", type=int, required=True)
+    r.add_argument("--port", required=True,
+                   help="comma-separated: the nodes of a fleet, subscriber i on node i mod nodes")
     r.add_argument("--request", required=True, help="request head; {codes} is replaced, \\r\\n literal")
     r.add_argument("--n", type=int, required=True)
     r.add_argument("--codes-file")
@@ -717,6 +736,9 @@ def main():
     h.add_argument("--min-bytes", type=float, default=100_000)
     h.add_argument("--top", type=int, default=8)
     args = p.parse_args()
+    if args.cmd == "run":
+        args.pids = [int(x) for x in args.pid.split(",")]
+        args.ports = [int(x) for x in args.port.split(",")]
     {"run": run, "table": table, "heap": heap}[args.cmd](args)
 
 

@@ -20,6 +20,10 @@
 # MAX_HEADER_BYTES (server.max_header_bytes, which is also hyper's max_buf_size),
 # BUILD=0 uses the binaries already built (a git worktree rebuilds the crate on every
 # cargo build: build.rs watches .git/HEAD, which a worktree does not have),
+# NODES=2: mdproxy as a fleet of that many nodes on one Redis (started here on a
+# loopback port; redis-server installed when missing), the subscribers spread over
+# them and their memory summed; one hub poll serves them all. One process may hold
+# only so many descriptors, so N past that limit needs NODES (nchan: WORKERS) > 1.
 # HEAPTRACK=1: mdproxy (system allocator) runs under heaptrack (installed when
 # missing) and its biggest live allocation sites at the heap's peak are printed
 # per subscriber (use a small N: heaptrack slows it down; the spread then means little).
@@ -33,12 +37,20 @@ servers=${SERVERS:-mdproxy nchan}
 workers=${WORKERS:-2}
 ulimit -n "$(ulimit -Hn)"
 limit=$(ulimit -n)
+nodes=${NODES:-1}
 for n in $ns; do
-  if (( n + 200 > limit )); then
-    echo "N=$n needs more than the $limit descriptors one process may hold here (the server holds one per subscriber)" >&2
-    exit 2
-  fi
+  # Each mdproxy node holds its share of the subscribers, each nginx worker about
+  # its share (reuseport spreads them).
+  for share in $(( n / nodes )) $(( n / workers )); do
+    if (( share + 300 > limit )); then
+      echo "N=$n puts $share subscribers on one process, more than the $limit descriptors one may hold here: raise NODES and WORKERS" >&2
+      exit 2
+    fi
+  done
 done
+if (( nodes > 1 )) && ! command -v redis-server >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+fi
 
 if ! command -v nginx >/dev/null || [ ! -f /usr/lib/nginx/modules/ngx_nchan_module.so ]; then
   export DEBIAN_FRONTEND=noninteractive
@@ -87,11 +99,24 @@ for n in $ns; do
   for server in $servers; do
     case $server in
       mdproxy)
+        share=$(( n / nodes + 100 ))
+        cluster=""
+        if (( nodes > 1 )); then
+          redis_port=$(free_port)
+          redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+            >"$work/redis.log" 2>&1 & pids+=($!)
+          for _ in $(seq 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+          cluster="[cluster]
+redis_url = \"redis://127.0.0.1:$redis_port\""
+        fi
+        ports=() node_pids=()
+        for node in $(seq 0 $(( nodes - 1 ))); do
         port=$(free_port)
+        ports+=("$port")
         cat > "$work/mdproxy.toml" <<TOML
 [server]
 listen = "127.0.0.1:$port"
-max_connections = $((n + 100))
+max_connections = $share
 max_connections_per_client_percent = 100
 max_header_bytes = ${MAX_HEADER_BYTES:-16384}
 [auth]
@@ -107,9 +132,12 @@ upstream_rps = 0
 session_interval_ms = 1000
 closed_interval_ms = 1000
 batch_size = ${BATCH:-100}
-max_streams = $((n + 100))
-max_streams_per_token = $((n + 100))
+max_streams = $share
+max_streams_per_token = $share
+$cluster
+$( (( nodes > 1 )) && echo "node_id = \"node-$node\"" || true )
 TOML
+        cp "$work/mdproxy.toml" "$work/mdproxy-$node.toml"
         if [ -n "${HEAPTRACK:-}" ]; then
           heap=target/fanout/heaptrack-mdproxy-$n
           rm -f "$heap".*
@@ -120,22 +148,27 @@ TOML
           pid=$(pgrep -f -- "--config $work/mdproxy.toml" | while read -r p; do
             [ "$(readlink "/proc/$p/exe")" = "$(realpath "$bin")" ] && echo "$p"; done | head -1)
         else
-          "$bin" serve --config "$work/mdproxy.toml" --log warn >"$work/mdproxy.log" 2>&1 & pid=$!
+          "$bin" serve --config "$work/mdproxy-$node.toml" --log warn >"$work/mdproxy-$node.log" 2>&1 & pid=$!
           pids+=($pid)
           wait_http "http://127.0.0.1:$port/"
         fi
-        echo "mdproxy, N=$n:"
-        python3 scripts/fanout.py run --server mdproxy --pid "$pid" --port "$port" --n "$n" \
+        node_pids+=("$pid")
+        done
+        # The fleet's nodes see each other (and agree on the hub's leader) first.
+        (( nodes > 1 )) && sleep 3
+        echo "mdproxy, N=$n$( (( nodes > 1 )) && echo ", $nodes nodes on one Redis" || true):"
+        python3 scripts/fanout.py run --server mdproxy --pid "$(IFS=,; echo "${node_pids[*]}")" \
+          --port "$(IFS=,; echo "${ports[*]}")" --n "$n" \
           --codes-file "$work/codes.txt" --codes "$codes" --window "$window" --out "$results" \
           --per-process "${PER_PROCESS:-10000}" --connect-rate "${CONNECT_RATE:-3000}" \
           --driver-nice "${DRIVER_NICE:-19}" \
           --request 'GET /api/v1/stock/indicator/realtime/sse?codes={codes}&pz=20 HTTP/1.1\r\nHost: fanout\r\nAuthorization: Bearer fanout-token\r\n\r\n'
-        kill "$pid"; wait "$pid" 2>/dev/null || true
+        for p in "${node_pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
         if [ -n "${HEAPTRACK:-}" ]; then
           wait "$wrapper" 2>/dev/null || true
           python3 scripts/fanout.py heap "$heap.zst" --n "$n"
         fi
-        grep -E "WARN|ERROR" "$work/mdproxy.log" | tail -3 | sed 's/^/  mdproxy log: /' || true
+        cat "$work"/mdproxy-*.log | grep -E "WARN|ERROR" | tail -3 | sed 's/^/  mdproxy log: /' || true
         ;;
       nchan)
         port=$(free_port)
