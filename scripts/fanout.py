@@ -129,6 +129,65 @@ def memory(servers, kind):
     )
 
 
+# --------------------------------------------------------------------------- HTTP/2
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2_WINDOW = 2**31 - 1  # granted once: a run's events stay far below it
+
+
+def h2_frame(kind, flags, stream, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def hpack_int(value, prefix_bits, first=0):
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first | value])
+    out = [first | limit]
+    value -= limit
+    while value >= 128:
+        out.append((value & 127) | 128)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def hpack_str(text):
+    raw = text.encode()
+    return hpack_int(len(raw), 7) + raw
+
+
+def h2_request(head):
+    """An HTTP/1.1 request head (the driver's template, filled in) as an HPACK header
+    block: GET and http from the static table, the rest literal, never indexed."""
+    lines = head.decode().split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    assert method == "GET", method
+    block = bytes([0x82, 0x86]) + b"\x04" + hpack_str(path)  # :method GET, :scheme http, :path
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, value = line.split(":", 1)
+        name, value = name.strip().lower(), value.strip()
+        if name == "host":
+            block += b"\x01" + hpack_str(value)  # :authority
+        else:
+            block += b"\x00" + hpack_str(name) + hpack_str(value)
+    return block
+
+
+class Conn:
+    """One HTTP/2 connection carrying several subscribers, one stream each."""
+    __slots__ = ("sock", "state", "inbuf", "streams", "hello")
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.state = "connecting"
+        self.inbuf = b""
+        self.streams = {}  # stream id -> Sub
+        self.hello = b""  # preface, settings and every stream's HEADERS, until sent
+
+
 # --------------------------------------------------------------------------- driver
 
 
@@ -163,8 +222,12 @@ def driver(conn, args, first, count):
             codes = [line.strip() for line in f if line.strip()]
     ep = select.epoll()
     ep.register(conn.fileno(), select.EPOLLIN)
-    subs = {}
-    pending = list(range(first, first + count))
+    subs = {}  # fd -> Sub, or Conn over HTTP/2
+    h2subs = []  # every subscriber of every Conn
+    if args.h2:
+        pending = [(i, min(args.h2, first + count - i)) for i in range(first, first + count, args.h2)]
+    else:
+        pending = list(range(first, first + count))
     pending.reverse()
     rate = args.connect_rate / max(1, args.processes)
     started = time.monotonic()
@@ -187,6 +250,93 @@ def driver(conn, args, first, count):
         else:
             mine = ""
         return args.request.replace("{codes}", mine).replace("\\r\\n", "\r\n").encode()
+
+    def open_conn(first_sub, n_subs):
+        """HTTP/2: one connection for subscribers first_sub .. first_sub + n_subs - 1."""
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        s.setblocking(False)
+        node = first_sub % len(args.ports)
+        s.setsockopt(socket.SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+        s.bind((f"127.0.0.{1 + first_sub % SOURCES}", 0))
+        err = s.connect_ex((args.host, args.ports[node]))
+        if err not in (0, errno.EINPROGRESS):
+            s.close()
+            for _ in range(n_subs):
+                note(f"connect {errno.errorcode.get(err, err)}")
+            return
+        c = Conn(s)
+        # No push; every stream's window, and the connection's, as large as allowed.
+        hello = H2_PREFACE + h2_frame(4, 0, 0, struct.pack(">HI", 2, 0) + struct.pack(">HI", 4, H2_WINDOW))
+        hello += h2_frame(8, 0, 0, struct.pack(">I", H2_WINDOW - 65535))
+        for k in range(n_subs):
+            sub = Sub(s, node)
+            stream = 1 + 2 * k
+            c.streams[stream] = sub
+            h2subs.append(sub)
+            # HEADERS with END_STREAM | END_HEADERS.
+            hello += h2_frame(1, 0x5, stream, h2_request(request_for(first_sub + k)))
+        c.hello = hello
+        subs[s.fileno()] = c
+        ep.register(s.fileno(), select.EPOLLOUT)
+
+    def conn_failed(fd, c, why):
+        for sub in c.streams.values():
+            if sub.state not in ("failed", "closed"):
+                note(why)
+                sub.state = "failed"
+        del subs[fd]
+        try:
+            ep.unregister(fd)
+        except OSError:
+            pass
+        c.sock.close()
+
+    def on_frames(fd, c, data, ts):
+        """Parses the frames read; each DATA frame's bytes go to its stream's subscriber."""
+        c.inbuf += data
+        buf, pos, replies = c.inbuf, 0, b""
+        while len(buf) - pos >= 9:
+            length = int.from_bytes(buf[pos:pos + 3], "big")
+            if len(buf) - pos < 9 + length:
+                break
+            kind, flags = buf[pos + 3], buf[pos + 4]
+            stream = int.from_bytes(buf[pos + 5:pos + 9], "big") & 0x7FFFFFFF
+            payload = buf[pos + 9:pos + 9 + length]
+            pos += 9 + length
+            sub = c.streams.get(stream)
+            if kind in (0, 1) and flags & 0x8:  # PADDED
+                payload = payload[1:len(payload) - payload[0]]
+            if kind == 0 and sub is not None and sub.state not in ("failed", "closed"):
+                why = on_data(sub, payload, ts)
+                if why:
+                    note(why)
+                    sub.state = "failed"
+            elif kind == 1 and sub is not None:
+                if flags & 0x20:  # PRIORITY
+                    payload = payload[5:]
+                # hyper answers 200 as the static table's entry 8.
+                if payload[:1] != b"\x88":
+                    note("status other than 200")
+                    sub.state = "failed"
+                else:
+                    sub.state = "headers"
+            elif kind == 3 and sub is not None and sub.state not in ("failed", "closed"):
+                note("stream reset")
+                sub.state = "failed"
+            elif kind == 4 and not flags & 0x1:
+                replies += h2_frame(4, 0x1, 0)
+            elif kind == 6 and not flags & 0x1:
+                replies += h2_frame(6, 0x1, 0, payload)
+            elif kind == 7:
+                conn_failed(fd, c, "goaway")
+                return
+        c.inbuf = buf[pos:]
+        if replies:
+            try:
+                c.sock.send(replies)
+            except OSError as e:
+                conn_failed(fd, c, f"send {type(e).__name__}")
 
     def open_one(i):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -283,15 +433,69 @@ def driver(conn, args, first, count):
             window_events += len(new)
         return None
 
+    def every_sub():
+        return h2subs if args.h2 else subs.values()
+
+    def read(sock):
+        """(bytes, kernel arrival time) of one read; None when nothing was there."""
+        data, anc, _flags, _addr = sock.recvmsg(READ_SIZE, CMSG_TS)
+        ts = None
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+                sec, ns = struct.unpack("qq", raw[:16])
+                ts = sec + ns / 1e9
+        if ts is None:
+            ts = time.time()
+        elif window is not None and window[0] <= ts <= window[1]:
+            lags.append(time.time() - ts)
+        return data, ts
+
+    def on_conn_event(fd, c):
+        if c.state == "connecting":
+            err = c.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                conn_failed(fd, c, f"connect {errno.errorcode.get(err, err)}")
+                return
+            try:
+                c.sock.setblocking(True)  # every stream's HEADERS at once
+                c.sock.sendall(c.hello)
+                c.sock.setblocking(False)
+            except OSError as e:
+                conn_failed(fd, c, f"send {type(e).__name__}")
+                return
+            c.hello = b""
+            c.state = "open"
+            for sub in c.streams.values():
+                sub.state = "sent"
+            ep.modify(fd, select.EPOLLIN)
+            return
+        try:
+            data, ts = read(c.sock)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            conn_failed(fd, c, f"recv {type(e).__name__}")
+            return
+        if not data:
+            conn_failed(fd, c, "closed by server")
+            return
+        on_frames(fd, c, data, ts)
+
     while True:
         now = time.monotonic()
         # Open sockets at the connect rate.
         if pending:
             due = int((now - started) * rate) + 1 - opened
             while due > 0 and pending:
-                open_one(pending.pop())
-                opened += 1
-                due -= 1
+                if args.h2:
+                    first_sub, n_subs = pending.pop()
+                    open_conn(first_sub, n_subs)
+                    opened += n_subs
+                    due -= n_subs
+                else:
+                    open_one(pending.pop())
+                    opened += 1
+                    due -= 1
             if not pending:
                 deadline = now + args.ready_timeout
         timeout = 0.01 if pending else 0.2
@@ -304,12 +508,15 @@ def driver(conn, args, first, count):
                     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
                 elif msg[0] == "close":
                     for sub in subs.values():
-                        if sub.state not in ("failed", "closed"):
+                        if isinstance(sub, Conn) or sub.state not in ("failed", "closed"):
                             sub.sock.close()
                     conn.close()
                     return
                 continue
             sub = subs.get(fd)
+            if isinstance(sub, Conn):
+                on_conn_event(fd, sub)
+                continue
             if sub is None or sub.state in ("failed", "closed"):
                 continue
             if sub.state == "connecting":
@@ -352,13 +559,13 @@ def driver(conn, args, first, count):
             time.sleep(args.lazy_ms / 1000)
         now = time.monotonic()
         if not ready_sent and not pending:
-            streaming = sum(1 for s in subs.values() if s.state == "streaming")
+            streaming = sum(1 for s in every_sub() if s.state == "streaming")
             if streaming + failed >= count or now > deadline:
                 conn.send(("ready", streaming, dict(statuses), now - started))
                 ready_sent = True
         if window is not None and time.time() > window[1] + args.grace and cpu0 is not None:
             cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-            alive = [s for s in subs.values() if s.state == "streaming"]
+            alive = [s for s in every_sub() if s.state == "streaming"]
             conn.send(
                 (
                     "result",
@@ -557,6 +764,8 @@ def run(args):
         "n": args.n,
         # Nodes of one fleet the subscribers were spread over (their memory summed).
         "nodes": len(args.ports),
+        # HTTP/2: subscribers' streams a connection (0: HTTP/1.1, one each).
+        "h2_streams_per_connection": args.h2,
         "codes_per_subscriber": args.codes if args.server == "mdproxy" else None,
         "window_secs": args.window,
         "driver_processes": procs,
@@ -617,7 +826,9 @@ def table(args):
     for r in results:
         nodes = r.get("nodes", 1)
         rows.append((
-            r["server"] + (f" ({nodes} nodes)" if nodes > 1 else ""), str(r["n"]), fmt(r["spread_ms"]["p50"]), fmt(r["spread_ms"]["p99"]), fmt(r["spread_ms"]["max"]),
+            r["server"] + (f" ({nodes} nodes)" if nodes > 1 else "")
+            + (f" (h2, {r['h2_streams_per_connection']} a conn)" if r.get("h2_streams_per_connection") else ""),
+            str(r["n"]), fmt(r["spread_ms"]["p50"]), fmt(r["spread_ms"]["p99"]), fmt(r["spread_ms"]["max"]),
             str(r["starved"]), fmt(r["kib_per_subscriber_rss"]), fmt(r["kib_per_subscriber_pss"]),
             str(r["ticks"]), fmt(r["deliveries_per_tick_mean"]), str(r["event_bytes_mean"]),
             f"{r['server_cpu_per_sec']:.2f}", f"{r['driver_cpu_per_sec']:.2f}",
@@ -721,6 +932,8 @@ def main():
     r.add_argument("--connect-rate", type=float, default=3000, help="new connections per second, in all")
     r.add_argument("--ready-timeout", type=float, default=60)
     r.add_argument("--per-process", type=int, default=10000, help="subscribers per driver process")
+    r.add_argument("--h2", type=int, default=0,
+                   help="HTTP/2 (prior knowledge): this many subscribers' streams on each connection; 0: HTTP/1.1")
     r.add_argument("--driver-nice", type=int, default=0,
                    help="niceness of the driver processes (scripts/fanout.sh gives 19)")
     r.add_argument("--lazy-ms", type=float, default=5, help="pause between epoll rounds (batches reads)")

@@ -24,6 +24,9 @@
 # loopback port; redis-server installed when missing), the subscribers spread over
 # them and their memory summed; one hub poll serves them all. One process may hold
 # only so many descriptors, so N past that limit needs NODES (nchan: WORKERS) > 1.
+# H2=100: mdproxy's subscribers over HTTP/2 (prior knowledge, h2c), that many
+# streams on each connection (as a browser's tabs share one; at most
+# server.h2_max_streams, 128 by default), so N is not bound by descriptors.
 # HEAPTRACK=1: mdproxy (system allocator) runs under heaptrack (installed when
 # missing) and its biggest live allocation sites at the heap's peak are printed
 # per subscriber (use a small N: heaptrack slows it down; the spread then means little).
@@ -38,10 +41,11 @@ workers=${WORKERS:-2}
 ulimit -n "$(ulimit -Hn)"
 limit=$(ulimit -n)
 nodes=${NODES:-1}
+h2=${H2:-0}
 for n in $ns; do
   # Each mdproxy node holds its share of the subscribers, each nginx worker about
   # its share (reuseport spreads them).
-  for share in $(( n / nodes )) $(( n / workers )); do
+  for share in $(( n / nodes / (h2 > 0 ? h2 : 1) )) $(( n / workers )); do
     if (( share + 300 > limit )); then
       echo "N=$n puts $share subscribers on one process, more than the $limit descriptors one may hold here: raise NODES and WORKERS" >&2
       exit 2
@@ -156,9 +160,9 @@ TOML
         done
         # The fleet's nodes see each other (and agree on the hub's leader) first.
         (( nodes > 1 )) && sleep 3
-        echo "mdproxy, N=$n$( (( nodes > 1 )) && echo ", $nodes nodes on one Redis" || true):"
+        echo "mdproxy, N=$n$( (( nodes > 1 )) && echo ", $nodes nodes on one Redis" || true)$( (( h2 > 0 )) && echo ", HTTP/2 with $h2 streams a connection" || true):"
         python3 scripts/fanout.py run --server mdproxy --pid "$(IFS=,; echo "${node_pids[*]}")" \
-          --port "$(IFS=,; echo "${ports[*]}")" --n "$n" \
+          --port "$(IFS=,; echo "${ports[*]}")" --n "$n" --h2 "$h2" \
           --codes-file "$work/codes.txt" --codes "$codes" --window "$window" --out "$results" \
           --per-process "${PER_PROCESS:-10000}" --connect-rate "${CONNECT_RATE:-3000}" \
           --driver-nice "${DRIVER_NICE:-19}" \
