@@ -251,19 +251,31 @@ def driver(conn, args, first, count):
             mine = ""
         return args.request.replace("{codes}", mine).replace("\\r\\n", "\r\n").encode()
 
-    def open_conn(first_sub, n_subs):
-        """HTTP/2: one connection for subscribers first_sub .. first_sub + n_subs - 1."""
+    def connect(i, subscribers):
+        """A socket connecting for subscriber i (and the next ones on an HTTP/2
+        connection), and its node; None when the connect failed at once."""
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         s.setblocking(False)
-        node = first_sub % len(args.ports)
+        # Subscriber i goes to node i mod nodes (one port unless a fleet is measured),
+        # from one of several loopback addresses: one source address has fewer
+        # ephemeral ports (about 28,000) than 30,000 subscribers of one port need.
+        # (Over HTTP/2, connection i / streams a connection goes to that node mod nodes.)
+        node = (i // max(1, args.h2)) % len(args.ports)
         s.setsockopt(socket.SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1)
-        s.bind((f"127.0.0.{1 + first_sub % SOURCES}", 0))
+        s.bind((f"127.0.0.{1 + i % SOURCES}", 0))
         err = s.connect_ex((args.host, args.ports[node]))
         if err not in (0, errno.EINPROGRESS):
             s.close()
-            for _ in range(n_subs):
+            for _ in range(subscribers):
                 note(f"connect {errno.errorcode.get(err, err)}")
+            return None, node
+        return s, node
+
+    def open_conn(first_sub, n_subs):
+        """HTTP/2: one connection for subscribers first_sub .. first_sub + n_subs - 1."""
+        s, node = connect(first_sub, n_subs)
+        if s is None:
             return
         c = Conn(s)
         # No push; every stream's window, and the connection's, as large as allowed.
@@ -281,16 +293,12 @@ def driver(conn, args, first, count):
         ep.register(s.fileno(), select.EPOLLOUT)
 
     def conn_failed(fd, c, why):
+        """An HTTP/2 connection failed: so did each of its streams not failed yet."""
         for sub in c.streams.values():
             if sub.state not in ("failed", "closed"):
                 note(why)
                 sub.state = "failed"
-        del subs[fd]
-        try:
-            ep.unregister(fd)
-        except OSError:
-            pass
-        c.sock.close()
+        drop(fd, c.sock)
 
     def on_frames(fd, c, data, ts):
         """Parses the frames read; each DATA frame's bytes go to its stream's subscriber."""
@@ -339,19 +347,8 @@ def driver(conn, args, first, count):
                 conn_failed(fd, c, f"send {type(e).__name__}")
 
     def open_one(i):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        s.setblocking(False)
-        # Subscriber i goes to node i mod nodes (one port unless a fleet is measured),
-        # from one of several loopback addresses: one source address has fewer
-        # ephemeral ports (about 28,000) than 30,000 subscribers of one port need.
-        node = i % len(args.ports)
-        s.setsockopt(socket.SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1)
-        s.bind((f"127.0.0.{1 + i % SOURCES}", 0))
-        err = s.connect_ex((args.host, args.ports[node]))
-        if err not in (0, errno.EINPROGRESS):
-            s.close()
-            note(f"connect {errno.errorcode.get(err, err)}")
+        s, node = connect(i, 1)
+        if s is None:
             return
         sub = Sub(s, node)
         sub.tail = request_for(i)  # the request, until sent
@@ -366,12 +363,15 @@ def driver(conn, args, first, count):
     def fail(fd, sub, why):
         note(why)
         sub.state = "failed"
+        drop(fd, sub.sock)
+
+    def drop(fd, sock):
         del subs[fd]
         try:
             ep.unregister(fd)
         except OSError:
             pass
-        sub.sock.close()
+        sock.close()
 
     def on_data(sub, data, ts):
         nonlocal coalesced, window_bytes, window_events
@@ -436,9 +436,19 @@ def driver(conn, args, first, count):
     def every_sub():
         return h2subs if args.h2 else subs.values()
 
-    def read(sock):
-        """(bytes, kernel arrival time) of one read; None when nothing was there."""
-        data, anc, _flags, _addr = sock.recvmsg(READ_SIZE, CMSG_TS)
+    def receive(sock, failed):
+        """(bytes, kernel arrival time) of one read; None when nothing was there or
+        the socket failed (then `failed(why)` was called)."""
+        try:
+            data, anc, _flags, _addr = sock.recvmsg(READ_SIZE, CMSG_TS)
+        except BlockingIOError:
+            return None
+        except OSError as e:
+            failed(f"recv {type(e).__name__}")
+            return None
+        if not data:
+            failed("closed by server")
+            return None
         ts = None
         for level, kind, raw in anc:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
@@ -469,17 +479,9 @@ def driver(conn, args, first, count):
                 sub.state = "sent"
             ep.modify(fd, select.EPOLLIN)
             return
-        try:
-            data, ts = read(c.sock)
-        except BlockingIOError:
-            return
-        except OSError as e:
-            conn_failed(fd, c, f"recv {type(e).__name__}")
-            return
-        if not data:
-            conn_failed(fd, c, "closed by server")
-            return
-        on_frames(fd, c, data, ts)
+        got = receive(c.sock, lambda why: conn_failed(fd, c, why))
+        if got is not None:
+            on_frames(fd, c, *got)
 
     while True:
         now = time.monotonic()
@@ -533,26 +535,10 @@ def driver(conn, args, first, count):
                 sub.state = "sent"
                 ep.modify(fd, select.EPOLLIN)
                 continue
-            try:
-                data, anc, _flags, _addr = sub.sock.recvmsg(READ_SIZE, CMSG_TS)
-            except BlockingIOError:
+            got = receive(sub.sock, lambda why: fail(fd, sub, why))  # noqa: B023
+            if got is None:
                 continue
-            except OSError as e:
-                fail(fd, sub, f"recv {type(e).__name__}")
-                continue
-            if not data:
-                fail(fd, sub, "closed by server")
-                continue
-            ts = None
-            for level, kind, raw in anc:
-                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
-                    sec, ns = struct.unpack("qq", raw[:16])
-                    ts = sec + ns / 1e9
-            if ts is None:
-                ts = time.time()
-            elif window is not None and window[0] <= ts <= window[1]:
-                lags.append(time.time() - ts)
-            why = on_data(sub, data, ts)
+            why = on_data(sub, *got)
             if why:
                 fail(fd, sub, why)
         if args.lazy_ms:
