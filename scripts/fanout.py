@@ -759,6 +759,7 @@ def run(args):
         "connect_secs": round(connected_secs, 1),
         "failures": statuses,
         "ticks": len(spreads),
+        "ticks_by_node": [sum(1 for k in ticks if k[0] == node) for node in range(len(args.ports))],
         "spread_ms": {"p50": ms(pct(spreads, 0.5)), "p99": ms(pct(spreads, 0.99)), "max": ms(spreads[-1] if spreads else None)},
         "spreads_ms": [ms(v) for v in spreads],  # every tick's, sorted
         "outlier_ticks": outliers,
