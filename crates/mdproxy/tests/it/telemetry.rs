@@ -141,6 +141,12 @@ impl Collector {
         }
         panic!("the spans looked for never came: {:#?}", self.spans());
     }
+
+    /// The first span `matches` accepts, once it has come (see `wait_for`).
+    async fn first(&self, flush: impl Fn(), matches: impl Fn(&Exported) -> bool) -> Exported {
+        self.wait_for(flush, |spans| spans.iter().find(|s| matches(s)).cloned())
+            .await
+    }
 }
 
 async fn receive(
@@ -296,25 +302,19 @@ async fn a_coalesced_miss_is_traced_from_request_to_upstream() {
     assert_eq!(header(&hit, "x-cache"), "HIT");
 
     let flush = || traced.telemetry.flush();
-    let by_request_id = |id: &'static str| {
-        move |spans: &[Exported]| {
-            spans
-                .iter()
-                .find(|s| s.attr("mdproxy.request_id").as_deref() == Some(id))
-                .cloned()
-        }
-    };
+    let by_request_id =
+        |id: &'static str| move |s: &Exported| s.attr("mdproxy.request_id").as_deref() == Some(id);
     let leading = traced
         .collector
-        .wait_for(flush, by_request_id("trace-leader"))
+        .first(flush, by_request_id("trace-leader"))
         .await;
     let waiting = traced
         .collector
-        .wait_for(flush, by_request_id("trace-waiter"))
+        .first(flush, by_request_id("trace-waiter"))
         .await;
     let hitting = traced
         .collector
-        .wait_for(flush, by_request_id("trace-hit"))
+        .first(flush, by_request_id("trace-hit"))
         .await;
 
     // The request spans: server spans named by route, with the cache's outcome.
@@ -394,11 +394,8 @@ async fn a_coalesced_miss_is_traced_from_request_to_upstream() {
     // The waiter's trace: its request span parents a wait linked to the fill.
     let wait = traced
         .collector
-        .wait_for(flush, |spans| {
-            spans
-                .iter()
-                .find(|s| s.trace() == waiting.trace() && s.span.name == "cache.coalesced_wait")
-                .cloned()
+        .first(flush, |s| {
+            s.trace() == waiting.trace() && s.span.name == "cache.coalesced_wait"
         })
         .await;
     assert_eq!(wait.parent(), waiting.id());
@@ -470,25 +467,15 @@ async fn a_tool_call_is_traced_under_its_request() {
         .unwrap();
     assert_eq!(r.status(), 200);
     let flush = || traced.telemetry.flush();
-    let named = |name: &'static str| {
-        move |spans: &[Exported]| {
-            spans
-                .iter()
-                .find(|s| s.trace() == trace && s.span.name == name)
-                .cloned()
-        }
-    };
+    let named = |name: &'static str| move |s: &Exported| s.trace() == trace && s.span.name == name;
     let call = traced
         .collector
-        .wait_for(flush, named("tools/call get_market_indices"))
+        .first(flush, named("tools/call get_market_indices"))
         .await;
     let request = traced
         .collector
-        .wait_for(flush, |spans| {
-            spans
-                .iter()
-                .find(|s| s.trace() == trace && s.span.kind == SpanKind::Server as i32)
-                .cloned()
+        .first(flush, |s| {
+            s.trace() == trace && s.span.kind == SpanKind::Server as i32
         })
         .await;
     assert_eq!(call.parent(), request.id(), "a child of its request");
@@ -498,13 +485,13 @@ async fn a_tool_call_is_traced_under_its_request() {
     );
     assert_eq!(call.attr("mcp.method.name").as_deref(), Some("tools/call"));
     assert_eq!(call.attr("mdproxy.outcome").as_deref(), Some("miss"));
-    let fill = traced.collector.wait_for(flush, named("cache.fill")).await;
+    let fill = traced.collector.first(flush, named("cache.fill")).await;
     assert_eq!(
         fill.parent(),
         call.id(),
         "the fill the call caused is its child"
     );
-    let fetch = traced.collector.wait_for(flush, named("GET")).await;
+    let fetch = traced.collector.first(flush, named("GET")).await;
     assert!(
         [fill.id(), call.id()].contains(&fetch.parent()),
         "the upstream fetch is under the call"
@@ -534,11 +521,8 @@ async fn an_incoming_traceparent_is_honoured() {
         let upstream_saw = env.sim.last_request_headers().unwrap();
         let request = traced
             .collector
-            .wait_for(flush, |spans| {
-                spans
-                    .iter()
-                    .find(|s| s.trace() == trace && s.span.kind == SpanKind::Server as i32)
-                    .cloned()
+            .first(flush, |s| {
+                s.trace() == trace && s.span.kind == SpanKind::Server as i32
             })
             .await;
         assert_eq!(request.parent(), parent, "a child of the client's span");
@@ -549,11 +533,8 @@ async fn an_incoming_traceparent_is_honoured() {
         );
         let fetch = traced
             .collector
-            .wait_for(flush, |spans| {
-                spans
-                    .iter()
-                    .find(|s| s.trace() == trace && s.span.kind == SpanKind::Client as i32)
-                    .cloned()
+            .first(flush, |s| {
+                s.trace() == trace && s.span.kind == SpanKind::Client as i32
             })
             .await;
         assert_eq!(sent, format!("00-{trace}-{}-01", fetch.id()));
@@ -613,11 +594,8 @@ async fn an_incoming_traceparent_is_honoured() {
     assert_eq!(r.status(), 200);
     let root = traced
         .collector
-        .wait_for(flush, |spans| {
-            spans
-                .iter()
-                .find(|s| s.attr("mdproxy.request_id").as_deref() == Some("trace-malformed"))
-                .cloned()
+        .first(flush, |s| {
+            s.attr("mdproxy.request_id").as_deref() == Some("trace-malformed")
         })
         .await;
     assert!(root.parent().is_empty());
