@@ -1,20 +1,22 @@
-//! The upstream client: one pooled reqwest client with connect and total timeouts,
-//! the upstream token as `Authorization: Bearer`, the canonical target forwarded and
-//! the body passed through byte for byte. Classifies every answer as a [`FetchError`]
-//! or a cacheable body, reading only the envelope's `success` flag
-//! ([`envelope`](super::envelope)); caching decisions stay in `cache`, the budget in
-//! `budget`.
+//! The upstream client: the upstream token as `Authorization: Bearer`, the canonical
+//! target forwarded with the trace headers, the whole exchange bounded by the
+//! endpoint's timeout, the body passed through byte for byte. Classifies every
+//! answer as a [`FetchError`] or a cacheable body, reading only the envelope's
+//! `success` flag ([`envelope`](super::envelope)); the connections are the
+//! [`transport`](super::transport)'s, caching decisions stay in `cache`, the budget
+//! in `budget`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 
 use crate::upstream::breaker::Verdict;
 use crate::upstream::budget::Denied;
 use crate::upstream::counters::UpstreamOutcome;
 use crate::upstream::envelope::{Flag, success_flag};
+use crate::upstream::transport::{BuildError, Received, Settings, Transport, WireError};
 use mdproxy_api::error::Error;
 use mdproxy_config::UpstreamConfig;
 
@@ -276,13 +278,13 @@ pub struct UpstreamClient {
     /// The settings it was built from: a reload rebuilds the client (and its
     /// connection pool) only when they change.
     config: UpstreamConfig,
-    client: reqwest::Client,
+    transport: Transport,
     /// Base URL without a trailing slash, e.g. `https://host/api/v1`.
     base: Arc<str>,
     /// The base URL parsed once: a request's URL is a copy with the target's path
     /// and query set (parsing the whole URL each time cost a miss ~6 % more).
     /// `None` when it is no URL with a host and no query: each request's joined
-    /// text is then given to reqwest, which says why it is no URL.
+    /// text is then sent as it is, and refused as no URL.
     base_url: Option<reqwest::Url>,
     /// `Bearer <upstream token>`, marked sensitive so no header dump shows it.
     authorization: Option<HeaderValue>,
@@ -299,9 +301,9 @@ impl std::fmt::Debug for UpstreamClient {
 /// Why an upstream client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// reqwest refused its settings (the TLS backend did not initialise).
-    #[error("cannot build the upstream client: {0}")]
-    Build(#[source] reqwest::Error),
+    /// TLS (or, behind a proxy, reqwest) refused its settings.
+    #[error(transparent)]
+    Build(#[from] BuildError),
     /// The token cannot be sent in a header (it is never shown).
     #[error("upstream.token contains characters not allowed in a header")]
     TokenNotAHeader,
@@ -313,19 +315,10 @@ impl UpstreamClient {
     /// # Errors
     /// When the TLS backend cannot initialise or the token is not a valid header value.
     pub fn new(config: &UpstreamConfig) -> Result<UpstreamClient, ClientError> {
-        // The whole-request timeout is the endpoint's, set per request.
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .pool_max_idle_per_host(config.pool_max_idle_per_host)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .tcp_nodelay(true)
-            // A redirect is an upstream failure, never followed: following it would
-            // cache another host's answer under our key.
-            .redirect(reqwest::redirect::Policy::none())
-            .referer(false)
-            .user_agent(concat!("mdproxy/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(ClientError::Build)?;
+        let settings = Settings {
+            connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+            pool_max_idle_per_host: config.pool_max_idle_per_host,
+        };
         let authorization = if config.token.is_empty() {
             None
         } else {
@@ -340,7 +333,7 @@ impl UpstreamClient {
             .filter(|u| u.has_host() && u.query().is_none() && u.fragment().is_none());
         Ok(UpstreamClient {
             config: config.clone(),
-            client,
+            transport: Transport::new(&base, settings)?,
             base,
             base_url,
             authorization,
@@ -380,42 +373,21 @@ impl UpstreamClient {
         passthrough: bool,
     ) -> Result<Fetched, FetchError> {
         let started = Instant::now();
-        let mut request = match self.url(target) {
-            Some(url) => self.client.get(url),
-            None => self.client.get(format!("{}{target}", self.base)),
-        }
-        .timeout(timeout)
-        .header(http::header::ACCEPT, "application/json");
-        if let Some(auth) = &self.authorization {
-            request = request.header(http::header::AUTHORIZATION, auth.clone());
-        }
-        // While traces are on, the current span's context (this request's span);
-        // else the client's trace, continued with a new parent ID.
-        let traced = crate::telemetry::outgoing();
-        if let Some(context) = crate::telemetry::context::current() {
-            if let Some(id) = context.request_id {
-                request = request.header("x-request-id", id);
-            }
-            if let Some(trace) = context.trace.filter(|_| traced.is_none()) {
-                request = request.header("traceparent", trace.child());
-            }
-        }
-        if let Some(headers) = traced {
-            request = request.headers(headers);
-        }
-        let mut response = request.send().await.map_err(classify)?;
-        let status = response.status();
-        let retry_after = response.headers().get(http::header::RETRY_AFTER).cloned();
-        // Without a length or chunked framing the body ends where the connection
-        // does: a cut is seen only by the JSON not closing.
-        let close_delimited = response.version() <= http::Version::HTTP_11
-            && response.content_length().is_none()
-            && !response
-                .headers()
-                .get(http::header::TRANSFER_ENCODING)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-        let body = read_body(&mut response, self.config.max_body_bytes).await?;
+        let url = match self.url(target) {
+            Some(url) => String::from(url),
+            None => format!("{}{target}", self.base),
+        };
+        let limit = self.config.max_body_bytes;
+        let exchange = self.transport.get(&url, self.headers(), limit);
+        let Received {
+            status,
+            retry_after,
+            body,
+            close_delimited,
+        } = match tokio::time::timeout(timeout, exchange).await {
+            Ok(received) => received?,
+            Err(_) => return Err(FetchError::Timeout),
+        };
         let elapsed = started.elapsed();
         if status.is_success() && close_delimited && !crate::upstream::envelope::is_complete(&body)
         {
@@ -429,33 +401,46 @@ impl UpstreamClient {
         };
         answer.classify().map(|body| Fetched { body, elapsed })
     }
-}
 
-/// Reads a body chunk by chunk, refusing it as soon as it passes `limit` bytes (or
-/// announces more in `Content-Length`): nothing past the limit is ever buffered.
-async fn read_body(response: &mut reqwest::Response, limit: u64) -> Result<Bytes, FetchError> {
-    let too_large = FetchError::TooLarge { limit };
-    if response.content_length().is_some_and(|n| n > limit) {
-        return Err(too_large);
-    }
-    let mut body = bytes::BytesMut::with_capacity(
-        usize::try_from(response.content_length().unwrap_or(0)).unwrap_or(0),
-    );
-    while let Some(chunk) = response.chunk().await.map_err(classify)? {
-        if (body.len() + chunk.len()) as u64 > limit {
-            return Err(too_large);
+    /// A request's headers: JSON accepted, who asks, the token, and the trace:
+    /// while traces are on, the current span's context (this request's span);
+    /// else the client's trace, continued with a new parent ID.
+    fn headers(&self) -> HeaderMap {
+        let mut headers = HeaderMap::with_capacity(8);
+        headers.insert(
+            http::header::ACCEPT,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(
+            http::header::USER_AGENT,
+            HeaderValue::from_static(concat!("mdproxy/", env!("CARGO_PKG_VERSION"))),
+        );
+        if let Some(auth) = &self.authorization {
+            headers.insert(http::header::AUTHORIZATION, auth.clone());
         }
-        body.extend_from_slice(&chunk);
+        let traced = crate::telemetry::outgoing();
+        if let Some(context) = crate::telemetry::context::current() {
+            if let Some(id) = context.request_id {
+                headers.insert("x-request-id", id);
+            }
+            if let Some(trace) = context.trace.filter(|_| traced.is_none()) {
+                headers.insert("traceparent", trace.child());
+            }
+        }
+        if let Some(traced) = traced {
+            headers.extend(traced);
+        }
+        headers
     }
-    Ok(body.freeze())
 }
 
-/// Maps a transport error; never includes the URL's query or any header.
-fn classify(e: reqwest::Error) -> FetchError {
-    if e.is_timeout() {
-        FetchError::Timeout
-    } else {
-        FetchError::Unreachable
+impl From<WireError> for FetchError {
+    fn from(e: WireError) -> FetchError {
+        match e {
+            WireError::Timeout => FetchError::Timeout,
+            WireError::Unreachable => FetchError::Unreachable,
+            WireError::TooLarge { limit } => FetchError::TooLarge { limit },
+        }
     }
 }
 

@@ -15,6 +15,7 @@ pub mod pace;
 pub mod pause;
 pub mod quota;
 pub mod target;
+pub mod transport;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
