@@ -286,8 +286,12 @@ pub struct UpstreamClient {
     /// `None` when it is no URL with a host and no query: each request's joined
     /// text is then sent as it is, and refused as no URL.
     base_url: Option<reqwest::Url>,
-    /// `Bearer <upstream token>`, marked sensitive so no header dump shows it.
-    authorization: Option<HeaderValue>,
+    /// The parsed base as text, without a trailing slash: a target that parsing
+    /// would leave as it is ([`is_plain`]) is appended to it without a parse.
+    prefix: String,
+    /// The headers every request carries: JSON accepted, who asks, `Host`, and
+    /// `Bearer <upstream token>` (marked sensitive so no header dump shows it).
+    headers: HeaderMap,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -319,24 +323,21 @@ impl UpstreamClient {
             connect_timeout: Duration::from_millis(config.connect_timeout_ms),
             pool_max_idle_per_host: config.pool_max_idle_per_host,
         };
-        let authorization = if config.token.is_empty() {
-            None
-        } else {
-            let mut value = HeaderValue::from_str(&format!("Bearer {}", config.token.expose()))
-                .map_err(|_| ClientError::TokenNotAHeader)?;
-            value.set_sensitive(true);
-            Some(value)
-        };
         let base: Arc<str> = config.base_url.trim_end_matches('/').into();
         let base_url = reqwest::Url::parse(&base)
             .ok()
             .filter(|u| u.has_host() && u.query().is_none() && u.fragment().is_none());
+        let prefix = base_url
+            .as_ref()
+            .map(|u| u.as_str().trim_end_matches('/').to_owned())
+            .unwrap_or_default();
         Ok(UpstreamClient {
             config: config.clone(),
             transport: Transport::new(&base, settings)?,
+            headers: common_headers(config, base_url.as_ref())?,
             base,
             base_url,
-            authorization,
+            prefix,
         })
     }
 
@@ -347,7 +348,13 @@ impl UpstreamClient {
 
     /// The URL of `target` (path and query relative to the base): the base with
     /// its path extended and the query set, as parsing the two joined would give.
-    fn url(&self, target: &str) -> Option<reqwest::Url> {
+    fn url(&self, target: &str) -> Option<String> {
+        if is_plain(target) {
+            let mut url = String::with_capacity(self.prefix.len() + target.len());
+            url.push_str(self.base_url.as_ref().map(|_| self.prefix.as_str())?);
+            url.push_str(target);
+            return Some(url);
+        }
         let (path, query) = match target.split_once('?') {
             Some((path, query)) => (path, Some(query)),
             None => (target, None),
@@ -358,7 +365,7 @@ impl UpstreamClient {
         full.push_str(path);
         url.set_path(&full);
         url.set_query(query);
-        Some(url)
+        Some(url.into())
     }
 
     /// GETs `target` (path and canonical query relative to `/api/v1`), waiting at
@@ -374,7 +381,7 @@ impl UpstreamClient {
     ) -> Result<Fetched, FetchError> {
         let started = Instant::now();
         let url = match self.url(target) {
-            Some(url) => String::from(url),
+            Some(url) => url,
             None => format!("{}{target}", self.base),
         };
         let limit = self.config.max_body_bytes;
@@ -402,22 +409,11 @@ impl UpstreamClient {
         answer.classify().map(|body| Fetched { body, elapsed })
     }
 
-    /// A request's headers: JSON accepted, who asks, the token, and the trace:
-    /// while traces are on, the current span's context (this request's span);
-    /// else the client's trace, continued with a new parent ID.
+    /// A request's headers: the common ones, and the trace: while traces are on,
+    /// the current span's context (this request's span); else the client's trace,
+    /// continued with a new parent ID.
     fn headers(&self) -> HeaderMap {
-        let mut headers = HeaderMap::with_capacity(8);
-        headers.insert(
-            http::header::ACCEPT,
-            HeaderValue::from_static("application/json"),
-        );
-        headers.insert(
-            http::header::USER_AGENT,
-            HeaderValue::from_static(concat!("mdproxy/", env!("CARGO_PKG_VERSION"))),
-        );
-        if let Some(auth) = &self.authorization {
-            headers.insert(http::header::AUTHORIZATION, auth.clone());
-        }
+        let mut headers = self.headers.clone();
         let traced = crate::telemetry::outgoing();
         if let Some(context) = crate::telemetry::context::current() {
             if let Some(id) = context.request_id {
@@ -432,6 +428,66 @@ impl UpstreamClient {
         }
         headers
     }
+}
+
+/// The headers every request carries, built once: `Accept`, `User-Agent`, `Host`
+/// (from the parsed base, the port only when it is not the scheme's; the
+/// transport would otherwise format it per request) and the token.
+fn common_headers(
+    config: &UpstreamConfig,
+    base: Option<&reqwest::Url>,
+) -> Result<HeaderMap, ClientError> {
+    let mut headers = HeaderMap::with_capacity(8);
+    headers.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        http::header::USER_AGENT,
+        HeaderValue::from_static(concat!("mdproxy/", env!("CARGO_PKG_VERSION"))),
+    );
+    if let Some(host) = base.and_then(|u| {
+        let host = u.host_str()?;
+        let text = match u.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        HeaderValue::try_from(text).ok()
+    }) {
+        headers.insert(http::header::HOST, host);
+    }
+    if !config.token.is_empty() {
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", config.token.expose()))
+            .map_err(|_| ClientError::TokenNotAHeader)?;
+        value.set_sensitive(true);
+        headers.insert(http::header::AUTHORIZATION, value);
+    }
+    Ok(headers)
+}
+
+/// Whether URL parsing would leave `target` exactly as it is: only characters
+/// that need no escaping in a path or a query (a `%` stays as it is either way;
+/// `'` would be escaped in a query), no `\` (a slash to the parser), no dot
+/// segment to resolve, no fragment.
+fn is_plain(target: &str) -> bool {
+    let bytes = target.as_bytes();
+    let path_end = memchr::memchr(b'?', bytes).unwrap_or(bytes.len());
+    let path = &bytes[..path_end];
+    bytes.first() == Some(&b'/')
+        && bytes.iter().enumerate().all(|(i, &b)| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'-' | b'.' | b'_' | b'~' | b'%' | b'/' | b'!' | b'$' | b'&'
+                )
+                || matches!(
+                    b,
+                    b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=' | b':' | b'@'
+                )
+                || (b == b'?' && i >= path_end)
+        })
+        && memchr::memmem::find(path, b"/.").is_none()
+        && !path.windows(3).any(|w| w.eq_ignore_ascii_case(b"%2e"))
 }
 
 impl From<WireError> for FetchError {
@@ -532,6 +588,13 @@ mod tests {
             "/macro/cpi?page=3&pageSize=20",
             "/fund/detail/159915?",
             "/a%2Fb/c?d=%2F",
+            "/a/./b/../c",
+            "/a/%2e%2E/c",
+            "/x?q='a'",
+            "/a\\b",
+            "/p?x=%zz&y=a?b/c",
+            "/stock/list?page=1&pageSize=20",
+            "/p?t=a:b@c,d;e(f)*g!h$i~j",
         ];
         for base in [
             "http://127.0.0.1:8081/api/v1",
@@ -547,19 +610,59 @@ mod tests {
             for target in targets {
                 let joined = format!("{}{target}", base.trim_end_matches('/'));
                 let parsed = reqwest::Url::parse(&joined).unwrap();
-                assert_eq!(
-                    client.url(target).expect("a base with a host").as_str(),
-                    parsed.as_str(),
-                    "{base} {target}"
-                );
+                let url = client.url(target).expect("a base with a host");
+                assert_eq!(url, parsed.as_str(), "{base} {target}");
+                assert!(http::Uri::try_from(url.as_str()).is_ok(), "{url}");
             }
         }
         let query = UpstreamConfig {
             base_url: "http://h/api?x=1".into(),
             ..UpstreamConfig::default()
         };
+        // Canonical targets skip the parse; raw text, dot segments, a `'` in a
+        // query and a backslash take it.
+        for plain in [
+            "/stock/detail/600519",
+            "/macro/cpi?page=3&pageSize=20",
+            "/p?x=%zz&y=a?b/c",
+        ] {
+            assert!(is_plain(plain), "{plain}");
+        }
+        for parsed in [
+            "/news/search?keyword=新闻",
+            "/a b",
+            "/a/./b",
+            "/a/%2E%2e/c",
+            "/x?q='a'",
+            "/a\\b",
+            "x",
+        ] {
+            assert!(!is_plain(parsed), "{parsed}");
+        }
         // A base this cannot extend is joined as text, as before.
         assert!(UpstreamClient::new(&query).unwrap().url("/x").is_none());
+    }
+
+    /// `Host` is set once from the parsed base, as the transport would set it: the
+    /// port only when it is not the scheme's.
+    #[test]
+    fn the_host_header_is_the_bases() {
+        for (base, host) in [
+            ("https://up.example.com/api/v1", "up.example.com"),
+            ("https://UP.example.com:443/api/v1", "up.example.com"),
+            ("https://up.example.com:8443/api/v1", "up.example.com:8443"),
+            ("http://127.0.0.1:8081/api/v1", "127.0.0.1:8081"),
+            ("http://[::1]:8081/api/v1", "[::1]:8081"),
+        ] {
+            let config = UpstreamConfig {
+                base_url: base.into(),
+                token: mdproxy_config::Secret::new("t".to_owned()),
+                ..UpstreamConfig::default()
+            };
+            let headers = UpstreamClient::new(&config).unwrap().headers();
+            assert_eq!(headers[http::header::HOST], host, "{base}");
+            assert!(headers[http::header::AUTHORIZATION].is_sensitive());
+        }
     }
 
     #[test]

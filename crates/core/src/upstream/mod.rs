@@ -201,7 +201,7 @@ impl Upstream {
                 self.probe(Arc::clone(target), endpoint.id, passed, request);
                 continue;
             }
-            let tried = self.attempt(target, request, deadline).await;
+            let tried = self.attempt(target, request, endpoint, deadline).await;
             let pushback = target.record(
                 endpoint.id,
                 passed,
@@ -251,7 +251,12 @@ impl Upstream {
                 passthrough,
             };
             let tried = this
-                .attempt(&target, request, tokio::time::Instant::now())
+                .attempt(
+                    &target,
+                    request,
+                    endpoint_of(&path),
+                    tokio::time::Instant::now(),
+                )
                 .await;
             let pushback = target.record(
                 endpoint,
@@ -335,12 +340,10 @@ impl Upstream {
         &self,
         target: &Target,
         request: UpstreamRequest<'_>,
+        endpoint: &mdproxy_api::catalog::Endpoint,
         deadline: tokio::time::Instant,
     ) -> Attempt {
-        let timeout = target
-            .client
-            .config()
-            .timeout_for(endpoint_of(request.target));
+        let timeout = target.client.config().timeout_for(endpoint);
         let (mut asked, mut sent) = (None, None);
         let attempt = async {
             target.check_quota(request.priority)?;
