@@ -101,7 +101,8 @@ impl SimHandle {
 
     /// Requests served for one target exactly as received: path relative to
     /// `/api/v1` and raw query (e.g. `/stock/detail/600519.SH`,
-    /// `/market/sector-flow/list?dimension=region`).
+    /// `/market/sector-flow/list?dimension=region`); of the first 100,000 distinct
+    /// targets (a later new one reads 0).
     pub fn hits_for(&self, target: &str) -> u64 {
         let map = self
             .shared

@@ -78,7 +78,10 @@ pub(super) struct Stats {
     pub(super) total: AtomicU64,
     /// By documented route, in the documented list's order.
     pub(super) by_route: Vec<AtomicU64>,
-    /// By target as received (path relative to `/api/v1`, and query).
+    /// By target as received (path relative to `/api/v1`, and query): the first
+    /// [`MAX_TARGETS`] distinct ones. Unbounded, a flood of distinct keys grew it to
+    /// millions, and each resize held the lock for hundreds of milliseconds: every
+    /// server in front of the simulator saw the stall as its own p99.
     pub(super) by_target: Mutex<HashMap<String, u64>>,
     /// When each API request arrived (bounded: the first [`MAX_LOGGED`]).
     pub(super) arrivals: Mutex<Vec<std::time::Instant>>,
@@ -86,6 +89,10 @@ pub(super) struct Stats {
 
 /// Most request arrival times kept for tests that check a rate.
 pub(super) const MAX_LOGGED: usize = 100_000;
+
+/// Most distinct targets counted one by one ([`Stats::by_target`]); later new
+/// targets are counted only in the totals.
+pub(super) const MAX_TARGETS: usize = 100_000;
 
 /// Most raw request URIs kept by the recorder (the latest ones).
 pub const MAX_RAW: usize = 1_000;

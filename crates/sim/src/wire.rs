@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::body::{self, Body};
 use super::request::{self, Call, Query, Refusal};
-use super::state::{MAX_LOGGED, Shared};
+use super::state::{MAX_LOGGED, MAX_TARGETS, Shared};
 use super::{api, docs, stream};
 
 /// The stream's path.
@@ -293,12 +293,15 @@ fn count(shared: &Shared, call: &Call, path: &str, query: Option<&str>) {
         Some(q) => format!("{path}?{q}"),
         None => path.to_owned(),
     };
-    *stats
+    let mut by_target = stats
         .by_target
         .lock()
-        .expect("stats lock is never poisoned")
-        .entry(target)
-        .or_default() += 1;
+        .expect("stats lock is never poisoned");
+    if let Some(n) = by_target.get_mut(&target) {
+        *n += 1;
+    } else if by_target.len() < MAX_TARGETS {
+        by_target.insert(target, 1);
+    }
 }
 
 /// Applies the fault switches in order: hang, latency, 500s (`fail_next`, error
