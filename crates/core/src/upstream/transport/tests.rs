@@ -107,6 +107,14 @@ async fn an_https_upstream_is_read_over_rustls() {
     }
     let heads = heads.lock().unwrap().clone();
     assert_eq!(heads.len(), 2);
+    // The body is a buffer of its own, sized to it: a slice of the connection's read
+    // buffer would pin that buffer for as long as the answer is cached.
+    let got = transport.get(&url, headers(), 1024).await.unwrap();
+    let own = got
+        .body
+        .try_into_mut()
+        .expect("the body's buffer is its own");
+    assert_eq!(own.capacity(), BODY.len());
     let head = &heads[0];
     assert!(
         head.starts_with("get /api/v1/stock/detail/600519 http/1.1\r\n"),
