@@ -213,6 +213,7 @@ pub async fn start_with(
     let scheduler = start_scheduler(config, &state, &jobs).await?;
     tracing::info!(%addr, "proxy listening");
     crate::ops::probe::spawn(&state);
+    state.cache().store().keep_tidy(state.stop().clone());
     Ok(App {
         addr,
         admin_addr,

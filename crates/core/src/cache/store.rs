@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use moka::Expiry;
 use moka::ops::compute::{CompResult, Op};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
@@ -42,6 +43,19 @@ pub const MAX_ENTRY_SHARE: u64 = 8;
 /// 156 to 149–150 MiB (docs/BENCHMARKS.md, the disk tier's run 6).
 const SETTLE_SHARE: u64 = 64;
 
+/// How often moka's maintenance runs on its own ([`Cache::keep_tidy`]).
+///
+/// moka 0.12 has no housekeeping thread: expired entries are removed by the
+/// maintenance a cache call runs, at most 100 ms of it at a time (the bound it
+/// sets when an eviction listener is set). After a quiet spell, the entries that
+/// expired meanwhile (the 30-second 404s of a burst of unlisted codes: 100,000
+/// after five seconds of a flood) were all removed by the first calls of the next
+/// burst, on the workers that answer clients: the p99 of a flood after 40 s idle
+/// went from 5 ms to 115-122 ms (docs/BENCHMARKS.md, "The miss path"). Run every
+/// second, the removals follow the expirations in small batches whether or not
+/// clients call.
+const TIDY_EVERY: Duration = Duration::from_secs(1);
+
 /// What a fill reports besides its result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FillRole {
@@ -64,7 +78,9 @@ pub struct Cache {
 }
 
 struct Inner {
-    entries: moka::future::Cache<String, Arc<CachedBody>>,
+    /// Keyed with foldhash (seeded per process), as the flights and the doorkeeper
+    /// are: moka's default SipHash was a tenth of its own work per call.
+    entries: moka::future::Cache<String, Arc<CachedBody>, foldhash::fast::RandomState>,
     /// Small entries recently read, in front of `entries`; told of every change.
     hot: Arc<Hot>,
     /// Fills under way, by key.
@@ -214,7 +230,7 @@ impl Cache {
                 u32::try_from(weight(key, value)).unwrap_or(u32::MAX)
             })
             .expire_after(KeepFor)
-            .build();
+            .build_with_hasher(foldhash::fast::RandomState::default());
         Cache {
             inner: Arc::new(Inner {
                 entries,
@@ -464,6 +480,22 @@ impl Cache {
     /// Weighted size in bytes (approximate, as `entry_count`).
     pub fn weighted_size(&self) -> u64 {
         self.inner.entries.weighted_size()
+    }
+
+    /// Runs moka's pending maintenance every [`TIDY_EVERY`] until `stop`, on the
+    /// cache's tracker.
+    pub fn keep_tidy(&self, stop: CancellationToken) {
+        let entries = self.inner.entries.clone();
+        self.inner.tracker.spawn(async move {
+            let mut tick = tokio::time::interval(TIDY_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => entries.run_pending_tasks().await,
+                    () = stop.cancelled() => return,
+                }
+            }
+        });
     }
 
     /// Runs moka's pending maintenance (tests and the status page use it for exact counts).
