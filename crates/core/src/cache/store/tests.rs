@@ -418,3 +418,29 @@ fn etag_is_a_quoted_hash_of_the_body() {
     assert_ne!(a.etag, c.etag);
     assert!(a.etag.to_str().unwrap().starts_with('"'));
 }
+
+/// What expired while nobody called the cache is removed all the same, by the
+/// maintenance [`Cache::keep_tidy`] runs (moka's own runs only within calls).
+#[tokio::test]
+async fn expired_entries_go_without_a_call() {
+    let cache = Cache::new(16 * 1024 * 1024, TaskTracker::new());
+    let mut short = body(r#"{"success":true}"#);
+    short.keep_for = Duration::from_millis(100);
+    let (entry, _) = cache
+        .fill("k", |_| false, || async move { Ok(short) })
+        .await;
+    assert!(entry.is_ok());
+    cache.sync().await;
+    assert_eq!(cache.entry_count(), 1);
+    let stop = CancellationToken::new();
+    cache.keep_tidy(stop.clone());
+    // Bounded: the tidy runs at once and every second after.
+    for _ in 0..60 {
+        if cache.entry_count() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(cache.entry_count(), 0, "the expired entry is still counted");
+    stop.cancel();
+}
