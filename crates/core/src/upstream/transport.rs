@@ -101,7 +101,7 @@ impl Transport {
         matches!(self, Transport::Proxied(_))
     }
 
-    /// GETs `url` with `headers` (the client's own: `Host` comes from the URL),
+    /// GETs `url` with `headers` (`Host` from the URL when they carry none),
     /// reading at most `limit` bytes of body. No whole-request timeout here: the
     /// caller bounds the whole exchange.
     ///
@@ -120,31 +120,12 @@ impl Transport {
                 *request.uri_mut() = uri;
                 *request.headers_mut() = headers;
                 let response = client.request(request).await.map_err(|e| wire_error(&e))?;
-                let (head, body) = response.into_parts();
-                let close_delimited = is_close_delimited(head.version, &head.headers);
-                let announced = content_length(&head.headers);
-                let body = read_body(body, announced, limit).await?;
-                Ok(received(head.status, &head.headers, body, close_delimited))
+                read(response, limit).await
             }
             Transport::Proxied(client) => {
                 let response = client.get(url).headers(headers).send();
-                let mut response = response.await.map_err(|e| wire_error(&e))?;
-                let close_delimited = is_close_delimited(response.version(), response.headers());
-                let announced = response.content_length();
-                if announced.is_some_and(|n| n > limit) {
-                    return Err(WireError::TooLarge { limit });
-                }
-                let mut body = BytesMut::with_capacity(capacity(announced));
-                while let Some(chunk) = response.chunk().await.map_err(|e| wire_error(&e))? {
-                    append(&mut body, &chunk, limit)?;
-                }
-                let status = response.status();
-                Ok(received(
-                    status,
-                    response.headers(),
-                    body.freeze(),
-                    close_delimited,
-                ))
+                let response = response.await.map_err(|e| wire_error(&e))?;
+                read(http::Response::from(response), limit).await
             }
         }
     }
@@ -154,20 +135,6 @@ impl Transport {
 fn wants_proxy(matcher: &Matcher, base: &str) -> bool {
     base.parse::<Uri>()
         .is_ok_and(|uri| matcher.intercept(&uri).is_some())
-}
-
-fn received(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: Bytes,
-    close_delimited: bool,
-) -> Received {
-    Received {
-        status,
-        retry_after: headers.get(http::header::RETRY_AFTER).cloned(),
-        body,
-        close_delimited,
-    }
 }
 
 /// hyper-util's client over rustls (HTTP/1.1, TCP_NODELAY, the pool's idle limits),
@@ -261,16 +228,19 @@ fn append(body: &mut BytesMut, chunk: &[u8], limit: u64) -> Result<(), WireError
     Ok(())
 }
 
-/// Reads a body frame by frame, refusing it as soon as it passes `limit` bytes (or
-/// announces more): nothing past the limit is ever buffered. The body is copied
-/// into a buffer of its own: a frame is a slice of the connection's read buffer,
-/// and keeping it would pin that whole buffer for as long as the answer is cached
-/// (a flood of small 404s took the process from 150 MB to 1 GB when it did).
-async fn read_body(
-    mut body: hyper::body::Incoming,
-    announced: Option<u64>,
-    limit: u64,
-) -> Result<Bytes, WireError> {
+/// Reads an answer whole: its head, then its body frame by frame, refused as soon
+/// as it passes `limit` bytes (or announces more): nothing past the limit is ever
+/// buffered. The body is copied into a buffer of its own: a frame is a slice of the
+/// connection's read buffer, and keeping it would pin that whole buffer for as long
+/// as the answer is cached (a flood of small 404s took the process from 150 MB to
+/// 1 GB when it did).
+async fn read<B>(response: http::Response<B>, limit: u64) -> Result<Received, WireError>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::error::Error + 'static,
+{
+    let (head, mut body) = response.into_parts();
+    let announced = content_length(&head.headers);
     if announced.is_some_and(|n| n > limit) {
         return Err(WireError::TooLarge { limit });
     }
@@ -281,7 +251,12 @@ async fn read_body(
             append(&mut buffer, &data, limit)?;
         }
     }
-    Ok(buffer.freeze())
+    Ok(Received {
+        status: head.status,
+        retry_after: head.headers.get(http::header::RETRY_AFTER).cloned(),
+        body: buffer.freeze(),
+        close_delimited: is_close_delimited(head.version, &head.headers),
+    })
 }
 
 #[cfg(test)]

@@ -187,6 +187,11 @@ async fn a_proxy_carries_the_request() {
         .await
         .unwrap();
     assert_eq!((got.status, &got.body[..]), (StatusCode::OK, BODY));
+    let own = got
+        .body
+        .try_into_mut()
+        .expect("the body's buffer is its own");
+    assert_eq!(own.capacity(), BODY.len());
     let head = heads.lock().unwrap()[0].clone();
     assert!(
         head.starts_with("get http://upstream.invalid/api/v1/macro/cpi http/1.1\r\n"),
