@@ -286,9 +286,6 @@ pub struct UpstreamClient {
     /// `None` when it is no URL with a host and no query: each request's joined
     /// text is then sent as it is, and refused as no URL.
     base_url: Option<reqwest::Url>,
-    /// The parsed base as text, without a trailing slash: a target that parsing
-    /// would leave as it is ([`is_plain`]) is appended to it without a parse.
-    prefix: String,
     /// The headers every request carries: JSON accepted, who asks, `Host`, and
     /// `Bearer <upstream token>` (marked sensitive so no header dump shows it).
     headers: HeaderMap,
@@ -327,17 +324,12 @@ impl UpstreamClient {
         let base_url = reqwest::Url::parse(&base)
             .ok()
             .filter(|u| u.has_host() && u.query().is_none() && u.fragment().is_none());
-        let prefix = base_url
-            .as_ref()
-            .map(|u| u.as_str().trim_end_matches('/').to_owned())
-            .unwrap_or_default();
         Ok(UpstreamClient {
             config: config.clone(),
             transport: Transport::new(&base, settings)?,
             headers: common_headers(config, base_url.as_ref())?,
             base,
             base_url,
-            prefix,
         })
     }
 
@@ -349,9 +341,12 @@ impl UpstreamClient {
     /// The URL of `target` (path and query relative to the base): the base with
     /// its path extended and the query set, as parsing the two joined would give.
     fn url(&self, target: &str) -> Option<String> {
+        // A target that parsing would leave as it is goes after the parsed base's
+        // text without a parse.
         if is_plain(target) {
-            let mut url = String::with_capacity(self.prefix.len() + target.len());
-            url.push_str(self.base_url.as_ref().map(|_| self.prefix.as_str())?);
+            let prefix = self.base_url.as_ref()?.as_str().trim_end_matches('/');
+            let mut url = String::with_capacity(prefix.len() + target.len());
+            url.push_str(prefix);
             url.push_str(target);
             return Some(url);
         }

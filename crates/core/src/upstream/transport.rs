@@ -97,7 +97,8 @@ impl Transport {
     }
 
     /// Whether requests go through a proxy.
-    pub fn is_proxied(&self) -> bool {
+    #[cfg(test)]
+    fn is_proxied(&self) -> bool {
         matches!(self, Transport::Proxied(_))
     }
 
