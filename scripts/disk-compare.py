@@ -191,6 +191,29 @@ def rss_mib(pid):
     return out
 
 
+def cpu_s(pids):
+    """User and system CPU seconds of `pids` and their children (nginx's workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    every = set(pids)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) in pids:
+                        every.add(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    total = 0
+    for pid in every:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / tick
+
+
 def du_mib(path):
     total = 0
     for root, _, files in os.walk(path):
@@ -521,8 +544,11 @@ def main():
             warm_up = {"peak_mib": sampler.peak, "memory_samples_mib": sampler.samples}
     log(f"warm-up: {WARM_UP_S} s of random keys per server, not measured; "
         f"mdproxy's memory then {warm_up and warm_up['peak_mib']}")
+    server_pids = {"mdproxy disk": [md.pid], "mdproxy memory": [md.pid], "nginx disk": [ng.pid],
+                   "nginx sendfile": [ng.pid], "bare hyper": [bare.pid]}
     for r in range(args.rounds):
         for name in order[r % len(order):] + order[: r % len(order)]:
+            cpu_before = cpu_s(server_pids[name])
             if name == "mdproxy memory":
                 fill(ports["mdproxy"], hot, threads=1)
                 result = run_wrk(ports["mdproxy"], hot_file, args, "hot")
@@ -553,6 +579,10 @@ def main():
                 }
             else:
                 result = run_wrk(ports[KEY_PORTS[name]], keys_file, args, KEY_PORTS[name])
+            # The server's own CPU per request (its workers' user and system time):
+            # what a request costs it, whoever else shares the machine's two cores.
+            served = (result["rps"] or 0) * args.duration
+            result["cpu_us"] = (cpu_s(server_pids[name]) - cpu_before) * 1e6 / served if served else None
             runs[name].append(result)
             shown = {k: v for k, v in result.items() if k != "memory_samples_mib"}
             log(f"round {r + 1} {name}: {shown}; mdproxy RSS {rss_mib(md.pid)}")
@@ -600,6 +630,10 @@ def main():
             continue
         ratios = [a["rps"] / b["rps"] for a, b in zip(runs[name], runs[ref]) if a["rps"] and b["rps"]]
         print(f"{name} / {ref} by round: {' / '.join(f'{x:.2f}' for x in ratios)}")
+    for name, rs in runs.items():
+        cpu = [x["cpu_us"] for x in rs if x.get("cpu_us")]
+        if cpu:
+            print(f"{name} CPU per request (µs, by round): {' / '.join(f'{x:.0f}' for x in cpu)}")
     reads = [x["engine_reads"] for x in runs.get("mdproxy disk", []) if "engine_reads" in x]
     if reads:
         in_place = sum(r["page_cache"] for r in reads)
