@@ -50,5 +50,7 @@ pub use crate::{
         },
     },
     keeper::PieceRef,
+    // mdproxy's patch: values loaded without a copy (vendor/README.md).
+    serde::SelfCheckedBytes,
     store::{Store, StoreBuilder},
 };

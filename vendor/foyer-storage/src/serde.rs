@@ -15,12 +15,45 @@
 use std::{fmt::Debug, io::Write};
 
 use foyer_common::{
-    code::{StorageKey, StorageValue},
+    code::{Code, StorageKey, StorageValue},
     error::{Error, ErrorKind, Result},
 };
 use twox_hash::{XxHash32, XxHash64};
 
-use crate::compress::Compression;
+use crate::{compress::Compression, io::bytes::IoB};
+
+/// mdproxy's patch (vendor/README.md): a value that is its stored bytes as read,
+/// for a caller whose bytes carry checks of their own. The block engine loads it
+/// without a copy (the value shares the engine's read buffer) and without the
+/// entry's checksum: verifying every byte it will use is then the caller's job.
+#[derive(Debug, Clone)]
+pub struct SelfCheckedBytes(pub bytes::Bytes);
+
+impl Code for SelfCheckedBytes {
+    fn encode(&self, writer: &mut impl std::io::Write) -> Result<()> {
+        writer.write_all(&self.0).map_err(Error::io_error)
+    }
+
+    fn decode(reader: &mut impl std::io::Read) -> Result<Self> {
+        let mut bytes = Vec::new();
+        reader.read_to_end(&mut bytes).map_err(Error::io_error)?;
+        Ok(SelfCheckedBytes(bytes.into()))
+    }
+
+    fn estimated_size(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// mdproxy's patch: an engine's read buffer, lent to the [`SelfCheckedBytes`]
+/// values that share it.
+struct ReadBuffer(Box<dyn IoB>);
+
+impl AsRef<[u8]> for ReadBuffer {
+    fn as_ref(&self) -> &[u8] {
+        &self.0[..]
+    }
+}
 
 #[derive(Debug)]
 pub struct Checksummer;
@@ -195,6 +228,41 @@ impl EntryDeserializer {
         let key = Self::deserialize_key(buf)?;
 
         Ok((key, value))
+    }
+
+    /// mdproxy's patch: deserializes the entry at `start` of a read buffer as
+    /// [`deserialize`](Self::deserialize) does, checking `checksum`, except for an
+    /// uncompressed [`SelfCheckedBytes`] value, which shares the buffer and is not
+    /// checked against it.
+    pub fn deserialize_read<K, V>(
+        buffer: Box<dyn IoB>,
+        start: usize,
+        ken_len: usize,
+        value_len: usize,
+        compression: Compression,
+        checksum: u64,
+    ) -> Result<(K, V)>
+    where
+        K: StorageKey,
+        V: StorageValue,
+    {
+        use std::any::{Any, TypeId};
+
+        let end = start + value_len + ken_len;
+        if TypeId::of::<V>() != TypeId::of::<SelfCheckedBytes>()
+            || compression != Compression::None
+            || buffer.len() < end
+        {
+            let entry = buffer.get(start..).unwrap_or_default();
+            return Self::deserialize(entry, ken_len, value_len, compression, Some(checksum));
+        }
+        let key = Self::deserialize_key(&buffer[start + value_len..end])?;
+        let shared = bytes::Bytes::from_owner(ReadBuffer(buffer)).slice(start..start + value_len);
+        let value: Box<dyn Any> = Box::new(SelfCheckedBytes(shared));
+        let value = value
+            .downcast::<V>()
+            .map_err(|_| Error::new(ErrorKind::Parse, "the value type was compared"))?;
+        Ok((key, *value))
     }
 
     #[cfg_attr(

@@ -27,6 +27,12 @@ use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+// Records as the engine stores them: our bytes, written and read as they are. A read
+// shares the engine's read buffer instead of copying it and skips the engine's
+// checksum of the entry: `format::decode` checks every byte served (header and
+// bodies, xxh3), which the engine's XxHash64 did at 2.5 × the cost
+// (docs/BENCHMARKS.md, the disk tier).
+use foyer_storage::SelfCheckedBytes as Record;
 
 use crate::cache::entry::CachedBody;
 use crate::cache::freshness::{Freshness, Policy};
@@ -58,8 +64,8 @@ const WRITE_QUEUE: usize = 512;
 /// Body bytes waiting for the writer task (they stay in memory until written, even
 /// once the memory cache let them go); past this a write is dropped and counted.
 const WRITE_QUEUE_BYTES: u64 = 8 << 20;
-/// Reads under way at once, per core: each holds the engine's read buffer and our
-/// copy of the record (up to 1.3 MB for the largest K-line) until it is promoted,
+/// Reads under way at once, per core: each holds the engine's read buffer, which
+/// the record shares (up to 1.3 MB for the largest K-line), until it is promoted,
 /// and on a disk whose blocks are in the page cache a read is CPU work, so more at
 /// once only adds memory (docs/BENCHMARKS.md, the disk tier's run 5).
 const READS_PER_CORE: usize = 4;
@@ -67,27 +73,10 @@ const READS_PER_CORE: usize = 4;
 /// refreshed every few seconds gains nothing from a disk.
 const MIN_FRESH_SECS: i64 = 60;
 
-/// Records as the engine stores them: our bytes, written and read as they are.
-#[derive(Clone, Debug)]
-struct Record(Bytes);
-
-impl foyer::Code for Record {
-    fn encode(&self, writer: &mut impl std::io::Write) -> foyer::Result<()> {
-        writer.write_all(&self.0).map_err(foyer::Error::io_error)
-    }
-
-    fn decode(reader: &mut impl std::io::Read) -> foyer::Result<Record> {
-        let mut bytes = Vec::new();
-        reader
-            .read_to_end(&mut bytes)
-            .map_err(foyer::Error::io_error)?;
-        Ok(Record(Bytes::from(bytes)))
-    }
-
-    fn estimated_size(&self) -> usize {
-        self.0.len()
-    }
-}
+/// Below this, a record read from disk is copied out of the engine's read buffer,
+/// which is rounded up to whole 4 KiB pages: a 1 KiB record kept in memory must
+/// not hold four. At and above it the slack is at most an eighth of the record.
+const SHARE_READS_FROM: usize = 32 << 10;
 
 type Engine = foyer::Store<String, Record, foyer::DefaultHasher, foyer::HybridCacheProperties>;
 type Pieces = foyer::Cache<String, Record, foyer::DefaultHasher, foyer::HybridCacheProperties>;
@@ -117,8 +106,8 @@ pub struct DiskStats {
     pub writes: AtomicU64,
     /// Bytes of those records.
     pub written_bytes: AtomicU64,
-    /// Records dropped as damaged (checksum or length; the engine's own checksum
-    /// counts here too, as a miss of a key its index held).
+    /// Records dropped as damaged (checksum or length; the engine's own check of
+    /// its entry header counts here too, as a miss of a key its index held).
     pub corrupt: AtomicU64,
     /// Records dropped as shorter than their header says.
     pub truncated: AtomicU64,
@@ -330,16 +319,19 @@ impl Disk {
     pub async fn get(&self, key: &str, policy: &Policy, now: DateTime<Utc>) -> Option<CachedBody> {
         let s = &*self.inner;
         let started = Instant::now();
-        // The engine drops a record whose checksum fails and answers a miss: a
-        // miss of a key its index held is counted as such a drop.
+        // The engine drops a record whose entry header is damaged and answers a
+        // miss: a miss of a key its index held is counted as such a drop.
         let indexed = s.engine.may_contains(key);
         // Never closed.
         let _permit = s.reads.acquire().await.ok();
         let found = s.engine.load(key).await;
         s.stats.read_latency.observe(started.elapsed());
-        let record = match found {
-            Ok(foyer::Load::Entry { value, .. }) => value.0,
-            Ok(foyer::Load::Piece { piece, .. }) => piece.value().0.clone(),
+        let (record, check) = match found {
+            Ok(foyer::Load::Entry { value, .. }) => (own_if_small(value.0), format::Check::Full),
+            // Still in the engine's write buffer: our own bytes, never on a device.
+            Ok(foyer::Load::Piece { piece, .. }) => {
+                (piece.value().0.clone(), format::Check::Header)
+            }
             Ok(_) => {
                 let counter = if indexed {
                     &s.stats.corrupt
@@ -360,7 +352,7 @@ impl Disk {
             s.engine.delete(key);
             None
         };
-        let decoded = match format::decode(&record, key, policy, format::Check::Header) {
+        let decoded = match format::decode(&record, key, policy, check) {
             Ok(decoded) => decoded,
             Err(why) => {
                 tracing::debug!(key, why = why.as_str(), "disk record dropped");
@@ -538,6 +530,16 @@ fn write_buffer(block: usize, largest: u64) -> usize {
     needed.clamp(MIN_BLOCK_BYTES.min(block), block.min(MAX_WRITE_BUFFER))
 }
 
+/// A record read from disk, in a buffer of its own when it is small (see
+/// [`SHARE_READS_FROM`]).
+fn own_if_small(record: Bytes) -> Bytes {
+    if record.len() < SHARE_READS_FROM {
+        Bytes::copy_from_slice(&record)
+    } else {
+        record
+    }
+}
+
 /// Blocks allocated to the files in `dir`, in bytes.
 fn used_bytes(dir: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
@@ -558,6 +560,25 @@ mod tests {
     use super::*;
 
     const MIB: usize = 1 << 20;
+
+    /// A small record read from disk gets a buffer of its own, so a memory cache of
+    /// small answers does not hold a page for each; a large one keeps sharing the
+    /// engine's read buffer, uncopied.
+    #[test]
+    fn small_records_leave_the_read_buffer() {
+        let page = Bytes::from(vec![7u8; 4096]);
+        let small = own_if_small(page.slice(..1000));
+        assert_ne!(small.as_ptr(), page.as_ptr());
+        let owned = small.try_into_mut().expect("a buffer of its own");
+        assert_eq!(owned.capacity(), 1000);
+
+        let read = Bytes::from(vec![7u8; SHARE_READS_FROM + 4096]);
+        let large = own_if_small(read.slice(64..64 + SHARE_READS_FROM));
+        assert_eq!(large.as_ptr(), read[64..].as_ptr(), "not copied");
+        let manual = include_str!("../../../../docs/disk-tier.md");
+        let said = format!("a record of {} KiB or more", SHARE_READS_FROM >> 10);
+        assert!(manual.contains(&said), "docs/disk-tier.md says {said:?}");
+    }
 
     /// A record read (or its copy made) before a delete of its key is not written
     /// back after it; one queued after the delete (a new fill) is.

@@ -176,9 +176,8 @@ pub struct Decoded {
 pub enum Check {
     /// Everything: the header's checksum and every representation's hash.
     Full,
-    /// The header's checksum, lengths and key; the representations' bytes were
-    /// already checked by the engine that read them (foyer checksums each record
-    /// it reads and drops one that fails), so they are not hashed twice.
+    /// The header's checksum, lengths and key: for a record that never left memory
+    /// (still in the engine's write buffer), whose bytes are the ones encoded.
     Header,
 }
 

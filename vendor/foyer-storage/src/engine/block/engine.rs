@@ -668,12 +668,14 @@ where
 
             let (key, value) = {
                 let now = Instant::now();
-                let res = match EntryDeserializer::deserialize::<K, V>(
-                    &buf[EntryHeader::serialized_len()..],
+                // mdproxy's patch: the buffer is handed over, for values that share it.
+                let res = match EntryDeserializer::deserialize_read::<K, V>(
+                    buf,
+                    EntryHeader::serialized_len(),
                     header.key_len as _,
                     header.value_len as _,
                     header.compression,
-                    Some(header.checksum),
+                    header.checksum,
                 ) {
                     Ok(res) => res,
                     Err(e) => {
