@@ -2,8 +2,9 @@
 //! handling (the headers it reads, auth, client limits, CORS, routing), and how
 //! answers and errors are written (the encoding chosen by `Accept-Encoding`), and
 //! quote streams on the bare socket (`sse`: their heads, HTTP/1.1 chunk framing, the
-//! socket as the hub's outlet); `/mcp` goes to the MCP endpoint once the key is
-//! checked (`mcp`). Below it, the cache and the hub know nothing of HTTP.
+//! socket as the hub's outlet); an HTTP/2 connection's streams run in its own task
+//! (`streams`); `/mcp` goes to the MCP endpoint once the key is checked (`mcp`).
+//! Below it, the cache and the hub know nothing of HTTP.
 
 pub(crate) mod admission;
 pub(crate) mod auth;
@@ -19,6 +20,7 @@ pub(crate) mod response;
 pub(crate) mod server;
 pub(crate) mod sniff;
 pub(crate) mod sse;
+pub(crate) mod streams;
 pub mod tls;
 
 pub use admission::Closer;

@@ -9,6 +9,8 @@ use hyper_util::server::conn::auto;
 
 use mdproxy_config::{HYPER_MAX_HEADERS, ServerConfig};
 
+use super::streams::ConnExecutor;
+
 /// What one listener allows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -65,7 +67,12 @@ impl ConnectionLimits {
 
 /// The connection builder for `limits`: HTTP/1.1 and HTTP/2 on one listener.
 pub(crate) fn builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder_with(limits, TokioExecutor::new())
+}
+
+/// The connection builder for `limits` whose HTTP/2 streams go to `executor`.
+fn builder_with<E>(limits: &ConnectionLimits, executor: E) -> auto::Builder<E> {
+    let mut builder = auto::Builder::new(executor);
     builder
         .http1()
         .timer(TokioTimer::new())
@@ -122,19 +129,31 @@ pub(crate) fn by_alpn(alpn: Option<&[u8]>) -> Protocol {
 /// also avoid that read, but a stream that hyper serves (over TLS, or on a
 /// kept-alive connection) would then learn of its client's hang-up only when a
 /// write fails, up to two keep-alives later.
+///
+/// A connection known to speak HTTP/2 gets a builder of its own instead
+/// ([`for_h2`](Builders::for_h2)), whose executor keeps its streams in its task.
 pub(crate) struct Builders {
+    limits: ConnectionLimits,
     auto: auto::Builder<TokioExecutor>,
     h1: auto::Builder<TokioExecutor>,
     h2: auto::Builder<TokioExecutor>,
 }
 
 impl Builders {
-    pub(crate) fn new(auto: auto::Builder<TokioExecutor>) -> Builders {
+    pub(crate) fn new(limits: &ConnectionLimits) -> Builders {
+        let auto = builder(limits);
         Builders {
+            limits: *limits,
             h1: auto.clone().http1_only(),
             h2: auto.clone().http2_only(),
             auto,
         }
+    }
+
+    /// The builder of one HTTP/2 connection whose streams run in its own task
+    /// (see [`streams`](super::streams)).
+    pub(crate) fn for_h2(&self, executor: ConnExecutor) -> auto::Builder<ConnExecutor> {
+        builder_with(&self.limits, executor).http2_only()
     }
 
     pub(crate) fn pick(&self, protocol: Protocol) -> &auto::Builder<TokioExecutor> {

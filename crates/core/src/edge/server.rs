@@ -25,6 +25,7 @@ use crate::edge::body::Body;
 use crate::edge::protocol::{self, Builders, ConnectionLimits, Protocol};
 use crate::edge::sniff;
 use crate::edge::sse::{self, Taken};
+use crate::edge::streams::ConnExecutor;
 use crate::edge::tls::Tls;
 use crate::hub::Outlet;
 
@@ -85,7 +86,7 @@ where
     let local = listener
         .local_addr()
         .map_or_else(|_| "-".to_owned(), |a| a.to_string());
-    let builders = Arc::new(Builders::new(protocol::builder(&limits)));
+    let builders = Arc::new(Builders::new(&limits));
     let refusal = Refusal {
         builders: Arc::clone(&builders),
         tls: tls.clone(),
@@ -233,10 +234,8 @@ where
         if self.draining.is_cancelled() {
             return Ok(());
         }
-        let builder = self.builders.pick(protocol);
-        let service = self.service();
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
-        Box::pin(self.watcher.watch(conn)).await
+        // Boxed: a stream on the bare socket is not the size of hyper's state.
+        Box::pin(self.hyper(TokioIo::new(stream), protocol)).await
     }
 
     /// A connection over TLS: its protocol is the one ALPN chose.
@@ -261,11 +260,23 @@ where
             }
         };
         let protocol = protocol::by_alpn(stream.get_ref().1.alpn_protocol());
+        self.hyper(TokioIo::new(stream), protocol).await
+    }
+
+    /// Serves `io` with hyper: an HTTP/2 connection with its streams in its own
+    /// task (see [`streams`](super::streams)), anything else as hyper-util does.
+    async fn hyper<I>(self, io: I, protocol: Protocol) -> Result<(), ConnectionError>
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
         let service = self.service();
-        let conn = self
-            .builders
-            .pick(protocol)
-            .serve_connection(TokioIo::new(stream), service);
+        if protocol == Protocol::H2 {
+            let executor = ConnExecutor::default();
+            let builder = self.builders.for_h2(executor.clone());
+            let conn = builder.serve_connection(io, service);
+            return executor.drive(self.watcher.watch(conn)).await;
+        }
+        let conn = self.builders.pick(protocol).serve_connection(io, service);
         self.watcher.watch(conn).await
     }
 
