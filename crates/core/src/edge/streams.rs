@@ -14,11 +14,12 @@
 //! Measured in docs/BENCHMARKS.md (the quote stream; HTTP/2 hits).
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use futures_util::future::BoxFuture;
+use futures_util::future::{BoxFuture, FutureExt};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::task::AtomicWaker;
 
@@ -44,6 +45,9 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     fn execute(&self, stream: F) {
+        // A stream that panics ends alone, as a task of its own would: the
+        // connection and its other streams go on.
+        let stream = AssertUnwindSafe(stream).catch_unwind().map(drop);
         self.inbox
             .new
             .lock()
@@ -188,6 +192,25 @@ mod tests {
         assert_eq!(
             *log.lock().unwrap(),
             ["write", "write", "frame", "frame", "frame", "write"]
+        );
+    }
+
+    /// A stream that panics ends alone; the connection's other streams go on.
+    #[test]
+    fn a_panicking_stream_ends_alone() {
+        let executor = ConnExecutor::default();
+        let (tick, log) = (Arc::new(Tick::default()), Log::default());
+        executor.execute(async { panic!("a handler's bug") });
+        executor.execute(stream(&tick, &log));
+        let mut drive = std::pin::pin!(executor.drive(connection(&executor, &tick, &log)));
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(drive.as_mut().poll(&mut cx).is_pending());
+        tick.fire();
+        assert!(drive.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(
+            *log.lock().unwrap(),
+            ["write", "write", "frame", "frame", "write"]
         );
     }
 
