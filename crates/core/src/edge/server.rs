@@ -16,6 +16,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -25,7 +26,7 @@ use crate::edge::body::Body;
 use crate::edge::protocol::{self, Builders, ConnectionLimits, Protocol};
 use crate::edge::sniff;
 use crate::edge::sse::{self, Taken};
-use crate::edge::streams::ConnExecutor;
+use crate::edge::streams::{Coalesced, ConnExecutor};
 use crate::edge::tls::Tls;
 use crate::hub::Outlet;
 
@@ -235,7 +236,7 @@ where
             return Ok(());
         }
         // Boxed: a stream on the bare socket is not the size of hyper's state.
-        Box::pin(self.hyper(TokioIo::new(stream), protocol)).await
+        Box::pin(self.hyper(stream, protocol)).await
     }
 
     /// A connection over TLS: its protocol is the one ALPN chose.
@@ -260,23 +261,28 @@ where
             }
         };
         let protocol = protocol::by_alpn(stream.get_ref().1.alpn_protocol());
-        self.hyper(TokioIo::new(stream), protocol).await
+        self.hyper(stream, protocol).await
     }
 
-    /// Serves `io` with hyper: an HTTP/2 connection with its streams in its own
-    /// task (see [`streams`](super::streams)), anything else as hyper-util does.
-    async fn hyper<I>(self, io: I, protocol: Protocol) -> Result<(), ConnectionError>
+    /// Serves `socket` with hyper: an HTTP/2 connection with its streams in its own
+    /// task and its writes made once a turn (see [`streams`](super::streams)),
+    /// anything else as hyper-util does.
+    async fn hyper<S>(self, socket: S, protocol: Protocol) -> Result<(), ConnectionError>
     where
-        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let service = self.service();
         if protocol == Protocol::H2 {
             let executor = ConnExecutor::default();
+            let (socket, turn) = Coalesced::new(socket);
             let builder = self.builders.for_h2(executor.clone());
-            let conn = builder.serve_connection(io, service);
-            return executor.drive(self.watcher.watch(conn)).await;
+            let conn = builder.serve_connection(TokioIo::new(socket), service);
+            return executor.drive(self.watcher.watch(conn), turn).await;
         }
-        let conn = self.builders.pick(protocol).serve_connection(io, service);
+        let conn = self
+            .builders
+            .pick(protocol)
+            .serve_connection(TokioIo::new(socket), service);
         self.watcher.watch(conn).await
     }
 

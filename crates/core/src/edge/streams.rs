@@ -1,5 +1,5 @@
-//! The streams of one HTTP/2 connection run in that connection's own task, each
-//! ready stream polled before the connection in every turn of it.
+//! One HTTP/2 connection's turn: its ready streams run in the connection's own task,
+//! then the connection, then one write of everything the turn queued.
 //!
 //! hyper runs each HTTP/2 stream as a future handed to its executor; with
 //! `TokioExecutor` each is a task of its own: a spawn per request, and every frame
@@ -9,22 +9,34 @@
 //! an HTTP/2 connection keeps its streams, and [`Drive`] polls every stream that is
 //! ready, then the connection once for all of their frames. Streams of one
 //! connection share a task (and so a worker thread), as they already share the
-//! connection's lock in h2. h2 still writes each DATA frame over 256 bytes with a
-//! `writev` of its own (it chains such a payload rather than copying it).
+//! connection's lock in h2.
+//!
+//! h2 writes each DATA frame over 256 bytes with a call of its own (it chains the
+//! payload rather than copying it) and flushes after each: [`Coalesced`] keeps a
+//! turn's writes in a buffer and [`Drive`] writes it out once the connection has had
+//! its turn, as nginx flushes once per pass of its event loop.
 //! Measured in docs/BENCHMARKS.md (the quote stream; HTTP/2 hits).
 
 use std::future::Future;
+use std::io::{self, IoSlice};
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, ready};
 
+use bytes::{Buf, BytesMut};
 use futures_util::future::{BoxFuture, FutureExt};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::task::AtomicWaker;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// How many rounds of new streams one poll takes before it yields to the runtime.
 const ROUNDS_PER_POLL: usize = 8;
+/// A turn's writes wait in a buffer up to this; past it they are written at once.
+const TURN_BYTES: usize = 64 << 10;
+/// A buffer grown past this is let go once written out: an idle connection keeps
+/// no more.
+const KEPT_BYTES: usize = 16 << 10;
 
 /// Streams handed over by hyper, not yet polled, and the waker of their task.
 #[derive(Default)]
@@ -58,12 +70,14 @@ where
 }
 
 impl ConnExecutor {
-    /// The future that runs `connection` and the streams it hands to this executor.
-    pub(crate) fn drive<C>(&self, connection: C) -> Drive<C> {
+    /// The future that runs `connection` and the streams it hands to this executor,
+    /// writing out what `turn` kept at the end of each of its turns.
+    pub(crate) fn drive<C>(&self, connection: C, turn: Arc<dyn Turn>) -> Drive<C> {
         Drive {
             connection: Box::pin(connection),
             inbox: Arc::clone(&self.inbox),
             running: FuturesUnordered::new(),
+            turn,
         }
     }
 }
@@ -75,6 +89,7 @@ pub(crate) struct Drive<C> {
     connection: Pin<Box<C>>,
     inbox: Arc<Inbox>,
     running: FuturesUnordered<BoxFuture<'static, ()>>,
+    turn: Arc<dyn Turn>,
 }
 
 impl<C: Future> Future for Drive<C> {
@@ -82,6 +97,17 @@ impl<C: Future> Future for Drive<C> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<C::Output> {
         let this = &mut *self;
+        let done = this.take_turn(cx);
+        // ...and what the turn wrote leaves in one write (or waits for the socket,
+        // which wakes this task; an error is the connection's to see next).
+        this.turn.poll_write_out(cx);
+        done
+    }
+}
+
+impl<C: Future> Drive<C> {
+    fn take_turn(&mut self, cx: &mut Context<'_>) -> Poll<C::Output> {
+        let this = self;
         this.inbox.waker.register(cx.waker());
         for _ in 0..ROUNDS_PER_POLL {
             let new = std::mem::take(
@@ -94,7 +120,7 @@ impl<C: Future> Future for Drive<C> {
             this.running.extend(new);
             // Every stream that is ready queues its frames first...
             while let Poll::Ready(Some(())) = this.running.poll_next_unpin(cx) {}
-            // ...then the connection writes them, and may start new streams.
+            // ...then the connection queues them, and may start new streams...
             if let Poll::Ready(done) = this.connection.as_mut().poll(cx) {
                 return Poll::Ready(done);
             }
@@ -114,6 +140,148 @@ impl<C: Future> Future for Drive<C> {
     }
 }
 
+/// The end of a connection's turn: writes out what its socket kept.
+pub(crate) trait Turn: Send + Sync {
+    /// Writes out what the turn kept; on `Pending` the socket wakes the task.
+    fn poll_write_out(&self, cx: &mut Context<'_>);
+}
+
+/// What the socket and the turn's writes share.
+struct Kept<S> {
+    socket: S,
+    buf: BytesMut,
+    /// The error of a write that failed at the end of a turn, for the
+    /// connection's next write to see.
+    failed: Option<io::ErrorKind>,
+}
+
+impl<S: AsyncWrite + Unpin> Kept<S> {
+    /// Writes out the buffer, then flushes the socket (TLS sends its records then).
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(kind) = self.failed {
+            return Poll::Ready(Err(kind.into()));
+        }
+        while self.buf.has_remaining() {
+            let n = ready!(Pin::new(&mut self.socket).poll_write(cx, &self.buf))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.buf.advance(n);
+        }
+        if self.buf.capacity() > KEPT_BYTES {
+            self.buf = BytesMut::new();
+        }
+        Pin::new(&mut self.socket).poll_flush(cx)
+    }
+
+    /// Room for `len` more bytes: what is kept is written out first when the
+    /// buffer would pass [`TURN_BYTES`].
+    fn poll_room(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<()>> {
+        if let Some(kind) = self.failed {
+            return Poll::Ready(Err(kind.into()));
+        }
+        if self.buf.len() + len > TURN_BYTES {
+            ready!(self.poll_drain(cx))?;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// An HTTP/2 connection's socket whose writes wait for the end of the turn
+/// ([`Drive`]): hyper's writes and flushes fill a buffer, which the turn writes
+/// out once. Reads, and a shutdown (after writing out), go straight through.
+pub(crate) struct Coalesced<S> {
+    kept: Arc<Mutex<Kept<S>>>,
+}
+
+impl<S> Coalesced<S> {
+    /// `socket` with its writes kept, and the turn that writes them out.
+    pub(crate) fn new(socket: S) -> (Coalesced<S>, Arc<dyn Turn>)
+    where
+        S: AsyncWrite + Unpin + Send + 'static,
+    {
+        let kept = Arc::new(Mutex::new(Kept {
+            socket,
+            buf: BytesMut::new(),
+            failed: None,
+        }));
+        let turn: Arc<dyn Turn> = Arc::new(Coalesced {
+            kept: Arc::clone(&kept),
+        });
+        (Coalesced { kept }, turn)
+    }
+
+    fn kept(&self) -> MutexGuard<'_, Kept<S>> {
+        // Held only within one poll of the connection's own task.
+        self.kept.lock().expect("the socket lock is never poisoned")
+    }
+}
+
+impl<S: AsyncWrite + Unpin + Send> Turn for Coalesced<S> {
+    fn poll_write_out(&self, cx: &mut Context<'_>) {
+        let mut kept = self.kept();
+        if let Poll::Ready(Err(e)) = kept.poll_drain(cx) {
+            kept.failed.get_or_insert(e.kind());
+            cx.waker().wake_by_ref();
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Coalesced<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.kept().socket).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Coalesced<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let mut kept = self.kept();
+        ready!(kept.poll_room(cx, buf.len()))?;
+        kept.buf.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let len = bufs.iter().map(|b| b.len()).sum();
+        let mut kept = self.kept();
+        ready!(kept.poll_room(cx, len))?;
+        for b in bufs {
+            kept.buf.extend_from_slice(b);
+        }
+        Poll::Ready(Ok(len))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    /// Done at the end of the turn ([`Drive`]), once for all of its writes.
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.kept().failed {
+            Some(kind) => Poll::Ready(Err(kind.into())),
+            None => Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut kept = self.kept();
+        ready!(kept.poll_drain(cx))?;
+        Pin::new(&mut kept.socket).poll_shutdown(cx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +290,123 @@ mod tests {
     use std::task::Waker;
 
     type Log = Arc<Mutex<Vec<&'static str>>>;
+
+    /// A turn with nothing kept.
+    fn idle() -> Arc<dyn Turn> {
+        struct Idle;
+        impl Turn for Idle {
+            fn poll_write_out(&self, _cx: &mut Context<'_>) {}
+        }
+        Arc::new(Idle)
+    }
+
+    /// A socket that notes each write it is given, refusing them once `fail` is set.
+    #[derive(Clone, Default)]
+    struct Wire {
+        writes: Arc<Mutex<Vec<Vec<u8>>>>,
+        shut: Arc<AtomicBool>,
+        fail: Arc<AtomicBool>,
+    }
+
+    impl AsyncWrite for Wire {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            if self.fail.load(Ordering::SeqCst) {
+                return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+            }
+            self.writes.lock().unwrap().push(buf.to_vec());
+            Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.shut.store(true, Ordering::SeqCst);
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Writes each of `frames` and flushes after each, as h2 does.
+    fn write_frames(
+        socket: &mut Coalesced<Wire>,
+        cx: &mut Context<'_>,
+        frames: &[&[u8]],
+    ) -> io::Result<()> {
+        for frame in frames {
+            match Pin::new(&mut *socket).poll_write_vectored(cx, &[IoSlice::new(frame)]) {
+                Poll::Ready(written) => assert_eq!(written?, frame.len()),
+                Poll::Pending => unreachable!("the wire never waits"),
+            }
+            match Pin::new(&mut *socket).poll_flush(cx) {
+                Poll::Ready(result) => result?,
+                Poll::Pending => unreachable!("a flush waits for the turn, never for the socket"),
+            }
+        }
+        Ok(())
+    }
+
+    /// What a connection writes and flushes in its turn leaves in one write, once the
+    /// turn is over.
+    #[test]
+    fn a_turns_writes_leave_in_one_write() {
+        let wire = Wire::default();
+        let (mut socket, turn) = Coalesced::new(wire.clone());
+        let executor = ConnExecutor::default();
+        let connection = std::future::poll_fn(move |cx| {
+            write_frames(&mut socket, cx, &[b"HEADERS ", b"DATA 1 ", b"DATA 2"]).unwrap();
+            Poll::<()>::Pending
+        });
+        let mut drive = std::pin::pin!(executor.drive(connection, turn));
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(drive.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(
+            *wire.writes.lock().unwrap(),
+            [b"HEADERS DATA 1 DATA 2".to_vec()]
+        );
+    }
+
+    /// Past `TURN_BYTES` a turn's writes go out before it ends; a shutdown writes out
+    /// what is kept first.
+    #[test]
+    fn a_full_buffer_and_a_shutdown_write_out() {
+        let wire = Wire::default();
+        let (mut socket, _turn) = Coalesced::new(wire.clone());
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let frame = vec![7u8; TURN_BYTES / 2 + 1];
+        write_frames(&mut socket, &mut cx, &[&frame, &frame]).unwrap();
+        assert_eq!(
+            wire.writes.lock().unwrap().len(),
+            1,
+            "the first frame went out"
+        );
+        assert!(Pin::new(&mut socket).poll_shutdown(&mut cx).is_ready());
+        let writes = wire.writes.lock().unwrap();
+        assert_eq!(writes.len(), 2);
+        assert_eq!(writes[1], frame, "written out before the shutdown");
+        assert!(wire.shut.load(Ordering::SeqCst));
+    }
+
+    /// A write-out that fails at the end of a turn is the connection's next write's
+    /// error (and flush's), so hyper closes the connection.
+    #[test]
+    fn a_failed_write_out_reaches_the_connection() {
+        let wire = Wire::default();
+        let (mut socket, turn) = Coalesced::new(wire.clone());
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        write_frames(&mut socket, &mut cx, &[b"DATA"]).unwrap();
+        wire.fail.store(true, Ordering::SeqCst);
+        turn.poll_write_out(&mut cx);
+        let error = write_frames(&mut socket, &mut cx, &[b"more"]);
+        assert_eq!(error.map_err(|e| e.kind()), Err(io::ErrorKind::BrokenPipe));
+    }
 
     /// What the streams wait for: a quote tick, opened from outside their task.
     #[derive(Default)]
@@ -178,7 +463,7 @@ mod tests {
         let (tick, log) = (Arc::new(Tick::default()), Log::default());
         executor.execute(stream(&tick, &log));
         executor.execute(stream(&tick, &log));
-        let mut drive = std::pin::pin!(executor.drive(connection(&executor, &tick, &log)));
+        let mut drive = std::pin::pin!(executor.drive(connection(&executor, &tick, &log), idle()));
         let waker = futures_util::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
 
@@ -202,7 +487,7 @@ mod tests {
         let (tick, log) = (Arc::new(Tick::default()), Log::default());
         executor.execute(async { panic!("a handler's bug") });
         executor.execute(stream(&tick, &log));
-        let mut drive = std::pin::pin!(executor.drive(connection(&executor, &tick, &log)));
+        let mut drive = std::pin::pin!(executor.drive(connection(&executor, &tick, &log), idle()));
         let waker = futures_util::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(drive.as_mut().poll(&mut cx).is_pending());
@@ -231,7 +516,7 @@ mod tests {
         });
         let ended = tokio::time::timeout(
             std::time::Duration::from_secs(10),
-            executor.drive(connection),
+            executor.drive(connection, idle()),
         )
         .await;
         assert_eq!(ended, Ok(3));
@@ -251,7 +536,7 @@ mod tests {
             });
             Poll::<()>::Pending
         });
-        let mut drive = std::pin::pin!(executor.drive(connection));
+        let mut drive = std::pin::pin!(executor.drive(connection, idle()));
         let waker = futures_util::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
         assert!(drive.as_mut().poll(&mut cx).is_pending());
