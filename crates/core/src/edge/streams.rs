@@ -45,6 +45,12 @@ struct Inbox {
     waker: AtomicWaker,
 }
 
+impl Inbox {
+    fn new_streams(&self) -> MutexGuard<'_, Vec<BoxFuture<'static, ()>>> {
+        self.new.lock().expect("the inbox lock is never poisoned")
+    }
+}
+
 /// The executor of one HTTP/2 connection: keeps the streams hyper starts for
 /// [`Drive`] to poll.
 #[derive(Clone, Default)]
@@ -60,11 +66,7 @@ where
         // A stream that panics ends alone, as a task of its own would: the
         // connection and its other streams go on.
         let stream = AssertUnwindSafe(stream).catch_unwind().map(drop);
-        self.inbox
-            .new
-            .lock()
-            .expect("the inbox lock is never poisoned")
-            .push(Box::pin(stream));
+        self.inbox.new_streams().push(Box::pin(stream));
         self.inbox.waker.wake();
     }
 }
@@ -107,30 +109,17 @@ impl<C: Future> Future for Drive<C> {
 
 impl<C: Future> Drive<C> {
     fn take_turn(&mut self, cx: &mut Context<'_>) -> Poll<C::Output> {
-        let this = self;
-        this.inbox.waker.register(cx.waker());
+        self.inbox.waker.register(cx.waker());
         for _ in 0..ROUNDS_PER_POLL {
-            let new = std::mem::take(
-                &mut *this
-                    .inbox
-                    .new
-                    .lock()
-                    .expect("the inbox lock is never poisoned"),
-            );
-            this.running.extend(new);
+            let new = std::mem::take(&mut *self.inbox.new_streams());
+            self.running.extend(new);
             // Every stream that is ready queues its frames first...
-            while let Poll::Ready(Some(())) = this.running.poll_next_unpin(cx) {}
+            while let Poll::Ready(Some(())) = self.running.poll_next_unpin(cx) {}
             // ...then the connection queues them, and may start new streams...
-            if let Poll::Ready(done) = this.connection.as_mut().poll(cx) {
+            if let Poll::Ready(done) = self.connection.as_mut().poll(cx) {
                 return Poll::Ready(done);
             }
-            if this
-                .inbox
-                .new
-                .lock()
-                .expect("the inbox lock is never poisoned")
-                .is_empty()
-            {
+            if self.inbox.new_streams().is_empty() {
                 return Poll::Pending;
             }
         }
