@@ -171,11 +171,15 @@ until_open = false
         )
 
 
-def nginx_config(path, port, sim_port, cache_dir):
+def nginx_config(path, port, sim_port, cache_dir, cache_404=False):
     """nginx at its best for this load: the cache on tmpfs (`cache_dir`), sendfile,
     no access log, keep-alive to the upstream and from the clients with no cap on
-    the requests per connection (its default of 1,000 makes wrk reconnect)."""
+    the requests per connection (its default of 1,000 makes wrk reconnect). It
+    caches the 200s only, so a 404 passes through; `cache_404` keeps the 404s 30 s
+    as mdproxy does (`freshness.negative_secs`), the line of nginx's own example
+    for `proxy_cache_valid`: the same job, for a like-for-like 404 row."""
     d = os.path.dirname(path)
+    keep_404 = "\n      proxy_cache_valid 404 30s;" if cache_404 else ""
     with open(path, "w") as f:
         f.write(
             harness.nginx_head(d)
@@ -203,7 +207,7 @@ def nginx_config(path, port, sim_port, cache_dir):
       proxy_set_header Accept-Encoding "";
       proxy_cache md;
       proxy_cache_key $uri$is_args$args;
-      proxy_cache_valid 200 1h;
+      proxy_cache_valid 200 1h;{keep_404}
       proxy_ignore_headers Cache-Control Expires Set-Cookie X-Accel-Expires;
       proxy_cache_lock on;
       add_header X-Cache $upstream_cache_status;
@@ -305,10 +309,15 @@ def parse_wrk(out, url):
 # The miss flood's kinds (as scripts/miss-cost.py has them): every request a key
 # never asked before. A news search (a ~10 KB answer), a CPI page (mostly 58 B) and
 # an unlisted stock code (the upstream's 404, cached briefly as one).
+# The unlisted codes (605000..994999): a ring too small for a random base, so each
+# round of that kind floods a slice of its own and each wrk thread a part of it
+# (`miss_keys`): a server's rounds never meet each other's keys, which it may still
+# hold (mdproxy keeps a 404 30 s, nginx too with NGINX_CACHE_404).
+UNLISTED_CODES = 390_000
 MISS_TARGETS = {
     "news-search": '"/api/v1/news/search?keyword=miss" .. n',
     "cpi-page": '"/api/v1/macro/cpi?page=" .. (n % 100000 + 1) .. "&pageSize=" .. (math.floor(n / 100000) % 1000 + 1)',
-    "unlisted-code": '"/api/v1/stock/detail/" .. (605000 + n % 390000)',
+    "unlisted-code": '"/api/v1/stock/detail/" .. (605000 + n % ' + str(UNLISTED_CODES) + ')',
     # The news search again, as a browser or Python's requests asks: gzip taken.
     # Every server compresses then (nginx each answer, Varnish and mdproxy the
     # object they store), where the plain floods leave nginx nothing to compress.
@@ -326,23 +335,38 @@ function setup(thread)
 end
 function request()
   counter = counter + 1
-  local n = base + id * 50000000 + counter
+  local n = base + id * {stride} + counter
   return wrk.format("GET", {target})
 end
 """
 
 
-def run_miss(url, token, kind, args):
-    """A miss flood of `kind` against the server at `url` (its root): wrk with MISS_LUA."""
+def miss_keys(kind, round_index, args):
+    """Where round `round_index`'s keys of `kind` start, how far apart its wrk
+    threads' start, and how many requests a thread may make before its keys meet
+    another's (None: never, in practice)."""
+    if kind == "unlisted-code":
+        stride = UNLISTED_CODES // max(args.miss_rounds, 1) // args.threads
+        return round_index * stride * args.threads, stride, stride
+    # Lua's numbers are doubles: the keys stay whole numbers well under 2^53, so
+    # each prints as its digits and none repeats (a base past 2^53 made them).
+    return fastrand() * 1_000, 50_000_000, None
+
+
+def run_miss(url, token, kind, round_index, args):
+    """A miss flood of `kind` against the server at `url` (its root): wrk with
+    MISS_LUA. Marks a round whose keys ran into others' (then not all misses)."""
     script = os.path.join(work, f"miss-{fastrand()}.lua")
+    base, stride, room = miss_keys(kind, round_index, args)
     with open(script, "w") as f:
-        # Lua's numbers are doubles: the keys stay whole numbers well under 2^53, so
-        # each prints as its digits and none repeats (a base past 2^53 made them).
-        f.write(MISS_LUA.format(base=fastrand() * 1_000, target=MISS_TARGETS[kind]))
+        f.write(MISS_LUA.format(base=base, stride=stride, target=MISS_TARGETS[kind]))
     cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{args.duration}s", "--latency",
            "-H", f"Authorization: Bearer {token}", *MISS_HEADERS.get(kind, []), "-s", script, url]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60).stdout
-    return parse_wrk(out, url)
+    result = parse_wrk(out, url)
+    if room is not None and result["requests"] > room * args.threads:
+        result["keys_wrapped"] = True
+    return result
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -452,6 +476,8 @@ def main():
     ap.add_argument("--miss-rounds", type=int, default=2,
                     help="rounds of the miss flood (every request a new key) after the hit rounds; 0: none")
     ap.add_argument("--json", default="target/load/results.json")
+    ap.add_argument("--nginx-cache-404", action="store_true",
+                    help="nginx also keeps the upstream's 404s 30 s, as mdproxy does")
     ap.add_argument("--before", default="",
                     help="another mdproxy binary (an earlier build) measured beside --bin as 'before'")
     args = ap.parse_args()
@@ -509,7 +535,7 @@ def main():
         # The cache on tmpfs, as an operator tuning nginx for speed keeps it.
         cache_dir = tempfile.mkdtemp(prefix="load-compare-nginx-", dir="/dev/shm")
         atexit.register(shutil.rmtree, cache_dir, True)
-        nginx_config(cfg, ports["nginx"], ports["sim"], cache_dir)
+        nginx_config(cfg, ports["nginx"], ports["sim"], cache_dir, args.nginx_cache_404)
         p = start("nginx", ["nginx", "-c", cfg, "-p", work])
         wait_listening("nginx", ports["nginx"], p)
     if "varnish" in servers:
@@ -657,7 +683,7 @@ def main():
                     url, token = f"http://127.0.0.1:{ports[server]}", CLIENT_TOKEN
                 pids = {"server": pid_of[server], "simulator": sim.pid}
                 before = {k: tree_cpu(v) for k, v in pids.items()}
-                run = run_miss(url, token, kind, args)
+                run = run_miss(url, token, kind, r, args)
                 # CPU per request of the server and of the simulator behind it
                 # (microseconds, user + system): where a miss's time goes.
                 for k, v in pids.items():
@@ -669,6 +695,9 @@ def main():
     for (kind, server), rs in miss_runs.items():
         # An unlisted code is the upstream's 404: the answer expected.
         bad = sum(x["errors"] + (0 if kind == "unlisted-code" else x["non_2xx"]) for x in rs)
+        if any(x.get("keys_wrapped") for x in rs):
+            notes.append(f"miss flood {kind} {server}: a round asked more keys than its slice of "
+                         f"{UNLISTED_CODES:,} codes; some of its requests were keys asked before")
         if bad:
             notes.append(f"miss flood {kind} {server}: {bad} socket errors or unexpected answers")
 
@@ -820,7 +849,8 @@ def main():
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
             "settings": {"duration_s": args.duration, "rounds": args.rounds, "connections": args.connections,
                          "threads": args.threads, "h2_streams": args.h2_streams, "servers": servers,
-                         "sizes": sizes, "h2_sizes": h2_sizes},
+                         "sizes": sizes, "h2_sizes": h2_sizes,
+                         "nginx_cache_404": args.nginx_cache_404},
             "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release,
                         "load_average": os.getloadavg()},
             "versions": {"nginx": version(["nginx", "-v"]), "varnish": version(["varnishd", "-V"]),

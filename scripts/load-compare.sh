@@ -20,6 +20,8 @@
 #                                news-search-gz: the news search asked with gzip)
 #   CANDIDATE=path/to/mdproxy    another build, measured beside this one (an A/B: cand/md)
 #   KEEP=1                       keep the work directory (configs, logs)
+#   NGINX_CACHE_404=1            nginx keeps the upstream's 404s 30 s as mdproxy does
+#                                (by default it caches the 200s only: a 404 passes through)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -72,4 +74,5 @@ exec python3 scripts/load-compare.py \
   --miss-rounds "${MISS_ROUNDS:-2}" --miss-kinds "${MISS_KINDS:-news-search,cpi-page,unlisted-code}" \
   --candidate "${CANDIDATE:-}" \
   --json "$target_dir/load/results.json" \
+  ${NGINX_CACHE_404:+--nginx-cache-404} \
   "${before[@]}"
