@@ -107,6 +107,16 @@ impl<C: Future> Future for Drive<C> {
     }
 }
 
+/// Streams still in the inbox go with the drive: each holds this executor (hyper's
+/// stream keeps a clone of it), so the inbox would otherwise own what owns it, and
+/// a connection closed between a stream's start and its first poll would leak it.
+impl<C> Drop for Drive<C> {
+    fn drop(&mut self) {
+        let unstarted = std::mem::take(&mut *self.inbox.new_streams());
+        drop(unstarted);
+    }
+}
+
 impl<C: Future> Drive<C> {
     fn take_turn(&mut self, cx: &mut Context<'_>) -> Poll<C::Output> {
         self.inbox.waker.register(cx.waker());
@@ -209,20 +219,31 @@ impl<S> Coalesced<S> {
 impl<S: AsyncWrite + Unpin + Send> Turn for Coalesced<S> {
     fn poll_write_out(&self, cx: &mut Context<'_>) {
         let mut kept = self.kept();
+        if kept.failed.is_some() {
+            return;
+        }
         if let Poll::Ready(Err(e)) = kept.poll_drain(cx) {
-            kept.failed.get_or_insert(e.kind());
+            kept.failed = Some(e.kind());
+            // Once: the connection's next poll sees the error on its next read,
+            // write or flush, and ends.
             cx.waker().wake_by_ref();
         }
     }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Coalesced<S> {
+    /// Fails once a write-out has: a connection that cannot answer has nothing left
+    /// to read for (h2 reading a client's preface would otherwise wait on).
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.kept().socket).poll_read(cx, buf)
+        let mut kept = self.kept();
+        if let Some(kind) = kept.failed {
+            return Poll::Ready(Err(kind.into()));
+        }
+        Pin::new(&mut kept.socket).poll_read(cx, buf)
     }
 }
 
@@ -320,6 +341,17 @@ mod tests {
         }
     }
 
+    /// A peer that sends nothing.
+    impl AsyncRead for Wire {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            _buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Poll::Pending
+        }
+    }
+
     /// Writes each of `frames` and flushes after each, as h2 does.
     fn write_frames(
         socket: &mut Coalesced<Wire>,
@@ -395,6 +427,57 @@ mod tests {
         turn.poll_write_out(&mut cx);
         let error = write_frames(&mut socket, &mut cx, &[b"more"]);
         assert_eq!(error.map_err(|e| e.kind()), Err(io::ErrorKind::BrokenPipe));
+    }
+
+    /// After a failed write-out the connection is woken once, not on every turn, and
+    /// its reads fail too: nothing is left to wait for.
+    #[test]
+    fn a_failed_write_out_wakes_once_and_fails_reads() {
+        struct Count(AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let wire = Wire::default();
+        let (mut socket, turn) = Coalesced::new(wire.clone());
+        let wakes = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        write_frames(&mut socket, &mut cx, &[b"DATA"]).unwrap();
+        wire.fail.store(true, Ordering::SeqCst);
+        for _ in 0..3 {
+            turn.poll_write_out(&mut cx);
+        }
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1);
+        let mut bytes = [0u8; 8];
+        let mut buf = ReadBuf::new(&mut bytes);
+        let read = Pin::new(&mut socket).poll_read(&mut cx, &mut buf);
+        assert!(matches!(read, Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe));
+    }
+
+    /// A stream handed over and never polled goes when the drive is dropped, though
+    /// it holds the executor whose inbox holds it (as hyper's streams do).
+    #[test]
+    fn unstarted_streams_go_with_the_drive() {
+        struct Gone(Arc<AtomicBool>);
+        impl Drop for Gone {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let executor = ConnExecutor::default();
+        let gone = Arc::new(AtomicBool::new(false));
+        let (held, mark) = (executor.clone(), Gone(Arc::clone(&gone)));
+        executor.execute(async move {
+            let _held = (held, mark);
+        });
+        let inbox = Arc::downgrade(&executor.inbox);
+        let drive = executor.drive(std::future::pending::<()>(), idle());
+        drop(executor);
+        drop(drive);
+        assert!(gone.load(Ordering::SeqCst), "the stream was dropped");
+        assert!(inbox.upgrade().is_none(), "the inbox was freed");
     }
 
     /// What the streams wait for: a quote tick, opened from outside their task.
