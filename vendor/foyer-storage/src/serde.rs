@@ -256,13 +256,33 @@ impl EntryDeserializer {
             let entry = buffer.get(start..).unwrap_or_default();
             return Self::deserialize(entry, ken_len, value_len, compression, Some(checksum));
         }
-        let key = Self::deserialize_key(&buffer[start + value_len..end])?;
+        // The key is decoded before anything has checked it: only a `String` key whose
+        // length prefix agrees with the header's `ken_len` (a damaged prefix would size
+        // an allocation and abort the process), and any failure takes the checked path,
+        // which drops a damaged entry as the published crate does.
+        let key_bytes = &buffer[start + value_len..end];
+        let key = match Self::string_key_agrees::<K>(key_bytes).then(|| Self::deserialize_key::<K>(key_bytes)) {
+            Some(Ok(key)) => key,
+            _ => {
+                let entry = buffer.get(start..).unwrap_or_default();
+                return Self::deserialize(entry, ken_len, value_len, compression, Some(checksum));
+            }
+        };
         let shared = bytes::Bytes::from_owner(ReadBuffer(buffer)).slice(start..start + value_len);
         let value: Box<dyn Any> = Box::new(SelfCheckedBytes(shared));
         let value = value
             .downcast::<V>()
             .map_err(|_| Error::new(ErrorKind::Parse, "the value type was compared"))?;
         Ok((key, *value))
+    }
+
+    /// mdproxy's patch: whether `K` is a `String` whose encoding in `bytes` (its
+    /// length, then its bytes) says it is exactly as long as `bytes`.
+    fn string_key_agrees<K: 'static>(bytes: &[u8]) -> bool {
+        const PREFIX: usize = std::mem::size_of::<usize>();
+        std::any::TypeId::of::<K>() == std::any::TypeId::of::<String>()
+            && bytes.len() >= PREFIX
+            && bytes[..PREFIX] == (bytes.len() - PREFIX).to_le_bytes()
     }
 
     #[cfg_attr(

@@ -297,6 +297,68 @@ async fn a_corrupted_record_is_never_served() {
     let _ = std::fs::remove_dir_all(&path);
 }
 
+/// Sets the length prefix of every key in the disk tier's files that holds `code`
+/// (the engine stores a key as its length, 8 bytes little-endian, then its bytes)
+/// to `length`; returns how many it changed.
+fn damage_key_lengths(path: &Path, code: &[u8], length: u64) -> usize {
+    let mut damaged = 0;
+    for entry in std::fs::read_dir(path).unwrap().flatten() {
+        let file = entry.path();
+        if !file
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("foyer")
+        {
+            continue;
+        }
+        let mut bytes = std::fs::read(&file).unwrap();
+        let mut changed = false;
+        for i in 0..bytes.len().saturating_sub(8) {
+            let len = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap()) as usize;
+            let key = bytes.get(i + 8..i + 8 + len);
+            let is_key = (16..512).contains(&len)
+                && key.is_some_and(|k| {
+                    k.iter().all(|b| b.is_ascii_graphic())
+                        && k.windows(code.len()).any(|w| w == code)
+                });
+            if is_key {
+                bytes[i..i + 8].copy_from_slice(&length.to_le_bytes());
+                damaged += 1;
+                changed = true;
+            }
+        }
+        if changed {
+            std::fs::write(&file, bytes).unwrap();
+        }
+    }
+    damaged
+}
+
+/// A record whose key's length was damaged on disk (read before anything is
+/// checked) is dropped, not decoded: a length of 2^61 would size an allocation
+/// the process cannot make, and abort it.
+#[tokio::test]
+async fn a_damaged_key_length_is_dropped_not_decoded() {
+    let (clock, sim, path) = start("keylen").await;
+    let bodies = fill(&sim, &path, &clock, &PAST[..2]).await;
+    assert!(
+        damage_key_lengths(&path, b"600519", 1 << 61) >= 1,
+        "the key is on disk"
+    );
+
+    let app = proxy(&sim, &path, 64 << 20, &clock).await;
+    let upstream = sim.hits("/stock/kline");
+    let r = get(&app, PAST[0]).await;
+    assert_eq!(header(&r, "x-cache"), "MISS");
+    assert_eq!(r.bytes().await.unwrap(), bodies[0], "the upstream's bytes");
+    assert_eq!(sim.hits("/stock/kline"), upstream + 1);
+    let r = get(&app, PAST[1]).await;
+    assert!(header(&r, "cache-status").ends_with("detail=disk"));
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
+}
+
 /// A flood of distinct keys far larger than `disk_bytes` keeps the files within
 /// it, and the latest answers are still on disk.
 #[tokio::test]
