@@ -391,8 +391,7 @@ impl UpstreamClient {
             Err(_) => return Err(FetchError::Timeout),
         };
         let elapsed = started.elapsed();
-        if status.is_success() && close_delimited && !crate::upstream::envelope::is_complete(&body)
-        {
+        if close_delimited && is_cut_short(status, &body) {
             return Err(FetchError::Truncated);
         }
         let answer = Answered {
@@ -423,6 +422,18 @@ impl UpstreamClient {
         }
         headers
     }
+}
+
+/// Whether a body that ended with its connection was cut, for an answer that is
+/// kept: a 2xx that is not one whole JSON document, or a 404 (kept as a short
+/// negative entry) that began as JSON and did not close. A 404 in another form
+/// cannot be judged and is kept as sent.
+fn is_cut_short(status: StatusCode, body: &[u8]) -> bool {
+    let complete = || crate::upstream::envelope::is_complete(body);
+    if status.is_success() {
+        return !complete();
+    }
+    status == StatusCode::NOT_FOUND && body.trim_ascii_start().starts_with(b"{") && !complete()
 }
 
 /// The headers every request carries, built once: `Accept`, `User-Agent`, `Host`

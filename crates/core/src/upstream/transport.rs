@@ -21,11 +21,17 @@ use rustls::RootCertStore;
 
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(60);
+/// TCP keepalive: idle time before the first probe, and between probes (three).
+const KEEPALIVE: Duration = Duration::from_secs(15);
+/// How long sent data may go unacknowledged before the kernel drops the connection.
+#[cfg(target_os = "linux")]
+const USER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The connection settings a transport is built from.
 #[derive(Clone, Copy, Debug)]
 pub struct Settings {
-    /// The TCP connect timeout; a connect that takes longer is a [`WireError::Timeout`].
+    /// The connect timeout, TCP and TLS handshake together; a connect that takes
+    /// longer is a [`WireError::Timeout`].
     pub connect_timeout: Duration,
     /// Idle connections kept per host.
     pub pool_max_idle_per_host: usize,
@@ -54,6 +60,15 @@ pub enum BuildError {
     /// rustls refused its protocol versions.
     #[error("cannot set up TLS toward the upstream: {0}")]
     Tls(#[source] rustls::Error),
+    /// A proxy variable of the environment would be ignored (the value is not
+    /// shown: it may hold a password).
+    #[error(
+        "the environment's {variable} {why}: refusing to send the upstream's requests direct (fix or unset it)"
+    )]
+    Proxy {
+        variable: &'static str,
+        why: &'static str,
+    },
 }
 
 /// An answer read whole.
@@ -67,7 +82,7 @@ pub struct Received {
     pub close_delimited: bool,
 }
 
-type Direct = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+type Direct = Client<Bounded<HttpsConnector<HttpConnector>>, Empty<Bytes>>;
 
 /// The pooled connections toward one upstream instance.
 #[allow(
@@ -87,7 +102,11 @@ impl Transport {
     /// # Errors
     /// When TLS or reqwest cannot be set up.
     pub fn new(base: &str, settings: Settings) -> Result<Transport, BuildError> {
+        if let Some((variable, why)) = unusable_proxy_var(|name| std::env::var(name).ok()) {
+            return Err(BuildError::Proxy { variable, why });
+        }
         if wants_proxy(&Matcher::from_system(), base) {
+            tracing::info!("the upstream is reached through the environment's proxy");
             return proxied_client(settings, None).map(Transport::Proxied);
         }
         let roots = RootCertStore {
@@ -132,6 +151,56 @@ impl Transport {
     }
 }
 
+/// The proxy variables, each pair in the order the matcher reads it.
+const PROXY_VARS: [[&str; 2]; 3] = [
+    ["HTTPS_PROXY", "https_proxy"],
+    ["HTTP_PROXY", "http_proxy"],
+    ["ALL_PROXY", "all_proxy"],
+];
+
+/// The first proxy variable the matcher would read and not use, and why: it takes a
+/// value it cannot parse, or of a scheme it does not know, for "no proxy"; an empty
+/// upper-case variable hides its lower-case twin; and `REQUEST_METHOD` (a CGI
+/// environment) turns them all off. Each would send requests direct without a
+/// word. `var` reads the environment.
+fn unusable_proxy_var(
+    var: impl Fn(&str) -> Option<String>,
+) -> Option<(&'static str, &'static str)> {
+    let set = |name: &str| var(name).filter(|value| !value.trim().is_empty());
+    let probe = Uri::from_static("http://upstream.invalid/");
+    for [upper, lower] in PROXY_VARS {
+        let (name, value) = match (var(upper), set(lower)) {
+            (Some(value), lower_set) if value.trim().is_empty() => {
+                if lower_set.is_some() {
+                    return Some((upper, "is empty, which hides its lower-case form"));
+                }
+                continue;
+            }
+            (Some(value), _) => (upper, value),
+            (None, Some(value)) => (lower, value),
+            (None, None) => continue,
+        };
+        if var("REQUEST_METHOD").is_some() {
+            return Some((
+                name,
+                "is off while REQUEST_METHOD is set (a CGI environment)",
+            ));
+        }
+        if Matcher::builder()
+            .all(value)
+            .build()
+            .intercept(&probe)
+            .is_none()
+        {
+            return Some((
+                name,
+                "is not a proxy URL mdproxy can use (http, https, socks4, socks4a, socks5, socks5h)",
+            ));
+        }
+    }
+    None
+}
+
 /// Whether the proxy settings send requests to `base` through a proxy.
 fn wants_proxy(matcher: &Matcher, base: &str) -> bool {
     base.parse::<Uri>()
@@ -151,16 +220,66 @@ fn direct(settings: Settings, roots: RootCertStore) -> Result<Direct, BuildError
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(settings.connect_timeout));
+    // reqwest's defaults, which this client replaced: a peer gone silent is found
+    // by the kernel, not by the next request's timeout.
+    http.set_keepalive(Some(KEEPALIVE));
+    http.set_keepalive_interval(Some(KEEPALIVE));
+    http.set_keepalive_retries(Some(3));
+    #[cfg(target_os = "linux")]
+    http.set_tcp_user_timeout(Some(USER_TIMEOUT));
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
         .wrap_connector(http);
+    let https = Bounded {
+        inner: https,
+        limit: settings.connect_timeout,
+    };
     Ok(Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(settings.pool_max_idle_per_host)
         .pool_idle_timeout(POOL_IDLE)
         .pool_timer(TokioTimer::new())
         .build(https))
+}
+
+/// A connector whose connects, TCP and TLS together, end within `limit`: the TCP
+/// connector's own timeout leaves the handshake unbounded, and a connect the pool
+/// stops waiting for (a pooled connection came free first) goes on in a task of its
+/// own, which an upstream that never answers the handshake would hold for good.
+#[derive(Clone)]
+pub struct Bounded<C> {
+    inner: C,
+    limit: Duration,
+}
+
+impl<C> tower_service::Service<Uri> for Bounded<C>
+where
+    C: tower_service::Service<Uri>,
+    C::Future: Send + 'static,
+    C::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = C::Response;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = futures_util::future::BoxFuture<'static, Result<C::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let connect = self.inner.call(uri);
+        let limit = self.limit;
+        Box::pin(async move {
+            match tokio::time::timeout(limit, connect).await {
+                Ok(connected) => connected.map_err(Into::into),
+                Err(_) => Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()),
+            }
+        })
+    }
 }
 
 /// reqwest with the environment's proxy (`proxy: None`) or the one given, no
@@ -183,14 +302,18 @@ fn proxied_client(
     builder.build().map_err(BuildError::Reqwest)
 }
 
-/// A timeout anywhere in the error's causes (the connect timeout's `TimedOut`) is
-/// a timeout; anything else means the upstream is not there.
+/// A timeout anywhere in the error's causes (the connect timeout's `TimedOut`, or
+/// reqwest's own on the proxied path) is a timeout; anything else means the
+/// upstream is not there.
 fn wire_error(e: &(dyn std::error::Error + 'static)) -> WireError {
     let mut cause = Some(e);
     while let Some(error) = cause {
         if error
             .downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+            || error
+                .downcast_ref::<reqwest::Error>()
+                .is_some_and(reqwest::Error::is_timeout)
         {
             return WireError::Timeout;
         }
@@ -199,13 +322,26 @@ fn wire_error(e: &(dyn std::error::Error + 'static)) -> WireError {
     WireError::Unreachable
 }
 
+/// Whether the body ended where the connection did, by the rule hyper reads a
+/// response with (RFC 9112, 6.3): with a `Transfer-Encoding`, unless its last coding
+/// is `chunked` (a `Content-Length` beside it does not count); without one, unless
+/// it has a `Content-Length`.
 fn is_close_delimited(version: Version, headers: &HeaderMap) -> bool {
-    version <= Version::HTTP_11
-        && !headers.contains_key(http::header::CONTENT_LENGTH)
-        && !headers
-            .get(http::header::TRANSFER_ENCODING)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"))
+    if version > Version::HTTP_11 {
+        return false;
+    }
+    match headers
+        .get_all(http::header::TRANSFER_ENCODING)
+        .iter()
+        .next_back()
+    {
+        Some(last) => !last
+            .to_str()
+            .ok()
+            .and_then(|codings| codings.rsplit(',').next())
+            .is_some_and(|coding| coding.trim().eq_ignore_ascii_case("chunked")),
+        None => !headers.contains_key(http::header::CONTENT_LENGTH),
+    }
 }
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {

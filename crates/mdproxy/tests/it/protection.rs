@@ -646,6 +646,58 @@ async fn a_close_delimited_answer_cut_short_is_never_cached() {
     proxy.shutdown().await;
 }
 
+/// However the cut answer is framed, it is never kept: a `Content-Length` beside a
+/// transfer coding that is not `chunked` (hyper reads such a body to the close),
+/// and a 404, which would be kept as a negative entry, whose JSON does not close.
+#[tokio::test]
+async fn a_cut_answer_is_never_kept_however_it_is_framed() {
+    let upstream = Scripted::start().await;
+    let clock = support::clock_at("2026-11-21T20:00:00+08:00");
+    let fake = FakeRelativeClock::default();
+    let proxy = scripted_proxy(&upstream, clock.clone(), &fake, |c| {
+        c.limits.failure_backoff_ms = 0;
+    })
+    .await;
+    let answer = |status: &str, framing: &str, body: &str| {
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{framing}Connection: close\r\n\r\n{body}"
+        )
+    };
+    let cut = r#"{"success": true, "data": {"list": [{"title": "a"}, {"title": "b"#;
+    upstream.then(answer(
+        "200 OK",
+        "Content-Length: 5000\r\nTransfer-Encoding: identity\r\n",
+        cut,
+    ));
+    let (status, code, _) = error_of(get(&proxy, "/news/overview").await).await;
+    assert_eq!((status, code.as_str()), (502, "upstream_error"));
+
+    let not_found = r#"{"success": false, "error": "stock not found", "code": 404}"#;
+    upstream.then(answer("404 Not Found", "", &not_found[..20]));
+    let (status, code, _) = error_of(get(&proxy, "/stock/detail/600519").await).await;
+    assert_eq!((status, code.as_str()), (502, "upstream_error"));
+    // Asked again, as nothing was kept; the whole 404 is kept.
+    upstream.then(answer("404 Not Found", "", not_found));
+    let r = get(&proxy, "/stock/detail/600519").await;
+    assert_eq!(r.status(), 404);
+    let r = get(&proxy, "/stock/detail/600519").await;
+    assert_eq!(r.status(), 404);
+    assert_eq!(
+        upstream.received(),
+        3,
+        "the whole 404 was kept, the cut one was not"
+    );
+    assert_eq!(
+        proxy
+            .state()
+            .upstream()
+            .counters()
+            .outcome_count(UpstreamOutcome::Truncated),
+        2
+    );
+    proxy.shutdown().await;
+}
+
 /// A second upstream (`[[upstream.fallback]]`, its own key) takes what the primary
 /// cannot: while the primary is paused by a `Retry-After`, and while a route of it
 /// fails (its breaker open). The primary takes over again when its pause ends, and

@@ -200,11 +200,9 @@ async fn a_proxy_carries_the_request() {
     assert!(head.contains("authorization: bearer t0ken\r\n"), "{head}");
 }
 
-/// A connect that outlasts `connect_timeout` is a timeout, not an outage. The
-/// listener's accept queue (backlog 0) is filled, so the kernel drops the next
-/// handshake and the connect hangs.
-#[tokio::test]
-async fn a_connect_past_its_timeout_is_a_timeout() {
+/// A listener whose accept queue (backlog 0) is full, so the kernel drops the next
+/// handshake and a connect to it hangs; the connections that filled it are held.
+async fn full_listener() -> (tokio::net::TcpListener, Vec<TcpStream>) {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let listener = socket.listen(0).unwrap();
@@ -225,11 +223,22 @@ async fn a_connect_past_its_timeout_is_a_timeout() {
         "the accept queue never filled after {} connects",
         held.len()
     );
-    let quick = Settings {
+    (listener, held)
+}
+
+fn quick() -> Settings {
+    Settings {
         connect_timeout: Duration::from_millis(200),
         ..settings()
-    };
-    let transport = Transport::Direct(direct(quick, RootCertStore::empty()).unwrap());
+    }
+}
+
+/// A connect that outlasts `connect_timeout` is a timeout, not an outage.
+#[tokio::test]
+async fn a_connect_past_its_timeout_is_a_timeout() {
+    let (listener, held) = full_listener().await;
+    let addr = listener.local_addr().unwrap();
+    let transport = Transport::Direct(direct(quick(), RootCertStore::empty()).unwrap());
     let got = tokio::time::timeout(
         Duration::from_secs(20),
         transport.get(&format!("http://{addr}/api/v1/x"), headers(), 1024),
@@ -238,4 +247,142 @@ async fn a_connect_past_its_timeout_is_a_timeout() {
     .expect("the connect timeout ends the connect");
     assert_eq!(got.unwrap_err(), WireError::Timeout);
     drop((held, listener));
+}
+
+/// A TLS handshake the upstream never answers ends within `connect_timeout` too,
+/// as a timeout: the TCP connect's own timeout does not cover it.
+#[tokio::test]
+async fn a_handshake_past_the_connect_timeout_is_a_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            held.push(tcp);
+        }
+    });
+    let roots = RootCertStore::empty();
+    let transport = Transport::Direct(direct(quick(), roots).unwrap());
+    let url = format!("https://localhost:{}/api/v1/x", addr.port());
+    let got = tokio::time::timeout(
+        Duration::from_secs(20),
+        transport.get(&url, headers(), 1024),
+    )
+    .await
+    .expect("the connect timeout ends the handshake");
+    assert_eq!(got.unwrap_err(), WireError::Timeout);
+    silent.abort();
+}
+
+/// Through a proxy that never answers the tunnel's `CONNECT`, the connect timeout
+/// is a timeout as well: reqwest says so with an error of its own, not an I/O error.
+#[tokio::test]
+async fn a_proxy_tunnel_past_the_connect_timeout_is_a_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            held.push(tcp);
+        }
+    });
+    let proxy = reqwest::Proxy::all(format!("http://{addr}")).unwrap();
+    let transport = Transport::Proxied(proxied_client(quick(), Some(proxy)).unwrap());
+    let got = tokio::time::timeout(
+        Duration::from_secs(20),
+        transport.get("https://upstream.invalid/api/v1/x", headers(), 1024),
+    )
+    .await
+    .expect("the connect timeout ends the tunnel");
+    assert_eq!(got.unwrap_err(), WireError::Timeout);
+    silent.abort();
+}
+
+/// A body ends with its connection unless it is framed, by hyper's rule: a
+/// `Transfer-Encoding` whose last coding is `chunked`, or else a `Content-Length`.
+#[test]
+fn close_delimited_follows_hypers_framing() {
+    let with = |pairs: &[(&str, &str)]| {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(
+                http::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        is_close_delimited(Version::HTTP_11, &headers)
+    };
+    assert!(with(&[]));
+    assert!(!with(&[("content-length", "5")]));
+    assert!(!with(&[("transfer-encoding", "chunked")]));
+    assert!(!with(&[("transfer-encoding", "gzip, Chunked")]));
+    // A length beside a transfer coding does not count, and only the last coding
+    // of the last header frames the body.
+    assert!(with(&[
+        ("content-length", "5000"),
+        ("transfer-encoding", "identity")
+    ]));
+    assert!(with(&[("transfer-encoding", "chunked, gzip")]));
+    assert!(with(&[
+        ("transfer-encoding", "chunked"),
+        ("transfer-encoding", "gzip")
+    ]));
+    assert!(!with(&[
+        ("transfer-encoding", "gzip"),
+        ("transfer-encoding", "chunked")
+    ]));
+    assert!(!is_close_delimited(Version::HTTP_2, &HeaderMap::new()));
+}
+
+/// A proxy variable the matcher would ignore stops the transport from being built,
+/// instead of requests going direct without a word; an unset or usable one does not.
+#[test]
+fn an_unusable_proxy_variable_is_refused() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    };
+    assert_eq!(unusable_proxy_var(env(&[])), None);
+    assert_eq!(
+        unusable_proxy_var(env(&[("https_proxy", "http://user:pw@proxy:3128")])),
+        None
+    );
+    assert_eq!(
+        unusable_proxy_var(env(&[("ALL_PROXY", "socks5h://proxy:1080")])),
+        None
+    );
+    assert_eq!(unusable_proxy_var(env(&[("HTTP_PROXY", "")])), None);
+    assert_eq!(
+        unusable_proxy_var(env(&[("HTTPS_PROXY", "ftp://proxy:21")])).map(|(n, _)| n),
+        Some("HTTPS_PROXY")
+    );
+    assert_eq!(
+        unusable_proxy_var(env(&[("http_proxy", "http://[::1")])).map(|(n, _)| n),
+        Some("http_proxy")
+    );
+    assert_eq!(
+        unusable_proxy_var(env(&[
+            ("HTTPS_PROXY", ""),
+            ("https_proxy", "http://proxy:3128")
+        ]))
+        .map(|(n, _)| n),
+        Some("HTTPS_PROXY")
+    );
+    assert_eq!(
+        unusable_proxy_var(env(&[
+            ("REQUEST_METHOD", "GET"),
+            ("all_proxy", "http://proxy:3128")
+        ]))
+        .map(|(n, _)| n),
+        Some("all_proxy")
+    );
+    let error = BuildError::Proxy {
+        variable: "HTTPS_PROXY",
+        why: "is not a proxy URL mdproxy can use",
+    };
+    assert!(!error.to_string().contains("pw"), "{error}");
 }
