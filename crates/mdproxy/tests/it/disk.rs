@@ -315,13 +315,13 @@ fn damage_key_lengths(path: &Path, code: &[u8], length: u64) -> usize {
         let mut bytes = std::fs::read(&file).unwrap();
         let mut changed = false;
         for i in 0..bytes.len().saturating_sub(8) {
-            let len = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap()) as usize;
-            let key = bytes.get(i + 8..i + 8 + len);
-            let is_key = (16..512).contains(&len)
-                && key.is_some_and(|k| {
-                    k.iter().all(|b| b.is_ascii_graphic())
-                        && k.windows(code.len()).any(|w| w == code)
-                });
+            let len = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
+            if !(16..512).contains(&len) {
+                continue;
+            }
+            let is_key = bytes.get(i + 8..i + 8 + len as usize).is_some_and(|k| {
+                k.iter().all(|b| b.is_ascii_graphic()) && k.windows(code.len()).any(|w| w == code)
+            });
             if is_key {
                 bytes[i..i + 8].copy_from_slice(&length.to_le_bytes());
                 damaged += 1;
