@@ -6,7 +6,7 @@
 # (HTTP/1.1 beside nchan, HTTP/2) and 30,000 (HTTP/2 in one process, HTTP/1.1 on two
 # nodes sharing one poll through Redis). Then prints the table (scripts/bench-all.py).
 # The scripts it runs install what they need (nginx, Varnish, nchan, wrk, h2load,
-# valgrind, redis-server). About 45 minutes on 2 cores; never beside another build
+# valgrind, redis-server). About 30 minutes on 2 cores; never beside another build
 # or load run.
 #   BEFORE_REV=75ff7a4 scripts/bench-all.sh   also that commit's build, as "before"
 #   FANOUT_RUNS=2        runs at 10,000 subscribers, each protocol
