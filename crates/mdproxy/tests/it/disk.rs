@@ -243,9 +243,10 @@ async fn a_disk_record_keeps_the_copy_its_readers_ask_for() {
     let _ = std::fs::remove_dir_all(&path);
 }
 
-/// Flips a byte in every place of the disk tier's files where `needle` occurs.
-fn corrupt(path: &Path, needle: &[u8]) -> usize {
-    let mut flipped = 0;
+/// Runs `damage` over the bytes of each of the disk tier's block files and writes
+/// back those it changed; returns how many places it changed in all.
+fn damage_files(path: &Path, damage: impl Fn(&mut [u8]) -> usize) -> usize {
+    let mut changed = 0;
     for entry in std::fs::read_dir(path).unwrap().flatten() {
         let file = entry.path();
         if !file
@@ -257,19 +258,27 @@ fn corrupt(path: &Path, needle: &[u8]) -> usize {
             continue;
         }
         let mut bytes = std::fs::read(&file).unwrap();
-        let mut changed = false;
+        let here = damage(&mut bytes);
+        if here > 0 {
+            std::fs::write(&file, bytes).unwrap();
+        }
+        changed += here;
+    }
+    changed
+}
+
+/// Flips a byte in every place of the disk tier's files where `needle` occurs.
+fn corrupt(path: &Path, needle: &[u8]) -> usize {
+    damage_files(path, |bytes| {
+        let mut flipped = 0;
         let mut at = 0;
         while let Some(i) = bytes[at..].windows(needle.len()).position(|w| w == needle) {
             bytes[at + i + needle.len() / 2] ^= 0x01;
             at += i + needle.len();
             flipped += 1;
-            changed = true;
         }
-        if changed {
-            std::fs::write(&file, bytes).unwrap();
-        }
-    }
-    flipped
+        flipped
+    })
 }
 
 /// A record whose body was damaged on disk is dropped and counted, and the answer
@@ -301,19 +310,8 @@ async fn a_corrupted_record_is_never_served() {
 /// (the engine stores a key as its length, 8 bytes little-endian, then its bytes)
 /// to `length`; returns how many it changed.
 fn damage_key_lengths(path: &Path, code: &[u8], length: u64) -> usize {
-    let mut damaged = 0;
-    for entry in std::fs::read_dir(path).unwrap().flatten() {
-        let file = entry.path();
-        if !file
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .starts_with("foyer")
-        {
-            continue;
-        }
-        let mut bytes = std::fs::read(&file).unwrap();
-        let mut changed = false;
+    damage_files(path, |bytes| {
+        let mut damaged = 0;
         for i in 0..bytes.len().saturating_sub(8) {
             let len = u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
             if !(16..512).contains(&len) {
@@ -325,14 +323,10 @@ fn damage_key_lengths(path: &Path, code: &[u8], length: u64) -> usize {
             if is_key {
                 bytes[i..i + 8].copy_from_slice(&length.to_le_bytes());
                 damaged += 1;
-                changed = true;
             }
         }
-        if changed {
-            std::fs::write(&file, bytes).unwrap();
-        }
-    }
-    damaged
+        damaged
+    })
 }
 
 /// A record whose key's length was damaged on disk (read before anything is

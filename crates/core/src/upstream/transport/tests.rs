@@ -249,10 +249,9 @@ async fn a_connect_past_its_timeout_is_a_timeout() {
     drop((held, listener));
 }
 
-/// A TLS handshake the upstream never answers ends within `connect_timeout` too,
-/// as a timeout: the TCP connect's own timeout does not cover it.
-#[tokio::test]
-async fn a_handshake_past_the_connect_timeout_is_a_timeout() {
+/// A listener that accepts every connection and never sends a byte: its address,
+/// and the task holding the connections (abort it at the end).
+async fn silent_listener() -> (SocketAddr, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let silent = tokio::spawn(async move {
@@ -261,6 +260,14 @@ async fn a_handshake_past_the_connect_timeout_is_a_timeout() {
             held.push(tcp);
         }
     });
+    (addr, silent)
+}
+
+/// A TLS handshake the upstream never answers ends within `connect_timeout` too,
+/// as a timeout: the TCP connect's own timeout does not cover it.
+#[tokio::test]
+async fn a_handshake_past_the_connect_timeout_is_a_timeout() {
+    let (addr, silent) = silent_listener().await;
     let roots = RootCertStore::empty();
     let transport = Transport::Direct(direct(quick(), roots).unwrap());
     let url = format!("https://localhost:{}/api/v1/x", addr.port());
@@ -278,14 +285,7 @@ async fn a_handshake_past_the_connect_timeout_is_a_timeout() {
 /// is a timeout as well: reqwest says so with an error of its own, not an I/O error.
 #[tokio::test]
 async fn a_proxy_tunnel_past_the_connect_timeout_is_a_timeout() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let silent = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((tcp, _)) = listener.accept().await {
-            held.push(tcp);
-        }
-    });
+    let (addr, silent) = silent_listener().await;
     let proxy = reqwest::Proxy::all(format!("http://{addr}")).unwrap();
     let transport = Transport::Proxied(proxied_client(quick(), Some(proxy)).unwrap());
     let got = tokio::time::timeout(
