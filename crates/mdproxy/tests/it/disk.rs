@@ -281,6 +281,18 @@ fn corrupt(path: &Path, needle: &[u8]) -> usize {
     })
 }
 
+/// After the first of `PAST`'s records was damaged: its answer comes from the
+/// upstream again, byte for byte, and the second, untouched, from the disk.
+async fn only_the_first_is_asked_again(app: &App, sim: &SimHandle, bodies: &[bytes::Bytes]) {
+    let upstream = sim.hits("/stock/kline");
+    let r = get(app, PAST[0]).await;
+    assert_eq!(header(&r, "x-cache"), "MISS");
+    assert_eq!(r.bytes().await.unwrap(), bodies[0], "the upstream's bytes");
+    assert_eq!(sim.hits("/stock/kline"), upstream + 1);
+    let r = get(app, PAST[1]).await;
+    assert!(header(&r, "cache-status").ends_with("detail=disk"));
+}
+
 /// A record whose body was damaged on disk is dropped and counted, and the answer
 /// comes from the upstream again, byte for byte.
 #[tokio::test]
@@ -292,14 +304,7 @@ async fn a_corrupted_record_is_never_served() {
     assert!(corrupt(&path, middle) >= 1, "the body is on disk");
 
     let app = proxy(&sim, &path, 64 << 20, &clock).await;
-    let upstream = sim.hits("/stock/kline");
-    let r = get(&app, PAST[0]).await;
-    assert_eq!(header(&r, "x-cache"), "MISS");
-    assert_eq!(r.bytes().await.unwrap(), bodies[0], "the upstream's bytes");
-    assert_eq!(sim.hits("/stock/kline"), upstream + 1);
-    // The other record is untouched and served.
-    let r = get(&app, PAST[1]).await;
-    assert!(header(&r, "cache-status").ends_with("detail=disk"));
+    only_the_first_is_asked_again(&app, &sim, &bodies).await;
     let status = status_json(&app).await;
     assert_eq!(status["disk"]["dropped"]["corrupt"], 1);
     app.shutdown().await;
@@ -342,13 +347,7 @@ async fn a_damaged_key_length_is_dropped_not_decoded() {
     );
 
     let app = proxy(&sim, &path, 64 << 20, &clock).await;
-    let upstream = sim.hits("/stock/kline");
-    let r = get(&app, PAST[0]).await;
-    assert_eq!(header(&r, "x-cache"), "MISS");
-    assert_eq!(r.bytes().await.unwrap(), bodies[0], "the upstream's bytes");
-    assert_eq!(sim.hits("/stock/kline"), upstream + 1);
-    let r = get(&app, PAST[1]).await;
-    assert!(header(&r, "cache-status").ends_with("detail=disk"));
+    only_the_first_is_asked_again(&app, &sim, &bodies).await;
     app.shutdown().await;
     let _ = std::fs::remove_dir_all(&path);
 }

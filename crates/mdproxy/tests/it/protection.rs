@@ -595,18 +595,27 @@ async fn one_failing_route_does_not_close_the_others() {
     );
 }
 
+/// A proxy in front of `upstream` that retries a failed fill at once (no backoff),
+/// on a clock of its own: the clock, the relative clock and the proxy.
+async fn cut_answers_proxy(
+    upstream: &Scripted,
+) -> (Arc<ManualClock>, FakeRelativeClock, mdproxy_core::app::App) {
+    let clock = support::clock_at("2026-11-21T20:00:00+08:00");
+    let fake = FakeRelativeClock::default();
+    let proxy = scripted_proxy(upstream, clock.clone(), &fake, |c| {
+        c.limits.failure_backoff_ms = 0;
+    })
+    .await;
+    (clock, fake, proxy)
+}
+
 /// An answer without length or chunked framing whose JSON does not close (the
 /// connection dropped mid-body) is a failure: 502 when nothing is cached, the good
 /// entry when one is, and never stored in its place.
 #[tokio::test]
 async fn a_close_delimited_answer_cut_short_is_never_cached() {
     let upstream = Scripted::start().await;
-    let clock = support::clock_at("2026-11-21T20:00:00+08:00");
-    let fake = FakeRelativeClock::default();
-    let proxy = scripted_proxy(&upstream, clock.clone(), &fake, |c| {
-        c.limits.failure_backoff_ms = 0;
-    })
-    .await;
+    let (clock, _fake, proxy) = cut_answers_proxy(&upstream).await;
     let close_delimited = |body: &str| {
         format!(
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{body}"
@@ -652,12 +661,7 @@ async fn a_close_delimited_answer_cut_short_is_never_cached() {
 #[tokio::test]
 async fn a_cut_answer_is_never_kept_however_it_is_framed() {
     let upstream = Scripted::start().await;
-    let clock = support::clock_at("2026-11-21T20:00:00+08:00");
-    let fake = FakeRelativeClock::default();
-    let proxy = scripted_proxy(&upstream, clock.clone(), &fake, |c| {
-        c.limits.failure_backoff_ms = 0;
-    })
-    .await;
+    let (_clock, _fake, proxy) = cut_answers_proxy(&upstream).await;
     let answer = |status: &str, framing: &str, body: &str| {
         format!(
             "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{framing}Connection: close\r\n\r\n{body}"
