@@ -1,9 +1,17 @@
 //! When an answer's compressed representations are made: by the fill that stores it,
-//! for the coding of the client that started it ([`Want::Asked`]) or, for work no
-//! client waits on and the disk read that promotes a record, for the codings clients
-//! asked for lately ([`Want::Lately`]); else in the background after the first
-//! request that asks for one; always on the blocking pool, and only as many at once
-//! as there are cores.
+//! for the coding of the client that started it ([`Want::Asked`], a quick copy) or,
+//! for work no client waits on and the disk read that promotes a record, for the
+//! codings clients asked for lately ([`Want::Lately`]); else in the background after
+//! the first request that asks for one, or asks again for an answer that has only a
+//! quick copy; always on the blocking pool, and only as many at once as there are
+//! cores.
+//!
+//! A quick copy is the coding's fastest level (`Coding::compress_quick`): the client
+//! waiting on a miss gets it a third of the time sooner, and an answer never asked
+//! for again, as in a flood of new keys, never pays for the chosen level, as nginx
+//! compresses every response at its `gzip_comp_level` 1. The next request for the
+//! answer is served the quick copy and has the one at the chosen level made, which
+//! every request after it gets (docs/BENCHMARKS.md "The miss path").
 //!
 //! Making all three for every fill cost about 35 ms of CPU per large K-line and
 //! four times the fill time of the disk benchmark, for codings no client asked for
@@ -31,8 +39,9 @@ pub enum Want {
     /// Those clients chose within [`DEMAND_WINDOW`]: for work no client waits on
     /// (a background refresh, prewarming), so that the hits after it find them.
     Lately,
-    /// The one the client whose request started the fill takes, if any. Others
-    /// are made on the first hit that asks (`Compressor::start`): a flood of keys
+    /// The one the client whose request started the fill takes, if any, as a
+    /// quick copy. Others are made on the first hit that asks
+    /// (`Compressor::start`), as is this one at its chosen level: a flood of keys
     /// asked once by clients that take no coding compresses nothing, as nginx's
     /// `gzip` does not, where making every coding wanted lately cost a 10 KB miss
     /// more than the rest of it (docs/BENCHMARKS.md "The miss path").
@@ -81,9 +90,10 @@ impl Compressor {
         asked != 0 && now.saturating_sub(asked) <= DEMAND_WINDOW.as_secs()
     }
 
-    /// Makes the representations of `entry` that are wanted and not made yet, on the
-    /// blocking pool once a permit is free, and waits for them: the fill (and a disk
-    /// read's promotion) stores the entry with them, and its waiters get them.
+    /// Makes the representations of `entry` that are wanted and not made yet (the
+    /// one a client asked for as a quick copy), on the blocking pool once a permit
+    /// is free, and waits for them: the fill (and a disk read's promotion) stores
+    /// the entry with them, and its waiters get them.
     pub async fn make_wanted(&self, entry: &Arc<CachedBody>, want: Want) {
         if !entry.is_compressible() {
             return;
@@ -94,8 +104,9 @@ impl Compressor {
         };
         let missing: Vec<Coding> = Coding::ALL
             .into_iter()
-            .filter(|c| wanted(c) && entry.encoded_now(*c).is_none())
+            .filter(|c| wanted(c) && entry.encoded_now(*c).is_none() && !entry.has_quick(*c))
             .collect();
+        let quick = matches!(want, Want::Asked(_));
         if missing.is_empty() {
             return;
         }
@@ -107,7 +118,11 @@ impl Compressor {
         let made = tokio::task::spawn_blocking(move || {
             let _permit = permit;
             for coding in missing {
-                let _ = entry.encoded(coding);
+                if quick {
+                    entry.make_quick(coding);
+                } else {
+                    entry.make(coding);
+                }
             }
         })
         .await;
@@ -173,6 +188,54 @@ mod tests {
         let small = entry("{}");
         compressor.make_wanted(&small, Want::Lately).await;
         assert!(small.encoded_now(Coding::Zstd).is_none());
+    }
+
+    /// A fill a client waits on makes that client's coding as a quick copy (with a
+    /// validator of its own) and nothing else; the copy at the chosen level, made
+    /// when the answer is asked for again, replaces it, in what is served and in
+    /// what is weighed.
+    #[tokio::test]
+    async fn a_waiting_client_gets_a_quick_copy_until_the_answer_is_read_again() {
+        let compressor = Compressor::default();
+        let e = entry(&"{\"code\":\"600519\",\"price\":1712.5}".repeat(400));
+        compressor
+            .make_wanted(&e, Want::Asked(Some(Coding::Gzip)))
+            .await;
+        assert!(e.has_quick(Coding::Gzip));
+        assert!(
+            e.encoded_now(Coding::Gzip).is_none(),
+            "not at the chosen level"
+        );
+        assert!(e.copy(Coding::Zstd).is_none(), "only the coding asked for");
+        let (quick, etag) = e.copy(Coding::Gzip).expect("served the quick copy");
+        assert_eq!(quick, Coding::Gzip.compress_quick(&e.body).unwrap());
+        assert_eq!(etag, format!("\"{:016x}-gz1\"", e.hash()).as_str());
+        assert_eq!(e.bytes_held(), (e.body.len() + quick.len()) as u64);
+        // Asked again: nothing more to make now.
+        compressor
+            .make_wanted(&e, Want::Asked(Some(Coding::Gzip)))
+            .await;
+        assert!(!e.make_quick(Coding::Gzip));
+
+        let made = compressor.start(&e, Coding::Gzip).unwrap().await.unwrap();
+        assert!(made);
+        assert!(!e.has_quick(Coding::Gzip), "replaced");
+        let (chosen, etag) = e.copy(Coding::Gzip).unwrap();
+        assert_eq!(chosen, Coding::Gzip.compress(&e.body).unwrap());
+        assert_eq!(etag, format!("\"{:016x}-gz\"", e.hash()).as_str());
+        assert!(
+            chosen.len() < quick.len(),
+            "the chosen level is the smaller"
+        );
+        assert_eq!(e.bytes_held(), (e.body.len() + chosen.len()) as u64);
+        // Once the chosen level is made, no quick copy is made beside it.
+        assert!(!e.make_quick(Coding::Gzip));
+        // A body too small to compress gets none.
+        let small = entry("{}");
+        compressor
+            .make_wanted(&small, Want::Asked(Some(Coding::Gzip)))
+            .await;
+        assert!(small.copy(Coding::Gzip).is_none());
     }
 
     /// A request given the identity body has the coding made in the background.

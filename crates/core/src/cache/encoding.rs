@@ -43,6 +43,14 @@ const BROTLI_WINDOW: u32 = 22;
 /// takes 177 ms.
 const ZSTD_LEVEL: i32 = 6;
 
+/// The level of a quick copy, made for a client that waits on a fill: the fastest of
+/// each coding. On the 657 KB daily K-line, gzip 1 takes 2.6 ms where 4 takes 8.2,
+/// zstd 1 2.0 where 6 takes 8.6, brotli 1 6.7 where 4 takes 11.9 (the table in
+/// docs/BENCHMARKS.md "Compression levels"). An answer read again gets its copy at
+/// the chosen level in the background (`cache::compress`); one never read again, as
+/// in a flood of new keys, never pays for it.
+pub const QUICK_LEVEL: i32 = 1;
+
 impl Coding {
     /// Every coding, in the order of [`Coding::index`].
     pub const ALL: [Coding; 3] = [Coding::Gzip, Coding::Brotli, Coding::Zstd];
@@ -89,6 +97,22 @@ impl Coding {
         }
     }
 
+    /// `body` in this coding at [`QUICK_LEVEL`], for a client that waits on it.
+    pub fn compress_quick(self, body: &[u8]) -> Option<Bytes> {
+        self.compress_at(body, QUICK_LEVEL)
+    }
+
+    /// What a quick copy's ETag adds to the identity's hash: `"<hash>-gz1"`. A
+    /// quick copy and the one at the chosen level differ in their bytes, so they
+    /// never share a strong validator.
+    pub fn quick_etag_suffix(self) -> &'static str {
+        match self {
+            Coding::Gzip => "-gz1",
+            Coding::Brotli => "-br1",
+            Coding::Zstd => "-zst1",
+        }
+    }
+
     /// `body` in this coding at `level` (the measurement compares levels).
     pub fn compress_at(self, body: &[u8], level: i32) -> Option<Bytes> {
         let mut out = match self {
@@ -119,8 +143,9 @@ impl Coding {
 /// each answer, their first writes fault fresh pages in and their release hands the
 /// pages back to the kernel, which stops every other core to flush its TLB. That
 /// cost a miss flood of 10 KB answers more than the rest of the miss together
-/// (docs/BENCHMARKS.md "The miss path"). Only states at mdproxy's own level are
-/// kept; another level (the measurement's) gets a fresh one.
+/// (docs/BENCHMARKS.md "The miss path"). Only states at mdproxy's own levels (the
+/// chosen one and [`QUICK_LEVEL`]) are kept, each in a pool of its own; another
+/// level (the measurement's) gets a fresh one.
 struct Kept<T> {
     idle: Mutex<Vec<T>>,
 }
@@ -152,16 +177,35 @@ impl<T> Kept<T> {
 }
 
 static DEFLATE: Kept<flate2::Compress> = Kept::new();
+static DEFLATE_QUICK: Kept<flate2::Compress> = Kept::new();
 static ZSTD: Kept<zstd::bulk::Compressor<'static>> = Kept::new();
+static ZSTD_QUICK: Kept<zstd::bulk::Compressor<'static>> = Kept::new();
+
+/// The pool of kept deflate states at `level`, if it is one of ours.
+fn deflate_pool(level: u32) -> Option<&'static Kept<flate2::Compress>> {
+    match level {
+        GZIP_LEVEL => Some(&DEFLATE),
+        l if l as i32 == QUICK_LEVEL => Some(&DEFLATE_QUICK),
+        _ => None,
+    }
+}
+
+/// The pool of kept zstd contexts at `level`, if it is one of ours.
+fn zstd_pool(level: i32) -> Option<&'static Kept<zstd::bulk::Compressor<'static>>> {
+    match level {
+        ZSTD_LEVEL => Some(&ZSTD),
+        QUICK_LEVEL => Some(&ZSTD_QUICK),
+        _ => None,
+    }
+}
 
 /// `body` as a gzip member (RFC 1952) at `level`: the header `GzEncoder` writes
 /// (no name, no time, OS unknown), raw deflate from a kept state, CRC-32 and length.
 fn gzip(body: &[u8], level: u32) -> Option<Vec<u8>> {
     use flate2::{Compress, Compression, FlushCompress, Status};
-    let ours = level == GZIP_LEVEL;
-    let mut deflate = ours
-        .then(|| DEFLATE.take())
-        .flatten()
+    let pool = deflate_pool(level);
+    let mut deflate = pool
+        .and_then(Kept::take)
         .unwrap_or_else(|| Compress::new(Compression::new(level), false));
     // XFL: 2 for the slowest level, 4 for the fastest (as `GzEncoder` sets it).
     let xfl = match level {
@@ -189,23 +233,23 @@ fn gzip(body: &[u8], level: u32) -> Option<Vec<u8>> {
     out.extend_from_slice(&crc.sum().to_le_bytes());
     // ISIZE: the length modulo 2^32.
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    if ours {
+    if let Some(pool) = pool {
         deflate.reset();
-        DEFLATE.put(deflate);
+        pool.put(deflate);
     }
     Some(out)
 }
 
 /// `body` as a zstd frame at `level`, from a kept context.
 fn zstd(body: &[u8], level: i32) -> Option<Vec<u8>> {
-    let ours = level == ZSTD_LEVEL;
-    let mut context = match ours.then(|| ZSTD.take()).flatten() {
+    let pool = zstd_pool(level);
+    let mut context = match pool.and_then(Kept::take) {
         Some(context) => context,
         None => zstd::bulk::Compressor::new(level).ok()?,
     };
     let out = context.compress(body).ok()?;
-    if ours {
-        ZSTD.put(context);
+    if let Some(pool) = pool {
+        pool.put(context);
     }
     Some(out)
 }
@@ -265,7 +309,8 @@ mod tests {
         }
     }
 
-    /// A kept zstd context compresses one body after another as a fresh one does.
+    /// A kept zstd context compresses one body after another as a fresh one does,
+    /// at the chosen level and the quick one, whichever came before.
     #[test]
     fn a_kept_zstd_context_compresses_each_body_alone() {
         let long = "{\"success\":true,\"data\":[4,5,6]}".repeat(5000);
@@ -273,7 +318,27 @@ mod tests {
             let packed = Coding::Zstd.compress(body).unwrap();
             assert_eq!(packed, zstd::bulk::compress(body, ZSTD_LEVEL).unwrap());
             assert_eq!(decompress(Coding::Zstd, &packed), body);
+            let quick = Coding::Zstd.compress_quick(body).unwrap();
+            assert_eq!(quick, zstd::bulk::compress(body, QUICK_LEVEL).unwrap());
         }
+    }
+
+    /// A quick copy is the fastest level of its coding, decodes to the body, and
+    /// has a validator of its own.
+    #[test]
+    fn a_quick_copy_decodes_and_is_told_apart() {
+        let body = "{\"code\":\"600519\",\"price\":1712.5,\"volume\":31337}".repeat(300);
+        for coding in Coding::ALL {
+            let quick = coding.compress_quick(body.as_bytes()).unwrap();
+            assert_eq!(decompress(coding, &quick), body.as_bytes(), "{coding:?}");
+            assert_ne!(coding.quick_etag_suffix(), coding.etag_suffix());
+            assert!(coding.quick_etag_suffix().starts_with(coding.etag_suffix()));
+        }
+        let at_one = Coding::Gzip.compress_at(body.as_bytes(), 1).unwrap();
+        assert_eq!(
+            Coding::Gzip.compress_quick(body.as_bytes()).unwrap(),
+            at_one
+        );
     }
 
     /// Each coding round-trips to the body and is much smaller on repetitive JSON.

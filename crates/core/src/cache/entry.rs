@@ -2,7 +2,7 @@
 //! its validators and its compressed representations, and what it weighs in memory.
 //! Whether it is fresh is the policy's decision ([`CachedBody::lifetimes_under`]).
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -35,6 +35,9 @@ pub struct CachedBody {
     /// `cache::compress`). Boxed: it would triple the size of every value that
     /// carries an entry.
     encoded: Box<[Encoded; 3]>,
+    /// A copy at its coding's quick level, made for the client that waited on the
+    /// fill (`cache::compress`), until the copy at the chosen level replaces it.
+    quick: Mutex<Option<Box<Quick>>>,
     /// How long moka may keep it in memory (until its stale-if-error time).
     pub keep_for: Duration,
     /// Read from the cluster's shared store (another node's fill, or this node's
@@ -103,6 +106,7 @@ impl CachedBody {
                 etag: quoted_hex(hash, coding.etag_suffix()),
                 bytes: OnceLock::new(),
             })),
+            quick: Mutex::new(None),
             keep_for,
             shared: false,
             disk: false,
@@ -164,8 +168,57 @@ impl CachedBody {
                 made = true;
                 coding.compress(&self.body)
             });
+            // The copy at the chosen level replaces a quick one.
+            let mut quick = self.quick();
+            if quick.as_ref().is_some_and(|q| q.coding == coding) {
+                *quick = None;
+            }
         }
         made
+    }
+
+    /// Makes a copy in `coding` at its quick level, on the calling thread (the
+    /// blocking pool's), unless the body is too small or a copy in `coding` is made
+    /// (at either level); whether this call made it. One quick copy per entry: it is
+    /// for the client whose request started the fill.
+    pub fn make_quick(&self, coding: Coding) -> bool {
+        if !self.is_compressible() || self.encoded_now(coding).is_some() || self.has_quick(coding) {
+            return false;
+        }
+        let Some(bytes) = coding.compress_quick(&self.body) else {
+            return false;
+        };
+        let etag = quoted_hex(self.hash(), coding.quick_etag_suffix());
+        let mut quick = self.quick();
+        if quick.is_some() || self.encoded_now(coding).is_some() {
+            return false;
+        }
+        *quick = Some(Box::new(Quick {
+            coding,
+            bytes,
+            etag,
+        }));
+        true
+    }
+
+    /// Whether the copy in `coding` held is a quick one.
+    pub fn has_quick(&self, coding: Coding) -> bool {
+        self.quick().as_ref().is_some_and(|q| q.coding == coding)
+    }
+
+    /// The copy in `coding` a response carries, with its validator: the one at the
+    /// chosen level, else a quick one; `None` when neither is made.
+    pub fn copy(&self, coding: Coding) -> Option<(Bytes, HeaderValue)> {
+        if let Some(bytes) = self.encoded_now(coding) {
+            return Some((bytes.clone(), self.encoded[coding.index()].etag.clone()));
+        }
+        let quick = self.quick();
+        let quick = quick.as_ref().filter(|q| q.coding == coding)?;
+        Some((quick.bytes.clone(), quick.etag.clone()))
+    }
+
+    fn quick(&self) -> MutexGuard<'_, Option<Box<Quick>>> {
+        self.quick.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The representation in `coding` if it is made already (never compresses).
@@ -181,19 +234,16 @@ impl CachedBody {
             .count()
     }
 
-    /// Bytes of the body and of the compressed representations made so far.
+    /// Bytes of the body and of the compressed representations held (a quick one
+    /// too).
     pub fn bytes_held(&self) -> u64 {
         let copies: u64 = Coding::ALL
             .into_iter()
             .filter_map(|c| self.encoded_now(c))
             .map(|b| b.len() as u64)
             .sum();
-        self.body.len() as u64 + copies
-    }
-
-    /// The validator of the representation in `coding` (`None`: the identity body).
-    pub fn etag_of(&self, coding: Option<Coding>) -> &HeaderValue {
-        coding.map_or(&self.etag, |c| &self.encoded[c.index()].etag)
+        let quick = self.quick().as_ref().map_or(0, |q| q.bytes.len() as u64);
+        self.body.len() as u64 + copies + quick
     }
 
     /// Makes every compressed representation now, on the calling thread (tests and
@@ -213,6 +263,15 @@ struct Encoded {
     etag: HeaderValue,
     /// Its bytes, made once (`None` inside: the compressor failed).
     bytes: OnceLock<Option<Bytes>>,
+}
+
+/// A copy at its coding's quick level (`Coding::compress_quick`).
+#[derive(Debug)]
+struct Quick {
+    coding: Coding,
+    bytes: Bytes,
+    /// Its strong validator (`"<hash>-gz1"`, `-br1`, `-zst1`).
+    etag: HeaderValue,
 }
 
 /// Bookkeeping bytes counted per entry beside body and key (the `CachedBody`, its

@@ -218,7 +218,11 @@ fn cached(
     let coding = response::preferred(head, &answer.entry);
     if let Some(coding) = coding {
         store.compressor().note(coding);
-        if answer.entry.encoded_now(coding).is_none() {
+        // The fill made this client a quick copy; the copy at the chosen level is
+        // made when the answer is asked for again (`cache::compress`).
+        let just_filled =
+            answer.served.x_cache() == CacheStatus::Miss && answer.entry.has_quick(coding);
+        if answer.entry.encoded_now(coding).is_none() && !just_filled {
             store.make_soon(&valid.target, &answer.entry, coding);
         }
     }

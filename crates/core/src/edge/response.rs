@@ -208,15 +208,17 @@ pub fn answer(request: &Head<'_>, answer: &Answer, coding: Option<Coding>) -> Re
         lifetimes,
         now,
     } = answer;
-    let encoded = coding.and_then(|c| entry.encoded_now(c).map(|bytes| (c, bytes)));
-    let coding = encoded.map(|(c, _)| c);
-    let etag = entry.etag_of(coding);
+    let copy = coding.and_then(|c| entry.copy(c).map(|copy| (c, copy)));
+    let coding = copy.as_ref().map(|(c, _)| *c);
+    let (bytes, etag) = match copy {
+        Some((_, copy)) => copy,
+        None => (entry.body.clone(), entry.etag.clone()),
+    };
     let not_modified =
-        entry.status == 200 && request.if_none_match && not_modified(request.map, etag);
+        entry.status == 200 && request.if_none_match && not_modified(request.map, &etag);
     let mut response = if not_modified {
         empty(StatusCode::NOT_MODIFIED)
     } else {
-        let bytes = encoded.map_or(&entry.body, |(_, bytes)| bytes).clone();
         let mut r = Response::new(body::full(bytes));
         *r.status_mut() = StatusCode::from_u16(entry.status).unwrap_or(StatusCode::OK);
         r
@@ -228,7 +230,7 @@ pub fn answer(request: &Head<'_>, answer: &Answer, coding: Option<Coding>) -> Re
         x_cache(served.x_cache()),
         cache_status(*served, ttl),
         AGE.get(freshness::age_secs(*now, entry.fetched_at)),
-        etag.clone(),
+        etag,
         max_age(u64::try_from(ttl).unwrap_or(0)),
     ];
     // A 304 says nothing of an encoding (it has no body), only its validator.

@@ -281,28 +281,56 @@ async fn every_encoding_and_its_etag_follow_the_representation() {
 }
 
 /// A fill makes the coding the client that starts it takes, before the answer is
-/// stored: the very first answer is compressed. Codings that client does not take
-/// are not made by it, even when other clients asked for them lately.
+/// stored: the very first answer is compressed, at the coding's quick level, with a
+/// validator of its own. The next request has the copy at the chosen level made,
+/// which replaces it. Codings that client does not take are not made by it, even
+/// when other clients asked for them lately.
 #[tokio::test]
 async fn a_fill_makes_the_coding_its_clients_ask_for() {
     use mdproxy_core::cache::encoding::Coding;
     let env = support::start().await;
     let target = "/stock/kline?code=000001&period=day&fqt=post";
-    let first = env
-        .get_with(target, &[("accept-encoding", "gzip, deflate, br, zstd")])
-        .await;
+    let accept = [("accept-encoding", "gzip, deflate, br, zstd")];
+    let first = env.get_with(target, &accept).await;
     assert_eq!(header(&first, "x-cache"), "MISS");
     assert_eq!(header(&first, "content-encoding"), "zstd");
+    let quick_etag = header(&first, "etag");
+    assert!(quick_etag.ends_with("-zst1\""), "{quick_etag}");
     let packed = first.bytes().await.unwrap();
     let store = env.proxy.state().cache().store();
     let key = store.keys().pop().expect("the answer is stored");
     let entry = store.get(&key).await.unwrap();
-    assert_eq!(entry.encoded_now(Coding::Zstd), Some(&packed));
-    assert!(entry.encoded_now(Coding::Gzip).is_none(), "no client asked");
-    assert!(
-        entry.encoded_now(Coding::Brotli).is_none(),
-        "no client asked"
+    assert_eq!(
+        entry.copy(Coding::Zstd).map(|(b, _)| b),
+        Some(packed.clone())
     );
+    assert!(entry.has_quick(Coding::Zstd));
+    assert!(
+        entry.encoded_now(Coding::Zstd).is_none(),
+        "not asked again yet"
+    );
+    assert!(entry.copy(Coding::Gzip).is_none(), "no client asked");
+    assert!(entry.copy(Coding::Brotli).is_none(), "no client asked");
+    // Asked again: the chosen level is made, and served from then on.
+    // (`once_coded` on the validator's suffix: `zst1` for the quick copy, `zst`.)
+    let chosen = support::once_coded("zst", || async {
+        let r = env.get_with(target, &accept).await;
+        let tag = header(&r, "etag");
+        let suffix = tag
+            .trim_matches('"')
+            .split_once('-')
+            .map(|(_, s)| s.to_owned());
+        (suffix.unwrap_or_default(), r)
+    })
+    .await;
+    assert_eq!(header(&chosen, "x-cache"), "HIT");
+    let chosen = chosen.bytes().await.unwrap();
+    assert_eq!(
+        zstd::stream::decode_all(&chosen[..]).unwrap(),
+        zstd::stream::decode_all(&packed[..]).unwrap()
+    );
+    assert_eq!(entry.encoded_now(Coding::Zstd), Some(&chosen));
+    assert!(!entry.has_quick(Coding::Zstd), "replaced");
     // Another K-line, filled for a client that takes no coding, is stored as it
     // came, though zstd was asked lately: nothing is compressed for a key that no
     // client taking it may ever ask. The first that does has it made (and the

@@ -438,3 +438,29 @@ fn the_contract_lists_every_error_code_with_its_status() {
         );
     }
 }
+
+/// The contract names the validator of every representation (the quick copies'
+/// too), and the compression page the levels the code compresses at.
+#[test]
+fn the_compression_pages_name_the_codes_validators_and_levels() {
+    use mdproxy_core::cache::encoding::{Coding, QUICK_LEVEL};
+    let contract = read_repo("docs/http-contract.md");
+    let row = contract
+        .lines()
+        .find(|l| l.starts_with("| `ETag` |"))
+        .expect("the contract has an ETag row");
+    for coding in Coding::ALL {
+        for suffix in [coding.etag_suffix(), coding.quick_etag_suffix()] {
+            let tag = format!("\"<hash>{suffix}\"");
+            assert!(row.contains(&tag), "{tag} in {row}");
+        }
+    }
+    let levels = format!(
+        "gzip {}, brotli {}, zstd {}; quick copies at level {QUICK_LEVEL} of each.",
+        Coding::Gzip.level(),
+        Coding::Brotli.level(),
+        Coding::Zstd.level()
+    );
+    let page = read_repo("docs/compression.md");
+    assert!(page.contains(&levels), "docs/compression.md says {levels}");
+}
