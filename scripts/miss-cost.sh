@@ -3,6 +3,7 @@
 # first measure; req/s and the anchors are load-compare.sh's). Installs Debian's
 # valgrind and nghttp2-client when missing. A few minutes.
 #   REQUESTS=2000 KINDS=news-search,cpi-page,unlisted-code BIN=path scripts/miss-cost.sh
+#                                (also news-search-gz: the news search asked with gzip)
 #   KEEP=1                       keep the callgrind dumps (one per kind) to annotate
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -30,14 +30,9 @@ pub struct CachedBody {
     pub generation: u64,
     /// Strong validator of `body` (`"<xxh3 hex>"`).
     pub etag: HeaderValue,
-    /// The compressed representations, by [`Coding::index`]: each one's validator,
-    /// and its bytes, made once per entry when clients ask for that coding (see
-    /// `cache::compress`). Boxed: it would triple the size of every value that
-    /// carries an entry.
-    encoded: Box<[Encoded; 3]>,
-    /// A copy at its coding's quick level, made for the client that waited on the
-    /// fill (`cache::compress`), until the copy at the chosen level replaces it.
-    quick: Mutex<Option<Box<Quick>>>,
+    /// The compressed representations. Boxed: they would triple the size of every
+    /// value that carries an entry.
+    copies: Box<Copies>,
     /// How long moka may keep it in memory (until its stale-if-error time).
     pub keep_for: Duration,
     /// Read from the cluster's shared store (another node's fill, or this node's
@@ -102,11 +97,13 @@ impl CachedBody {
             lifetimes,
             generation,
             etag: quoted_hex(hash, ""),
-            encoded: Box::new(Coding::ALL.map(|coding| Encoded {
-                etag: quoted_hex(hash, coding.etag_suffix()),
-                bytes: OnceLock::new(),
-            })),
-            quick: Mutex::new(None),
+            copies: Box::new(Copies {
+                encoded: Coding::ALL.map(|coding| Encoded {
+                    etag: quoted_hex(hash, coding.etag_suffix()),
+                    bytes: OnceLock::new(),
+                }),
+                quick: Mutex::new(None),
+            }),
             keep_for,
             shared: false,
             disk: false,
@@ -126,7 +123,7 @@ impl CachedBody {
     /// Takes a representation in `coding` made before (read back from disk),
     /// unless one is already there.
     pub fn set_encoded(&mut self, coding: Coding, bytes: Bytes) {
-        let _ = self.encoded[coding.index()].bytes.set(Some(bytes));
+        let _ = self.copies.encoded[coding.index()].bytes.set(Some(bytes));
     }
 
     /// Its lifetimes under `policy`: as stored when it was filled under the policy's
@@ -164,7 +161,7 @@ impl CachedBody {
     pub fn make(&self, coding: Coding) -> bool {
         let mut made = false;
         if self.is_compressible() {
-            self.encoded[coding.index()].bytes.get_or_init(|| {
+            self.copies.encoded[coding.index()].bytes.get_or_init(|| {
                 made = true;
                 coding.compress(&self.body)
             });
@@ -210,7 +207,10 @@ impl CachedBody {
     /// chosen level, else a quick one; `None` when neither is made.
     pub fn copy(&self, coding: Coding) -> Option<(Bytes, HeaderValue)> {
         if let Some(bytes) = self.encoded_now(coding) {
-            return Some((bytes.clone(), self.encoded[coding.index()].etag.clone()));
+            return Some((
+                bytes.clone(),
+                self.copies.encoded[coding.index()].etag.clone(),
+            ));
         }
         let quick = self.quick();
         let quick = quick.as_ref().filter(|q| q.coding == coding)?;
@@ -218,12 +218,15 @@ impl CachedBody {
     }
 
     fn quick(&self) -> MutexGuard<'_, Option<Box<Quick>>> {
-        self.quick.lock().unwrap_or_else(PoisonError::into_inner)
+        self.copies
+            .quick
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The representation in `coding` if it is made already (never compresses).
     pub fn encoded_now(&self, coding: Coding) -> Option<&Bytes> {
-        self.encoded[coding.index()].bytes.get()?.as_ref()
+        self.copies.encoded[coding.index()].bytes.get()?.as_ref()
     }
 
     /// How many compressed representations are made (they are only ever added).
@@ -254,6 +257,17 @@ impl CachedBody {
             let _ = self.encoded(coding);
         }
     }
+}
+
+/// An entry's compressed representations.
+#[derive(Debug)]
+struct Copies {
+    /// By [`Coding::index`]: each one's validator, and its bytes, made once per
+    /// entry when clients ask for that coding (see `cache::compress`).
+    encoded: [Encoded; 3],
+    /// A copy at its coding's quick level, made for the client that waited on the
+    /// fill (`cache::compress`), until the copy at the chosen level replaces it.
+    quick: Mutex<Option<Box<Quick>>>,
 }
 
 /// One compressed representation.
