@@ -129,6 +129,49 @@ def memory(servers, kind):
     )
 
 
+class Busy(threading.Thread):
+    """The server's CPU time (every thread of its processes, from schedstat, in ns)
+    every millisecond from `start` to `end` (CLOCK_REALTIME): when in each tick the
+    server last worked, so a spread can be split into the server's part and what
+    came after its last work (bytes in its socket queues, waiting for the
+    receiving side)."""
+
+    SLOT = 0.001
+    BUSY_NS = 300_000  # a slot in which the server ran 0.3 ms or more is busy
+
+    def __init__(self, servers, kind, start, end):
+        super().__init__(daemon=True)
+        self.start_at, self.end_at = start, end
+        self.pids = [p for pid in servers for p in server_pids(pid, kind)]
+        self.slots = []  # (end of the slot, CPU ns in it)
+
+    def _now_ns(self):
+        total = 0
+        for pid in self.pids:
+            try:
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                        total += int(f.read().split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+        return total
+
+    def run(self):
+        while time.time() < self.start_at:
+            time.sleep(0.01)
+        before = self._now_ns()
+        while time.time() < self.end_at:
+            time.sleep(self.SLOT)
+            now = self._now_ns()
+            self.slots.append((time.time(), now - before))
+            before = now
+
+    def last_busy(self, lo, hi):
+        """The end of the last busy slot in [lo, hi], or None."""
+        busy = [t for t, ns in self.slots if lo <= t <= hi and ns >= self.BUSY_NS]
+        return busy[-1] if busy else None
+
+
 # --------------------------------------------------------------------------- HTTP/2
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -658,6 +701,10 @@ def run(args):
     t1 = t0 + args.window
     for _, parent in workers:
         parent.send(("window", t0, t1))
+    busy = None
+    if args.server_busy:
+        busy = Busy(args.pids, args.server, t0 - 0.5, t1 + args.grace)
+        busy.start()
     # Memory and CPU while the subscribers stream.
     samples = []
     while time.time() < t0:
@@ -694,6 +741,8 @@ def run(args):
         parent.send(("close",))
     for p, _ in workers:
         p.join(10)
+    if busy is not None:
+        busy.join()
     stop_pub.set()
     time.sleep(args.after)
     after_rss, after_pss, _ = memory(args.pids, args.server)
@@ -714,6 +763,7 @@ def run(args):
     complete = 0  # ticks every subscriber of their node had
     end = t1 + args.grace
     outliers = []  # ticks with a spread over 0.5 s: which, and how many subscribers were late
+    server_parts = []  # per tick: first arrival to the server's last busy slot, at most the spread
     timeline = []  # every tick in order: when it began (s into the window) and its spread
     for k in ticks:
         first_at = first_arrival[k]
@@ -733,11 +783,15 @@ def run(args):
         missed += len(ours) - reached
         complete += reached >= len(ours) > 0
         spreads.append(last - first_at)
+        if busy is not None:
+            done = busy.last_busy(first_at - 0.2, last + 0.2)
+            server_parts.append(min(max(0.0, (done or first_at) - first_at), last - first_at))
         timeline.append([round(first_at - t0, 3), round((last - first_at) * 1000, 1)])
         deliveries.append(reached)
         if last - first_at > 0.5:
             outliers.append({"tick": list(k), "at_s": round(first_at - t0, 2),
                              "spread_ms": round((last - first_at) * 1000, 1), "late_subscribers": late})
+    spreads_in_order = list(spreads)
     spreads.sort()
     lateness.sort()
     lags.sort()
@@ -754,6 +808,7 @@ def run(args):
         "h2_streams_per_connection": args.h2,
         "codes_per_subscriber": args.codes if args.server == "mdproxy" else None,
         "window_secs": args.window,
+        "window_start_unix": t0,
         "driver_processes": procs,
         "streaming": streaming,
         "connect_secs": round(connected_secs, 1),
@@ -787,6 +842,16 @@ def run(args):
         # How long after the kernel received the bytes the driver read them: what a
         # driver timing its own reads would have added to each arrival.
         "driver_read_lag_ms": {"p50": ms(pct(lags, 0.5)), "p99": ms(pct(lags, 0.99))},
+        # With --server-busy: per tick, the first arrival to the server's last busy
+        # millisecond (its part of the spread), and the rest of the spread, when the
+        # server no longer ran and its bytes waited in socket queues for the receiving
+        # side (one driver on this machine, not subscribers on machines of their own).
+        "server_part_ms": None if busy is None else {
+            "p50": ms(pct(sorted(server_parts), 0.5)), "p99": ms(pct(sorted(server_parts), 0.99)),
+            "max": ms(max(server_parts, default=None))},
+        "after_server_ms": None if busy is None else {
+            "p50": ms(pct(sorted(sp - pp for sp, pp in zip(spreads_in_order, server_parts)), 0.5)),
+            "max": ms(max((sp - pp for sp, pp in zip(spreads_in_order, server_parts)), default=None))},
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "loadavg": open("/proc/loadavg").read().split()[:3],
     }
@@ -923,6 +988,8 @@ def main():
                    help="HTTP/2 (prior knowledge): this many subscribers' streams on each connection; 0: HTTP/1.1")
     r.add_argument("--driver-nice", type=int, default=0,
                    help="niceness of the driver processes (scripts/fanout.sh gives 19)")
+    r.add_argument("--server-busy", action="store_true",
+                   help="sample the server's CPU every millisecond: its part of each tick's spread")
     r.add_argument("--lazy-ms", type=float, default=5, help="pause between epoll rounds (batches reads)")
     r.add_argument("--publish-url")
     r.add_argument("--publish-source")

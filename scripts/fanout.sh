@@ -27,6 +27,9 @@
 # H2=100: mdproxy's subscribers over HTTP/2 (prior knowledge, h2c), that many
 # streams on each connection (as a browser's tabs share one; at most
 # server.h2_max_streams, 128 by default), so N is not bound by descriptors.
+# SERVER_BUSY=1: the server's CPU (nginx: its workers') is sampled every millisecond (from schedstat), and
+# each tick's spread split into the server's part (first arrival to its last busy
+# millisecond) and what came after it (server_part_ms, after_server_ms).
 # HEAPTRACK=1: mdproxy (system allocator) runs under heaptrack (installed when
 # missing) and its biggest live allocation sites at the heap's peak are printed
 # per subscriber (use a small N: heaptrack slows it down; the spread then means little).
@@ -62,6 +65,8 @@ if ! command -v nginx >/dev/null || [ ! -f /usr/lib/nginx/modules/ngx_nchan_modu
     { apt-get update -qq && apt-get install -y -qq nginx-light libnginx-mod-nchan >/dev/null; }
 fi
 
+busy=()
+[ -n "${SERVER_BUSY:-}" ] && busy=(--server-busy)
 allocator=${ALLOCATOR:-jemalloc}
 if [ -n "${HEAPTRACK:-}" ]; then
   allocator=system # heaptrack sees malloc, not jemalloc's own entry points
@@ -165,7 +170,7 @@ TOML
           --port "$(IFS=,; echo "${ports[*]}")" --n "$n" --h2 "$h2" \
           --codes-file "$work/codes.txt" --codes "$codes" --window "$window" --out "$results" \
           --per-process "${PER_PROCESS:-10000}" --connect-rate "${CONNECT_RATE:-3000}" \
-          --driver-nice "${DRIVER_NICE:-19}" \
+          --driver-nice "${DRIVER_NICE:-19}" "${busy[@]}" \
           --request 'GET /api/v1/stock/indicator/realtime/sse?codes={codes}&pz=20 HTTP/1.1\r\nHost: fanout\r\nAuthorization: Bearer fanout-token\r\n\r\n'
         for p in "${node_pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
         if [ -n "${HEAPTRACK:-}" ]; then
@@ -213,7 +218,7 @@ NGINX
         python3 scripts/fanout.py run --server nchan --pid "$pid" --port "$port" --n "$n" \
           --window "$window" --out "$results" \
           --per-process "${PER_PROCESS:-10000}" --connect-rate "${CONNECT_RATE:-3000}" \
-          --driver-nice "${DRIVER_NICE:-19}" \
+          --driver-nice "${DRIVER_NICE:-19}" "${busy[@]}" \
           --publish-url "http://127.0.0.1:$port/pub" \
           --publish-source "http://127.0.0.1:$sim_port/api/v1/stock/list?codes=$publish_codes" \
           --publish-token sim-secret \
