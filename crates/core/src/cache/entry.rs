@@ -2,6 +2,7 @@
 //! its validators and its compressed representations, and what it weighs in memory.
 //! Whether it is fresh is the policy's decision ([`CachedBody::lifetimes_under`]).
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -103,6 +104,7 @@ impl CachedBody {
                     bytes: OnceLock::new(),
                 }),
                 quick: Mutex::new(None),
+                started: AtomicU8::new(0),
             }),
             keep_for,
             shared: false,
@@ -198,6 +200,13 @@ impl CachedBody {
         true
     }
 
+    /// Claims the background compression of `coding` for the caller: true for the
+    /// first claim of the entry's life, false after it.
+    pub fn claim_making(&self, coding: Coding) -> bool {
+        let bit = 1 << coding.index();
+        self.copies.started.fetch_or(bit, Ordering::Relaxed) & bit == 0
+    }
+
     /// Whether the copy in `coding` held is a quick one.
     pub fn has_quick(&self, coding: Coding) -> bool {
         self.quick().as_ref().is_some_and(|q| q.coding == coding)
@@ -240,13 +249,22 @@ impl CachedBody {
     /// Bytes of the body and of the compressed representations held (a quick one
     /// too).
     pub fn bytes_held(&self) -> u64 {
+        self.settled_bytes() + self.quick_bytes()
+    }
+
+    /// Bytes of the body and of the copies at the chosen levels: what it holds
+    /// once a quick copy is let go.
+    fn settled_bytes(&self) -> u64 {
         let copies: u64 = Coding::ALL
             .into_iter()
             .filter_map(|c| self.encoded_now(c))
             .map(|b| b.len() as u64)
             .sum();
-        let quick = self.quick().as_ref().map_or(0, |q| q.bytes.len() as u64);
-        self.body.len() as u64 + copies + quick
+        self.body.len() as u64 + copies
+    }
+
+    fn quick_bytes(&self) -> u64 {
+        self.quick().as_ref().map_or(0, |q| q.bytes.len() as u64)
     }
 
     /// Makes every compressed representation now, on the calling thread (tests and
@@ -268,6 +286,10 @@ struct Copies {
     /// A copy at its coding's quick level, made for the client that waited on the
     /// fill (`cache::compress`), until the copy at the chosen level replaces it.
     quick: Mutex<Option<Box<Quick>>>,
+    /// By [`Coding::index`], a bit: a background compression was started for
+    /// that coding (`Compressor::start`), so requests that find the copy missing
+    /// meanwhile start no other.
+    started: AtomicU8,
 }
 
 /// One compressed representation.
@@ -298,6 +320,13 @@ const ENTRY_OVERHEAD: u64 = 640;
 /// store weigh the entry again (`Cache::make_soon`).
 pub fn weight(key: &str, value: &CachedBody) -> u64 {
     key.len() as u64 + value.bytes_held() + ENTRY_OVERHEAD
+}
+
+/// [`weight`] without a quick copy, which gives way to a smaller one: what decides
+/// whether an answer is small enough to keep (a quick gzip copy is half again the
+/// size of the chosen level's, and must not keep out an answer that fits).
+pub fn settled_weight(key: &str, value: &CachedBody) -> u64 {
+    key.len() as u64 + value.settled_bytes() + ENTRY_OVERHEAD
 }
 
 #[cfg(test)]

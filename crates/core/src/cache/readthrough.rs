@@ -64,6 +64,19 @@ pub enum Served {
 }
 
 impl Served {
+    /// Whether the answer was just filled for this request (fetched, read from the
+    /// shared store or the disk, or waited on): its fill made the copies it has.
+    pub fn filled(self) -> bool {
+        matches!(
+            self,
+            Served::Stored
+                | Served::RefetchedStale
+                | Served::Collapsed
+                | Served::Shared
+                | Served::Disk
+        )
+    }
+
     /// The `X-Cache` status.
     pub fn x_cache(self) -> CacheStatus {
         match self {

@@ -19,7 +19,7 @@ use crate::cache::compress::{Compressor, Want};
 use crate::cache::disk::Disk;
 use crate::cache::doorkeeper::Doorkeeper;
 use crate::cache::encoding::Coding;
-use crate::cache::entry::{CachedBody, weight};
+use crate::cache::entry::{CachedBody, settled_weight, weight};
 use crate::cache::flight::{Ending, Filled, Flights};
 use crate::cache::freshness::Policy;
 use crate::cache::hot::{Found, Hot};
@@ -115,7 +115,7 @@ impl Inner {
             disk.put(key, entry, since);
         }
         let weight = weight(key, entry);
-        if weight <= self.max_entry {
+        if settled_weight(key, entry) <= self.max_entry {
             self.entries.insert(key.to_owned(), Arc::clone(entry)).await;
             self.hot.changed(key);
             self.settle(weight).await;

@@ -220,8 +220,7 @@ fn cached(
         store.compressor().note(coding);
         // The fill made this client a quick copy; the copy at the chosen level is
         // made when the answer is asked for again (`cache::compress`).
-        let just_filled =
-            answer.served.x_cache() == CacheStatus::Miss && answer.entry.has_quick(coding);
+        let just_filled = answer.served.filled() && answer.entry.has_quick(coding);
         if answer.entry.encoded_now(coding).is_none() && !just_filled {
             store.make_soon(&valid.target, &answer.entry, coding);
         }
