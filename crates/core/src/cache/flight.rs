@@ -1,12 +1,18 @@
 //! Single flight per key: the fills under way, in a map sharded by key whose locks
 //! are short, synchronous and never held across an await. Concurrent fills of one
-//! key share one future; what a fill does is the store's business.
+//! key share one future, driven by its callers and handed to a task of its own
+//! only when the one that started it goes away; what a fill does is the store's
+//! business.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::hash::BuildHasher;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 
 use futures_util::future::{BoxFuture, Shared};
+use tokio_util::task::TaskTracker;
 
 use crate::cache::entry::CachedBody;
 use crate::telemetry::Link;
@@ -90,6 +96,58 @@ impl Flights {
     /// Whether a fill of `key` is under way.
     pub fn contains(&self, key: &str) -> bool {
         self.shard(key).contains_key(key)
+    }
+}
+
+/// The starting caller's wait on its flight: the fill runs on that caller's task,
+/// with no task of its own, while the caller waits for it (a miss then crosses one
+/// task fewer: no spawn, no hand-over of the answer). Dropped before the fill ends
+/// (a client gone, a request timed out), it hands the fill to a task of `tracker`,
+/// so a fill once started always ends: its answer is kept, the upstream's reply is
+/// read, and the flight leaves the map for the callers that joined it.
+pub struct Driven {
+    flight: Flight,
+    tracker: TaskTracker,
+    done: bool,
+}
+
+impl Driven {
+    /// The wait of the caller that started `flight`.
+    pub fn new(flight: Flight, tracker: TaskTracker) -> Driven {
+        Driven {
+            flight,
+            tracker,
+            done: false,
+        }
+    }
+}
+
+impl Future for Driven {
+    type Output = Result<Filled, FetchError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let polled = Pin::new(&mut self.flight).poll(cx);
+        self.done = polled.is_ready();
+        polled
+    }
+}
+
+impl Drop for Driven {
+    fn drop(&mut self) {
+        // Output taken (`done`) or made for a caller that joined: nothing to drive.
+        if self.done || self.flight.peek().is_some() {
+            return;
+        }
+        // Outside a runtime (it is being torn down) there is nothing to run it on.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let flight = self.flight.clone();
+            self.tracker.spawn_on(
+                async move {
+                    let _ = flight.await;
+                },
+                &runtime,
+            );
+        }
     }
 }
 

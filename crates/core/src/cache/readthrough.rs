@@ -549,8 +549,8 @@ impl ReadThrough {
     }
 
     /// [`fill`](Self::fill) on behalf of a client request: its ID and trace
-    /// (`context`) go with the fill into its own task and on to the upstream, and
-    /// its answer is stored with the copies `want` names.
+    /// (`context`) go with the fill's work, on whichever task runs it, and on to the
+    /// upstream, and its answer is stored with the copies `want` names.
     async fn fill_for(
         &self,
         policy: &Arc<Policy>,

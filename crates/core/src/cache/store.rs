@@ -20,7 +20,7 @@ use crate::cache::disk::Disk;
 use crate::cache::doorkeeper::Doorkeeper;
 use crate::cache::encoding::Coding;
 use crate::cache::entry::{CachedBody, settled_weight, weight};
-use crate::cache::flight::{Ending, Filled, Flights};
+use crate::cache::flight::{Driven, Ending, Filled, Flights};
 use crate::cache::freshness::Policy;
 use crate::cache::hot::{Found, Hot};
 use crate::cache::purge::Purge;
@@ -85,7 +85,8 @@ struct Inner {
     hot: Arc<Hot>,
     /// Fills under way, by key.
     flights: Arc<Flights>,
-    /// Fills run as tasks of the application's tracker, awaited at shutdown.
+    /// Fills whose starting caller went away finish as tasks of the application's
+    /// tracker, awaited at shutdown.
     tracker: TaskTracker,
     /// Largest weight cached (see [`MAX_ENTRY_SHARE`]).
     max_entry: u64,
@@ -506,8 +507,10 @@ impl Cache {
     /// Fills `key` through one upstream request shared by every concurrent caller.
     ///
     /// The first caller of a key starts a flight that later callers join (no lock is
-    /// held across an await). The flight's work runs in its own task: a caller that
-    /// goes away does not cancel the request the others wait on. It first looks at
+    /// held across an await). The flight's work runs on the starting caller's task
+    /// while it waits, and on a task of its own once that caller goes away
+    /// ([`Driven`]): a caller that goes away does not cancel the request the others
+    /// wait on. It first looks at
     /// what the store holds and uses it when `usable` says it will do: that closes
     /// the race where another fill landed between a caller's lookup and its flight
     /// (a flight ends only after its answer is stored). A successful body is stored
@@ -572,23 +575,22 @@ impl Cache {
                     fetched: true,
                 })
             };
-            let tracker = self.inner.tracker.clone();
-            // Spawned when first polled: the starting caller polls it at once.
-            let flight = async move {
-                tracker
-                    .spawn(work.instrument(span))
-                    .await
-                    .unwrap_or_else(|e| {
-                        tracing::error!(error = %e, "cache fill task failed");
+            // Run by the callers that wait on it (`Driven`): a fill that panics
+            // fails them all, as a task of its own would have, and ends its flight.
+            let flight = std::panic::AssertUnwindSafe(work.instrument(span))
+                .catch_unwind()
+                .map(|ended| {
+                    ended.unwrap_or_else(|_| {
+                        tracing::error!("cache fill panicked");
                         Err(FetchError::Unreachable)
                     })
-            }
-            .boxed()
-            .shared();
+                })
+                .boxed()
+                .shared();
             (flight, link)
         });
         let result = if leader {
-            flight.await
+            Driven::new(flight, self.inner.tracker.clone()).await
         } else {
             flight.instrument(crate::telemetry::wait_span(&link)).await
         };

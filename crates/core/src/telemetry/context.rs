@@ -1,7 +1,7 @@
 //! Request correlation toward the upstream: the request ID and the W3C trace context
 //! (`traceparent`) of the client request that caused an upstream request, carried in
-//! a task-local from the edge to the upstream client (through the single flight's
-//! own task), so the upstream's logs can be matched with ours.
+//! a task-local from the edge to the upstream client (with the single flight's
+//! work, on whichever task runs it), so the upstream's logs can be matched with ours.
 
 use std::future::Future;
 

@@ -101,8 +101,8 @@ pub fn record_response<B>(
     }
 }
 
-/// The span of a cache fill (the single flight's own task: the cluster lookup and
-/// the upstream fetch happen in it) and the link its waiters add to theirs.
+/// The span of a cache fill (the single flight's work: the cluster lookup and the
+/// upstream fetch happen in it) and the link its waiters add to theirs.
 pub fn fill_span(key: &str) -> (Span, Link) {
     if !is_on() {
         return (Span::none(), Link::default());

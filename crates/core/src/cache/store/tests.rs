@@ -79,6 +79,88 @@ async fn errors_reach_every_waiter_and_are_not_cached() {
     assert!(cache.get("k").await.is_none());
 }
 
+/// The fill runs on its starting caller's task; that caller dropped half-way (a
+/// client gone), the fill goes on in a task of the tracker: its answer is kept, the
+/// caller that joined it gets it, and the flight ends.
+#[tokio::test]
+async fn a_fill_whose_starter_goes_away_still_ends_and_is_kept() {
+    let tracker = TaskTracker::new();
+    let cache = Cache::new(16 * 1024 * 1024, tracker.clone());
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let (started, on_start) = tokio::sync::oneshot::channel::<()>();
+    let starter = {
+        let cache = cache.clone();
+        tokio::spawn(async move {
+            cache
+                .fill("k", |_| true, move || async move {
+                    let _ = started.send(());
+                    let _ = released.await;
+                    Ok(body("{\"success\":true,\"n\":1}"))
+                })
+                .await
+        })
+    };
+    on_start.await.unwrap();
+    let joined = {
+        let cache = cache.clone();
+        tokio::spawn(async move {
+            cache
+                .fill("k", |_| true, || async { unreachable!("the flight is under way") })
+                .await
+        })
+    };
+    // Both wait on the flight before the starter goes away.
+    until(|| cache.inner.flights.waiters("k") == 2).await;
+    starter.abort();
+    assert!(starter.await.unwrap_err().is_cancelled());
+    release.send(()).unwrap();
+    let (joined, role) = joined.await.unwrap();
+    assert_eq!(role, FillRole::Joined);
+    assert_eq!(&joined.unwrap().body[..], b"{\"success\":true,\"n\":1}");
+    assert!(cache.get("k").await.is_some(), "the answer is kept");
+    until(|| !cache.is_filling("k")).await;
+}
+
+/// With no other caller, the fill of a starter that went away still ends in the
+/// tracker's task (shutdown waits for it) and is kept.
+#[tokio::test]
+async fn a_fill_left_alone_finishes_on_the_tracker() {
+    let tracker = TaskTracker::new();
+    let cache = Cache::new(16 * 1024 * 1024, tracker.clone());
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let fill = cache.fill("k", |_| true, move || async move {
+        let _ = released.await;
+        Ok(body("{\"success\":true}"))
+    });
+    // Polled once (the fill starts and waits), then dropped.
+    let mut fill = Box::pin(fill);
+    assert!(futures_util::poll!(fill.as_mut()).is_pending());
+    drop(fill);
+    assert!(cache.is_filling("k"), "the flight goes on");
+    release.send(()).unwrap();
+    tracker.close();
+    tracker.wait().await;
+    assert!(!cache.is_filling("k"));
+    assert!(cache.get("k").await.is_some(), "the answer is kept");
+}
+
+/// A fill that panics fails the callers that wait on it, as a task of its own
+/// did, and its flight ends: the next caller starts a new one.
+#[tokio::test]
+async fn a_fill_that_panics_fails_its_waiters_and_ends() {
+    let cache = Cache::new(16 * 1024 * 1024, TaskTracker::new());
+    let (r, role) = cache
+        .fill("k", |_| true, || async { panic!("a bug in a fill") })
+        .await;
+    assert!(matches!(r, Err(FetchError::Unreachable)));
+    assert_eq!(role, FillRole::Leader);
+    assert!(!cache.is_filling("k"));
+    let (r, _) = cache
+        .fill("k", |_| true, || async { Ok(body("{\"success\":true}")) })
+        .await;
+    assert!(r.is_ok(), "a new flight after the panic");
+}
+
 /// Purges `key` as an operator does: the key itself, or a prefix of it.
 async fn purge(cache: &Cache, key: &str, by_prefix: bool) {
     if by_prefix {
