@@ -217,10 +217,11 @@ mod tests {
         assert_eq!(etag, format!("\"{:016x}-gz1\"", e.hash()).as_str());
         assert_eq!(e.bytes_held(), (e.body.len() + quick.len()) as u64);
         // Whether it is small enough to keep is judged without the quick copy.
-        use crate::cache::entry::{settled_weight, weight};
+        use crate::cache::entry::{QUICK_OVERHEAD, settled_weight, weight};
         assert_eq!(
-            settled_weight("k", &e) + quick.len() as u64,
-            weight("k", &e)
+            settled_weight("k", &e) + quick.len() as u64 + QUICK_OVERHEAD,
+            weight("k", &e),
+            "the quick copy weighs its bytes and its bookkeeping"
         );
         // Asked again: nothing more to make now.
         compressor

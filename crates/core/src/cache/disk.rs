@@ -407,7 +407,8 @@ impl Disk {
             s.stats.too_large.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let bytes = entry.bytes_held();
+        // A quick copy is never written: the record carries the settled copies.
+        let bytes = entry.settled_bytes();
         let queued = s.pending_bytes.fetch_add(bytes, Ordering::Relaxed);
         s.pending.fetch_add(1, Ordering::Relaxed);
         if queued + bytes > WRITE_QUEUE_BYTES.max(bytes)

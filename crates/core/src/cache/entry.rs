@@ -253,8 +253,8 @@ impl CachedBody {
     }
 
     /// Bytes of the body and of the copies at the chosen levels: what it holds
-    /// once a quick copy is let go.
-    fn settled_bytes(&self) -> u64 {
+    /// once a quick copy is let go, and what a disk record of it carries.
+    pub fn settled_bytes(&self) -> u64 {
         let copies: u64 = Coding::ALL
             .into_iter()
             .filter_map(|c| self.encoded_now(c))
@@ -265,6 +265,13 @@ impl CachedBody {
 
     fn quick_bytes(&self) -> u64 {
         self.quick().as_ref().map_or(0, |q| q.bytes.len() as u64)
+    }
+
+    /// What a quick copy weighs while it is held: its bytes and its bookkeeping.
+    fn quick_weight(&self) -> u64 {
+        self.quick()
+            .as_ref()
+            .map_or(0, |q| q.bytes.len() as u64 + QUICK_OVERHEAD)
     }
 
     /// Makes every compressed representation now, on the calling thread (tests and
@@ -315,11 +322,15 @@ struct Quick {
 /// an estimate that keeps many tiny entries from escaping the bound.
 const ENTRY_OVERHEAD: u64 = 640;
 
+/// Bookkeeping bytes of a quick copy beside its bytes, while it is held: its box,
+/// its validator's text and the bytes' shared header (an estimate).
+pub const QUICK_OVERHEAD: u64 = 128;
+
 /// What an entry holds in memory: key, body, the compressed representations made
 /// so far, bookkeeping. One made later (for a request, in the background) has the
 /// store weigh the entry again (`Cache::make_soon`).
 pub fn weight(key: &str, value: &CachedBody) -> u64 {
-    key.len() as u64 + value.bytes_held() + ENTRY_OVERHEAD
+    settled_weight(key, value) + value.quick_weight()
 }
 
 /// [`weight`] without a quick copy, which gives way to a smaller one: what decides

@@ -77,6 +77,12 @@ impl Served {
         )
     }
 
+    /// Whether a background refresh of the answer is under way: the entry served
+    /// is about to be replaced.
+    pub fn refreshing(self) -> bool {
+        matches!(self, Served::Revalidating)
+    }
+
     /// The `X-Cache` status.
     pub fn x_cache(self) -> CacheStatus {
         match self {

@@ -117,6 +117,60 @@ async fn stale_hits_are_served_at_once_and_refreshed_once() {
     assert_eq!(env.sim.hits("/market/indices"), 2);
 }
 
+/// A stale answer served while its refresh is under way gets no copy at the chosen
+/// level: the refresh makes it for the entry that replaces the stale one, which is
+/// then served with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_answer_being_refreshed_is_not_compressed_again() {
+    use mdproxy_core::cache::encoding::Coding;
+    let clock = support::clock_at(MONDAY_10_00);
+    let env = support::start_with(|_| {}, |_| {}, Some(clock.clone())).await;
+    let target = "/market/indices";
+    let accept = [("accept-encoding", "zstd")];
+    let first = env.get_with(target, &accept).await;
+    assert_eq!(
+        header(&first, "content-encoding"),
+        "zstd",
+        "big enough to compress"
+    );
+    assert!(header(&first, "etag").ends_with("-zst1\""));
+    let store = env.proxy.state().cache().store();
+    let key = store.keys().pop().expect("stored");
+    let stale_entry = store.get(&key).await.unwrap();
+    assert!(stale_entry.has_quick(Coding::Zstd));
+
+    env.sim.set_latency(Duration::from_millis(300));
+    clock.advance(Duration::from_secs(5)); // past 3 s fresh, inside the 6 s stale window
+    for _ in 0..3 {
+        let stale = env.get_with(target, &accept).await;
+        assert_eq!(header(&stale, "x-cache"), "STALE");
+        assert!(
+            header(&stale, "etag").ends_with("-zst1\""),
+            "the quick copy"
+        );
+    }
+    // The refresh lands with the copy at the chosen level made for it.
+    let mut hit = None;
+    for _ in 0..100 {
+        let r = env.get_with(target, &accept).await;
+        if header(&r, "x-cache") == "HIT" {
+            hit = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let hit = hit.expect("the refreshed answer arrives");
+    assert!(
+        header(&hit, "etag").ends_with("-zst\""),
+        "{}",
+        header(&hit, "etag")
+    );
+    assert!(
+        stale_entry.encoded_now(Coding::Zstd).is_none(),
+        "nothing was made for the entry being replaced"
+    );
+}
+
 /// With the upstream gone, every key cached before is still answered, marked STALE.
 #[tokio::test]
 async fn upstream_off_still_serves_every_cached_key() {

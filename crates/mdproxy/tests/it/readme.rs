@@ -463,4 +463,12 @@ fn the_compression_pages_name_the_codes_validators_and_levels() {
     );
     let page = read_repo("docs/compression.md");
     assert!(page.contains(&levels), "docs/compression.md says {levels}");
+    let weighed = format!(
+        "its bytes and\n{} bytes of bookkeeping",
+        mdproxy_core::cache::entry::QUICK_OVERHEAD
+    );
+    assert!(
+        page.contains(&weighed),
+        "docs/compression.md says {weighed:?}"
+    );
 }

@@ -92,11 +92,15 @@ async fn a_fill_whose_starter_goes_away_still_ends_and_is_kept() {
         let cache = cache.clone();
         tokio::spawn(async move {
             cache
-                .fill("k", |_| true, move || async move {
-                    let _ = started.send(());
-                    let _ = released.await;
-                    Ok(body("{\"success\":true,\"n\":1}"))
-                })
+                .fill(
+                    "k",
+                    |_| true,
+                    move || async move {
+                        let _ = started.send(());
+                        let _ = released.await;
+                        Ok(body("{\"success\":true,\"n\":1}"))
+                    },
+                )
                 .await
         })
     };
@@ -105,7 +109,11 @@ async fn a_fill_whose_starter_goes_away_still_ends_and_is_kept() {
         let cache = cache.clone();
         tokio::spawn(async move {
             cache
-                .fill("k", |_| true, || async { unreachable!("the flight is under way") })
+                .fill(
+                    "k",
+                    |_| true,
+                    || async { unreachable!("the flight is under way") },
+                )
                 .await
         })
     };
@@ -128,10 +136,14 @@ async fn a_fill_left_alone_finishes_on_the_tracker() {
     let tracker = TaskTracker::new();
     let cache = Cache::new(16 * 1024 * 1024, tracker.clone());
     let (release, released) = tokio::sync::oneshot::channel::<()>();
-    let fill = cache.fill("k", |_| true, move || async move {
-        let _ = released.await;
-        Ok(body("{\"success\":true}"))
-    });
+    let fill = cache.fill(
+        "k",
+        |_| true,
+        move || async move {
+            let _ = released.await;
+            Ok(body("{\"success\":true}"))
+        },
+    );
     // Polled once (the fill starts and waits), then dropped.
     let mut fill = Box::pin(fill);
     assert!(futures_util::poll!(fill.as_mut()).is_pending());
