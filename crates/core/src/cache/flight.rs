@@ -1,17 +1,18 @@
 //! Single flight per key: the fills under way, in a map sharded by key whose locks
 //! are short, synchronous and never held across an await. Concurrent fills of one
-//! key share one future, driven by its callers and handed to a task of its own
-//! only when the one that started it goes away; what a fill does is the store's
-//! business.
+//! key share one future, driven by the callers that wait on it and handed to a task
+//! of its own only when the one that started it goes away; what a fill does is the
+//! store's business.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::hash::BuildHasher;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 
-use futures_util::future::{BoxFuture, Shared};
+use futures_util::future::{BoxFuture, Shared, WeakShared};
 use tokio_util::task::TaskTracker;
 
 use crate::cache::entry::CachedBody;
@@ -33,13 +34,28 @@ pub type Flight = Shared<BoxFuture<'static, Result<Filled, FetchError>>>;
 /// for a hash map lookup and, for the first caller of a key, an insert.
 const SHARDS: usize = 64;
 
-/// One shard: the fills under way by key, each with the span its waiters link to.
-type Shard = HashMap<String, (Flight, Link)>;
+/// One fill in the map. The map holds it weakly: the callers that wait on it (and
+/// the task a fill is handed to) keep it alive, and a fill no one holds any more
+/// (dropped half-way as its runtime shuts down) is dropped with its work, whose
+/// [`Ending`] then takes it out of the map, instead of the map keeping it and the
+/// store it belongs to for good.
+struct Registered {
+    flight: WeakShared<BoxFuture<'static, Result<Filled, FetchError>>>,
+    /// The span its waiters link to.
+    link: Link,
+    /// Which fill of the key it is: only its own [`Ending`] takes it out.
+    id: u64,
+}
+
+/// One shard: the fills under way by key.
+type Shard = HashMap<String, Registered>;
 
 /// The fills under way, by key.
 pub struct Flights {
     hasher: foldhash::fast::RandomState,
     shards: Box<[Mutex<Shard>]>,
+    /// The next fill's [`Registered::id`].
+    next_id: AtomicU64,
 }
 
 impl Default for Flights {
@@ -47,6 +63,7 @@ impl Default for Flights {
         Flights {
             hasher: foldhash::fast::RandomState::default(),
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            next_id: AtomicU64::new(0),
         }
     }
 }
@@ -61,50 +78,71 @@ impl Flights {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The fill of `key` under way, or the one `start` makes, registered for the
-    /// callers that come while it runs; `true` when this caller started it; and the
-    /// link to the fill's span. `start` runs under the shard's lock: it must only
-    /// build the future (the work starts when the flight is first polled).
+    /// The fill of `key` under way, or the one `start` makes (given its id, for its
+    /// [`Ending`]), registered for the callers that come while it runs; `true` when
+    /// this caller started it; and the link to the fill's span. `start` runs under
+    /// the shard's lock: it must only build the future (the work starts when the
+    /// flight is first polled).
     pub fn join_or_start(
         &self,
         key: &str,
-        start: impl FnOnce() -> (Flight, Link),
+        start: impl FnOnce(u64) -> (Flight, Link),
     ) -> (Flight, bool, Link) {
         let mut shard = self.shard(key);
-        if let Some((flight, link)) = shard.get(key) {
-            return (flight.clone(), false, link.clone());
+        if let Some(registered) = shard.get(key)
+            && let Some(flight) = registered.flight.upgrade()
+        {
+            return (flight, false, registered.link.clone());
         }
-        let (flight, link) = start();
-        shard.insert(key.to_owned(), (flight.clone(), link.clone()));
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (flight, link) = start(id);
+        let weak = flight
+            .downgrade()
+            .expect("a flight not yet polled has not ended");
+        let registered = Registered {
+            flight: weak,
+            link: link.clone(),
+            id,
+        };
+        shard.insert(key.to_owned(), registered);
         (flight, true, link)
     }
 
-    /// Ends the flight of `key`: later callers start a new one.
-    pub fn end(&self, key: &str) {
-        self.shard(key).remove(key);
+    /// Ends the flight `id` of `key`, if it is still the one registered: later
+    /// callers start a new one.
+    pub fn end(&self, key: &str, id: u64) {
+        let mut shard = self.shard(key);
+        if shard.get(key).is_some_and(|r| r.id == id) {
+            shard.remove(key);
+        }
     }
 
-    /// How many callers wait on the fill of `key` now (the one that started it too).
+    /// How many wait on the fill of `key` now: its callers (the one that started
+    /// it too) and the task it was handed to, if its starter went away.
     pub fn waiters(&self, key: &str) -> usize {
         self.shard(key)
             .get(key)
-            .and_then(|(flight, _)| flight.strong_count())
-            // The map holds one of the clones.
+            .and_then(|r| r.flight.upgrade())
+            .and_then(|flight| flight.strong_count())
+            // Less the clone just upgraded.
             .map_or(0, |n| n.saturating_sub(1))
     }
 
     /// Whether a fill of `key` is under way.
     pub fn contains(&self, key: &str) -> bool {
-        self.shard(key).contains_key(key)
+        self.shard(key)
+            .get(key)
+            .is_some_and(|r| r.flight.upgrade().is_some())
     }
 }
 
-/// The starting caller's wait on its flight: the fill runs on that caller's task,
-/// with no task of its own, while the caller waits for it (a miss then crosses one
-/// task fewer: no spawn, no hand-over of the answer). Dropped before the fill ends
-/// (a client gone, a request timed out), it hands the fill to a task of `tracker`,
-/// so a fill once started always ends: its answer is kept, the upstream's reply is
-/// read, and the flight leaves the map for the callers that joined it.
+/// The starting caller's wait on its flight. A fill has no task of its own: the
+/// callers that wait on it drive it (whichever is polled when it can go on; the
+/// starter alone on a miss no one else asked, which then crosses one task fewer:
+/// no spawn, no hand-over of the answer). Dropped before the fill ends (a client
+/// gone), this hands the fill to a task of `tracker`, so a fill once started always
+/// ends: its answer is kept, the upstream's reply is read, and the flight leaves
+/// the map for the callers that joined it.
 pub struct Driven {
     flight: Flight,
     tracker: TaskTracker,
@@ -157,12 +195,13 @@ impl Drop for Driven {
 pub struct Ending {
     flights: Arc<Flights>,
     key: String,
+    id: u64,
 }
 
 impl Ending {
-    /// A guard that ends `key`'s flight in `flights`.
-    pub fn new(flights: Arc<Flights>, key: String) -> Ending {
-        Ending { flights, key }
+    /// A guard that ends the flight `id` of `key` in `flights`.
+    pub fn new(flights: Arc<Flights>, key: String, id: u64) -> Ending {
+        Ending { flights, key, id }
     }
 
     /// The key whose flight it ends.
@@ -173,7 +212,7 @@ impl Ending {
 
 impl Drop for Ending {
     fn drop(&mut self) {
-        self.flights.end(&self.key);
+        self.flights.end(&self.key, self.id);
     }
 }
 
@@ -192,27 +231,58 @@ mod tests {
     #[test]
     fn one_flight_per_key_until_it_ends() {
         let flights = Flights::default();
-        let (_, first, _) = flights.join_or_start("a", || ready(1));
-        let (_, second, _) = flights.join_or_start("a", || unreachable!("a is under way"));
-        let (_, other, _) = flights.join_or_start("b", || ready(2));
+        let (_a, first, _) = flights.join_or_start("a", |_| ready(1));
+        let (_joined, second, _) = flights.join_or_start("a", |_| unreachable!("a is under way"));
+        let (_b, other, _) = flights.join_or_start("b", |_| ready(2));
         assert!(first && !second && other);
         assert!(flights.contains("a"));
-        flights.end("a");
+        assert_eq!(flights.waiters("a"), 2);
+        flights.end("a", 0);
         assert!(!flights.contains("a"));
-        let (_, again, _) = flights.join_or_start("a", || ready(3));
+        let (_again, again, _) = flights.join_or_start("a", |_| ready(3));
         assert!(again, "a new flight after the end");
+        flights.end("a", 0);
+        assert!(
+            flights.contains("a"),
+            "an earlier flight's end leaves the new one"
+        );
     }
 
     #[test]
     fn the_guard_ends_the_flight_even_when_the_work_is_dropped() {
         let flights = Arc::new(Flights::default());
-        let _ = flights.join_or_start("k", || ready(1));
-        let guard = Ending::new(Arc::clone(&flights), "k".into());
+        let (_flight, _, _) = flights.join_or_start("k", |_| ready(1));
+        let guard = Ending::new(Arc::clone(&flights), "k".into(), 0);
         let work = async move {
             let _guard = guard;
             std::future::pending::<()>().await;
         };
         drop(work);
         assert!(!flights.contains("k"));
+    }
+
+    /// The map does not keep a fill alive: once no caller (nor a task it was handed
+    /// to) holds it, its work is dropped, and its guard takes it out of the map. A
+    /// map that held it would have kept it, and the store its work holds, for good.
+    #[test]
+    fn a_flight_no_one_holds_is_dropped_with_its_work() {
+        let flights = Arc::new(Flights::default());
+        let (flight, _, _) = flights.join_or_start("k", |id| {
+            let ending = Ending::new(Arc::clone(&flights), "k".into(), id);
+            let work = async move {
+                let _ending = ending;
+                std::future::pending::<Result<Filled, FetchError>>().await
+            };
+            (work.boxed().shared(), Link::default())
+        });
+        assert!(flights.contains("k"));
+        drop(flight);
+        assert!(!flights.contains("k"));
+        assert!(flights.shard("k").is_empty(), "its entry is gone");
+        assert_eq!(
+            Arc::strong_count(&flights),
+            1,
+            "the work and its guard are gone"
+        );
     }
 }

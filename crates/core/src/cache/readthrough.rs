@@ -77,8 +77,8 @@ impl Served {
         )
     }
 
-    /// Whether a background refresh of the answer is under way: the entry served
-    /// is about to be replaced.
+    /// Whether a fill of the key is under way (a background refresh, or another
+    /// request's): the entry served is about to be replaced, unless it fails.
     pub fn refreshing(self) -> bool {
         matches!(self, Served::Revalidating)
     }

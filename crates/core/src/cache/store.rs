@@ -507,8 +507,8 @@ impl Cache {
     /// Fills `key` through one upstream request shared by every concurrent caller.
     ///
     /// The first caller of a key starts a flight that later callers join (no lock is
-    /// held across an await). The flight's work runs on the starting caller's task
-    /// while it waits, and on a task of its own once that caller goes away
+    /// held across an await). The flight's work is driven by the callers that wait
+    /// on it, and by a task of its own once the caller that started it goes away
     /// ([`Driven`]): a caller that goes away does not cancel the request the others
     /// wait on. It first looks at
     /// what the store holds and uses it when `usable` says it will do: that closes
@@ -544,12 +544,12 @@ impl Cache {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
     {
-        let (flight, leader, link) = self.inner.flights.join_or_start(key, || {
+        let (flight, leader, link) = self.inner.flights.join_or_start(key, |id| {
             // The fill's span, a child of the starting caller's (a request's, or
             // none for background work); later callers' waits link to it.
             let (span, link) = crate::telemetry::fill_span(key);
             let inner = Arc::clone(&self.inner);
-            let ending = Ending::new(Arc::clone(&self.inner.flights), key.to_owned());
+            let ending = Ending::new(Arc::clone(&self.inner.flights), key.to_owned(), id);
             // Before the fetch: a purge made after it covers the answer.
             let since = Stamp::now();
             // Boxed: the fetch's state (the upstream client's futures, several KB)

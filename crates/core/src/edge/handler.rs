@@ -219,13 +219,13 @@ fn cached(
     if let Some(coding) = coding {
         store.compressor().note(coding);
         // The fill made this client a quick copy; the copy at the chosen level is
-        // made when the answer is asked for again (`cache::compress`). A stale
-        // answer whose refresh is under way gets none: the refresh makes the
-        // codings asked for lately, this one among them, for the entry that
-        // replaces it.
-        let just_filled = answer.served.filled() && answer.entry.has_quick(coding);
-        if answer.entry.encoded_now(coding).is_none() && !just_filled && !answer.served.refreshing()
-        {
+        // made when the answer is asked for again (`cache::compress`). Nor is it
+        // made for a stale answer with a quick copy while a fill of its key is
+        // under way: the fill's entry replaces it (a refresh makes the codings
+        // asked for lately); until it does, the quick copy serves.
+        let quick_will_do = answer.entry.has_quick(coding)
+            && (answer.served.filled() || answer.served.refreshing());
+        if answer.entry.encoded_now(coding).is_none() && !quick_will_do {
             store.make_soon(&valid.target, &answer.entry, coding);
         }
     }

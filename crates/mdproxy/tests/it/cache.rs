@@ -117,9 +117,9 @@ async fn stale_hits_are_served_at_once_and_refreshed_once() {
     assert_eq!(env.sim.hits("/market/indices"), 2);
 }
 
-/// A stale answer served while its refresh is under way gets no copy at the chosen
-/// level: the refresh makes it for the entry that replaces the stale one, which is
-/// then served with it.
+/// A stale answer with a quick copy, served while its refresh is under way, gets
+/// no copy at the chosen level: the refresh makes it for the entry that replaces
+/// the stale one, which is then served with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_answer_being_refreshed_is_not_compressed_again() {
     use mdproxy_core::cache::encoding::Coding;
@@ -139,7 +139,9 @@ async fn a_stale_answer_being_refreshed_is_not_compressed_again() {
     let stale_entry = store.get(&key).await.unwrap();
     assert!(stale_entry.has_quick(Coding::Zstd));
 
-    env.sim.set_latency(Duration::from_millis(300));
+    // The refresh takes 1 s (the tests' upstream timeout is 2 s): the stale
+    // requests below all come while it runs.
+    env.sim.set_latency(Duration::from_secs(1));
     clock.advance(Duration::from_secs(5)); // past 3 s fresh, inside the 6 s stale window
     for _ in 0..3 {
         let stale = env.get_with(target, &accept).await;
@@ -151,7 +153,7 @@ async fn a_stale_answer_being_refreshed_is_not_compressed_again() {
     }
     // The refresh lands with the copy at the chosen level made for it.
     let mut hit = None;
-    for _ in 0..100 {
+    for _ in 0..200 {
         let r = env.get_with(target, &accept).await;
         if header(&r, "x-cache") == "HIT" {
             hit = Some(r);

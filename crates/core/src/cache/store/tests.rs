@@ -121,6 +121,11 @@ async fn a_fill_whose_starter_goes_away_still_ends_and_is_kept() {
     until(|| cache.inner.flights.waiters("k") == 2).await;
     starter.abort();
     assert!(starter.await.unwrap_err().is_cancelled());
+    assert_eq!(
+        tracker.len(),
+        1,
+        "the fill was handed to a task of the tracker"
+    );
     release.send(()).unwrap();
     let (joined, role) = joined.await.unwrap();
     assert_eq!(role, FillRole::Joined);
