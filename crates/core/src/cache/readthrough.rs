@@ -18,13 +18,13 @@ use crate::cache::disk::Pattern;
 use crate::cache::encoding::Coding;
 use crate::cache::entry::CachedBody;
 use crate::cache::failures::{Backoff, Failures};
+pub use crate::cache::flight::{ClientFill, FillTask};
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
 use crate::cache::purge::Purge;
 use crate::cache::store::{Cache, FillRole, Unheld};
 use crate::cache::tier::{Fill, Tiers};
 use crate::logging::Throttle;
 use crate::stats::CacheStatus;
-use crate::telemetry::context::Context;
 use crate::upstream::budget::Priority;
 use crate::upstream::client::FetchError;
 use crate::upstream::{Upstream, UpstreamRequest};
@@ -319,9 +319,9 @@ impl ReadThrough {
     }
 
     /// The rest of a lookup that [`ReadThrough::lookup_now`] could not decide: moka's
-    /// read, then the same decision, else one fill (with `context`, the client's
-    /// request ID and trace, for the upstream; its answer stored with the coding
-    /// the client takes, `asked`, made).
+    /// read, then the same decision, else one fill (for `client`: its request ID
+    /// and trace go to the upstream, and it says which task drives the fill; its
+    /// answer stored with the coding the client takes, `asked`, made).
     ///
     /// # Errors
     /// The upstream's failure when no usable stale entry is at hand; an
@@ -333,7 +333,7 @@ impl ReadThrough {
         valid: &Valid,
         waiting: Waiting,
         asked: Option<Coding>,
-        context: impl FnOnce() -> Context,
+        client: impl FnOnce() -> ClientFill,
     ) -> Result<Answer, FetchError> {
         let Waiting { now, on } = waiting;
         let cached = match on {
@@ -361,7 +361,7 @@ impl ReadThrough {
                 }
             }
         };
-        self.miss(policy, valid, cached, Want::Asked(asked), context())
+        self.miss(policy, valid, cached, Want::Asked(asked), client())
             .await
     }
 
@@ -406,7 +406,7 @@ impl ReadThrough {
         valid: &Valid,
         cached: Option<Arc<CachedBody>>,
         want: Want,
-        context: Context,
+        client: ClientFill,
     ) -> Result<Answer, FetchError> {
         let s = &*self.inner;
         let now = s.clock.now();
@@ -443,12 +443,12 @@ impl ReadThrough {
                 now,
             });
         }
-        let fill = |context| self.fill_for(policy, valid, Priority::Client, false, want, context);
-        let (mut result, mut role) = fill(Some(context.clone())).await;
+        let fill = |client| self.fill_for(policy, valid, Priority::Client, false, want, client);
+        let (mut result, mut role) = fill(Some(client.clone())).await;
         if matches!(result, Err(FetchError::Dropped)) {
             // We joined a background refresh that found no budget; a client may wait
             // for budget where background work may not, so ask again as a client.
-            (result, role) = fill(Some(context)).await;
+            (result, role) = fill(Some(client)).await;
         }
         let now = s.clock.now();
         match result {
@@ -554,8 +554,8 @@ impl ReadThrough {
             .await
     }
 
-    /// [`fill`](Self::fill) on behalf of a client request: its ID and trace
-    /// (`context`) go with the fill's work, on whichever task runs it, and on to the
+    /// [`fill`](Self::fill) on behalf of a client request (`client`): its ID and
+    /// trace go with the fill's work, on whichever task runs it, and on to the
     /// upstream, and its answer is stored with the copies `want` names.
     async fn fill_for(
         &self,
@@ -564,8 +564,12 @@ impl ReadThrough {
         priority: Priority,
         force: bool,
         want: Want,
-        context: Option<Context>,
+        client: Option<ClientFill>,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
+        let (context, task) = match client {
+            Some(ClientFill { context, task }) => (Some(context), task),
+            None => (None, FillTask::Starters),
+        };
         let s = &*self.inner;
         let now = s.clock.now();
         let usable = {
@@ -583,7 +587,7 @@ impl ReadThrough {
         let key = valid.target.clone();
         let outcome = s
             .store
-            .fill_wanting(&valid.target, want, usable, move || {
+            .fill_wanting(&valid.target, want, task, usable, move || {
                 crate::telemetry::context::within(context, async move {
                     let fill = Fill {
                         key: &key,

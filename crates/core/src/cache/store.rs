@@ -20,7 +20,7 @@ use crate::cache::disk::Disk;
 use crate::cache::doorkeeper::Doorkeeper;
 use crate::cache::encoding::Coding;
 use crate::cache::entry::{CachedBody, settled_weight, weight};
-use crate::cache::flight::{Driven, Ending, Filled, Flights};
+use crate::cache::flight::{Driven, Ending, FillTask, Filled, Flights};
 use crate::cache::freshness::Policy;
 use crate::cache::hot::{Found, Hot};
 use crate::cache::purge::Purge;
@@ -527,7 +527,8 @@ impl Cache {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
     {
-        self.fill_wanting(key, Want::Lately, usable, fetch).await
+        self.fill_wanting(key, Want::Lately, FillTask::Starters, usable, fetch)
+            .await
     }
 
     /// [`fill`](Self::fill), its answer stored with the compressed copies `want`
@@ -537,6 +538,7 @@ impl Cache {
         &self,
         key: &str,
         want: Want,
+        task: FillTask,
         usable: impl Fn(&CachedBody) -> bool + Send + 'static,
         fetch: F,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole)
@@ -589,7 +591,14 @@ impl Cache {
                 .shared();
             (flight, link)
         });
-        let result = if leader {
+        let result = if leader && task == FillTask::Own {
+            let tracker = &self.inner.tracker;
+            let fill = tracker.spawn(flight.clone());
+            fill.await.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "cache fill task failed");
+                Err(FetchError::Unreachable)
+            })
+        } else if leader {
             Driven::new(flight, self.inner.tracker.clone()).await
         } else {
             flight.instrument(crate::telemetry::wait_span(&link)).await

@@ -15,7 +15,7 @@ use futures_util::future::{BoxFuture, Either};
 use http::{HeaderValue, Method, Request, Response, header};
 use tracing::Instrument;
 
-use crate::cache::readthrough::{Answer, Waiting};
+use crate::cache::readthrough::{Answer, ClientFill, FillTask, Waiting};
 use crate::cache::store::Cache;
 use crate::edge::auth::Tokens;
 use crate::edge::body::{self, Body};
@@ -160,9 +160,18 @@ impl<B> Later<B> {
             snap,
             access,
         } = self;
-        let context = || crate::telemetry::context::Context {
-            request_id: Some(request_id.clone()),
-            trace: traceparent(request.headers()),
+        let client = || ClientFill {
+            context: crate::telemetry::context::Context {
+                request_id: Some(request_id.clone()),
+                trace: traceparent(request.headers()),
+            },
+            // An HTTP/2 connection's streams share its task: their fills go to
+            // tasks of their own (`FillTask`).
+            task: if request.version() == http::Version::HTTP_2 {
+                FillTask::Own
+            } else {
+                FillTask::Starters
+            },
         };
         let head = Head::read(request.headers());
         let cache = edge.state.cache();
@@ -176,7 +185,7 @@ impl<B> Later<B> {
             cache.store().compressor().note(coding);
         }
         let answer = cache
-            .lookup_later(&snap.policy, &valid, waiting, asked, context)
+            .lookup_later(&snap.policy, &valid, waiting, asked, client)
             .await;
         let served = cached(&head, answer, valid, &mut trail, cache.store());
         let asked = Asked {

@@ -161,6 +161,34 @@ async fn a_fill_left_alone_finishes_on_the_tracker() {
     assert!(cache.get("k").await.is_some(), "the answer is kept");
 }
 
+/// A fill on the starter's task adds no task while it runs; one asked to run on a
+/// task of its own (an HTTP/2 stream's) runs on one of the tracker's.
+#[tokio::test]
+async fn a_fill_runs_where_its_starter_says() {
+    let tracker = TaskTracker::new();
+    let cache = Cache::new(16 * 1024 * 1024, tracker.clone());
+    for (key, task, tasks) in [("here", FillTask::Starters, 0), ("own", FillTask::Own, 1)] {
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let fill = cache.fill_wanting(
+            key,
+            Want::Lately,
+            task,
+            |_| true,
+            move || async move {
+                let _ = released.await;
+                Ok(body("{\"success\":true}"))
+            },
+        );
+        let mut fill = Box::pin(fill);
+        assert!(futures_util::poll!(fill.as_mut()).is_pending());
+        assert_eq!(tracker.len(), tasks, "{key}");
+        release.send(()).unwrap();
+        let (r, role) = fill.await;
+        assert!(r.is_ok() && role == FillRole::Leader, "{key}");
+        assert!(cache.get(key).await.is_some(), "{key}: kept");
+    }
+}
+
 /// A fill that panics fails the callers that wait on it, as a task of its own
 /// did, and its flight ends: the next caller starts a new one.
 #[tokio::test]
