@@ -85,8 +85,8 @@ struct Inner {
     hot: Arc<Hot>,
     /// Fills under way, by key.
     flights: Arc<Flights>,
-    /// Fills whose starting caller went away finish as tasks of the application's
-    /// tracker, awaited at shutdown.
+    /// Fills an HTTP/2 stream starts, and those whose starting caller went away,
+    /// run as tasks of the application's tracker, awaited at shutdown.
     tracker: TaskTracker,
     /// Largest weight cached (see [`MAX_ENTRY_SHARE`]).
     max_entry: u64,
@@ -509,8 +509,9 @@ impl Cache {
     /// The first caller of a key starts a flight that later callers join (no lock is
     /// held across an await). The flight's work is driven by the callers that wait
     /// on it, and by a task of its own once the caller that started it goes away
-    /// ([`Driven`]): a caller that goes away does not cancel the request the others
-    /// wait on. It first looks at
+    /// ([`Driven`]), or from the start when it asks for one ([`FillTask::Own`]): a
+    /// caller that goes away does not cancel the request the others wait on. It
+    /// first looks at
     /// what the store holds and uses it when `usable` says it will do: that closes
     /// the race where another fill landed between a caller's lookup and its flight
     /// (a flight ends only after its answer is stored). A successful body is stored
