@@ -96,13 +96,21 @@ pub trait FleetLimits: Send + Sync {
 pub struct RedisLimits {
     link: Link,
     announcements: broadcast::Sender<Announcement>,
+    /// The channel's first receiver, handed to the first to subscribe: what is told
+    /// before anyone subscribes waits in it instead of being dropped. The pauses
+    /// recalled on joining can come before the app's relay subscribes (the node
+    /// joins from a task started with it), and a node started during a pause then
+    /// never heard of it.
+    first: std::sync::Mutex<Option<broadcast::Receiver<Announcement>>>,
 }
 
 impl RedisLimits {
     pub(super) fn new(link: Link) -> RedisLimits {
+        let (announcements, first) = broadcast::channel(256);
         RedisLimits {
             link,
-            announcements: broadcast::channel(256).0,
+            announcements,
+            first: std::sync::Mutex::new(Some(first)),
         }
     }
 
@@ -273,7 +281,12 @@ impl FleetLimits for RedisLimits {
     }
 
     fn announcements(&self) -> broadcast::Receiver<Announcement> {
-        self.announcements.subscribe()
+        let first = self
+            .first
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        first.unwrap_or_else(|| self.announcements.subscribe())
     }
 }
 
@@ -283,6 +296,25 @@ mod tests {
     use crate::link::mock;
     use redis::Value;
     use redis_test::MockCmd;
+
+    /// A pause recalled before anyone subscribed reaches the first subscriber (the
+    /// app's relay subscribes after the node starts joining); later subscribers
+    /// hear only what comes after them, as any broadcast's.
+    #[test]
+    fn what_is_told_before_the_first_subscriber_waits_for_it() {
+        let limits = RedisLimits::new(Link::on_mock(vec![]));
+        limits.tell(Announcement::Pause {
+            target: "primary".into(),
+            wait: Duration::from_secs(30),
+        });
+        let mut first = limits.announcements();
+        let mut later = limits.announcements();
+        assert!(matches!(
+            first.try_recv(),
+            Ok(Announcement::Pause { target, .. }) if target == "primary"
+        ));
+        assert!(later.try_recv().is_err());
+    }
 
     /// A pause is kept in Redis for its length and announced with this node's name;
     /// other nodes' announcements reach the upstream, this node's own do not.
