@@ -79,9 +79,9 @@ async fn errors_reach_every_waiter_and_are_not_cached() {
     assert!(cache.get("k").await.is_none());
 }
 
-/// The fill runs on its starting caller's task; that caller dropped half-way (a
-/// client gone), the fill goes on in a task of the tracker: its answer is kept, the
-/// caller that joined it gets it, and the flight ends.
+/// The fill runs on the tasks of the callers that wait on it; its starter dropped
+/// half-way (a client gone), the fill goes on in a task of the tracker: its answer
+/// is kept, the caller that joined it gets it, and the flight ends.
 #[tokio::test]
 async fn a_fill_whose_starter_goes_away_still_ends_and_is_kept() {
     let tracker = TaskTracker::new();
@@ -134,24 +134,40 @@ async fn a_fill_whose_starter_goes_away_still_ends_and_is_kept() {
     until(|| !cache.is_filling("k")).await;
 }
 
-/// With no other caller, the fill of a starter that went away still ends in the
-/// tracker's task (shutdown waits for it) and is kept.
-#[tokio::test]
-async fn a_fill_left_alone_finishes_on_the_tracker() {
-    let tracker = TaskTracker::new();
-    let cache = Cache::new(16 * 1024 * 1024, tracker.clone());
+/// A fill of `key` started on `task`, polled once: its fetch waits for the sender
+/// returned beside it.
+async fn held_fill<'a>(
+    cache: &'a Cache,
+    key: &'static str,
+    task: FillTask,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    std::pin::Pin<Box<impl Future<Output = (Result<Arc<CachedBody>, FetchError>, FillRole)> + 'a>>,
+) {
     let (release, released) = tokio::sync::oneshot::channel::<()>();
-    let fill = cache.fill(
-        "k",
+    let fill = cache.fill_wanting(
+        key,
+        Want::Lately,
+        task,
         |_| true,
         move || async move {
             let _ = released.await;
             Ok(body("{\"success\":true}"))
         },
     );
-    // Polled once (the fill starts and waits), then dropped.
     let mut fill = Box::pin(fill);
     assert!(futures_util::poll!(fill.as_mut()).is_pending());
+    (release, fill)
+}
+
+/// With no other caller, the fill of a starter that went away still ends in the
+/// tracker's task (shutdown waits for it) and is kept.
+#[tokio::test]
+async fn a_fill_left_alone_finishes_on_the_tracker() {
+    let tracker = TaskTracker::new();
+    let cache = Cache::new(16 * 1024 * 1024, tracker.clone());
+    // Polled once (the fill starts and waits), then dropped.
+    let (release, fill) = held_fill(&cache, "k", FillTask::Starters).await;
     drop(fill);
     assert!(cache.is_filling("k"), "the flight goes on");
     release.send(()).unwrap();
@@ -168,19 +184,7 @@ async fn a_fill_runs_where_its_starter_says() {
     let tracker = TaskTracker::new();
     let cache = Cache::new(16 * 1024 * 1024, tracker.clone());
     for (key, task, tasks) in [("here", FillTask::Starters, 0), ("own", FillTask::Own, 1)] {
-        let (release, released) = tokio::sync::oneshot::channel::<()>();
-        let fill = cache.fill_wanting(
-            key,
-            Want::Lately,
-            task,
-            |_| true,
-            move || async move {
-                let _ = released.await;
-                Ok(body("{\"success\":true}"))
-            },
-        );
-        let mut fill = Box::pin(fill);
-        assert!(futures_util::poll!(fill.as_mut()).is_pending());
+        let (release, fill) = held_fill(&cache, key, task).await;
         assert_eq!(tracker.len(), tasks, "{key}");
         release.send(()).unwrap();
         let (r, role) = fill.await;
