@@ -79,6 +79,19 @@ async fn errors_reach_every_waiter_and_are_not_cached() {
     assert!(cache.get("k").await.is_none());
 }
 
+/// A task that fills `k` through `fetch`.
+fn spawn_fill<F, Fut>(
+    cache: &Cache,
+    fetch: F,
+) -> tokio::task::JoinHandle<(Result<Arc<CachedBody>, FetchError>, FillRole)>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
+{
+    let cache = cache.clone();
+    tokio::spawn(async move { cache.fill("k", |_| true, fetch).await })
+}
+
 /// The fill runs on the tasks of the callers that wait on it; its starter dropped
 /// half-way (a client gone), the fill goes on in a task of the tracker: its answer
 /// is kept, the caller that joined it gets it, and the flight ends.
@@ -88,35 +101,13 @@ async fn a_fill_whose_starter_goes_away_still_ends_and_is_kept() {
     let cache = Cache::new(16 * 1024 * 1024, tracker.clone());
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     let (started, on_start) = tokio::sync::oneshot::channel::<()>();
-    let starter = {
-        let cache = cache.clone();
-        tokio::spawn(async move {
-            cache
-                .fill(
-                    "k",
-                    |_| true,
-                    move || async move {
-                        let _ = started.send(());
-                        let _ = released.await;
-                        Ok(body("{\"success\":true,\"n\":1}"))
-                    },
-                )
-                .await
-        })
-    };
+    let starter = spawn_fill(&cache, move || async move {
+        let _ = started.send(());
+        let _ = released.await;
+        Ok(body("{\"success\":true,\"n\":1}"))
+    });
     on_start.await.unwrap();
-    let joined = {
-        let cache = cache.clone();
-        tokio::spawn(async move {
-            cache
-                .fill(
-                    "k",
-                    |_| true,
-                    || async { unreachable!("the flight is under way") },
-                )
-                .await
-        })
-    };
+    let joined = spawn_fill(&cache, || async { unreachable!("the flight is under way") });
     // Both wait on the flight before the starter goes away.
     until(|| cache.inner.flights.waiters("k") == 2).await;
     starter.abort();
