@@ -99,10 +99,7 @@ impl CachedBody {
             generation,
             etag: quoted_hex(hash, ""),
             copies: Box::new(Copies {
-                encoded: Coding::ALL.map(|coding| Encoded {
-                    etag: quoted_hex(hash, coding.etag_suffix()),
-                    bytes: OnceLock::new(),
-                }),
+                encoded: Default::default(),
                 quick: Mutex::new(None),
                 started: AtomicU8::new(0),
             }),
@@ -125,7 +122,8 @@ impl CachedBody {
     /// Takes a representation in `coding` made before (read back from disk),
     /// unless one is already there.
     pub fn set_encoded(&mut self, coding: Coding, bytes: Bytes) {
-        let _ = self.copies.encoded[coding.index()].bytes.set(Some(bytes));
+        let made = self.made(coding, Some(bytes));
+        let _ = self.copies.encoded[coding.index()].set(made);
     }
 
     /// Its lifetimes under `policy`: as stored when it was filled under the policy's
@@ -163,9 +161,9 @@ impl CachedBody {
     pub fn make(&self, coding: Coding) -> bool {
         let mut made = false;
         if self.is_compressible() {
-            self.copies.encoded[coding.index()].bytes.get_or_init(|| {
+            self.copies.encoded[coding.index()].get_or_init(|| {
                 made = true;
-                coding.compress(&self.body)
+                self.made(coding, coding.compress(&self.body))
             });
             // The copy at the chosen level replaces a quick one.
             let mut quick = self.quick();
@@ -215,11 +213,8 @@ impl CachedBody {
     /// The copy in `coding` a response carries, with its validator: the one at the
     /// chosen level, else a quick one; `None` when neither is made.
     pub fn copy(&self, coding: Coding) -> Option<(Bytes, HeaderValue)> {
-        if let Some(bytes) = self.encoded_now(coding) {
-            return Some((
-                bytes.clone(),
-                self.copies.encoded[coding.index()].etag.clone(),
-            ));
+        if let Some(Some(made)) = self.copies.encoded[coding.index()].get() {
+            return Some((made.bytes.clone(), made.etag.clone()));
         }
         let quick = self.quick();
         let quick = quick.as_ref().filter(|q| q.coding == coding)?;
@@ -235,7 +230,20 @@ impl CachedBody {
 
     /// The representation in `coding` if it is made already (never compresses).
     pub fn encoded_now(&self, coding: Coding) -> Option<&Bytes> {
-        self.copies.encoded[coding.index()].bytes.get()?.as_ref()
+        self.copies.encoded[coding.index()]
+            .get()?
+            .as_ref()
+            .map(|made| &made.bytes)
+    }
+
+    /// A copy in `coding` with its validator (`"<hash>-gz"`, `-br`, `-zst`), quoted
+    /// when the copy is made: most entries never have one, and a fill makes no
+    /// header value it may never send.
+    fn made(&self, coding: Coding, bytes: Option<Bytes>) -> Option<Encoded> {
+        bytes.map(|bytes| Encoded {
+            etag: quoted_hex(self.hash(), coding.etag_suffix()),
+            bytes,
+        })
     }
 
     /// How many compressed representations are made (they are only ever added).
@@ -287,9 +295,10 @@ impl CachedBody {
 /// An entry's compressed representations.
 #[derive(Debug)]
 struct Copies {
-    /// By [`Coding::index`]: each one's validator, and its bytes, made once per
-    /// entry when clients ask for that coding (see `cache::compress`).
-    encoded: [Encoded; 3],
+    /// By [`Coding::index`]: each one's bytes and validator, made once per entry
+    /// when clients ask for that coding (see `cache::compress`; `None` inside: the
+    /// compressor failed).
+    encoded: [OnceLock<Option<Encoded>>; 3],
     /// A copy at its coding's quick level, made for the client that waited on the
     /// fill (`cache::compress`), until the copy at the chosen level replaces it.
     quick: Mutex<Option<Box<Quick>>>,
@@ -299,13 +308,12 @@ struct Copies {
     started: AtomicU8,
 }
 
-/// One compressed representation.
+/// One compressed representation at its coding's chosen level.
 #[derive(Debug)]
 struct Encoded {
+    bytes: Bytes,
     /// Its strong validator (`"<hash>-gz"`, `-br`, `-zst`).
     etag: HeaderValue,
-    /// Its bytes, made once (`None` inside: the compressor failed).
-    bytes: OnceLock<Option<Bytes>>,
 }
 
 /// A copy at its coding's quick level (`Coding::compress_quick`).
@@ -318,7 +326,7 @@ struct Quick {
 }
 
 /// Bookkeeping bytes counted per entry beside body and key (the `CachedBody`, its
-/// four ETag header values, the `Arc`, moka's node and the key's copy in its index):
+/// ETag header value, the `Arc`, moka's node and the key's copy in its index):
 /// an estimate that keeps many tiny entries from escaping the bound.
 const ENTRY_OVERHEAD: u64 = 640;
 

@@ -28,7 +28,7 @@ use crate::stats::CacheStatus;
 use crate::upstream::budget::Priority;
 use crate::upstream::client::FetchError;
 use crate::upstream::{Upstream, UpstreamRequest};
-use mdproxy_api::catalog::catalog;
+use mdproxy_api::catalog::{Endpoint, catalog};
 use mdproxy_api::params::Valid;
 use mdproxy_fleet::SharedStore;
 use mdproxy_market::Clock;
@@ -580,6 +580,7 @@ impl ReadThrough {
             upstream: s.upstream.clone(),
             target: valid.upstream_target().to_owned(),
             passthrough: valid.endpoint == catalog().passthrough(),
+            endpoint: valid.endpoint,
             rule: Rule::of(valid),
         };
         let lease = s.lease + s.upstream.timeout_for(valid.endpoint);
@@ -657,6 +658,7 @@ struct Origin {
     /// Path and canonical query relative to `/api/v1`.
     target: String,
     passthrough: bool,
+    endpoint: &'static Endpoint,
     rule: Rule,
 }
 
@@ -668,6 +670,7 @@ impl Origin {
             target: &self.target,
             priority: fill.priority,
             passthrough: self.passthrough,
+            endpoint: self.endpoint,
         };
         let (body, status, rule) = match self.upstream.request(request).await {
             Ok(fetched) => (fetched.body, 200, self.rule),

@@ -411,10 +411,10 @@ impl UpstreamClient {
         let traced = crate::telemetry::outgoing();
         if let Some(context) = crate::telemetry::context::current() {
             if let Some(id) = context.request_id {
-                headers.insert("x-request-id", id);
+                headers.insert(X_REQUEST_ID, id);
             }
             if let Some(trace) = context.trace.filter(|_| traced.is_none()) {
-                headers.insert("traceparent", trace.child());
+                headers.insert(TRACEPARENT, trace.child());
             }
         }
         if let Some(traced) = traced {
@@ -423,6 +423,13 @@ impl UpstreamClient {
         headers
     }
 }
+
+/// The request's id, passed on to the upstream (a name made at compile time: one
+/// given as text is parsed on every request).
+const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
+/// The W3C trace context of the upstream request, a child of the client's.
+const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
 
 /// Whether a body that ended with its connection was cut, for an answer that is
 /// kept: a 2xx that is not one whole JSON document, or a 404 (kept as a short

@@ -45,6 +45,10 @@ pub struct UpstreamRequest<'a> {
     pub priority: Priority,
     /// A pass-through request: its 3xx and 4xx are answers, never failures.
     pub passthrough: bool,
+    /// The catalogue's endpoint of `target` (the pass-through pseudo-endpoint for a
+    /// path it does not know): its timeout, and the label of its latency. The
+    /// caller that validated the request knows it; [`Upstream::fetch`] routes.
+    pub endpoint: &'static mdproxy_api::catalog::Endpoint,
 }
 
 /// The instances of the upstream, shared by the read-through cache, the hub and
@@ -163,6 +167,7 @@ impl Upstream {
             target,
             priority,
             passthrough: false,
+            endpoint: endpoint_of(target),
         })
         .await
     }
@@ -181,7 +186,7 @@ impl Upstream {
     /// # Errors
     /// The answer's [`FetchError`], or the first instance's refusal when none took it.
     pub async fn request(&self, request: UpstreamRequest<'_>) -> Result<Fetched, FetchError> {
-        let endpoint = endpoint_of(request.target);
+        let endpoint = request.endpoint;
         let targets = self.inner.targets.load_full();
         let wait = Duration::from_millis(targets[0].settings.budget.client_wait_ms);
         let deadline = tokio::time::Instant::now() + wait;
@@ -198,7 +203,7 @@ impl Upstream {
                 }
             };
             if passed.is_probe() && targets[i + 1..].iter().any(|t| t.is_available()) {
-                self.probe(Arc::clone(target), endpoint.id, passed, request);
+                self.probe(Arc::clone(target), passed, request);
                 continue;
             }
             let tried = self.attempt(target, request, endpoint, deadline).await;
@@ -235,31 +240,25 @@ impl Upstream {
     /// Sends the breaker probe of `target` on its own, as background work (budget
     /// at once or never), while the request it came with goes on to the next
     /// instance; its outcome closes or reopens the breaker.
-    fn probe(
-        &self,
-        target: Arc<Target>,
-        endpoint: usize,
-        passed: target::Passed,
-        request: UpstreamRequest<'_>,
-    ) {
-        let (this, path, passthrough) =
-            (self.clone(), request.target.to_owned(), request.passthrough);
+    fn probe(&self, target: Arc<Target>, passed: target::Passed, request: UpstreamRequest<'_>) {
+        let (this, path, passthrough, endpoint) = (
+            self.clone(),
+            request.target.to_owned(),
+            request.passthrough,
+            request.endpoint,
+        );
         tokio::spawn(async move {
             let request = UpstreamRequest {
                 target: &path,
                 priority: Priority::Background,
                 passthrough,
+                endpoint,
             };
             let tried = this
-                .attempt(
-                    &target,
-                    request,
-                    endpoint_of(&path),
-                    tokio::time::Instant::now(),
-                )
+                .attempt(&target, request, endpoint, tokio::time::Instant::now())
                 .await;
             let pushback = target.record(
-                endpoint,
+                endpoint.id,
                 passed,
                 tried.result.as_ref().map(|f| f.elapsed),
                 tried.sent,
@@ -274,7 +273,7 @@ impl Upstream {
                 outcome = tried.result.as_ref().map_or_else(FetchError::as_str, |_| "ok"),
                 "probe of an upstream instance whose breaker was open"
             );
-            this.observe(request, endpoint, &tried.result, tried.asked);
+            this.observe(request, endpoint.id, &tried.result, tried.asked);
         });
     }
 
