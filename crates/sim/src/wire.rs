@@ -39,8 +39,28 @@ fn json_response(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
 
 /// `{"success":false,"data":null,"message":...}` with `status`.
 fn failure(status: StatusCode, message: &str) -> Response<Body> {
-    let body = json!({ "success": false, "data": null, "message": message });
-    json_response(status, body.to_string())
+    let message = Value::from(message);
+    json_response(status, envelope(false, &Value::Null, Some(&message)))
+}
+
+/// The upstream's envelope in the order its documentation shows in every example
+/// (`success`, `data`, then `message`): a `json!` object would sort its keys and put
+/// `data` first, which the real upstream never does, and a reader of the flag would
+/// then walk the whole payload to find it.
+fn envelope(success: bool, data: &Value, message: Option<&Value>) -> Vec<u8> {
+    let mut body = Vec::with_capacity(64);
+    body.extend_from_slice(if success {
+        b"{\"success\":true,\"data\":"
+    } else {
+        b"{\"success\":false,\"data\":"
+    });
+    serde_json::to_writer(&mut body, data).expect("generated JSON serialises");
+    if let Some(message) = message {
+        body.extend_from_slice(b",\"message\":");
+        serde_json::to_writer(&mut body, message).expect("a string serialises");
+    }
+    body.push(b'}');
+    body
 }
 
 /// Answers one request.
@@ -351,8 +371,7 @@ fn success(shared: &Shared, template: &str, mut data: Value) -> Response<Body> {
     if dirty {
         soil(&mut data);
     }
-    let body = serde_json::to_vec(&json!({ "success": true, "data": data }))
-        .expect("generated JSON serialises");
+    let body = envelope(true, &data, None);
     json_response(
         StatusCode::OK,
         if dirty { raw_controls(&body) } else { body },
@@ -452,12 +471,26 @@ mod tests {
     fn dirty_bodies_carry_raw_control_characters() {
         let mut data = json!({ "total": 1, "diff": [{ "name": "沪深300ETF" }] });
         soil(&mut data);
-        let clean = serde_json::to_vec(&json!({ "success": true, "data": data })).unwrap();
+        let clean = envelope(true, &data, None);
         let dirty = raw_controls(&clean);
         assert!(serde_json::from_slice::<Value>(&dirty).is_err());
         assert!(dirty.contains(&b'\n') && dirty.contains(&1u8));
         let text = String::from_utf8(dirty).unwrap();
         assert!(text.contains("\"name\":\"沪深30\n\u{1}0ETF\""), "{text}");
+    }
+
+    /// The flag first, as the upstream's documented examples all have it.
+    #[test]
+    fn the_envelope_is_written_in_the_upstreams_order() {
+        let ok = envelope(true, &json!({ "b": 1, "a": [2] }), None);
+        assert_eq!(ok, br#"{"success":true,"data":{"a":[2],"b":1}}"#);
+        let failed = envelope(false, &Value::Null, Some(&json!("busy")));
+        assert_eq!(failed, br#"{"success":false,"data":null,"message":"busy"}"#);
+        let parsed: Value = serde_json::from_slice(&failed).unwrap();
+        assert_eq!(
+            parsed,
+            json!({ "success": false, "data": null, "message": "busy" })
+        );
     }
 
     #[test]

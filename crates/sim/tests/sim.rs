@@ -481,8 +481,8 @@ async fn dirty_bodies_are_not_strict_json() {
             "{path}"
         );
         assert!(dirty.contains(&b'\n') && dirty.contains(&1u8), "{path}");
-        assert!(dirty.starts_with(b"{\"data\":"), "{path}");
-        assert!(dirty.ends_with(b",\"success\":true}"), "{path}");
+        assert!(dirty.starts_with(b"{\"success\":true,\"data\":"), "{path}");
+        assert!(dirty.ends_with(b"}"), "{path}");
     }
     assert!(serde_json::from_slice::<serde_json::Value>(&body("/stock/list").await).is_ok());
     sim.set_dirty_bodies(false);

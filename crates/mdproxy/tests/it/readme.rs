@@ -398,7 +398,8 @@ async fn the_tour_works_as_printed() {
     );
     // The K-lines as the upstream shapes them, the first 300 bytes of them.
     assert!(
-        outputs[1].starts_with(r#"{"data":{"code":"000001""#) && outputs[1].len() <= 301,
+        outputs[1].starts_with(r#"{"success":true,"data":{"code":"000001""#)
+            && outputs[1].len() <= 301,
         "{}",
         outputs[1]
     );
