@@ -61,7 +61,8 @@ fn quoted_hex(hash: u64, suffix: &str) -> HeaderValue {
 }
 
 impl CachedBody {
-    /// Wraps a body, computing its validators once.
+    /// Wraps a body, hashing it once for its validator (a compressed copy's is
+    /// quoted from the same hash when the copy is made).
     pub fn new(
         body: Bytes,
         status: u16,
