@@ -179,6 +179,13 @@ pub struct ServerConfig {
     pub tls_key: String,
     /// Streams one HTTP/2 connection may have open at once.
     pub h2_max_streams: u32,
+    /// Seconds of silence from an HTTP/2 client with streams open after which it is
+    /// sent a PING, and closed if no answer comes within 20 s (a peer gone without
+    /// closing). 0: no pings, as nginx; a subscriber that stops reading is still cut
+    /// by `hub.stall_timeout_secs`, and a peer gone for good by the kernel once its
+    /// data goes unacknowledged. Off by default: every round of pings was followed
+    /// by the quote stream's worst ticks (docs/BENCHMARKS.md, the quote stream).
+    pub h2_ping_secs: u64,
     /// How errors mdproxy makes on the upstream's behalf are answered (upstream
     /// unreachable, failing, timed out, out of budget, breaker open): `status` with
     /// the contract's HTTP status (502, 503, 504); `upstream` as the real upstream
@@ -214,6 +221,7 @@ impl Default for ServerConfig {
             tls_cert: String::new(),
             tls_key: String::new(),
             h2_max_streams: 128,
+            h2_ping_secs: 0,
             error_mode: ErrorMode::Status,
         }
     }

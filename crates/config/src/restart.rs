@@ -18,6 +18,7 @@ impl Config {
                 s.max_headers,
                 s.max_header_bytes,
                 s.h2_max_streams,
+                s.h2_ping_secs,
             )
         };
         let disk = |c: &Config| (c.cache.disk_path.clone(), c.cache.disk_bytes);

@@ -27,6 +27,9 @@ pub struct ConnectionLimits {
     pub max_header_bytes: usize,
     /// Streams one HTTP/2 connection may have open at once.
     pub h2_max_streams: u32,
+    /// Silence from an HTTP/2 client with streams open after which it is pinged
+    /// (`server.h2_ping_secs`); `None`: never.
+    pub h2_ping: Option<Duration>,
 }
 
 impl From<&ServerConfig> for ConnectionLimits {
@@ -41,6 +44,7 @@ impl From<&ServerConfig> for ConnectionLimits {
             max_headers: server.max_headers,
             max_header_bytes: server.max_header_bytes,
             h2_max_streams: server.h2_max_streams,
+            h2_ping: (server.h2_ping_secs > 0).then(|| Duration::from_secs(server.h2_ping_secs)),
         }
     }
 }
@@ -61,9 +65,13 @@ impl ConnectionLimits {
             max_headers: HYPER_MAX_HEADERS,
             max_header_bytes: 16 * 1024,
             h2_max_streams: 32,
+            h2_ping: None,
         }
     }
 }
+
+/// How long an HTTP/2 PING may go unanswered before the connection is closed.
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The connection builder for `limits`: HTTP/1.1 and HTTP/2 on one listener.
 pub(crate) fn builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
@@ -90,9 +98,9 @@ fn builder_with<E>(limits: &ConnectionLimits, executor: E) -> auto::Builder<E> {
         .timer(TokioTimer::new())
         .max_concurrent_streams(limits.h2_max_streams)
         .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
-        // Pings find peers that went away without closing (a laptop lid).
-        .keep_alive_interval(Some(Duration::from_secs(30)))
-        .keep_alive_timeout(Duration::from_secs(20));
+        // Pings find peers that went away without closing (a laptop lid), when asked.
+        .keep_alive_interval(limits.h2_ping)
+        .keep_alive_timeout(H2_PING_TIMEOUT);
     builder
 }
 

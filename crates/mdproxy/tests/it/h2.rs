@@ -451,3 +451,83 @@ async fn serve_announces_a_tls_listener_as_https() {
     assert_eq!(r.status(), 200);
     child.kill().await.unwrap();
 }
+
+/// `server.h2_ping_secs` has a client with a stream open pinged after that much
+/// silence; by default no client is (as nginx: each round of pings was followed by
+/// the quote stream's worst ticks, docs/deployment.md).
+#[tokio::test]
+async fn a_silent_h2_client_is_pinged_only_when_asked() {
+    use tokio::io::AsyncWriteExt;
+    for (ping_secs, pinged) in [(1, true), (0, false)] {
+        let env = support::start_with(
+            |_| {},
+            |c| c.server.h2_ping_secs = ping_secs,
+            Some(support::saturday()),
+        )
+        .await;
+        let mut tcp = tokio::net::TcpStream::connect(env.proxy.addr)
+            .await
+            .unwrap();
+        tcp.write_all(&raw_h2_opening(STREAM)).await.unwrap();
+        let seen = raw_h2_ping_within(&mut tcp, Duration::from_millis(2_500)).await;
+        assert_eq!(seen, pinged, "h2_ping_secs = {ping_secs}");
+    }
+}
+
+/// The client preface, empty SETTINGS, and a GET of `path` on stream 1 with the
+/// token (HPACK literals, no table), sent by hand: an h2 client library answers
+/// the server's PINGs without telling its caller.
+fn raw_h2_opening(path: &str) -> Vec<u8> {
+    fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+        out.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes()[1..]);
+        out.extend_from_slice(&[kind, flags]);
+        out.extend_from_slice(&stream.to_be_bytes());
+        out.extend_from_slice(payload);
+    }
+    fn string(out: &mut Vec<u8>, text: &str) {
+        out.push(u8::try_from(text.len()).expect("under 127 bytes"));
+        out.extend_from_slice(text.as_bytes());
+    }
+    // :method GET and :scheme http from the static table; :path (4) and
+    // :authority (1) by their names' indexes; authorization by name.
+    let mut block = vec![0x82, 0x86, 0x04];
+    string(&mut block, path);
+    block.push(0x01);
+    string(&mut block, "localhost");
+    block.push(0x00);
+    string(&mut block, "authorization");
+    string(&mut block, &format!("Bearer {}", support::TOKEN));
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    frame(&mut out, 0x4, 0, 0, &[]);
+    // END_STREAM | END_HEADERS.
+    frame(&mut out, 0x1, 0x5, 1, &block);
+    out
+}
+
+/// Whether the server sends a PING within `within`, reading (and acknowledging
+/// its SETTINGS) until then.
+async fn raw_h2_ping_within(tcp: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let read = async {
+        loop {
+            let mut head = [0u8; 9];
+            tcp.read_exact(&mut head)
+                .await
+                .expect("the connection stays open");
+            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            let mut payload = vec![0u8; len];
+            tcp.read_exact(&mut payload).await.unwrap();
+            let (kind, ack) = (head[3], head[4] & 0x1 == 0x1);
+            match kind {
+                0x4 if !ack => tcp
+                    .write_all(&[0, 0, 0, 0x4, 0x1, 0, 0, 0, 0])
+                    .await
+                    .unwrap(),
+                0x6 if !ack => return,
+                0x3 | 0x7 => panic!("stream reset or connection closed: frame {kind}"),
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(within, read).await.is_ok()
+}
