@@ -16,13 +16,15 @@
 //! an outlet (HTTP/2, TLS) is woken by each board and yields its events to hyper.
 //!
 //! The parts: `registry` (who is subscribed, the union, the limits), `poll` (the
-//! loop, its interval, the stall check), `leader` (the cluster's share), `source`
+//! loop, its interval, the stall check), `keepalive` (the sweep that kicks streams
+//! due a keepalive), `leader` (the cluster's share), `source`
 //! (the [`QuoteSource`]: the upstream, or a test's script), `board`, `fanout`,
 //! `stream` (one subscriber's state machine) and `event` (the SSE text).
 
 mod board;
 mod event;
 mod fanout;
+mod keepalive;
 mod leader;
 pub mod metrics;
 mod poll;
@@ -188,11 +190,6 @@ impl QuoteHub {
             .expect("hub registry lock is never poisoned")
     }
 
-    /// When the hub started (on tokio's clock, which tests pause).
-    fn started(&self) -> Instant {
-        self.inner.started
-    }
-
     /// Milliseconds since the hub started.
     fn now_ms(&self) -> u64 {
         self.inner.started.elapsed().as_millis() as u64
@@ -238,11 +235,13 @@ impl QuoteHub {
         let id_offset =
             last_event_id.map_or(0, |last| last.saturating_add(1).saturating_sub(self.tick()));
         let now_ms = self.now_ms();
+        let keepalive_ms =
+            config.keepalive_secs * 1_000 + stream::keepalive_slack_ms(config.keepalive_secs);
         let added = {
             let mut reg = self.registry();
             reg.admit(token, config)?;
             reg.add(token, unique, connection, |codes| {
-                Feed::new(codes, pz, id_offset, outlet, now_ms)
+                Feed::new(codes, pz, id_offset, outlet, (now_ms, keepalive_ms))
             })
         };
         if added.start_loop {
@@ -250,7 +249,7 @@ impl QuoteHub {
             self.inner
                 .state
                 .tracker()
-                .spawn(async move { hub.poll_loop().await });
+                .spawn(async move { hub.run().await });
         } else if added.new_codes {
             self.inner.wake.notify_one();
         }
@@ -260,8 +259,6 @@ impl QuoteHub {
             pz,
             "stream opened"
         );
-        let keepalive_ms =
-            config.keepalive_secs * 1_000 + stream::keepalive_slack_ms(config.keepalive_secs);
         let stream = SubStream::new(
             Guard {
                 hub: Arc::new(self.clone()),
@@ -270,7 +267,6 @@ impl QuoteHub {
             self.inner.board.subscribe(),
             added.feed,
             config.retry_ms,
-            keepalive_ms,
         );
         Ok(futures_util::stream::unfold(stream, |mut s| async move {
             let next = s.next().await?;
@@ -310,10 +306,6 @@ impl QuoteHub {
 }
 
 impl Membership for QuoteHub {
-    fn started(&self) -> Instant {
-        QuoteHub::started(self)
-    }
-
     fn now_ms(&self) -> u64 {
         QuoteHub::now_ms(self)
     }

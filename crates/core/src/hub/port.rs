@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::time::Instant;
 
 /// A subscribed code (canonical). One copy per code is shared by every subscriber
 /// that wants it: a list of 200 codes costs 200 pointers, not 200 strings.
@@ -84,9 +83,6 @@ pub struct Pacing {
 
 /// What a stream needs of the hub it belongs to: the hub's time, and leaving it.
 pub(super) trait Membership: Send + Sync {
-    /// When the hub started (on tokio's clock, which tests pause).
-    fn started(&self) -> Instant;
-
     /// Milliseconds since the hub started.
     fn now_ms(&self) -> u64;
 

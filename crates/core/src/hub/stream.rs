@@ -4,14 +4,11 @@
 //! when the connection takes them. On an outlet the task rests while the stream is
 //! caught up and the fan-out writes for it (`fanout`).
 
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::{Notify, watch};
-use tokio::time::Sleep;
 
 use crate::hub::board::Board;
 use crate::hub::event::{self, Event};
@@ -47,8 +44,12 @@ pub(super) struct Feed {
     /// The outlet's room, kept around every chunk built for it.
     room: Room,
     /// Wakes a resting task: the fan-out handed the stream back (its connection
-    /// took less than an event), or the hub stops.
+    /// took less than an event), the hub's sweep found a keepalive due
+    /// (`hub::keepalive`), or the hub stops.
     pub(super) kick: Notify,
+    /// `hub.keepalive_secs`, plus this stream's share of an eighth of it (see
+    /// [`keepalive_slack_ms`]): how long after its last send a keepalive is due.
+    keepalive_ms: u64,
 }
 
 /// Where a subscriber's stream stands.
@@ -90,13 +91,14 @@ impl Scan {
 
 impl Feed {
     /// A feed of `codes` at `pz` per event, its ids shifted by `id_offset`, on
-    /// `outlet` if any; `now_ms` counts as its last send.
+    /// `outlet` if any, a keepalive due `keepalive_ms` after its last send; `now_ms`
+    /// counts as its last send.
     pub(super) fn new(
         codes: Arc<[Code]>,
         pz: usize,
         id_offset: u64,
         outlet: Option<Arc<dyn Outlet>>,
-        now_ms: u64,
+        (now_ms, keepalive_ms): (u64, u64),
     ) -> Feed {
         Feed {
             progress: Progress {
@@ -116,7 +118,13 @@ impl Feed {
             room: outlet.as_ref().map(|o| o.room()).unwrap_or_default(),
             outlet,
             kick: Notify::new(),
+            keepalive_ms,
         }
+    }
+
+    /// Whether a keepalive is due at `now_ms`: one period after the last thing sent.
+    pub(super) fn keepalive_due(&self, now_ms: u64) -> bool {
+        now_ms >= self.progress.last_ms.load(Ordering::Relaxed) + self.keepalive_ms
     }
 
     pub(super) fn cursor(&self) -> std::sync::MutexGuard<'_, Cursor> {
@@ -193,10 +201,9 @@ impl Drop for Guard {
 }
 
 /// A stream's keepalive period beyond `keepalive_secs`: a random share of an eighth
-/// of it, fixed for the stream's life. The fan-out notes one write time for every
-/// stream of a pass, so without it every busy stream's timer would come due at the
-/// same instant (10,000 tasks woken at once every period to find nothing due), and
-/// streams opened together would send their keepalives together for ever.
+/// of it, fixed for the stream's life. Streams that went quiet together (their codes
+/// stopped moving at one tick) come due over that eighth, not all in one sweep, and
+/// streams opened together do not send their keepalives together for ever.
 pub(super) fn keepalive_slack_ms(keepalive_secs: u64) -> u64 {
     fastrand::u64(..=keepalive_secs * 1_000 / 8)
 }
@@ -208,20 +215,6 @@ pub(super) struct SubStream {
     feed: Arc<Feed>,
     started: bool,
     retry_ms: u64,
-    /// `hub.keepalive_secs`, plus this stream's share of an eighth of it (see
-    /// [`keepalive_slack_ms`]).
-    keepalive_ms: u64,
-    /// Wakes the stream to check whether a keepalive is due: one `keepalive` after
-    /// the last thing sent, never pushed back by a board that had nothing for this
-    /// subscriber (else busy boards would starve it of keepalives and the stall
-    /// check would cut a healthy client). One timer for the stream's life, moved
-    /// only when it fires: sending an event just notes the time, since resetting
-    /// the timer on every event was a measurable part of a tick's fan-out.
-    next_keepalive: Pin<Box<Sleep>>,
-    /// The timer fired and a keepalive is going out: it is set one period on when
-    /// that is sent (a flag, not a look at the timer: its entry is one more cache
-    /// line per subscriber per event).
-    rearm: bool,
 }
 
 impl SubStream {
@@ -231,7 +224,6 @@ impl SubStream {
         rx: watch::Receiver<Arc<Board>>,
         feed: Arc<Feed>,
         retry_ms: u64,
-        keepalive_ms: u64,
     ) -> SubStream {
         SubStream {
             guard,
@@ -239,9 +231,6 @@ impl SubStream {
             feed,
             started: false,
             retry_ms,
-            keepalive_ms,
-            next_keepalive: Box::pin(tokio::time::sleep(Duration::from_millis(keepalive_ms))),
-            rearm: false,
         }
     }
 
@@ -312,20 +301,16 @@ impl SubStream {
                     }
                     self.feed.cursor().scan = Some(Scan::changes(board));
                 }
-                () = self.feed.kick.notified(), if on_outlet => {}
-                () = self.next_keepalive.as_mut() => {
-                    let hub = &self.guard.hub;
-                    let due = self.feed.progress.last_ms.load(Ordering::Relaxed) + self.keepalive_ms;
-                    if hub.now_ms() >= due {
+                // Handed back by the fan-out (on an outlet), or a keepalive may be
+                // due: the hub's sweep kicks a stream one period after its last
+                // send (a busy stream is never woken to find nothing to send).
+                () = self.feed.kick.notified() => {
+                    if self.feed.keepalive_due(self.guard.hub.now_ms()) {
                         let mut cursor = self.feed.cursor();
                         // At work from here: the fan-out leaves the chunk alone.
                         cursor.pushed = false;
                         let keepalive = self.feed.control_chunk(event::KEEPALIVE);
                         self.feed.hold(&mut cursor, keepalive);
-                        self.rearm = true;
-                    } else {
-                        let at = hub.started() + Duration::from_millis(due);
-                        self.next_keepalive.as_mut().reset(at);
                     }
                 }
             }
@@ -338,11 +323,6 @@ impl SubStream {
             .progress
             .last_ms
             .store(self.guard.hub.now_ms(), Ordering::Relaxed);
-        if self.rearm {
-            self.rearm = false;
-            let at = tokio::time::Instant::now() + Duration::from_millis(self.keepalive_ms);
-            self.next_keepalive.as_mut().reset(at);
-        }
         chunk
     }
 }
