@@ -20,7 +20,7 @@ use crate::cache::store::Cache;
 use crate::edge::auth::Tokens;
 use crate::edge::body::{self, Body};
 use crate::edge::cors::Cors;
-use crate::edge::head::{Head, X_REQUEST_ID};
+use crate::edge::head::Head;
 use crate::edge::limit::ClientLimits;
 use crate::edge::response::{self, IntoResponse};
 use crate::edge::server::Connection;
@@ -28,7 +28,7 @@ use crate::edge::sse;
 use crate::hub::{Hangup, QuoteHub, Subscription};
 use crate::state::{AppState, Snapshot};
 use crate::stats::{CacheStatus, Outcome};
-use crate::telemetry::context::Traceparent;
+use crate::telemetry::context::{TRACEPARENT, Traceparent, X_REQUEST_ID};
 use crate::upstream::budget::RateClock;
 use crate::upstream::client::FetchError;
 use mdproxy_api::catalog::Endpoint;
@@ -242,8 +242,6 @@ fn cached(
     trail.cache = Some(answer.served.x_cache());
     Ok(response::answer(head, &answer, coding))
 }
-
-const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
 
 /// The longest `X-Request-Id` taken from a client; a longer or odd one is replaced.
 const MAX_REQUEST_ID: usize = 128;

@@ -11,8 +11,7 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-/// `X-Request-Id`: the client's, or one made for the request.
-pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+use crate::telemetry::context::X_REQUEST_ID;
 
 const X_API_KEY: HeaderName = HeaderName::from_static(mdproxy_api::params::API_KEY);
 

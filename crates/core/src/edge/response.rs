@@ -15,8 +15,9 @@ use crate::cache::entry::CachedBody;
 use crate::cache::freshness;
 use crate::cache::readthrough::{Answer, Served};
 use crate::edge::body::{self, Body};
-use crate::edge::head::{Head, X_REQUEST_ID};
+use crate::edge::head::Head;
 use crate::stats::CacheStatus;
+use crate::telemetry::context::X_REQUEST_ID;
 use mdproxy_api::error::Error;
 
 /// `X-Cache` (a `HeaderName` constant: a `&str` name is parsed on every insert).

@@ -241,7 +241,7 @@ impl QuoteHub {
             let mut reg = self.registry();
             reg.admit(token, config)?;
             reg.add(token, unique, connection, |codes| {
-                Feed::new(codes, pz, id_offset, outlet, (now_ms, keepalive_ms))
+                Feed::new(codes, pz, id_offset, outlet, now_ms, keepalive_ms)
             })
         };
         if added.start_loop {

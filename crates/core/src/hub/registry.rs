@@ -198,7 +198,7 @@ mod tests {
     fn add(reg: &mut Registry, token: usize, codes: &[&str]) -> Added {
         let codes = codes.iter().map(|c| (*c).to_owned()).collect();
         reg.add(token, codes, None, |codes| {
-            Feed::new(codes, 20, 0, None, (0, 15_000))
+            Feed::new(codes, 20, 0, None, 0, 15_000)
         })
     }
 

@@ -98,7 +98,8 @@ impl Feed {
         pz: usize,
         id_offset: u64,
         outlet: Option<Arc<dyn Outlet>>,
-        (now_ms, keepalive_ms): (u64, u64),
+        now_ms: u64,
+        keepalive_ms: u64,
     ) -> Feed {
         Feed {
             progress: Progress {

@@ -5,7 +5,14 @@
 
 use std::future::Future;
 
-use http::HeaderValue;
+use http::{HeaderName, HeaderValue};
+
+/// `X-Request-Id`: the client's, or one made for its request; passed on upstream.
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// `traceparent`: the W3C trace context, read from a client and passed on upstream
+/// as its child (names made at compile time: one given as text is parsed per use).
+pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
 tokio::task_local! {
     static CONTEXT: Context;

@@ -48,7 +48,7 @@ pub fn request_span(method: &http::Method, path: &str, headers: &HeaderMap) -> O
         mdproxy.request_id = Empty,
     );
     let valid = headers
-        .get("traceparent")
+        .get(crate::telemetry::context::TRACEPARENT)
         .is_some_and(|v| crate::telemetry::context::Traceparent::parse(v.as_bytes()).is_some());
     if valid {
         // The crate's propagator reads the fields (and `tracestate`); the strict
@@ -91,7 +91,7 @@ pub fn record_response<B>(
     if let Some(key) = key {
         span.record("mdproxy.cache_key", key);
     }
-    if let Some(id) = header("x-request-id") {
+    if let Some(id) = header(crate::telemetry::context::X_REQUEST_ID.as_str()) {
         span.record("mdproxy.request_id", id);
     }
     // A server span is an error only for a 5xx (OpenTelemetry's HTTP conventions).

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 
+use crate::telemetry::context::{TRACEPARENT, X_REQUEST_ID};
 use crate::upstream::breaker::Verdict;
 use crate::upstream::budget::Denied;
 use crate::upstream::counters::UpstreamOutcome;
@@ -423,13 +424,6 @@ impl UpstreamClient {
         headers
     }
 }
-
-/// The request's id, passed on to the upstream (a name made at compile time: one
-/// given as text is parsed on every request).
-const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
-
-/// The W3C trace context of the upstream request, a child of the client's.
-const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
 
 /// Whether a body that ended with its connection was cut, for an answer that is
 /// kept: a 2xx that is not one whole JSON document, or a 404 (kept as a short
