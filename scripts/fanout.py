@@ -22,6 +22,15 @@ leaves, so the server is not slowed by its own audience (the bytes' arrival time
 are the kernel's, and do not depend on when the driver reads them). Nice 0 gives
 the old, equal-priority rig.
 
+That holds while the bytes fit the receiver's window. An HTTP/2 connection carries
+its streams' events, about 200 KB a tick for 100 subscribers, and the kernel sizes
+its window by how fast the driver has been reading, which at nice 19 is late: the
+rest of a tick waited in the server's socket until the driver read, and the spread
+counted the driver's pace. So each HTTP/2 connection gets a receive buffer of its
+own (`--rcvbuf`, 4 MiB: room for several ticks), as a subscriber that reads
+promptly on a machine of its own has by autotuning. An HTTP/1.1 subscriber's 2 KB a
+tick never fills the default window, so its socket keeps the kernel's autotuning.
+
 Arrivals are recorded from LEAD seconds before the window, and a tick counts only
 when its first arrival is inside it: a tick whose fan-out straddles the window's start
 is left out. (Before, such a tick looked as if the subscribers that got it before
@@ -305,6 +314,9 @@ def driver(conn, args, first, count):
         # ephemeral ports (about 28,000) than 30,000 subscribers of one port need.
         # (Over HTTP/2, connection i / streams a connection goes to that node mod nodes.)
         node = (i // max(1, args.h2)) % len(args.ports)
+        if subscribers > 1 and args.rcvbuf:
+            # Before the connect, so the window scale offered can carry it.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, args.rcvbuf)
         s.setsockopt(socket.SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1)
         s.bind((f"127.0.0.{1 + i % SOURCES}", 0))
         err = s.connect_ex((args.host, args.ports[node]))
@@ -990,6 +1002,8 @@ def main():
                    help="niceness of the driver processes (scripts/fanout.sh gives 19)")
     r.add_argument("--server-busy", action="store_true",
                    help="sample the server's CPU every millisecond: its part of each tick's spread")
+    r.add_argument("--rcvbuf", type=int, default=4 << 20,
+                   help="SO_RCVBUF of each HTTP/2 connection (0: the kernel's autotuning)")
     r.add_argument("--lazy-ms", type=float, default=5, help="pause between epoll rounds (batches reads)")
     r.add_argument("--publish-url")
     r.add_argument("--publish-source")

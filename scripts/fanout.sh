@@ -27,6 +27,8 @@
 # H2=100: mdproxy's subscribers over HTTP/2 (prior knowledge, h2c), that many
 # streams on each connection (as a browser's tabs share one; at most
 # server.h2_max_streams, 128 by default), so N is not bound by descriptors.
+# RCVBUF=4194304: SO_RCVBUF of each HTTP/2 connection of the driver (0: the kernel's
+# autotuning, the rig before Nov 29): room for several ticks of its streams.
 # SERVER_BUSY=1: the server's CPU (nginx: its workers') is sampled every millisecond (from schedstat), and
 # each tick's spread split into the server's part (first arrival to its last busy
 # millisecond) and what came after it (server_part_ms, after_server_ms).
@@ -170,7 +172,7 @@ TOML
           --port "$(IFS=,; echo "${ports[*]}")" --n "$n" --h2 "$h2" \
           --codes-file "$work/codes.txt" --codes "$codes" --window "$window" --out "$results" \
           --per-process "${PER_PROCESS:-10000}" --connect-rate "${CONNECT_RATE:-3000}" \
-          --driver-nice "${DRIVER_NICE:-19}" "${busy[@]}" \
+          --driver-nice "${DRIVER_NICE:-19}" --rcvbuf "${RCVBUF:-4194304}" "${busy[@]}" \
           --request 'GET /api/v1/stock/indicator/realtime/sse?codes={codes}&pz=20 HTTP/1.1\r\nHost: fanout\r\nAuthorization: Bearer fanout-token\r\n\r\n'
         for p in "${node_pids[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
         if [ -n "${HEAPTRACK:-}" ]; then
