@@ -24,13 +24,20 @@ impl QuoteHub {
 
     /// Kicks every stream whose keepalive is due, every eighth of the period (the
     /// slack each stream's period already has: a keepalive goes at most that late).
+    /// The period is the shortest of the configured one and those of the streams
+    /// the last sweep walked: a stream keeps the period it opened with, so after a
+    /// reload that lengthens `hub.keepalive_secs` the streams opened before still
+    /// get theirs on time.
     async fn keep_alive(&self) {
+        let mut shortest_ms = u64::MAX;
         loop {
-            let period = self.inner.state.snapshot().config.hub.keepalive_secs;
-            tokio::time::sleep(sweep_every(period)).await;
+            let configured_ms = self.inner.state.snapshot().config.hub.keepalive_secs * 1_000;
+            tokio::time::sleep(sweep_every(configured_ms.min(shortest_ms))).await;
             let now = self.now_ms();
             let reg = self.registry();
+            shortest_ms = u64::MAX;
             for sub in reg.subscribers.values() {
+                shortest_ms = shortest_ms.min(sub.feed.keepalive_ms());
                 if sub.feed.keepalive_due(now) {
                     sub.feed.kick.notify_one();
                 }
@@ -39,9 +46,9 @@ impl QuoteHub {
     }
 }
 
-/// How often the sweep runs for a keepalive of `keepalive_secs`.
-fn sweep_every(keepalive_secs: u64) -> Duration {
-    Duration::from_millis(keepalive_secs * 1_000 / 8).max(MIN_SWEEP)
+/// How often the sweep runs for a keepalive period of `period_ms`.
+fn sweep_every(period_ms: u64) -> Duration {
+    Duration::from_millis(period_ms / 8).max(MIN_SWEEP)
 }
 
 #[cfg(test)]
@@ -51,8 +58,8 @@ mod tests {
     /// An eighth of the period, and never busier than ten times a second.
     #[test]
     fn the_sweep_runs_every_eighth_of_a_period() {
-        assert_eq!(sweep_every(15), Duration::from_millis(1_875));
-        assert_eq!(sweep_every(1), Duration::from_millis(125));
+        assert_eq!(sweep_every(15_000), Duration::from_millis(1_875));
+        assert_eq!(sweep_every(1_000), Duration::from_millis(125));
         assert_eq!(sweep_every(0), MIN_SWEEP);
     }
 }

@@ -123,6 +123,11 @@ impl Feed {
         }
     }
 
+    /// How long after its last send a keepalive is due (fixed for the stream's life).
+    pub(super) fn keepalive_ms(&self) -> u64 {
+        self.keepalive_ms
+    }
+
     /// Whether a keepalive is due at `now_ms`: one period after the last thing sent.
     pub(super) fn keepalive_due(&self, now_ms: u64) -> bool {
         now_ms >= self.progress.last_ms.load(Ordering::Relaxed) + self.keepalive_ms
@@ -306,10 +311,16 @@ impl SubStream {
                 // due: the hub's sweep kicks a stream one period after its last
                 // send (a busy stream is never woken to find nothing to send).
                 () = self.feed.kick.notified() => {
-                    if self.feed.keepalive_due(self.guard.hub.now_ms()) {
-                        let mut cursor = self.feed.cursor();
-                        // At work from here: the fan-out leaves the chunk alone.
-                        cursor.pushed = false;
+                    let mut cursor = self.feed.cursor();
+                    // At work from here: the fan-out leaves the stream alone.
+                    cursor.pushed = false;
+                    // What the fan-out handed back (the rest of an event, or one
+                    // its connection took none of) goes first, and is a send of
+                    // its own: a keepalive in its place would lose its quotes or
+                    // cut a frame in two.
+                    if cursor.control.is_none()
+                        && self.feed.keepalive_due(self.guard.hub.now_ms())
+                    {
                         let keepalive = self.feed.control_chunk(event::KEEPALIVE);
                         self.feed.hold(&mut cursor, keepalive);
                     }

@@ -328,11 +328,12 @@ async fn a_stream_that_stops_reading_is_cut_after_the_stall_timeout_and_holds_no
 }
 
 /// An outlet that takes at most `per_write` bytes per write, appending them to
-/// `wire` as a socket would carry them.
+/// `wire` as a socket would carry them, and none while `blocked` (a full socket).
 #[derive(Debug)]
 struct Narrow {
     per_write: usize,
     wire: Arc<Mutex<Vec<u8>>>,
+    blocked: AtomicBool,
 }
 
 impl Outlet for Narrow {
@@ -350,6 +351,9 @@ impl Outlet for Narrow {
     }
 
     fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.blocked.load(Ordering::SeqCst) {
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        }
         let n = bytes.len().min(self.per_write);
         self.wire.lock().unwrap().extend_from_slice(&bytes[..n]);
         Ok(n)
@@ -367,6 +371,7 @@ async fn an_outlet_that_takes_part_of_an_event_gets_the_rest_from_the_task() {
     let outlet: Arc<dyn Outlet> = Arc::new(Narrow {
         per_write: 40,
         wire: Arc::clone(&wire),
+        blocked: AtomicBool::new(false),
     });
     let mut stream = subscribe(&hub, "600519", None, Some(outlet));
     // The task's chunks go on the same wire, in turn with the fan-out's writes.
@@ -403,6 +408,93 @@ async fn an_outlet_that_takes_part_of_an_event_gets_the_rest_from_the_task() {
     assert!(
         ids.windows(2).all(|w| w[1] == w[0] + 1),
         "in order, none lost: {ids:?}"
+    );
+}
+
+/// The next chunk of a stream on a [`Narrow`] outlet, within `wait` of paused time,
+/// without the outlet's framing.
+async fn next_framed(stream: &mut BoxStream<'static, Bytes>, wait: Duration) -> Chunk {
+    let chunk = tokio::time::timeout(wait, stream.next())
+        .await
+        .expect("a chunk in time")
+        .expect("the stream goes on");
+    read(&chunk[4..chunk.len() - 1])
+}
+
+/// What the fan-out hands back goes out before any keepalive, never in its place: a
+/// stream whose only code gets its first quote while its connection is full (the
+/// outlet takes none of the event), long after its last send (a keepalive due, the
+/// sweep's kick waiting), gets that quote from its task. A keepalive in its place
+/// lost the quote for as long as the code did not change again (and cut a frame in
+/// two after a part-written event).
+#[tokio::test(start_paused = true)]
+async fn a_due_keepalive_never_takes_the_place_of_an_event_handed_back() {
+    let script = Script::busy(&[]);
+    script.missing.lock().unwrap().insert("600000".into());
+    let (hub, _state) = hub(&script, |_| {});
+    let wire = Arc::new(Mutex::new(Vec::new()));
+    let narrow = Arc::new(Narrow {
+        per_write: usize::MAX,
+        wire: Arc::clone(&wire),
+        blocked: AtomicBool::new(false),
+    });
+    let outlet: Arc<dyn Outlet> = narrow.clone();
+    let mut stream = subscribe(&hub, "600000", None, Some(outlet));
+    assert_eq!(next_framed(&mut stream, SECOND).await, Chunk::Retry(3000));
+    // No quote yet: the task rests, and the fan-out would write what comes.
+    assert!(
+        tokio::time::timeout(2 * INTERVAL, stream.next())
+            .await
+            .is_err()
+    );
+    // The connection is full, and stays unread past the keepalive period.
+    narrow.blocked.store(true, Ordering::SeqCst);
+    tokio::time::sleep(2 * SECOND).await;
+    // The code's first quote: one change, then none.
+    script.missing.lock().unwrap().clear();
+    tokio::time::sleep(2 * INTERVAL).await;
+    assert!(wire.lock().unwrap().is_empty(), "the outlet took nothing");
+    narrow.blocked.store(false, Ordering::SeqCst);
+    match next_framed(&mut stream, SECOND).await {
+        Chunk::Quote { rows, .. } => assert_eq!(codes(&rows), ["600000"]),
+        other => panic!("the quote handed back first: {other:?}"),
+    }
+    assert_eq!(next_framed(&mut stream, 2 * SECOND).await, Chunk::Keepalive);
+}
+
+/// A reload that lengthens `hub.keepalive_secs` leaves the streams opened before it
+/// their own period: a quiet stream opened at 1 s still gets a keepalive about
+/// every second after the keepalive is raised to 40 s (the sweep keeps pace with
+/// the shortest period in use, not with the configured one alone).
+#[tokio::test(start_paused = true)]
+async fn a_reload_that_lengthens_the_keepalive_leaves_open_streams_theirs() {
+    let script = Script::busy(&[]);
+    script.missing.lock().unwrap().insert("605999".into());
+    let (hub, state) = hub(&script, |_| {});
+    let mut quiet = subscribe(&hub, "605999", None, None);
+    assert_eq!(next(&mut quiet, SECOND).await, Chunk::Retry(3000));
+    assert_eq!(next(&mut quiet, 2 * SECOND).await, Chunk::Keepalive);
+    let mut config = Config::clone(&state.snapshot().config);
+    config.hub.keepalive_secs = 40;
+    config.hub.stall_timeout_secs = 120;
+    state.reload(config).expect("the hub's timings reload");
+    let mut last = Instant::now();
+    for _ in 0..4 {
+        assert_eq!(next(&mut quiet, 2 * SECOND).await, Chunk::Keepalive);
+        assert!(
+            last.elapsed() >= SECOND && last.elapsed() <= SECOND + SECOND / 3,
+            "{:?}",
+            last.elapsed()
+        );
+        last = Instant::now();
+    }
+    // A stream opened after the reload has the new period.
+    let mut later = subscribe(&hub, "605999", None, None);
+    assert_eq!(next(&mut later, SECOND).await, Chunk::Retry(3000));
+    assert!(
+        tokio::time::timeout(30 * SECOND, later.next())
+            .await
+            .is_err()
     );
 }
 
