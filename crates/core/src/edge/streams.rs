@@ -32,7 +32,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// How many rounds of new streams one poll takes before it yields to the runtime.
 const ROUNDS_PER_POLL: usize = 8;
-/// A turn's writes wait in a buffer up to this; past it they are written at once.
+/// A turn's writes wait in a buffer up to this; past it they are written at once
+/// (and a write larger than this goes to the socket as it is).
 const TURN_BYTES: usize = 64 << 10;
 /// A buffer grown past this is let go once written out: an idle connection keeps
 /// no more.
@@ -160,6 +161,9 @@ impl<S: AsyncWrite + Unpin> Kept<S> {
         if let Some(kind) = self.failed {
             return Poll::Ready(Err(kind.into()));
         }
+        // Before writing: `advance` takes what it passes off `capacity()`, so a
+        // buffer written out shows none of the allocation it keeps.
+        let grown = self.buf.capacity() > KEPT_BYTES;
         while self.buf.has_remaining() {
             let n = ready!(Pin::new(&mut self.socket).poll_write(cx, &self.buf))?;
             if n == 0 {
@@ -167,7 +171,7 @@ impl<S: AsyncWrite + Unpin> Kept<S> {
             }
             self.buf.advance(n);
         }
-        if self.buf.capacity() > KEPT_BYTES {
+        if grown {
             self.buf = BytesMut::new();
         }
         Pin::new(&mut self.socket).poll_flush(cx)
@@ -255,6 +259,12 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Coalesced<S> {
     ) -> Poll<io::Result<usize>> {
         let mut kept = self.kept();
         ready!(kept.poll_room(cx, buf.len()))?;
+        if buf.len() > TURN_BYTES {
+            // Larger than a turn's buffer (a peer may allow DATA frames of up to
+            // 16 MiB), with nothing kept (`poll_room` wrote it out): straight to
+            // the socket, not copied.
+            return Pin::new(&mut kept.socket).poll_write(cx, buf);
+        }
         kept.buf.extend_from_slice(buf);
         Poll::Ready(Ok(buf.len()))
     }
@@ -267,6 +277,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Coalesced<S> {
         let len = bufs.iter().map(|b| b.len()).sum();
         let mut kept = self.kept();
         ready!(kept.poll_room(cx, len))?;
+        if len > TURN_BYTES {
+            return Pin::new(&mut kept.socket).poll_write_vectored(cx, bufs);
+        }
         for b in bufs {
             kept.buf.extend_from_slice(b);
         }
@@ -412,6 +425,41 @@ mod tests {
         assert_eq!(writes.len(), 2);
         assert_eq!(writes[1], frame, "written out before the shutdown");
         assert!(wire.shut.load(Ordering::SeqCst));
+    }
+
+    /// A buffer grown past `KEPT_BYTES` is let go once written out, though `advance`
+    /// left its `capacity()` at nothing: the next turn starts from a small one.
+    #[test]
+    fn a_grown_buffer_is_let_go_once_written_out() {
+        let wire = Wire::default();
+        let (mut socket, turn) = Coalesced::new(wire.clone());
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let frame = vec![7u8; 2 * KEPT_BYTES];
+        write_frames(&mut socket, &mut cx, &[&frame]).unwrap();
+        turn.poll_write_out(&mut cx);
+        write_frames(&mut socket, &mut cx, &[b"DATA"]).unwrap();
+        assert!(
+            socket.kept().buf.capacity() <= KEPT_BYTES,
+            "{}",
+            socket.kept().buf.capacity()
+        );
+        turn.poll_write_out(&mut cx);
+        assert_eq!(*wire.writes.lock().unwrap(), [frame, b"DATA".to_vec()]);
+    }
+
+    /// A write larger than a turn's buffer goes to the socket as it is, after what
+    /// was kept, and is not copied into the buffer.
+    #[test]
+    fn a_write_past_the_turns_buffer_goes_straight_out() {
+        let wire = Wire::default();
+        let (mut socket, _turn) = Coalesced::new(wire.clone());
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let large = vec![9u8; TURN_BYTES + 1];
+        write_frames(&mut socket, &mut cx, &[b"HEADERS", &large]).unwrap();
+        assert!(socket.kept().buf.capacity() < TURN_BYTES, "nothing copied");
+        assert_eq!(*wire.writes.lock().unwrap(), [b"HEADERS".to_vec(), large]);
     }
 
     /// A write-out that fails at the end of a turn is the connection's next write's
