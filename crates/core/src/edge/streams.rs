@@ -102,8 +102,16 @@ impl<C: Future> Future for Drive<C> {
         let this = &mut *self;
         let done = this.take_turn(cx);
         // ...and what the turn wrote leaves in one write (or waits for the socket,
-        // which wakes this task; an error is the connection's to see next).
-        this.turn.poll_write_out(cx);
+        // which wakes this task; an error is the connection's to see next), with
+        // no regard to tokio's budget, which the streams share with it: a tick
+        // that wakes more streams than the budget holds would otherwise leave
+        // their frames for a later turn. The write is bounded by what was kept.
+        let turn = &this.turn;
+        let write_out = tokio::task::unconstrained(std::future::poll_fn(|cx| {
+            turn.poll_write_out(cx);
+            Poll::Ready(())
+        }));
+        let _ = std::pin::pin!(write_out).poll(cx);
         done
     }
 }
@@ -460,6 +468,47 @@ mod tests {
         write_frames(&mut socket, &mut cx, &[b"HEADERS", &large]).unwrap();
         assert!(socket.kept().buf.capacity() < TURN_BYTES, "nothing copied");
         assert_eq!(*wire.writes.lock().unwrap(), [b"HEADERS".to_vec(), large]);
+    }
+
+    /// A turn whose streams use up the task's budget (tokio's, shared by everything
+    /// the task polls: a tick waking more streams than it holds) still writes out
+    /// what it queued in the same poll, instead of a task's turn later.
+    #[test]
+    fn streams_that_spend_the_budget_leave_the_write_out_its_turn() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (socket, mut peer) = tokio::io::duplex(1 << 20);
+            let (mut socket, turn) = Coalesced::new(socket);
+            let executor = ConnExecutor::default();
+            for _ in 0..300 {
+                executor.execute(async {
+                    loop {
+                        tokio::task::coop::consume_budget().await;
+                    }
+                });
+            }
+            let connection = std::future::poll_fn(move |cx| {
+                let frame: &[u8] = b"DATA";
+                assert!(Pin::new(&mut socket).poll_write(cx, frame).is_ready());
+                Poll::<()>::Pending
+            });
+            let mut drive = std::pin::pin!(executor.drive(connection, turn));
+            std::future::poll_fn(|cx| {
+                assert!(drive.as_mut().poll(cx).is_pending());
+                Poll::Ready(())
+            })
+            .await;
+            // A poll of its own for the peer's read, with the budget renewed.
+            tokio::task::yield_now().await;
+            let mut bytes = [0u8; 4];
+            let mut buf = ReadBuf::new(&mut bytes);
+            let waker = futures_util::task::noop_waker();
+            let read = Pin::new(&mut peer).poll_read(&mut Context::from_waker(&waker), &mut buf);
+            assert!(read.is_ready(), "written out in the same poll");
+            assert_eq!(buf.filled(), b"DATA");
+        });
     }
 
     /// A write-out that fails at the end of a turn is the connection's next write's
