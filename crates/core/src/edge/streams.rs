@@ -470,6 +470,77 @@ mod tests {
         assert_eq!(*wire.writes.lock().unwrap(), [b"HEADERS".to_vec(), large]);
     }
 
+    /// A socket that takes at most 7 bytes a write and waits on every other one: the
+    /// connection's writes (kept, past a full buffer, and past a turn's buffer
+    /// straight through) all reach it whole and in order, whatever the write-outs
+    /// and writes that had to wait.
+    #[test]
+    fn short_writes_and_a_waiting_socket_lose_nothing() {
+        #[derive(Clone, Default)]
+        struct Trickle {
+            got: Arc<Mutex<Vec<u8>>>,
+            calls: Arc<AtomicUsize>,
+        }
+        impl AsyncWrite for Trickle {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                _cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                if self.calls.fetch_add(1, Ordering::SeqCst) % 2 == 1 {
+                    return Poll::Pending;
+                }
+                let n = buf.len().min(7);
+                self.got.lock().unwrap().extend_from_slice(&buf[..n]);
+                Poll::Ready(Ok(n))
+            }
+            fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+            fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+        }
+        let wire = Trickle::default();
+        let (mut socket, turn) = Coalesced::new(wire.clone());
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut sent = Vec::new();
+        let sizes = [
+            100,
+            30_000,
+            5,
+            50_000,
+            TURN_BYTES + 3,
+            1,
+            20_000,
+            2 * TURN_BYTES,
+        ];
+        for (i, size) in sizes.into_iter().enumerate() {
+            let frame: Vec<u8> = (0..size).map(|k| (i * 31 + k) as u8).collect();
+            let mut at = 0;
+            for _ in 0..1_000_000 {
+                if at == frame.len() {
+                    break;
+                }
+                match Pin::new(&mut socket).poll_write(&mut cx, &frame[at..]) {
+                    Poll::Ready(written) => at += written.unwrap(),
+                    // A full buffer waits for the socket: the turn writes it out.
+                    Poll::Pending => turn.poll_write_out(&mut cx),
+                }
+            }
+            assert_eq!(at, frame.len(), "frame {i} taken whole");
+            sent.extend_from_slice(&frame);
+        }
+        for _ in 0..1_000_000 {
+            if wire.got.lock().unwrap().len() >= sent.len() {
+                break;
+            }
+            turn.poll_write_out(&mut cx);
+        }
+        assert!(*wire.got.lock().unwrap() == sent, "every byte, in order");
+    }
+
     /// A turn whose streams use up the task's budget (tokio's, shared by everything
     /// the task polls: a tick waking more streams than it holds) still writes out
     /// what it queued in the same poll, instead of a task's turn later.

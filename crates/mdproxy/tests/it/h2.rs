@@ -185,6 +185,71 @@ async fn many_streams_and_quote_streams_share_one_h2_connection() {
     }
 }
 
+/// A graceful shutdown with quote streams open on an HTTP/2 connection: `shutdown()`
+/// returns within the grace, every stream ends (its body finishes or the
+/// connection goes), and the connection itself ends, on the client's side too. The
+/// streams run in their connection's task (`edge/streams.rs`), so none may be left
+/// running when the connection is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_quote_streams_and_their_h2_connection() {
+    let env = support::start_with(
+        |_| {},
+        |c| c.server.shutdown_grace_ms = 1_000,
+        Some(support::saturday()),
+    )
+    .await;
+    let tcp = tokio::net::TcpStream::connect(env.proxy.addr)
+        .await
+        .unwrap();
+    let (send, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let mut bodies = Vec::new();
+    for _ in 0..3 {
+        let mut send = send.clone().ready().await.unwrap();
+        let (response, _) = send.send_request(get(STREAM), true).unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(20), response)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let mut body = response.into_body();
+        let first = tokio::time::timeout(Duration::from_secs(20), body.data())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(first.starts_with(b"retry:"), "{first:?}");
+        let _ = body.flow_control().release_capacity(first.len());
+        bodies.push(body);
+    }
+    let support::Env {
+        sim: _sim, proxy, ..
+    } = env;
+    tokio::time::timeout(Duration::from_secs(10), proxy.shutdown())
+        .await
+        .expect("shutdown returns within its grace");
+    for mut body in bodies {
+        let mut chunks = 0;
+        let ended = tokio::time::timeout(Duration::from_secs(10), async {
+            // Bounded: a stream that went on would hit the timeout.
+            while let Some(Ok(chunk)) = body.data().await {
+                let _ = body.flow_control().release_capacity(chunk.len());
+                chunks += 1;
+            }
+        })
+        .await;
+        assert!(
+            ended.is_ok(),
+            "the stream ended ({chunks} chunks after shutdown)"
+        );
+    }
+    tokio::time::timeout(Duration::from_secs(10), connection)
+        .await
+        .expect("the connection ends")
+        .unwrap()
+        .ok();
+}
+
 /// TLS with a certificate made here: h2 by ALPN for a client that offers it,
 /// HTTP/1.1 for one that does not; plain HTTP on the TLS port is not answered.
 #[tokio::test]
