@@ -250,6 +250,54 @@ async fn shutdown_ends_quote_streams_and_their_h2_connection() {
         .ok();
 }
 
+/// A client that resets a quote stream (`RST_STREAM`) takes it out of the hub,
+/// though the stream runs in its connection's task and only runs when woken; the
+/// connection's other streams go on, and closing the connection takes out the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_quote_stream_leaves_the_hub_and_its_neighbours_stream_on() {
+    let env = support::start_with(|_| {}, |_| {}, Some(support::saturday())).await;
+    let hub = env.proxy.hub();
+    let tcp = tokio::net::TcpStream::connect(env.proxy.addr)
+        .await
+        .unwrap();
+    let (send, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        let mut send = send.clone().ready().await.unwrap();
+        let (response, outgoing) = send.send_request(get(STREAM), true).unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(20), response)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        streams.push((response.into_body(), outgoing));
+    }
+    assert!(support::eventually(Duration::from_secs(10), || hub.subscribers() == 3).await);
+    let (_body, mut outgoing) = streams.remove(0);
+    outgoing.send_reset(h2::Reason::CANCEL);
+    assert!(
+        support::eventually(Duration::from_secs(10), || hub.subscribers() == 2).await,
+        "the reset stream left: {}",
+        hub.subscribers()
+    );
+    // A neighbour still gets its stream: `retry:` first.
+    let (mut body, _outgoing) = streams.remove(0);
+    let first = tokio::time::timeout(Duration::from_secs(20), body.data())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.starts_with(b"retry:"), "{first:?}");
+    drop((body, streams, send));
+    connection.abort();
+    assert!(
+        support::eventually(Duration::from_secs(10), || hub.subscribers() == 0).await,
+        "the closed connection's streams left: {}",
+        hub.subscribers()
+    );
+}
+
 /// TLS with a certificate made here: h2 by ALPN for a client that offers it,
 /// HTTP/1.1 for one that does not; plain HTTP on the TLS port is not answered.
 #[tokio::test]
