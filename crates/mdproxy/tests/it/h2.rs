@@ -185,6 +185,33 @@ async fn many_streams_and_quote_streams_share_one_h2_connection() {
     }
 }
 
+/// An h2 connection to `addr` with `n` quote streams open on it (each answered
+/// 200): their bodies and their sending halves, and the connection's driver task.
+async fn quote_streams_on_one_connection(
+    addr: std::net::SocketAddr,
+    n: usize,
+) -> (
+    Vec<(h2::RecvStream, h2::SendStream<Bytes>)>,
+    h2::client::SendRequest<Bytes>,
+    tokio::task::JoinHandle<Result<(), h2::Error>>,
+) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (send, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let mut streams = Vec::new();
+    for _ in 0..n {
+        let mut ready = send.clone().ready().await.unwrap();
+        let (response, outgoing) = ready.send_request(get(STREAM), true).unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(20), response)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        streams.push((response.into_body(), outgoing));
+    }
+    (streams, send, connection)
+}
+
 /// A graceful shutdown with quote streams open on an HTTP/2 connection: `shutdown()`
 /// returns within the grace, every stream ends (its body finishes or the
 /// connection goes), and the connection itself ends, on the client's side too. The
@@ -198,21 +225,9 @@ async fn shutdown_ends_quote_streams_and_their_h2_connection() {
         Some(support::saturday()),
     )
     .await;
-    let tcp = tokio::net::TcpStream::connect(env.proxy.addr)
-        .await
-        .unwrap();
-    let (send, connection) = h2::client::handshake(tcp).await.unwrap();
-    let connection = tokio::spawn(connection);
+    let (streams, _send, connection) = quote_streams_on_one_connection(env.proxy.addr, 3).await;
     let mut bodies = Vec::new();
-    for _ in 0..3 {
-        let mut send = send.clone().ready().await.unwrap();
-        let (response, _) = send.send_request(get(STREAM), true).unwrap();
-        let response = tokio::time::timeout(Duration::from_secs(20), response)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        let mut body = response.into_body();
+    for (mut body, _) in streams {
         let first = tokio::time::timeout(Duration::from_secs(20), body.data())
             .await
             .unwrap()
@@ -257,22 +272,7 @@ async fn shutdown_ends_quote_streams_and_their_h2_connection() {
 async fn a_reset_quote_stream_leaves_the_hub_and_its_neighbours_stream_on() {
     let env = support::start_with(|_| {}, |_| {}, Some(support::saturday())).await;
     let hub = env.proxy.hub();
-    let tcp = tokio::net::TcpStream::connect(env.proxy.addr)
-        .await
-        .unwrap();
-    let (send, connection) = h2::client::handshake(tcp).await.unwrap();
-    let connection = tokio::spawn(connection);
-    let mut streams = Vec::new();
-    for _ in 0..3 {
-        let mut send = send.clone().ready().await.unwrap();
-        let (response, outgoing) = send.send_request(get(STREAM), true).unwrap();
-        let response = tokio::time::timeout(Duration::from_secs(20), response)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        streams.push((response.into_body(), outgoing));
-    }
+    let (mut streams, send, connection) = quote_streams_on_one_connection(env.proxy.addr, 3).await;
     assert!(support::eventually(Duration::from_secs(10), || hub.subscribers() == 3).await);
     let (_body, mut outgoing) = streams.remove(0);
     outgoing.send_reset(h2::Reason::CANCEL);
