@@ -45,6 +45,12 @@ pub struct Caller {
 /// upstream's `<base>/mcp`.
 pub const PATHS: [&str; 2] = ["/mcp", "/api/v1/mcp"];
 
+/// The largest message body read (rmcp's default is 4 MiB): a client's messages
+/// are a few hundred bytes (a tool's arguments are codes, dates and names), and
+/// every request that reads one holds it whole. A larger body is refused with
+/// `413` as soon as it passes this, before the rest is read.
+pub const MAX_MESSAGE: usize = 256 * 1024;
+
 /// The MCP endpoint: rmcp's streamable HTTP service over [`Server`], with its
 /// sessions (for the 2025 revisions, kept for the fleet when there is one; the
 /// 2026-07-28 revision needs none).
@@ -91,7 +97,8 @@ impl Mcp {
         let http = StreamableHttpServerConfig::default()
             .disable_allowed_hosts()
             .with_cancellation_token(stop)
-            .with_json_response(true);
+            .with_json_response(true)
+            .with_max_request_body_bytes(MAX_MESSAGE);
         let mut http = if config.allowed_origins.is_empty() {
             http.enforce_origin_validation()
         } else {

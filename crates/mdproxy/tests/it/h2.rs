@@ -644,3 +644,130 @@ async fn raw_h2_ping_within(tcp: &mut tokio::net::TcpStream, within: Duration) -
     };
     tokio::time::timeout(within, read).await.is_ok()
 }
+
+/// A stateless MCP `tools/call` of `get_market_indices` (the 2026-07-28 revision),
+/// its body announced by `content-length` and sent apart from its head.
+fn mcp_call(length: usize) -> Request<()> {
+    Request::post("http://localhost/mcp")
+        .header("x-api-key", support::TOKEN)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("content-length", length)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "get_market_indices")
+        .body(())
+        .unwrap()
+}
+
+fn mcp_call_body(id: u64) -> Bytes {
+    Bytes::from(
+        serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "get_market_indices", "arguments": {}, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "h2", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }}
+        })
+        .to_string(),
+    )
+}
+
+/// Status and body of a response on an h2 stream, within 20 s.
+async fn answer(response: h2::client::ResponseFuture) -> (u16, String) {
+    let within = Duration::from_secs(20);
+    let response = tokio::time::timeout(within, response)
+        .await
+        .expect("answered")
+        .unwrap();
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = tokio::time::timeout(within, body.data()).await.unwrap() {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        bytes.extend_from_slice(&chunk);
+    }
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Request bodies through an HTTP/2 connection's shared task (`edge/streams.rs`):
+/// a tool call whose body stops half-way holds none of the streams beside it (a GET
+/// and a whole call sent after it are answered first), then is answered once the
+/// rest comes, in DATA frames of a few bytes; a body longer than its
+/// `content-length` and one past the endpoint's limit are refused on their own
+/// streams, and the connection serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_bodies_on_one_h2_connection_wait_alone() {
+    let env =
+        support::start_with(|_| {}, |c| c.mcp.enabled = true, Some(support::saturday())).await;
+    let tcp = tokio::net::TcpStream::connect(env.proxy.addr)
+        .await
+        .unwrap();
+    let send = h2_over(tcp).await;
+    let body = mcp_call_body(7);
+    let mut ready = send.clone().ready().await.unwrap();
+    let (stalled, mut outgoing) = ready.send_request(mcp_call(body.len()), false).unwrap();
+    let half = body.len() / 2;
+    outgoing.send_data(body.slice(..half), false).unwrap();
+
+    let (status, got) = fetch(&send, "/api/v1/market/indices", usize::MAX).await;
+    assert_eq!(status, 200, "a GET beside a stalled body");
+    assert!(got.starts_with(b"{"));
+    let whole = mcp_call_body(8);
+    let mut ready = send.clone().ready().await.unwrap();
+    let (response, mut other) = ready.send_request(mcp_call(whole.len()), false).unwrap();
+    other.send_data(whole, true).unwrap();
+    let (status, said) = answer(response).await;
+    assert_eq!(status, 200, "{said}");
+    assert!(
+        said.contains("\"id\":8") && said.contains("\"result\""),
+        "{said}"
+    );
+
+    let rest = body.slice(half..);
+    for start in (0..rest.len()).step_by(5) {
+        let end = (start + 5).min(rest.len());
+        outgoing
+            .send_data(rest.slice(start..end), end == rest.len())
+            .unwrap();
+    }
+    let (status, said) = answer(stalled).await;
+    assert_eq!(status, 200, "{said}");
+    assert!(
+        said.contains("\"id\":7") && said.contains("\"result\""),
+        "{said}"
+    );
+
+    // More bytes than announced: h2 resets that stream alone.
+    let mut ready = send.clone().ready().await.unwrap();
+    let (response, mut over) = ready.send_request(mcp_call(10), false).unwrap();
+    let _ = over.send_data(mcp_call_body(9), true);
+    let refused = tokio::time::timeout(Duration::from_secs(20), response)
+        .await
+        .expect("refused in time");
+    assert!(
+        refused.is_err(),
+        "a body past its content-length is refused"
+    );
+
+    // Past the endpoint's limit (not a direct call: rmcp reads it and refuses it).
+    let large = vec![b' '; mdproxy_core::mcp::MAX_MESSAGE + 1];
+    let request = Request::post("http://localhost/mcp")
+        .header("x-api-key", support::TOKEN)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(())
+        .unwrap();
+    let mut ready = send.clone().ready().await.unwrap();
+    let (response, mut too_large) = ready.send_request(request, false).unwrap();
+    let _ = too_large.send_data(Bytes::from(large), true);
+    let (status, said) = answer(response).await;
+    assert_eq!(status, 413, "{said}");
+    assert!(said.contains("262144 bytes"), "the limit named: {said}");
+
+    let (status, _) = fetch(&send, "/api/v1/market/indices", usize::MAX).await;
+    assert_eq!(status, 200, "the connection serves on");
+}
