@@ -110,6 +110,23 @@ impl Failures {
         }
     }
 
+    /// What a fill of `key` learnt: held back after a failure of the upstream (not
+    /// after a refusal of ours), let go after a success.
+    pub fn learn<T>(&self, key: &str, fetched: &Result<T, FetchError>) {
+        match fetched {
+            Ok(_) => self.clear(key),
+            // Throttling is the instance's pause, not this key's failure.
+            Err(e)
+                if e.is_failure()
+                    && e.was_asked()
+                    && !matches!(e, FetchError::Throttled { .. }) =>
+            {
+                self.record(key, e);
+            }
+            Err(_) => {}
+        }
+    }
+
     /// Forgets `key` (its fill succeeded).
     pub fn clear(&self, key: &str) {
         let mut keys = self.keys();

@@ -120,9 +120,7 @@ impl Flights {
     /// How many wait on the fill of `key` now: its callers (the one that started
     /// it too) and the task it was handed to, if its starter went away.
     pub fn waiters(&self, key: &str) -> usize {
-        self.shard(key)
-            .get(key)
-            .and_then(|r| r.flight.upgrade())
+        self.upgraded(key)
             .and_then(|flight| flight.strong_count())
             // Less the clone just upgraded.
             .map_or(0, |n| n.saturating_sub(1))
@@ -130,9 +128,18 @@ impl Flights {
 
     /// Whether a fill of `key` is under way.
     pub fn contains(&self, key: &str) -> bool {
-        self.shard(key)
-            .get(key)
-            .is_some_and(|r| r.flight.upgrade().is_some())
+        self.upgraded(key).is_some()
+    }
+
+    /// The flight of `key`, if one is under way, upgraded under the shard's lock and
+    /// handed out of it: if every other holder lets go meanwhile, dropping this clone
+    /// drops the work, whose [`Ending`] locks the same shard; under the lock that
+    /// would be a deadlock of the thread, and of every key of the shard.
+    fn upgraded(&self, key: &str) -> Option<Flight> {
+        let shard = self.shard(key);
+        let flight = shard.get(key).and_then(|r| r.flight.upgrade());
+        drop(shard);
+        flight
     }
 }
 
@@ -284,6 +291,48 @@ mod tests {
             std::future::pending::<()>().await;
         };
         drop(work);
+        assert!(!flights.contains("k"));
+    }
+
+    /// A flight let go by its last holder while another thread asks about it: the
+    /// clone upgraded for the question may be the last, and dropping it drops the
+    /// work, whose guard locks the shard; dropped under the lock, it hung that
+    /// thread. Two threads race for a bounded number of rounds and must both end.
+    #[test]
+    fn a_flight_let_go_while_it_is_asked_about_ends_without_a_deadlock() {
+        const ROUNDS: usize = 100_000;
+        let flights = Arc::new(Flights::default());
+        let asker = {
+            let flights = Arc::clone(&flights);
+            std::thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    let _ = flights.contains("k");
+                    let _ = flights.waiters("k");
+                }
+            })
+        };
+        let holder = {
+            let flights = Arc::clone(&flights);
+            std::thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    let (flight, _, _) = flights.join_or_start("k", |id| {
+                        let ending = Ending::new(Arc::clone(&flights), "k".into(), id);
+                        let work = async move {
+                            let _ending = ending;
+                            std::future::pending::<Result<Filled, FetchError>>().await
+                        };
+                        (work.boxed().shared(), Link::default())
+                    });
+                    drop(flight);
+                }
+            })
+        };
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send((asker.join().is_ok(), holder.join().is_ok()));
+        });
+        let ended = finished.recv_timeout(std::time::Duration::from_secs(60));
+        assert_eq!(ended, Ok((true, true)), "both threads ended");
         assert!(!flights.contains("k"));
     }
 

@@ -586,8 +586,8 @@ impl ReadThrough {
         let lease = s.lease + s.upstream.timeout_for(valid.endpoint);
         let (tiers, clock, policy) = (s.tiers.clone(), Arc::clone(&s.clock), Arc::clone(policy));
         let key = valid.target.clone();
-        let outcome = s
-            .store
+        let this = self.clone();
+        s.store
             .fill_wanting(&valid.target, want, task, usable, move || {
                 crate::telemetry::context::within(context, async move {
                     let fill = Fill {
@@ -598,27 +598,14 @@ impl ReadThrough {
                         force,
                         lease,
                     };
-                    tiers.fill(&fill, || origin.fetch(&fill)).await
+                    let fetched = tiers.fill(&fill, || origin.fetch(&fill)).await;
+                    // In the flight, whoever drives it: the client that started it
+                    // may be gone, and the flight ends only after this.
+                    this.inner.failures.learn(&key, &fetched);
+                    fetched
                 })
             })
-            .await;
-        // What the leader's fill learnt about the key: held back after a failure of
-        // the upstream (not after a refusal of ours), let go after a success.
-        if outcome.1 == FillRole::Leader {
-            match &outcome.0 {
-                Ok(_) => s.failures.clear(&valid.target),
-                // Throttling is the instance's pause, not this key's failure.
-                Err(e)
-                    if e.is_failure()
-                        && e.was_asked()
-                        && !matches!(e, FetchError::Throttled { .. }) =>
-                {
-                    s.failures.record(&valid.target, e);
-                }
-                Err(_) => {}
-            }
-        }
-        outcome
+            .await
     }
 
     /// Starts a background refresh of `valid` unless one is already under way, or

@@ -362,8 +362,18 @@ impl Cache {
             && let Some(since) = read_at.into_inner().unwrap_or_else(|e| e.into_inner())
         {
             disk.stats().promoted.fetch_add(1, Ordering::Relaxed);
+            // Before anything that waits, and on a task of its own: a caller dropped
+            // at an await (its client gone) must not leave in memory an answer a
+            // purge covered. A fill's `keep` runs in its flight, which always ends.
+            if inner.purged.since(key, since) {
+                let (this, key, entry) =
+                    (Arc::clone(&self.inner), key.to_owned(), Arc::clone(entry));
+                let unkept = inner
+                    .tracker
+                    .spawn(async move { this.unkeep(&key, &entry, since).await });
+                let _ = unkept.await;
+            }
             inner.settle(weight(key, entry)).await;
-            inner.unkeep(key, entry, since).await;
         }
         kept.or_else(|| unkept.into_inner().unwrap_or_else(|e| e.into_inner()))
     }
@@ -552,12 +562,14 @@ impl Cache {
             // none for background work); later callers' waits link to it.
             let (span, link) = crate::telemetry::fill_span(key);
             let inner = Arc::clone(&self.inner);
-            let ending = Ending::new(Arc::clone(&self.inner.flights), key.to_owned(), id);
             // Before the fetch: a purge made after it covers the answer.
             let since = Stamp::now();
             // Boxed: the fetch's state (the upstream client's futures, several KB)
             // would otherwise be copied each time the task is moved and stored.
             let fut = Box::pin(fetch());
+            // After `fetch()`: a guard dropped here, under the shard's lock, would
+            // lock it again.
+            let ending = Ending::new(Arc::clone(&self.inner.flights), key.to_owned(), id);
             let work = async move {
                 if let Some(entry) = inner.entries.get(ending.key()).await
                     && usable(&entry)
@@ -594,7 +606,8 @@ impl Cache {
         });
         let result = if leader && task == FillTask::Own {
             let tracker = &self.inner.tracker;
-            let fill = tracker.spawn(flight.clone());
+            // The flight moves to the task: the one clone left waits on it.
+            let fill = tracker.spawn(flight);
             fill.await.unwrap_or_else(|e| {
                 tracing::error!(error = %e, "cache fill task failed");
                 Err(FetchError::Unreachable)

@@ -497,6 +497,40 @@ async fn a_failing_key_costs_one_timeout_not_one_per_request() {
     assert_eq!(env.proxy.state().cache().failures().len(), 3);
 }
 
+/// A key's failure is learnt even when the client that asked for it gave up: its
+/// fill goes on without it, times out, and the key backs off, so the requests after
+/// it are answered at once instead of each waiting on the upstream again.
+#[tokio::test]
+async fn a_failure_is_learnt_when_its_client_gave_up() {
+    let clock = support::clock_at("2026-11-21T20:00:00+08:00");
+    let fake = FakeRelativeClock::default();
+    let env = start_faked(clock, &fake, |c| {
+        c.limits.failure_backoff_ms = 60_000;
+        c.limits.failure_backoff_max_ms = 60_000;
+        c.upstream.timeout_ms = 300;
+    })
+    .await;
+    env.sim.set_hang(true);
+    let key = "/news/headlines?keyword=gave-up";
+    let gave_up = env
+        .client
+        .get(env.url(key))
+        .bearer_auth(support::TOKEN)
+        .timeout(Duration::from_millis(50))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client gave up before the upstream");
+    let failures = || env.proxy.state().cache().failures().len();
+    assert!(
+        support::eventually(Duration::from_secs(10), || failures() == 1).await,
+        "the fill's timeout was learnt"
+    );
+    let asked = env.sim.raw_count();
+    let (status, code, _) = error_of(env.get(key).await).await;
+    assert_eq!((status, code.as_str()), (504, "upstream_timeout"));
+    assert_eq!(env.sim.raw_count(), asked, "answered without the upstream");
+}
+
 /// A key in its stale window whose background refresh failed is not refreshed again
 /// by every request: its stale answer is served, saying the key backs off, and the
 /// upstream is not asked until its backoff ends.
