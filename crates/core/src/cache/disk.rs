@@ -427,11 +427,18 @@ impl Disk {
         }
     }
 
-    /// Drops the record of `key`. A record of it still queued from before (a
-    /// promotion's copy, read before the delete) is not written back when the
-    /// delete is made under a purge noted in [`Disk::purged`], as the cache does.
+    /// Drops the record of `key`, for good: the engine's delete, and a rule kept
+    /// in the purge file (the delete alone is lost to a restart if its tombstone
+    /// was not written: a failing disk, a kill in the next milliseconds). A record
+    /// of it still queued from before (a promotion's copy, read before the delete)
+    /// is not written back when the delete is made under a purge noted in
+    /// [`Disk::purged`], as the cache does.
     pub fn delete(&self, key: &str) {
         self.inner.engine.delete(key);
+        let rule = Pattern::Key(key.to_owned());
+        if let Err(e) = self.inner.purges.add(rule, Stamp::now().as_micros()) {
+            tracing::warn!(error = %e, "disk tier: purge rule not saved (it holds until a restart)");
+        }
     }
 
     /// Whether a purge (a rule, or one made lately) came after `stamp`.
@@ -599,6 +606,11 @@ mod tests {
         let purging = disk.purged().key("k");
         disk.delete("k");
         drop(purging);
+        // Kept in the purge file: the delete outlasts a restart whose engine lost
+        // its tombstone.
+        let kept = purges::Purges::open(&dir).unwrap();
+        assert!(kept.covers("k", since.as_micros()));
+        assert!(!kept.covers("other", since.as_micros()));
         disk.put_copies("k", &entry, since);
         disk.flush().await;
         assert!(disk.get("k", &policy, now).await.is_none());

@@ -1,9 +1,12 @@
 //! Purges by pattern on the disk tier: the engine cannot list its keys, so a purge by
 //! endpoint or prefix is a rule (Varnish's ban) that a later read applies to records
-//! stored before it. The rules live in one small file beside the engine's, replaced
-//! whole (written aside, then renamed), and are let go once nothing they cover can
-//! still be served.
+//! stored before it. A key's purge is a rule too, beside the engine's delete: the
+//! delete lasts a restart only once foyer's tombstone log has been written, which a
+//! failing disk or a kill in the next milliseconds prevents. The rules live in one
+//! small file beside the engine's, replaced whole (written aside, synced, then
+//! renamed), and are let go once nothing they cover can still be served.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -17,6 +20,12 @@ const KEEP_US: i64 = 90 * 24 * 3_600 * 1_000_000;
 /// The rule file's name in `cache.disk_path`.
 const FILE: &str = "mdproxy-purges.json";
 
+/// The most keys' rules kept; past it the oldest go. A key's rule matters only
+/// while the engine's tombstone of it may be missing (milliseconds, unless the disk
+/// failed), so the oldest are the safest to let go, and a bulk purge of keys keeps
+/// the file (rewritten at each purge) small.
+const MAX_KEY_RULES: usize = 10_000;
+
 /// What a purge by pattern covers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -26,6 +35,8 @@ pub enum Pattern {
     Prefix(String),
     /// Every answer of the endpoint with this path template (`/stock/detail/{code}`).
     Endpoint(String),
+    /// One key (a canonical target).
+    Key(String),
 }
 
 impl Pattern {
@@ -39,6 +50,7 @@ impl Pattern {
                     .route(path)
                     .is_some_and(|r| r.endpoint.path == *template)
             }
+            Pattern::Key(one) => key == one,
         }
     }
 }
@@ -54,7 +66,65 @@ struct Rule {
 #[derive(Debug)]
 pub struct Purges {
     path: PathBuf,
-    rules: Mutex<Vec<Rule>>,
+    rules: Mutex<Rules>,
+}
+
+/// The rules by endpoint or prefix, read in turn; keys' rules by key (a read looks
+/// up its own).
+#[derive(Debug, Default)]
+struct Rules {
+    patterns: Vec<Rule>,
+    keys: HashMap<String, i64>,
+}
+
+impl Rules {
+    fn from_list(list: Vec<Rule>) -> Rules {
+        let mut rules = Rules::default();
+        for rule in list {
+            match rule.pattern {
+                Pattern::Key(key) => {
+                    let at = rules.keys.entry(key).or_insert(rule.at_us);
+                    *at = (*at).max(rule.at_us);
+                }
+                pattern => rules.patterns.push(Rule {
+                    pattern,
+                    at_us: rule.at_us,
+                }),
+            }
+        }
+        rules
+    }
+
+    fn to_list(&self) -> Vec<Rule> {
+        let keys = self.keys.iter().map(|(key, at_us)| Rule {
+            pattern: Pattern::Key(key.clone()),
+            at_us: *at_us,
+        });
+        self.patterns.iter().cloned().chain(keys).collect()
+    }
+
+    /// Adds a rule, letting go of those past [`KEEP_US`] and of the oldest keys'
+    /// past [`MAX_KEY_RULES`].
+    fn add(&mut self, pattern: Pattern, at_us: i64) {
+        let kept_from = at_us - KEEP_US;
+        self.patterns.retain(|r| r.at_us > kept_from);
+        self.keys.retain(|_, at| *at > kept_from);
+        match pattern {
+            Pattern::Key(key) => {
+                self.keys.insert(key, at_us);
+                if self.keys.len() > MAX_KEY_RULES
+                    && let Some(oldest) = self
+                        .keys
+                        .iter()
+                        .min_by_key(|(_, at)| **at)
+                        .map(|(key, _)| key.clone())
+                {
+                    self.keys.remove(&oldest);
+                }
+            }
+            pattern => self.patterns.push(Rule { pattern, at_us }),
+        }
+    }
 }
 
 impl Purges {
@@ -65,7 +135,7 @@ impl Purges {
     /// unknown, so the caller must not serve the disk's records.
     pub fn open(dir: &Path) -> std::io::Result<Purges> {
         let path = dir.join(FILE);
-        let rules = match std::fs::read(&path) {
+        let list = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -73,11 +143,11 @@ impl Purges {
         };
         Ok(Purges {
             path,
-            rules: Mutex::new(rules),
+            rules: Mutex::new(Rules::from_list(list)),
         })
     }
 
-    fn rules(&self) -> MutexGuard<'_, Vec<Rule>> {
+    fn rules(&self) -> MutexGuard<'_, Rules> {
         self.rules
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -91,9 +161,8 @@ impl Purges {
     pub fn add(&self, pattern: Pattern, at_us: i64) -> std::io::Result<()> {
         let text = {
             let mut rules = self.rules();
-            rules.retain(|r| r.at_us > at_us - KEEP_US);
-            rules.push(Rule { pattern, at_us });
-            serde_json::to_vec(&*rules).expect("rules serialise")
+            rules.add(pattern, at_us);
+            serde_json::to_vec(&rules.to_list()).expect("rules serialise")
         };
         let aside = self.path.with_extension("json.new");
         std::fs::write(&aside, text)?;
@@ -104,14 +173,17 @@ impl Purges {
     /// Whether a record of `key` stored at `stored_at_us` was purged since.
     pub fn covers(&self, key: &str, stored_at_us: i64) -> bool {
         let rules = self.rules();
-        rules
-            .iter()
-            .any(|r| stored_at_us < r.at_us && r.pattern.matches(key))
+        rules.keys.get(key).is_some_and(|at| stored_at_us < *at)
+            || rules
+                .patterns
+                .iter()
+                .any(|r| stored_at_us < r.at_us && r.pattern.matches(key))
     }
 
     /// How many rules are in force.
     pub fn count(&self) -> usize {
-        self.rules().len()
+        let rules = self.rules();
+        rules.patterns.len() + rules.keys.len()
     }
 }
 
@@ -136,8 +208,36 @@ mod tests {
             assert!(p.covers("/market/indices", 99));
             assert!(!p.covers("/market/indices/other", 99));
         }
+        purges
+            .add(Pattern::Key("/fund/detail/510300".into()), 100)
+            .unwrap();
+        let again = Purges::open(&dir).unwrap();
+        assert!(again.covers("/fund/detail/510300", 99), "a key's rule");
+        assert!(!again.covers("/fund/detail/510300", 100), "stored after");
+        assert!(!again.covers("/fund/detail/510301", 99));
+        assert_eq!(again.count(), 3);
         std::fs::write(dir.join(FILE), b"{not json").unwrap();
         assert!(Purges::open(&dir).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Past [`MAX_KEY_RULES`] the oldest key's rule goes; a key purged again keeps
+    /// its latest; rules past [`KEEP_US`] go.
+    #[test]
+    fn keys_rules_are_bounded_oldest_first() {
+        let mut rules = Rules::default();
+        for n in 0..=MAX_KEY_RULES as i64 {
+            rules.add(Pattern::Key(format!("/k/{n}")), 1_000 + n);
+        }
+        assert_eq!(rules.keys.len(), MAX_KEY_RULES);
+        assert!(!rules.keys.contains_key("/k/0"), "the oldest went");
+        rules.add(Pattern::Key("/k/5".into()), 50_000);
+        assert_eq!(rules.keys["/k/5"], 50_000);
+        rules.add(Pattern::Prefix("/stock/".into()), KEEP_US + 3_000);
+        // Kept: those stored after 3,000 (/k/2001 on), and /k/5 again.
+        assert_eq!(rules.keys.len(), 8_001, "rules past KEEP_US went");
+        let listed = Rules::from_list(rules.to_list());
+        assert_eq!(listed.keys, rules.keys);
+        assert_eq!(listed.patterns.len(), 1);
     }
 }
