@@ -173,7 +173,8 @@ impl Purges {
     /// Whether a record of `key` stored at `stored_at_us` was purged since.
     pub fn covers(&self, key: &str, stored_at_us: i64) -> bool {
         let rules = self.rules();
-        rules.keys.get(key).is_some_and(|at| stored_at_us < *at)
+        // Most of the time there is no key's rule: no hash then.
+        (!rules.keys.is_empty() && rules.keys.get(key).is_some_and(|at| stored_at_us < *at))
             || rules
                 .patterns
                 .iter()
