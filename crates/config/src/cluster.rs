@@ -163,13 +163,26 @@ impl ClusterConfig {
             );
         }
         self.mode_problems(&mut problem);
-        for sentinel in &self.sentinels {
+        for (n, sentinel) in self.sentinels.iter().enumerate() {
             if sentinel_addr(sentinel).is_none() {
+                // Not shown: an entry written as a URL may hold a password.
                 problem(
                     "cluster.sentinels",
-                    &format!("{sentinel:?} is not host:port"),
+                    &format!("entry {} is not host:port", n + 1),
                 );
             }
+        }
+        if self
+            .node_id
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+        {
+            // The fleet's messages are fields separated by spaces: one in a node's
+            // name cuts every pause and slow-down it sends.
+            problem(
+                "cluster.node_id",
+                "has a space or a control character: the fleet's messages could not be read",
+            );
         }
         match (self.sentinels.is_empty(), self.sentinel_master.is_empty()) {
             (false, true) => problem(

@@ -523,6 +523,22 @@ fn problems_never_show_a_secret() {
     assert!(!shown.contains("s3cret"), "{shown}");
 }
 
+/// A sentinel written as a URL with a password is refused without showing it; a
+/// node's name with a space (which would cut the fleet's messages) is refused.
+#[test]
+fn sentinels_and_node_names_are_checked_without_showing_a_password() {
+    let text = format!(
+        "{REQUIRED}[cluster]\nsentinels = [\"redis://:s3cret@sentinel-1\"]\nsentinel_master = \"m\"\nnode_id = \"node one\"\n"
+    );
+    let shown = load_text(&text, &no_env).unwrap_err().to_string();
+    assert!(
+        shown.contains("cluster.sentinels: entry 1 is not host:port"),
+        "{shown}"
+    );
+    assert!(shown.contains("cluster.node_id: has a space"), "{shown}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+}
+
 /// The edge compares tokens as the bytes of a header value: one that a header
 /// cannot carry is refused, and the refusal does not show it.
 #[test]

@@ -103,15 +103,16 @@ impl AppState {
         if let Some(disk) = &disk {
             tiers.push(Arc::new(DiskTier(disk.clone())));
         }
+        let mut store = Cache::new(config.cache.max_bytes, tracker.clone());
+        if let Some(disk) = disk {
+            store = store.with_disk(disk);
+        }
         if fleet.cluster().is_some() {
             tiers.push(Arc::new(SharedTier {
                 store: Arc::clone(fleet.store()),
                 lock: Arc::clone(fleet.lock()),
+                purged: Arc::clone(store.purged()),
             }));
-        }
-        let mut store = Cache::new(config.cache.max_bytes, tracker.clone());
-        if let Some(disk) = disk {
-            store = store.with_disk(disk);
         }
         let filling = Filling {
             upstream: upstream.clone(),

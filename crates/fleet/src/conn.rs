@@ -382,9 +382,17 @@ impl Connector {
         let mut pubsub = tokio::time::timeout(self.timeout, client.get_async_pubsub())
             .await
             .map_err(|_| timed_out())??;
-        for channel in channels {
-            pubsub.subscribe(*channel).await?;
-        }
+        // Bounded too: a Redis that stops answering after the connect would hold
+        // the watcher (and the node alone) until the kernel gave up on the socket.
+        let subscribed = async {
+            for channel in channels {
+                pubsub.subscribe(*channel).await?;
+            }
+            redis::RedisResult::Ok(())
+        };
+        tokio::time::timeout(self.timeout, subscribed)
+            .await
+            .map_err(|_| timed_out())??;
         Ok(Session {
             conn: Connection::Single(conn),
             messages: pubsub.into_on_message().boxed(),

@@ -21,6 +21,7 @@ use crate::cache::failures::{Backoff, Failures};
 pub use crate::cache::flight::{ClientFill, FillTask};
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
 use crate::cache::purge::Purge;
+use crate::cache::purged::Stamp;
 use crate::cache::store::{Cache, FillRole, Unheld};
 use crate::cache::tier::{Fill, Tiers};
 use crate::logging::Throttle;
@@ -597,6 +598,7 @@ impl ReadThrough {
                         priority,
                         force,
                         lease,
+                        since: Stamp::now(),
                     };
                     let fetched = tiers.fill(&fill, || origin.fetch(&fill)).await;
                     // In the flight, whoever drives it: the client that started it

@@ -169,12 +169,12 @@ pub async fn after_fill(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::cache::freshness::Rule;
     use mdproxy_config::Config;
 
-    fn entry(fetched_at: DateTime<Utc>, policy: &Policy) -> CachedBody {
+    pub(crate) fn entry(fetched_at: DateTime<Utc>, policy: &Policy) -> CachedBody {
         let rule = Rule {
             endpoint_id: 0,
             class: FreshnessClass::ALL[0],

@@ -378,6 +378,11 @@ impl Cache {
         kept.or_else(|| unkept.into_inner().unwrap_or_else(|e| e.into_inner()))
     }
 
+    /// The purges made lately, ordered against the reads and fills around them.
+    pub fn purged(&self) -> &Arc<Purged> {
+        &self.inner.purged
+    }
+
     /// The cached answer for `key`, whatever its freshness, as moka holds it (for
     /// inspection; requests read through [`held`](Self::held)).
     pub async fn get(&self, key: &str) -> Option<Arc<CachedBody>> {

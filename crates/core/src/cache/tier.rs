@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use crate::cache::disk::Disk;
 use crate::cache::entry::CachedBody;
 use crate::cache::freshness::Policy;
+use crate::cache::purged::{Purged, Stamp};
 use crate::cache::shared::{self, Share};
 use crate::telemetry::cluster_span;
 use crate::upstream::budget::Priority;
@@ -35,6 +36,8 @@ pub struct Fill<'a> {
     pub force: bool,
     /// How long this fill may hold the fleet's lease on the key.
     pub lease: Duration,
+    /// When the fill began: a purge after it covers its answer.
+    pub since: Stamp,
 }
 
 impl Fill<'_> {
@@ -150,6 +153,10 @@ impl Tier for DiskTier {
 pub struct SharedTier {
     pub store: Arc<dyn SharedStore>,
     pub lock: Arc<dyn FillLock>,
+    /// This node's purges (its own and those heard from the fleet): an answer
+    /// fetched before one that covers it is not published, or it would undo the
+    /// purge in the shared store for every node.
+    pub purged: Arc<Purged>,
 }
 
 #[async_trait]
@@ -175,7 +182,83 @@ impl Tier for SharedTier {
     async fn after_fill(&self, fill: &Fill<'_>, answer: Option<&CachedBody>, held: Held) {
         if let Held::In(lease) = held {
             let faces = (&*self.store, &*self.lock);
+            let answer = answer.filter(|_| !self.purged.since(fill.key, fill.since));
             shared::after_fill(faces, fill.key, answer, lease).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use mdproxy_fleet::{Alone, Unavailable};
+    use std::sync::Mutex;
+
+    /// A shared store that is up and keeps the keys it was given.
+    #[derive(Default)]
+    struct Kept(Mutex<Vec<String>>);
+
+    #[async_trait]
+    impl SharedStore for Kept {
+        fn is_up(&self) -> bool {
+            true
+        }
+        fn max_body(&self) -> usize {
+            1 << 20
+        }
+        async fn get(&self, _key: &str) -> Result<Option<Bytes>, Unavailable> {
+            Ok(None)
+        }
+        async fn put(&self, key: &str, _value: Bytes, _ttl: Duration) {
+            self.0.lock().unwrap().push(key.to_owned());
+        }
+        async fn purge(&self, _key: &str, _message: &str) {}
+        async fn purge_matching(
+            &self,
+            _prefixes: &[&str],
+            _matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
+            _message: &str,
+        ) {
+        }
+        fn invalidations(&self) -> tokio::sync::broadcast::Receiver<String> {
+            tokio::sync::broadcast::channel(1).1
+        }
+    }
+
+    /// A fill whose key was purged while it ran does not publish its answer: in
+    /// the shared store it would undo the purge for every node. One that began
+    /// after the purge publishes.
+    #[tokio::test]
+    async fn an_answer_fetched_before_a_purge_is_not_published() {
+        let config = mdproxy_config::Config::default();
+        let policy = Arc::new(Policy::new(&config, 0));
+        let now = chrono::DateTime::parse_from_rfc3339("2026-03-02T03:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let clock: Arc<dyn Clock> = mdproxy_market::ManualClock::new(now);
+        let kept = Arc::new(Kept::default());
+        let tier = SharedTier {
+            store: Arc::clone(&kept) as Arc<dyn SharedStore>,
+            lock: Arc::new(Alone),
+            purged: Arc::default(),
+        };
+        let answer = shared::tests::entry(now, &policy);
+        for purged_meanwhile in [true, false] {
+            let fill = Fill {
+                key: "/k",
+                policy: &policy,
+                clock: &clock,
+                priority: Priority::Client,
+                force: false,
+                lease: Duration::from_secs(1),
+                since: Stamp::now(),
+            };
+            if purged_meanwhile {
+                drop(tier.purged.key("/k"));
+            }
+            tier.after_fill(&fill, Some(&answer), Held::In(None)).await;
+        }
+        assert_eq!(*kept.0.lock().unwrap(), ["/k"], "only the later fill's");
     }
 }

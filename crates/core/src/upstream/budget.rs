@@ -27,18 +27,30 @@ pub enum Priority {
     /// A scheduled prewarm: waits for the background share (up to
     /// [`PREWARM_MAX_WAIT`]), then for a moment when clients leave room.
     Prewarm,
+    /// An instance's breaker probe sent on its own while its client goes on to the
+    /// next instance: a client's permit at once or not at all, never the
+    /// background share (with `background_percent = 0` there is none, and the
+    /// primary would never be asked again) nor the quota's reserve.
+    Probe,
 }
 
 /// Longest a prewarm request waits for budget before it is dropped (and counted).
 pub const PREWARM_MAX_WAIT: Duration = Duration::from_secs(60);
 
 impl Priority {
+    /// Whether it may spend the quota's reserve (kept for clients): a client's
+    /// request, or a probe that brings an instance back for them.
+    pub fn is_clients(self) -> bool {
+        matches!(self, Priority::Client | Priority::Probe)
+    }
+
     /// Stable label.
     pub fn as_str(self) -> &'static str {
         match self {
             Priority::Client => "client",
             Priority::Background => "background",
             Priority::Prewarm => "prewarm",
+            Priority::Probe => "probe",
         }
     }
 }
@@ -304,6 +316,7 @@ impl UpstreamBudget {
         let share = full * s.background_percent / 100;
         let (tolerance, limit) = match priority {
             Priority::Client => (full, Duration::from_millis(s.client_wait_ms)),
+            Priority::Probe => (full, Duration::ZERO),
             Priority::Background => (share, Duration::ZERO),
             Priority::Prewarm => (share, PREWARM_MAX_WAIT),
         };
@@ -315,7 +328,7 @@ impl UpstreamBudget {
             }
             if started.elapsed() + wait > limit {
                 return Ok(Err(match priority {
-                    Priority::Client => Denied::Overloaded,
+                    Priority::Client | Priority::Probe => Denied::Overloaded,
                     Priority::Background | Priority::Prewarm => self.drop_one(),
                 }));
             }
@@ -339,6 +352,7 @@ impl UpstreamBudget {
             )
             .await
             .map_err(|_| Denied::Overloaded),
+            Priority::Probe => check(all, clock).map_err(|_| Denied::Overloaded),
             Priority::Background => {
                 let share_ok = self
                     .background
@@ -391,6 +405,32 @@ mod tests {
             background_percent: 50,
             client_wait_ms: 50,
         }
+    }
+
+    /// A breaker's probe takes a client's permit at once or not at all, and not
+    /// from the background share: with `background_percent = 0` (no share at all)
+    /// background work is dropped, and a probe still goes, so an instance whose
+    /// breaker opened is asked again. Refused, it waits for nothing and is not
+    /// counted as dropped background work.
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_is_not_background_work() {
+        let counters = Arc::new(Counters::default());
+        let none_in_background = BudgetSettings {
+            background_percent: 0,
+            ..settings(1, 1)
+        };
+        let b = UpstreamBudget::new(
+            none_in_background,
+            RateClock::tokio(),
+            Arc::clone(&counters),
+        );
+        assert_eq!(b.acquire(Priority::Background).await, Err(Denied::Dropped));
+        assert_eq!(b.acquire(Priority::Probe).await, Ok(()));
+        let started = tokio::time::Instant::now();
+        assert_eq!(b.acquire(Priority::Probe).await, Err(Denied::Overloaded));
+        assert_eq!(started.elapsed(), Duration::ZERO, "it did not wait");
+        assert_eq!(counters.dropped(), 1, "only the background request");
+        assert!(Priority::Probe.is_clients() && !Priority::Background.is_clients());
     }
 
     /// Background work never waits and is counted; a client then queues and gives

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::logging::Throttle;
-use budget::{BudgetSettings, Denied, Priority, RateClock, UpstreamBudget};
+use budget::{Denied, Priority, RateClock, UpstreamBudget};
 use client::{ClientError, FetchError, Fetched};
 use counters::Counters;
 pub use counters::UpstreamOutcome;
@@ -65,8 +65,6 @@ struct Inner {
     permits: Arc<dyn Permits>,
     /// The fleet's pauses, pace and quotas (`[cluster]`; a single node's are its own).
     limits: Arc<dyn FleetLimits>,
-    /// This node's share of the cluster's budget while Redis is away.
-    alone: ArcSwap<UpstreamBudget>,
     clock: RateClock,
     /// The wall clock quotas count days on.
     wall: Arc<dyn Clock>,
@@ -99,17 +97,11 @@ impl Upstream {
             .into_iter()
             .map(|s| Target::new(s, &clock, Arc::clone(&wall), Arc::clone(&counters)).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
-        let alone = UpstreamBudget::new(
-            BudgetSettings::from(&config.limits),
-            clock.clone(),
-            Arc::clone(&counters),
-        );
         Ok(Upstream {
             inner: Arc::new(Inner {
                 targets: ArcSwap::from_pointee(targets),
                 permits: Arc::clone(fleet.permits()),
                 limits: Arc::clone(fleet.limits()),
-                alone: ArcSwap::from_pointee(alone),
                 clock,
                 wall,
                 counters,
@@ -237,7 +229,7 @@ impl Upstream {
         result
     }
 
-    /// Sends the breaker probe of `target` on its own, as background work (budget
+    /// Sends the breaker probe of `target` on its own ([`Priority::Probe`]: budget
     /// at once or never), while the request it came with goes on to the next
     /// instance; its outcome closes or reopens the breaker.
     fn probe(&self, target: Arc<Target>, passed: target::Passed, request: UpstreamRequest<'_>) {
@@ -250,7 +242,7 @@ impl Upstream {
         tokio::spawn(async move {
             let request = UpstreamRequest {
                 target: &path,
-                priority: Priority::Background,
+                priority: Priority::Probe,
                 passthrough,
                 endpoint,
             };
@@ -354,7 +346,7 @@ impl Upstream {
                             .await
                             .unwrap_or(Err(Denied::Overloaded))
                     }
-                    Priority::Background | Priority::Prewarm => {
+                    Priority::Background | Priority::Prewarm | Priority::Probe => {
                         self.permit(target, request.priority).await
                     }
                 }
@@ -428,18 +420,7 @@ impl Upstream {
         if nodes <= 1 {
             return budget.acquire(priority).await;
         }
-        let share = budget.settings().divided(nodes);
-        let mut alone = self.inner.alone.load_full();
-        if alone.settings() != share {
-            let rebuilt = UpstreamBudget::new(
-                share,
-                self.inner.clock.clone(),
-                Arc::clone(&self.inner.counters),
-            );
-            self.inner.alone.store(Arc::new(rebuilt));
-            alone = self.inner.alone.load_full();
-        }
-        alone.acquire(priority).await
+        target.alone_budget(nodes).acquire(priority).await
     }
 
     /// One request from `target`'s quotas: counted for the fleet when it can be
@@ -571,6 +552,44 @@ mod tests {
 
     fn upstream(config: &Config) -> Upstream {
         Upstream::new(config, RateClock::tokio(), Arc::new(SystemClock), None).unwrap()
+    }
+
+    /// While the fleet cannot be asked, each instance has its own share: a
+    /// `nodes`th of its pace (a quarter of one request a second on four nodes, not
+    /// one each), empty when built, and not rebuilt (full) when requests switch
+    /// between instances whose settings differ.
+    #[tokio::test(start_paused = true)]
+    async fn alone_each_instance_keeps_its_own_share_of_its_pace() {
+        let mut config = Config::default();
+        config.upstream.base_url = "http://127.0.0.1:1/api/v1".into();
+        config.limits.upstream_rps = 1;
+        config.limits.upstream_burst = 1;
+        config
+            .upstream
+            .fallback
+            .push(mdproxy_config::FallbackConfig {
+                base_url: "http://127.0.0.1:2/api/v1".into(),
+                token: mdproxy_config::Secret::new("f"),
+                upstream_rps: Some(8),
+                upstream_burst: Some(8),
+                upstream_per_minute: None,
+                upstream_per_day: None,
+            });
+        let up = upstream(&config);
+        let targets = up.inner.targets.load();
+        let (primary, fallback) = (&targets[0], &targets[1]);
+        let share = primary.alone_budget(4);
+        assert!((share.rate() - 0.25).abs() < 1e-9, "{}", share.rate());
+        assert_eq!(
+            share.acquire(Priority::Probe).await,
+            Err(Denied::Overloaded),
+            "empty when built"
+        );
+        assert_eq!(fallback.alone_budget(4).settings().upstream_rps, 2);
+        assert!(
+            Arc::ptr_eq(&share, &primary.alone_budget(4)),
+            "not rebuilt after the fallback's"
+        );
     }
 
     /// Defect: a reload dropped the connection pool and refilled the budget. Only a

@@ -133,15 +133,17 @@ impl Quota {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Brings the counts to the minute and day of `now`.
+    /// Brings the counts forward to the minute and day of `now`; never back: a
+    /// clock stepped back (NTP, an hour repeated at a change of summer time) keeps
+    /// counting in the later window instead of starting it afresh a second time.
     fn roll(&self, counts: &mut Counts, now: DateTime<Utc>) -> DateTime<Utc> {
         let minute = now.timestamp().div_euclid(60);
-        if counts.minute != minute {
+        if minute > counts.minute {
             counts.minute = minute;
             counts.in_minute = 0;
         }
         let (day, next_day) = self.day_of(now);
-        if counts.day != Some(day) {
+        if counts.day.is_none_or(|counted| day > counted) {
             counts.day = Some(day);
             counts.in_day = 0;
             counts.skipped = 0;
@@ -183,7 +185,7 @@ impl Quota {
             }
             let left = s.per_day - counts.in_day;
             let reserve = s.per_day * u64::from(s.reserve_percent) / 100;
-            if priority != Priority::Client && left <= reserve {
+            if !priority.is_clients() && left <= reserve {
                 counts.skipped += 1;
                 return Err(Exhausted::Reserve);
             }
@@ -216,7 +218,7 @@ impl Quota {
             per_minute: s.per_minute,
             per_day: s.per_day,
             reserve: s.per_day * u64::from(s.reserve_percent) / 100,
-            client: priority == Priority::Client,
+            client: priority.is_clients(),
             minute,
             day: day.to_string(),
             minute_ends_in: Duration::from_secs(
@@ -333,6 +335,11 @@ mod tests {
             assert_eq!(q.take(Priority::Background), Ok(()));
         }
         assert_eq!(q.take(Priority::Prewarm), Err(Exhausted::Reserve));
+        assert_eq!(
+            q.check(Priority::Probe),
+            Ok(()),
+            "a probe may spend the reserve"
+        );
         assert!(!q.is_thrifty(), "2 left is the reserve, not half of it");
         assert_eq!(q.take(Priority::Client), Ok(()));
         assert!(q.is_thrifty(), "1 left: half the reserve");
@@ -380,6 +387,28 @@ mod tests {
             Err(Exhausted::Day { .. })
         ));
         assert_eq!(q.ask(Priority::Client).map(|a| a.client), Some(true));
+    }
+
+    /// A clock stepped back across the minute's and the day's boundaries starts
+    /// neither again: what was counted in the later window still counts.
+    #[test]
+    fn a_clock_stepped_back_does_not_start_the_quotas_again() {
+        let (q, clock) = quota(3, 10);
+        // 23:59:00, then 00:00:30 of the next vendor day: a new minute and day.
+        clock.advance(Duration::from_secs(90));
+        for _ in 0..3 {
+            assert_eq!(q.take(Priority::Client), Ok(()));
+        }
+        // Stepped back 40 s: 23:59:50 of the day before.
+        clock.set(cst("2026-03-02 23:59:50"));
+        assert!(matches!(
+            q.take(Priority::Client),
+            Err(Exhausted::Minute { .. })
+        ));
+        assert_eq!(q.report().today, 3, "the later day's count kept");
+        clock.set(cst("2026-03-03 00:01:00"));
+        assert_eq!(q.take(Priority::Client), Ok(()));
+        assert_eq!(q.report().today, 4);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use chrono::NaiveTime;
 
 use crate::upstream::breaker::{Admitted, Breaker, BreakerSettings, Open, Verdict};
@@ -216,6 +216,9 @@ pub struct Target {
     /// Wakes the requests waiting on a budget the pace replaced: they wait on the
     /// new one, so none goes out at the old rate.
     rebuilt: tokio::sync::Notify,
+    /// This node's share of the budget while the fleet cannot be asked
+    /// ([`alone_budget`](Self::alone_budget)).
+    alone: ArcSwapOption<UpstreamBudget>,
     breakers: Breakers,
     pause: Pause,
     pace: Pace,
@@ -242,6 +245,7 @@ impl Target {
             client,
             budget: ArcSwap::from_pointee(budget),
             rebuilt: tokio::sync::Notify::new(),
+            alone: ArcSwapOption::empty(),
             breakers: Breakers::new(settings.breaker, clock),
             pause: Pause::new(clock.clone()),
             pace: Pace::new(settings.pace, clock.clone()),
@@ -350,6 +354,33 @@ impl Target {
             return paced;
         }
         budget
+    }
+
+    /// This node's share of the budget while the fleet that counts it cannot be
+    /// asked: a `nodes`th of the settings, at a `nodes`th of the pace's rate now
+    /// (not rounded up to a request a second: a fleet of four sharing one request
+    /// a second sends one, not four), its buckets empty when rebuilt for a new
+    /// pace or a new count of nodes. Kept for this target alone: one budget shared
+    /// by the instances was rebuilt, full, at each switch between two whose
+    /// settings differ.
+    pub fn alone_budget(&self, nodes: u64) -> Arc<UpstreamBudget> {
+        let share = self.settings.budget.divided(nodes);
+        let rate = self.pace.rate() / nodes.max(1) as f64;
+        let held = self.alone.load_full();
+        if let Some(budget) = held
+            && budget.settings() == share
+            && (budget.rate() - rate).abs() <= rate / 100.0
+        {
+            return budget;
+        }
+        let built = Arc::new(UpstreamBudget::paced(
+            share,
+            rate,
+            self.clock.clone(),
+            Arc::clone(&self.counters),
+        ));
+        self.alone.store(Some(Arc::clone(&built)));
+        built
     }
 
     /// Resolves when the budget is replaced after this call (the pace moved).
