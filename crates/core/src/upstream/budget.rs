@@ -249,7 +249,13 @@ impl UpstreamBudget {
     ) -> UpstreamBudget {
         let ceiling = f64::from(settings.upstream_rps);
         if settings.upstream_rps == 0 || rate >= ceiling {
-            return UpstreamBudget::new(settings, clock, counters);
+            // Back at the ceiling (a pace recovered from throttling): the
+            // configured buckets, empty as well.
+            let budget = UpstreamBudget::new(settings, clock, counters);
+            for limiter in budget.all.iter().chain(budget.background.iter()) {
+                while limiter.check().is_ok() {}
+            }
+            return budget;
         }
         let scale = |n: u32| ((f64::from(n) * rate / ceiling).floor() as u32).max(1);
         let burst = scale(settings.upstream_burst);
@@ -431,6 +437,22 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::ZERO, "it did not wait");
         assert_eq!(counters.dropped(), 1, "only the background request");
         assert!(Priority::Probe.is_clients() && !Priority::Background.is_clients());
+    }
+
+    /// A pace back at the ceiling gets the configured buckets, empty: recovering
+    /// from throttling hands out no burst at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_pace_back_at_the_ceiling_starts_empty() {
+        let counters = Arc::new(Counters::default());
+        let b = UpstreamBudget::paced(settings(10, 5), 10.0, RateClock::tokio(), counters);
+        assert_eq!(b.rate(), 10.0);
+        assert_eq!(b.acquire(Priority::Probe).await, Err(Denied::Overloaded));
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert_eq!(
+            b.acquire(Priority::Probe).await,
+            Ok(()),
+            "one interval later"
+        );
     }
 
     /// Background work never waits and is counted; a client then queues and gives

@@ -385,6 +385,7 @@ impl UpstreamClient {
         let Received {
             status,
             retry_after,
+            date,
             body,
             close_delimited,
         } = match tokio::time::timeout(timeout, exchange).await {
@@ -399,6 +400,7 @@ impl UpstreamClient {
             status,
             body,
             retry_after,
+            date,
             passthrough,
         };
         answer.classify().map(|body| Fetched { body, elapsed })
@@ -512,6 +514,8 @@ struct Answered {
     status: StatusCode,
     body: Bytes,
     retry_after: Option<HeaderValue>,
+    /// The answer's `Date`, which a `Retry-After` date is read against.
+    date: Option<HeaderValue>,
     /// A pass-through request: its 3xx and 4xx are answers to relay, not failures.
     passthrough: bool,
 }
@@ -523,6 +527,7 @@ impl Answered {
             status,
             body,
             retry_after,
+            date,
             passthrough,
         } = self;
         if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
@@ -532,9 +537,15 @@ impl Answered {
             status,
             StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
         ) {
+            // A date is read against the upstream's own clock (its `Date`), so
+            // that ours running ahead of it does not shorten the pause to nothing.
+            let now = date
+                .as_ref()
+                .and_then(|d| httpdate::parse_http_date(d.to_str().ok()?).ok())
+                .unwrap_or_else(std::time::SystemTime::now);
             let retry_after = retry_after
                 .as_ref()
-                .and_then(|v| crate::upstream::pause::asked_wait(v, std::time::SystemTime::now()));
+                .and_then(|v| crate::upstream::pause::asked_wait(v, now));
             return Err(FetchError::Throttled {
                 status: status.as_u16(),
                 retry_after,
@@ -573,6 +584,7 @@ fn classify_answer(status: StatusCode, body: Bytes) -> Result<Bytes, FetchError>
         status,
         body,
         retry_after: None,
+        date: None,
         passthrough: false,
     }
     .classify()
@@ -718,6 +730,7 @@ mod tests {
             status: StatusCode::FOUND,
             body: Bytes::new(),
             retry_after: None,
+            date: None,
             passthrough: true,
         };
         assert!(matches!(
@@ -728,6 +741,7 @@ mod tests {
             status: StatusCode::SERVICE_UNAVAILABLE,
             body: Bytes::new(),
             retry_after: Some(HeaderValue::from_static("120")),
+            date: None,
             passthrough: false,
         };
         assert!(matches!(
@@ -736,6 +750,22 @@ mod tests {
                 status: 503,
                 retry_after: Some(d)
             }) if d == Duration::from_secs(120)
+        ));
+        // A date 90 s after the answer's own `Date`, both long past by our clock
+        // (the upstream's clock behind ours): 90 s, not nothing.
+        let dated = Answered {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            body: Bytes::new(),
+            retry_after: Some(HeaderValue::from_static("Tue, 14 Nov 2023 22:15:20 GMT")),
+            date: Some(HeaderValue::from_static("Tue, 14 Nov 2023 22:13:50 GMT")),
+            passthrough: false,
+        };
+        assert!(matches!(
+            dated.classify(),
+            Err(FetchError::Throttled {
+                status: 429,
+                retry_after: Some(d)
+            }) if d == Duration::from_secs(90)
         ));
     }
 }

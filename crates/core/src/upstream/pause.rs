@@ -46,8 +46,9 @@ pub fn retry_after(
         .min(settings.max)
 }
 
-/// The wait a `Retry-After` value names (seconds, or an HTTP date, from `now`);
-/// `None` when it cannot be read.
+/// The wait a `Retry-After` value names (seconds, or an HTTP date, from `now`: the
+/// answer's `Date` when it has one, the upstream's clock); `None` when it cannot be
+/// read.
 pub fn asked_wait(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
     let text = value.to_str().ok()?.trim();
     match text.parse::<u64>() {

@@ -76,6 +76,9 @@ pub enum BuildError {
 pub struct Received {
     pub status: StatusCode,
     pub retry_after: Option<HeaderValue>,
+    /// The answer's `Date`, with a `Retry-After` only: the upstream's clock, which
+    /// a `Retry-After` date is read against.
+    pub date: Option<HeaderValue>,
     pub body: Bytes,
     /// The body had no length and no chunked framing, so it ended where the
     /// connection did: a cut is seen only by its JSON not closing.
@@ -388,9 +391,14 @@ where
             append(&mut buffer, &data, limit)?;
         }
     }
+    let retry_after = head.headers.get(http::header::RETRY_AFTER).cloned();
+    let date = retry_after
+        .as_ref()
+        .and_then(|_| head.headers.get(http::header::DATE).cloned());
     Ok(Received {
         status: head.status,
-        retry_after: head.headers.get(http::header::RETRY_AFTER).cloned(),
+        retry_after,
+        date,
         body: buffer.freeze(),
         close_delimited: is_close_delimited(head.version, &head.headers),
     })
