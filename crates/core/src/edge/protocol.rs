@@ -112,12 +112,14 @@ pub(crate) enum Protocol {
     Unknown,
 }
 
-/// The protocol TLS's ALPN chose for a connection.
+/// The protocol TLS's ALPN chose for a connection; none chosen is HTTP/1.1 (HTTP/2
+/// over TLS is chosen by ALPN, RFC 9113 §3.2). Never unknown: the auto builder's
+/// wait for a first byte has no timer, and a client that says nothing after the
+/// handshake would hold its slot for good.
 pub(crate) fn by_alpn(alpn: Option<&[u8]>) -> Protocol {
     match alpn {
         Some(b"h2") => Protocol::H2,
-        Some(_) => Protocol::H1,
-        None => Protocol::Unknown,
+        _ => Protocol::H1,
     }
 }
 

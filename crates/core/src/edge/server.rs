@@ -171,6 +171,32 @@ where
 
 type ConnectionError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Runs an HTTP/2 connection (`drive`) until it ends, or until it has had no stream
+/// open for a whole `idle` (then between one and two of them), when it is closed:
+/// hyper keeps an HTTP/2 connection without streams for ever (its header read
+/// timeout is HTTP/1's, which also ends idle keep-alives), so a client could hold
+/// its slot with the preface alone. A quote stream counts as open for its life.
+async fn closed_when_idle(
+    drive: impl Future<Output = Result<(), ConnectionError>>,
+    executor: &ConnExecutor,
+    idle: Duration,
+) -> Result<(), ConnectionError> {
+    let mut drive = std::pin::pin!(drive);
+    let mut seen = executor.streams().1;
+    loop {
+        tokio::select! {
+            ended = &mut drive => return ended,
+            () = tokio::time::sleep(idle) => {}
+        }
+        let (open, started) = executor.streams();
+        if open == 0 && started == seen {
+            tracing::debug!("an idle HTTP/2 connection closed");
+            return Ok(());
+        }
+        seen = started;
+    }
+}
+
 /// What serving one connection takes.
 struct Served<H> {
     /// Shared by the connection's requests: handing it to one costs a reference
@@ -277,7 +303,8 @@ where
             let (socket, turn) = Coalesced::new(socket);
             let builder = self.builders.for_h2(executor.clone());
             let conn = builder.serve_connection(TokioIo::new(socket), service);
-            return executor.drive(self.watcher.watch(conn), turn).await;
+            let drive = executor.drive(self.watcher.watch(conn), turn);
+            return closed_when_idle(drive, &executor, self.limits.header_read_timeout).await;
         }
         let conn = self
             .builders

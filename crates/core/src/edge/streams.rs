@@ -21,6 +21,7 @@ use std::future::Future;
 use std::io::{self, IoSlice};
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, ready};
 
@@ -44,6 +45,19 @@ const KEPT_BYTES: usize = 16 << 10;
 struct Inbox {
     new: Mutex<Vec<BoxFuture<'static, ()>>>,
     waker: AtomicWaker,
+    /// Streams started and not yet ended (or dropped).
+    open: Arc<AtomicUsize>,
+    /// Streams started over the connection's life.
+    started: AtomicU64,
+}
+
+/// One open stream, counted until it ends or is dropped.
+struct Open(Arc<AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Inbox {
@@ -64,15 +78,29 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     fn execute(&self, stream: F) {
+        self.inbox.started.fetch_add(1, Ordering::Relaxed);
+        self.inbox.open.fetch_add(1, Ordering::Relaxed);
+        let open = Open(Arc::clone(&self.inbox.open));
         // A stream that panics ends alone, as a task of its own would: the
         // connection and its other streams go on.
-        let stream = AssertUnwindSafe(stream).catch_unwind().map(drop);
+        let stream = AssertUnwindSafe(stream)
+            .catch_unwind()
+            .map(move |_| drop(open));
         self.inbox.new_streams().push(Box::pin(stream));
         self.inbox.waker.wake();
     }
 }
 
 impl ConnExecutor {
+    /// Streams open now, and streams started over the connection's life.
+    pub(crate) fn streams(&self) -> (usize, u64) {
+        let inbox = &self.inbox;
+        (
+            inbox.open.load(Ordering::Relaxed),
+            inbox.started.load(Ordering::Relaxed),
+        )
+    }
+
     /// The future that runs `connection` and the streams it hands to this executor,
     /// writing out what `turn` kept at the end of each of its turns.
     pub(crate) fn drive<C>(&self, connection: C, turn: Arc<dyn Turn>) -> Drive<C> {
