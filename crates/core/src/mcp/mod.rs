@@ -81,11 +81,13 @@ impl Mcp {
         stop: CancellationToken,
     ) -> Mcp {
         let calls = Arc::new(Calls::default());
+        let offered = server::Offered::of(&config.tools);
         let server = Server {
             state: state.clone(),
             hub: hub.clone(),
             tools: server::listed(&config.tools),
-            templates: server::templates(),
+            templates: server::templates(&offered),
+            offered: Arc::new(offered),
             calls: Arc::clone(&calls),
             max_chars: config.max_result_chars,
             watches: Arc::default(),

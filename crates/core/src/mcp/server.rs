@@ -3,7 +3,7 @@
 //! cache hint; each call or read answered by [`super::call`] and counted by tool
 //! and outcome; quote resources watched through [`super::watch`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -88,6 +88,8 @@ pub struct Server {
     pub(super) hub: QuoteHub,
     pub(super) tools: Arc<[Tool]>,
     pub(super) templates: Arc<[ResourceTemplate]>,
+    /// The endpoints whose answers are resources here.
+    pub(super) offered: Arc<Offered>,
     pub(super) calls: Arc<Calls>,
     pub(super) max_chars: usize,
     /// Results rendered once per cache entry, shared by every session.
@@ -188,9 +190,10 @@ fn span_of(context: &RequestContext<RoleServer>, method: &'static str, name: &st
 }
 
 /// The catalogue's endpoints as resource templates.
-pub fn templates() -> Arc<[ResourceTemplate]> {
+pub fn templates(offered: &Offered) -> Arc<[ResourceTemplate]> {
     resource_templates()
         .into_iter()
+        .filter(|(_, endpoint)| offered.has(endpoint.id))
         .map(|(uri, endpoint)| {
             let mut template = ResourceTemplate::new(uri, endpoint.path.clone());
             template.description = Some(endpoint.summary.clone());
@@ -198,6 +201,54 @@ pub fn templates() -> Arc<[ResourceTemplate]> {
             template
         })
         .collect()
+}
+
+/// The endpoints whose answers are resources: every one of the catalogue, or, when
+/// `mcp.tools` names some tools, those that the tools named answer (an operator
+/// who offers a few tools to hold down what agents cost offers no more by reading
+/// resources).
+#[derive(Debug)]
+pub struct Offered(Option<HashSet<usize>>);
+
+impl Offered {
+    /// What `allowed` (`mcp.tools`) offers.
+    pub fn of(allowed: &[String]) -> Offered {
+        if allowed.is_empty() {
+            return Offered(None);
+        }
+        let ids = TOOLS
+            .iter()
+            .filter(|tool| allowed.iter().any(|a| a == tool.name))
+            .flat_map(|tool| tool.endpoints().map(|(_, endpoint)| endpoint.id))
+            .collect();
+        Offered(Some(ids))
+    }
+
+    fn has(&self, endpoint: usize) -> bool {
+        self.0.as_ref().is_none_or(|ids| ids.contains(&endpoint))
+    }
+
+    /// Whether the resource at `uri` is offered (one that is none at all is, for
+    /// its own error to say so).
+    fn offers(&self, uri: &str) -> bool {
+        let Some(target) = resource_target(uri) else {
+            return true;
+        };
+        let path = target.split_once('?').map_or(target, |(path, _)| path);
+        mdproxy_api::router()
+            .route(path)
+            .is_none_or(|route| self.has(route.endpoint.id))
+    }
+
+    /// The refusal of `uri`, not offered.
+    fn refusal(uri: &str) -> ErrorData {
+        ErrorData::resource_not_found(
+            format!(
+                "{uri} is not offered here: mcp.tools limits this server to its tools' endpoints"
+            ),
+            None,
+        )
+    }
 }
 
 /// The tools of the profile that `allowed` names (all when it is empty), as MCP
@@ -275,6 +326,9 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let span = span_of(&context, READS, "");
+        if !self.offered.offers(&request.uri) {
+            return Err(Offered::refusal(&request.uri));
+        }
         let Some(target) = resource_target(&request.uri) else {
             return Err(ErrorData::resource_not_found(
                 format!(
@@ -320,6 +374,9 @@ impl ServerHandler for Server {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if !self.offered.offers(&request.uri) {
+            return Err(Offered::refusal(&request.uri));
+        }
         let code = watch::quote_code(&request.uri)?;
         let events = watch::open(&self.hub, client(&context), &code)?;
         let stop = CancellationToken::new();
@@ -358,7 +415,7 @@ impl ServerHandler for Server {
             .resource_subscriptions
             .iter()
             .flatten()
-            .filter(|uri| watch::quote_code(uri).is_ok())
+            .filter(|uri| self.offered.offers(uri) && watch::quote_code(uri).is_ok())
             .cloned();
         let mut accepted = SubscriptionFilter::new();
         accepted.resource_subscriptions = Some(quotes.collect());

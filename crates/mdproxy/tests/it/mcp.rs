@@ -511,7 +511,8 @@ async fn the_stateless_revision_needs_no_session() {
 }
 
 /// `mcp.tools` offers only the tools it names: the others are neither listed nor
-/// called.
+/// called, and the resources are those of their endpoints only (listed, read,
+/// watched).
 #[tokio::test]
 async fn the_allow_list_offers_only_its_tools() {
     let env = support::start_with(
@@ -544,7 +545,43 @@ async fn the_allow_list_offers_only_its_tools() {
             .contains("get_stock_info"),
         "{said}"
     );
+    let templates = agent
+        .request(3, "resources/templates/list", json!({}))
+        .await;
+    let paths: Vec<&str> = templates["resourceTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["uriTemplate"].as_str().unwrap())
+        .collect();
+    assert!(
+        paths.iter().any(|p| p.contains("/market/indices")),
+        "{paths:?}"
+    );
+    assert!(
+        !paths.iter().any(|p| p.contains("/stock/detail")),
+        "{paths:?}"
+    );
+    for (id, method, uri) in [
+        (4, "resources/read", "mdproxy://api/v1/stock/detail/600519"),
+        (5, "resources/subscribe", QUOTE_URI),
+    ] {
+        let r = agent
+            .post(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"uri": uri}}))
+            .await;
+        let said = reply(r).await;
+        let message = said["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("not offered here"), "{method}: {said}");
+    }
     assert_eq!(env.sim.raw_requests().len(), 0);
+    let read = agent
+        .request(
+            6,
+            "resources/read",
+            json!({"uri": "mdproxy://api/v1/market/indices"}),
+        )
+        .await;
+    assert!(read["contents"][0]["text"].is_string(), "{read}");
 }
 
 /// Operators see it: `/status.json` and `/metrics` count the calls by tool and
