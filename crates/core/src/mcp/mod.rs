@@ -8,6 +8,7 @@ mod direct;
 mod fit;
 mod memo;
 mod metrics;
+pub mod opened;
 pub mod server;
 mod sessions;
 pub mod watch;
@@ -63,6 +64,8 @@ pub struct Mcp {
     calls: Arc<Calls>,
     /// The sessions of the 2025 revisions (closed after rmcp's idle time).
     sessions: Arc<LocalSessionManager>,
+    /// Who opened each of them, for their bounds.
+    opened: opened::Opened,
 }
 
 impl fmt::Debug for Mcp {
@@ -119,6 +122,7 @@ impl Mcp {
             direct: AtomicBool::new(true),
             calls,
             sessions,
+            opened: opened::Opened::default(),
         }
     }
 
@@ -127,7 +131,7 @@ impl Mcp {
     pub async fn serve(&self, request: Request<Incoming>) -> Response<BoxBody<Bytes, Infallible>> {
         let direct = self.direct.load(Ordering::Relaxed);
         if !direct || !direct::eligible(request.method(), request.headers()) {
-            return self.service.handle(request).await;
+            return self.by_rmcp(request).await;
         }
         let (parts, body) = request.into_parts();
         // Bounded: an eligible request says its length, at most direct::MAX_BODY.
@@ -148,6 +152,36 @@ impl Mcp {
         }
         let request = Request::from_parts(parts, Full::new(bytes));
         self.service.handle(request).await
+    }
+
+    /// Answers `request` with rmcp's service; one that may open a session (a POST
+    /// of the 2025 revisions without a session: an `initialize`) only within the
+    /// bounds of [`opened`], and the session it opens counted.
+    async fn by_rmcp(&self, request: Request<Incoming>) -> Response<BoxBody<Bytes, Infallible>> {
+        let headers = request.headers();
+        let opening = request.method() == http::Method::POST
+            && !headers.contains_key("mcp-session-id")
+            && !headers.contains_key("mcp-method");
+        let client = request.extensions().get::<Caller>().map(|c| c.client);
+        let Some(client) = client.filter(|_| opening) else {
+            return self.service.handle(request).await;
+        };
+        let refused = {
+            let live = self.sessions.sessions.read().await;
+            self.opened.may_open(client, |id| live.contains_key(id))
+        };
+        if let Err(full) = refused {
+            return full.response().map(|b| Full::new(b).boxed());
+        }
+        let response = self.service.handle(request).await;
+        if let Some(id) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            self.opened.note(id, client);
+        }
+        response
     }
 
     /// Whether plain stateless tool calls are answered without rmcp's service

@@ -60,8 +60,16 @@ pub fn open(
     client: Option<usize>,
     code: &str,
 ) -> Result<BoxStream<'static, Bytes>, ErrorData> {
+    // The edge sets the caller of every request: without one, no client's stream
+    // limit would count it (not the first key's).
+    let Some(token) = client else {
+        return Err(ErrorData::internal_error(
+            "the request has no client key to watch under",
+            None,
+        ));
+    };
     hub.subscribe(Subscription {
-        token: client.unwrap_or_default(),
+        token,
         codes: code,
         pz: 1,
         last_event_id: None,

@@ -584,6 +584,54 @@ async fn the_allow_list_offers_only_its_tools() {
     assert!(read["contents"][0]["text"].is_string(), "{read}");
 }
 
+/// One key holds at most `opened::PER_CLIENT` sessions open: the next `initialize`
+/// is refused (`429`, a JSON-RPC error and `Retry-After`) until one is closed.
+#[tokio::test]
+async fn a_key_holds_a_bounded_number_of_sessions() {
+    use mdproxy_core::mcp::opened::PER_CLIENT;
+    let env = mcp_env().await;
+    let mut agents = Vec::with_capacity(PER_CLIENT);
+    for _ in 0..PER_CLIENT {
+        agents.push(Agent::open(&env).await);
+    }
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": REVISION, "capabilities": {},
+                   "clientInfo": {"name": "one-too-many", "version": "1"}}
+    });
+    let unopened = Agent {
+        url: mcp_url(&env),
+        session: None,
+        client: env.client.clone(),
+    };
+    let r = unopened.post(initialize.clone()).await;
+    assert_eq!(r.status(), 429);
+    assert_eq!(support::header(&r, "retry-after"), "60");
+    let said = reply(r).await;
+    assert!(
+        said["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sessions open"),
+        "{said}"
+    );
+    // Sessions already open go on.
+    let listed = agents[0].request(1, "tools/list", json!({})).await;
+    assert!(listed["tools"].is_array());
+    // One closed: room for one more.
+    let closed = env
+        .client
+        .delete(mcp_url(&env))
+        .header("x-api-key", support::TOKEN)
+        .header("mcp-protocol-version", REVISION)
+        .header("mcp-session-id", agents[1].session.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    assert_eq!(unopened.post(initialize).await.status(), 200);
+}
+
 /// Operators see it: `/status.json` and `/metrics` count the calls by tool and
 /// outcome and the open sessions; the status page has its section.
 #[tokio::test]

@@ -1,0 +1,109 @@
+//! Sessions opened here, by the client key that opened each: at most [`PER_CLIENT`]
+//! open for one key and [`IN_ALL`] in all, so that one agent opening sessions
+//! without closing them (each holds a server and its `initialize`, here and in the
+//! fleet's store) cannot fill the node. A session is counted until rmcp lets it go
+//! (closed with `DELETE`, or idle).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use http::{Response, StatusCode, header};
+
+/// Open sessions one client key may have.
+pub const PER_CLIENT: usize = 100;
+/// Open sessions in all.
+pub const IN_ALL: usize = 10_000;
+/// What a refused client is told to wait, in seconds.
+const RETRY_SECS: u64 = 60;
+
+/// The sessions opened here, by ID: the client that opened each.
+#[derive(Debug, Default)]
+pub struct Opened {
+    by_id: Mutex<HashMap<String, usize>>,
+}
+
+/// Which bound a new session would pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Full {
+    Client,
+    InAll,
+}
+
+impl Opened {
+    /// Whether `client` may open one more session; `live` says whether a session
+    /// counted is still open (those that are not are forgotten).
+    ///
+    /// # Errors
+    /// The bound it would pass.
+    pub fn may_open(&self, client: usize, live: impl Fn(&str) -> bool) -> Result<(), Full> {
+        let mut by_id = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+        by_id.retain(|id, _| live(id));
+        if by_id.len() >= IN_ALL {
+            return Err(Full::InAll);
+        }
+        if by_id.values().filter(|c| **c == client).count() >= PER_CLIENT {
+            return Err(Full::Client);
+        }
+        Ok(())
+    }
+
+    /// Counts the session `id` that `client` opened.
+    pub fn note(&self, id: &str, client: usize) {
+        let mut by_id = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+        by_id.insert(id.to_owned(), client);
+    }
+}
+
+impl Full {
+    /// The refusal: `429` for a client at its bound, `503` when the node is, with a
+    /// JSON-RPC error (no id: the request was not read) and `Retry-After`.
+    pub fn response(self) -> Response<Bytes> {
+        let (status, message) = match self {
+            Full::Client => (
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "this key has {PER_CLIENT} sessions open: close one (DELETE) or let one expire"
+                ),
+            ),
+            Full::InAll => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("this server has {IN_ALL} sessions open: try again later"),
+            ),
+        };
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": null,
+            "error": {"code": -32000, "message": message}
+        });
+        let mut response = Response::new(Bytes::from(body.to_string()));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        headers.insert(header::RETRY_AFTER, header::HeaderValue::from(RETRY_SECS));
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_key_and_the_node_have_their_bound() {
+        let opened = Opened::default();
+        for n in 0..PER_CLIENT {
+            assert_eq!(opened.may_open(1, |_| true), Ok(()));
+            opened.note(&format!("s{n}"), 1);
+        }
+        assert_eq!(opened.may_open(1, |_| true), Err(Full::Client));
+        assert_eq!(opened.may_open(2, |_| true), Ok(()), "another key");
+        // One closed: room again.
+        assert_eq!(opened.may_open(1, |id| id != "s0"), Ok(()));
+        let response = Full::Client.response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "60");
+    }
+}
