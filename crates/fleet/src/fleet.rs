@@ -108,6 +108,7 @@ impl Leadership for Alone {
     async fn lead_hub(&self, _lease: Duration) -> Result<Option<u64>, Unavailable> {
         Ok(Some(1))
     }
+    async fn step_down(&self) {}
     async fn all_codes(&self) -> Result<Vec<String>, Unavailable> {
         Err(Unavailable)
     }

@@ -55,6 +55,12 @@ pub trait Leadership: Send + Sync {
     /// [`Unavailable`] when the fleet cannot be asked.
     async fn lead_hub(&self, lease: Duration) -> Result<Option<u64>, Unavailable>;
 
+    /// Gives the leader lease back if this node holds it (when its hub stops
+    /// polling, at shutdown or with no subscriber left), so that another node
+    /// leads at its next poll instead of once the lease has run out: the
+    /// followers' quotes would stand still meanwhile.
+    async fn step_down(&self);
+
     /// The union of the codes every live node registered.
     ///
     /// # Errors
@@ -191,6 +197,21 @@ impl Leadership for RedisLeadership {
         Ok((term > 0).then_some(term))
     }
 
+    async fn step_down(&self) {
+        let leader = format!("{PREFIX}:{}:leader", self.link.together("hub"));
+        let node = self.link.node_id().to_owned();
+        let _ = self
+            .link
+            .run(|mut c| async move {
+                crate::lock::RELEASE
+                    .key(&leader)
+                    .arg(&node)
+                    .invoke_async::<i64>(&mut c)
+                    .await
+            })
+            .await;
+    }
+
     async fn all_codes(&self) -> Result<Vec<String>, Unavailable> {
         let nodes_key = nodes_key();
         let nodes: Vec<String> = self
@@ -314,6 +335,10 @@ mod tests {
         let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
         let leadership = RedisLeadership::new(Link::on_mock(vec![
             MockCmd::new(lead(), Ok(NOW as i64)),
+            MockCmd::new(
+                mock::eval(&crate::lock::RELEASE, &["mdproxy:v1:hub:leader"], &["n1"]),
+                Ok(1),
+            ),
             MockCmd::new(lead(), Ok(0)),
             MockCmd::new(
                 redis::cmd("ZRANGE")
@@ -340,6 +365,8 @@ mod tests {
         ]));
         let lease = Duration::from_secs(2);
         assert_eq!(leadership.lead_hub(lease).await, Ok(Some(NOW)));
+        // Stepping down gives back the lease this node holds, and only that.
+        leadership.step_down().await;
         assert_eq!(leadership.lead_hub(lease).await, Ok(None));
         assert_eq!(
             leadership.all_codes().await.unwrap(),

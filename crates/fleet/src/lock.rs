@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use super::link::{Link, PREFIX, Unavailable};
 
 /// Compare-and-delete of a lease (`scripts/release.lua`).
-static RELEASE: LazyLock<redis::Script> =
+pub(super) static RELEASE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("scripts/release.lua")));
 
 /// The right to fill a key for the whole fleet (one node per key asks the

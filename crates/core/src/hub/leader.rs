@@ -56,6 +56,15 @@ pub(super) async fn poll(
     }
 }
 
+/// Gives the fleet's lead back when this node's polls stop (shutdown, or no
+/// subscriber left), so another node takes it at once.
+pub(super) async fn step_down(state: &AppState) {
+    let cluster = state.fleet().leadership();
+    if cluster.is_up() {
+        cluster.step_down().await;
+    }
+}
+
 /// Resolves when the leader's next board arrives; never unless `following`.
 pub(super) async fn board_arrived(state: &AppState, following: bool) {
     if following {

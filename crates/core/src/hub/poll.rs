@@ -51,6 +51,7 @@ impl QuoteHub {
                 } else {
                     tracing::debug!("quote poll stopped: no subscribers");
                 }
+                leader::step_down(state).await;
                 return;
             };
             let snap = state.snapshot();
