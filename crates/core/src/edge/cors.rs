@@ -85,7 +85,7 @@ impl Cors {
             h.insert(
                 header::ACCESS_CONTROL_ALLOW_HEADERS,
                 HeaderValue::from_static(
-                    "Authorization, If-None-Match, Last-Event-ID, Cache-Control",
+                    "Authorization, X-Api-Key, If-None-Match, Last-Event-ID, Cache-Control",
                 ),
             );
             h.insert(
