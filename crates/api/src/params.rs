@@ -87,12 +87,15 @@ pub fn validate(
     raw_path_params: &[&str],
     raw_query: Option<&str>,
 ) -> Result<Valid, Error> {
+    // The path first: a bad path parameter is the catalogue's 400 even beside a
+    // query parameter the endpoint does not take (whose error pass-through reads as
+    // "forward it as it is").
+    let mut target = String::with_capacity(endpoint.path.len() + 48);
+    write_path(endpoint, raw_path_params, &mut target)?;
     let mut values = read_query(endpoint, raw_query)?;
     if let Some(successor) = endpoint.successor {
         return as_successor(endpoint, successor, raw_path_params, &values);
     }
-    let mut target = String::with_capacity(endpoint.path.len() + 48);
-    write_path(endpoint, raw_path_params, &mut target)?;
     let (target, keyed) = write_query(endpoint, target, &mut values);
     Ok(Valid {
         endpoint,
@@ -345,6 +348,12 @@ fn as_successor(
 /// The first day on which data bounded by the date `value` is final, `months` after
 /// it (the next day for 0). `None` for a value that is not a `YYYY-MM-DD` date.
 fn settled_from(value: &str, months: u32) -> Option<NaiveDate> {
+    // Only a strict date: chrono also reads `2024-1-5` or ` 1-1-1`, which a text
+    // bound may hold and the upstream may not read as a date at all (a list still
+    // growing would be kept as final).
+    if !crate::value::is_date(value) {
+        return None;
+    }
     let date = NaiveDate::parse_from_str(value, "%Y-%m-%d").ok()?;
     date.checked_add_months(Months::new(months))?.succ_opt()
 }

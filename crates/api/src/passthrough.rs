@@ -215,6 +215,12 @@ mod tests {
                 "{query}"
             );
         }
+        // A bad path parameter too (it used to be checked after the query, whose
+        // unknown parameter sent the whole request through).
+        for path in ["/stock/detail/600519.SZ", "/stock/detail/abc"] {
+            let e = target(path, Some("foo=1"), FreshnessClass::News, 2048).unwrap_err();
+            assert_eq!(e.code(), "invalid_parameter", "{path}");
+        }
         let through = target(
             "/stock/kline",
             Some("code=600519&foo=1"),

@@ -108,6 +108,15 @@ fn minute_klines_and_settled_ranges() {
     )
     .unwrap();
     assert_eq!(snapshot.settles, NaiveDate::from_ymd_opt(2026, 5, 1));
+    // A text bound that only looks like a date to chrono settles nothing.
+    for loose in ["2024-1-5", "1-1-1"] {
+        let actions = check(
+            "/stock/corporate-actions",
+            &[],
+            &format!("code=600519&to={loose}"),
+        );
+        assert_eq!(actions.unwrap().settles, None, "{loose}");
+    }
 }
 
 /// A bad known parameter is reported whatever unknown ones come with it, in any

@@ -16,6 +16,8 @@ use mdproxy_config::Secret;
 #[derive(Clone, Debug)]
 pub struct Tokens {
     tokens: Vec<Secret>,
+    /// Each token's identity across reloads ([`stable`](Self::stable)).
+    ids: Vec<usize>,
 }
 
 /// Which configured token a request presented (its index in `auth.tokens`); used to
@@ -26,7 +28,11 @@ pub struct TokenId(pub usize);
 impl Tokens {
     /// Wraps the configured tokens.
     pub fn new(tokens: Vec<Secret>) -> Tokens {
-        Tokens { tokens }
+        let ids = tokens
+            .iter()
+            .map(|t| fingerprint(t.expose().as_bytes()))
+            .collect();
+        Tokens { tokens, ids }
     }
 
     /// Checks the key a request presents (see [`presented`]).
@@ -34,14 +40,23 @@ impl Tokens {
         self.check_value(&presented(head, query, stream)?)
     }
 
-    /// The indices of tokens here that `next` no longer has (a reload revoked
-    /// them). Compared in constant time, like every token comparison.
+    /// The identity of the token at `index` that outlasts a reload: what the hub
+    /// files streams under. An index does not: a reload that removes a token
+    /// renumbers those after it, so streams filed by index were counted against
+    /// another token, and a revoked token's were not the ones closed.
+    pub fn stable(&self, index: usize) -> usize {
+        self.ids.get(index).copied().unwrap_or(usize::MAX)
+    }
+
+    /// The [stable](Self::stable) identities of tokens here that `next` no longer
+    /// has (a reload revoked them). Compared in constant time, like every token
+    /// comparison.
     pub fn revoked_by(&self, next: &Tokens) -> Vec<usize> {
         self.tokens
             .iter()
-            .enumerate()
-            .filter(|(_, token)| next.check_value(token.expose().as_bytes()).is_none())
-            .map(|(i, _)| i)
+            .zip(&self.ids)
+            .filter(|(token, _)| next.check_value(token.expose().as_bytes()).is_none())
+            .map(|(_, id)| *id)
             .collect()
     }
 
@@ -57,6 +72,16 @@ impl Tokens {
         }
         found
     }
+}
+
+/// A token's identity: a hash of it keyed at random for this process (the same
+/// token, the same identity, whatever its place in the list; it tells nothing of
+/// the token outside the process).
+fn fingerprint(token: &[u8]) -> usize {
+    use std::hash::BuildHasher;
+    static KEY: std::sync::LazyLock<std::hash::RandomState> =
+        std::sync::LazyLock::new(std::hash::RandomState::new);
+    KEY.hash_one(token) as usize
 }
 
 /// The key a request presents, the first of: `Authorization: Bearer`, the
@@ -171,9 +196,12 @@ mod tests {
             t.check(&Head::read(&wrong_header), Some("x-api-key=alpha"), false),
             None
         );
-        // A reload that drops "alpha" revokes index 0 only.
+        // A reload that drops "alpha" revokes it alone; "beta", now first, keeps
+        // its identity (its index moved).
         let next = Tokens::new(vec![Secret::new("beta"), Secret::new("gamma")]);
-        assert_eq!(t.revoked_by(&next), [0]);
+        assert_eq!(t.revoked_by(&next), [t.stable(0)]);
+        assert_eq!(next.stable(0), t.stable(1));
+        assert_ne!(next.stable(1), t.stable(0));
         // `access_token` only on the stream.
         assert_eq!(
             t.check(&Head::read(&none), Some("access_token=alpha"), false),

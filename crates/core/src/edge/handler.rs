@@ -41,7 +41,7 @@ use mdproxy_config::{Config, ErrorMode};
 /// which browser origins. Swapped whole on reload; the rate buckets of unchanged
 /// clients are carried over.
 pub(super) struct Access {
-    tokens: Tokens,
+    pub(super) tokens: Tokens,
     /// Each token's client name (`token0`... or `auth.clients` names), for logs.
     names: Vec<String>,
     limits: ClientLimits,
@@ -629,7 +629,9 @@ impl Edge {
         };
         trail.endpoint = Some(valid.endpoint);
         if valid.endpoint.streaming {
-            return self.stream(snap, client, &valid, asked).map(Step::Answered);
+            // Filed in the hub by the token's identity, which a reload keeps.
+            let token = access.tokens.stable(client);
+            return self.stream(snap, token, &valid, asked).map(Step::Answered);
         }
         Ok(Step::Lookup(valid))
     }
@@ -638,7 +640,7 @@ impl Edge {
     fn stream<B>(
         &self,
         snap: &Snapshot,
-        client: usize,
+        token: usize,
         valid: &Valid,
         asked: &Asked<'_, B>,
     ) -> Result<Response<Body>, Error> {
@@ -669,7 +671,7 @@ impl Edge {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse().ok());
             let events = self.hub.subscribe(Subscription {
-                token: client,
+                token,
                 codes: &codes,
                 pz,
                 last_event_id,

@@ -46,7 +46,11 @@ impl Edge {
             let head = Head::read(seen.headers());
             let id = request_id(head.request_id);
             // The key and the rate limit, as for a REST request.
-            let admitted = access.admit(&head, seen.uri().query(), false, &mut trail);
+            // The caller goes on under its token's identity, which a reload keeps
+            // (the hub files an agent's watches under it, the sessions count by it).
+            let admitted = access
+                .admit(&head, seen.uri().query(), false, &mut trail)
+                .map(|client| access.tokens.stable(client));
             (id, admitted)
         };
         let edge = Arc::clone(self);

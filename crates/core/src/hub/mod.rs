@@ -70,6 +70,10 @@ struct Inner {
     stalled: AtomicU64,
 }
 
+/// The largest `Last-Event-ID` a stream continues from: 2^53, the largest integer
+/// a JavaScript client holds exactly.
+pub const MAX_EVENT_ID: u64 = 1 << 53;
+
 /// The hub. Cheap to clone.
 #[derive(Clone)]
 pub struct QuoteHub {
@@ -232,8 +236,12 @@ impl QuoteHub {
         }
         // Ids are board ticks, unless the client's last id is at or past the tick
         // now: then they continue past it (its first event is past the tick now).
-        let id_offset =
-            last_event_id.map_or(0, |last| last.saturating_add(1).saturating_sub(self.tick()));
+        // One past [`MAX_EVENT_ID`] was not this hub's (a tick a second takes
+        // 285 million years to get there) and is ignored: ids built on it would
+        // overflow.
+        let id_offset = last_event_id
+            .filter(|last| *last <= MAX_EVENT_ID)
+            .map_or(0, |last| last.saturating_add(1).saturating_sub(self.tick()));
         let now_ms = self.now_ms();
         let keepalive_ms =
             config.keepalive_secs * 1_000 + stream::keepalive_slack_ms(config.keepalive_secs);

@@ -31,15 +31,22 @@ impl QuoteHub {
         let mut spacing = None;
         loop {
             let codes: Option<Vec<Code>> = {
-                let mut reg = self.registry();
-                if reg.subscribers.is_empty() || state.stop().is_cancelled() {
-                    reg.polling = false;
-                    None
-                } else {
-                    Some(reg.union())
-                }
+                let reg = self.registry();
+                (!reg.subscribers.is_empty() && !state.stop().is_cancelled()).then(|| reg.union())
             };
             let Some(codes) = codes else {
+                // The fleet's lead goes back while this is still the hub's loop: a
+                // subscriber that comes meanwhile finds it polling (and it goes
+                // on), not a second loop that takes the lease just before this
+                // one gives it back.
+                leader::step_down(state).await;
+                {
+                    let mut reg = self.registry();
+                    if !reg.subscribers.is_empty() && !state.stop().is_cancelled() {
+                        continue;
+                    }
+                    reg.polling = false;
+                }
                 if state.stop().is_cancelled() {
                     // Every stream registered so far sees this board (a stream
                     // that registers later starts a loop of its own, which lands
@@ -51,7 +58,6 @@ impl QuoteHub {
                 } else {
                     tracing::debug!("quote poll stopped: no subscribers");
                 }
-                leader::step_down(state).await;
                 return;
             };
             let snap = state.snapshot();

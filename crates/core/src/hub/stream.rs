@@ -177,7 +177,9 @@ impl Feed {
                 // Room for as many quotes of this size as the event may still take.
                 let rows = q.json.len() * (self.codes.len() - i).min(self.pz);
                 event
-                    .get_or_insert_with(|| Event::new(board.tick + self.id_offset, rows, self.room))
+                    .get_or_insert_with(|| {
+                        Event::new(board.tick.saturating_add(self.id_offset), rows, self.room)
+                    })
                     .push(&q.json);
                 items += 1;
                 cursor.sent[i] = q.changed_at;

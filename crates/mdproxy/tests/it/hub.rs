@@ -266,6 +266,17 @@ async fn reconnect_with_last_event_id_gets_a_fresh_snapshot() {
         let id: u64 = snapshot.id.parse().unwrap();
         assert!(id > sent, "id {id} after Last-Event-ID {sent}");
     }
+    // One no hub made (past 2^53) is ignored: ids built on it would overflow.
+    let again = env
+        .get_with(
+            &format!("/stock/indicator/realtime/sse?{query}"),
+            &[("last-event-id", &u64::MAX.to_string())],
+        )
+        .await;
+    let mut again = SseReader::new(again);
+    assert_eq!(again.next(WAIT).await.unwrap().retry, Some(3000));
+    let id: u64 = again.next_quote(WAIT).await.unwrap().id.parse().unwrap();
+    assert!(id < last + 100, "a board tick, not an offset: {id}");
 }
 
 /// A subscriber that never reads neither delays another subscriber nor grows its

@@ -242,6 +242,36 @@ async fn an_empty_file_is_refused_when_the_environment_holds_the_required_keys()
     let _ = std::fs::remove_file(&path);
 }
 
+/// A quote stream of `token` on `proxy`, its first quote read.
+async fn open_stream(proxy: &App, token: &str) -> support::SseReader {
+    let url = format!(
+        "{}/stock/indicator/realtime/sse?codes=600519",
+        proxy.base_url()
+    );
+    let r = support::client()
+        .get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut reader = support::SseReader::new(r);
+    assert!(reader.next_quote(Duration::from_secs(10)).await.is_some());
+    reader
+}
+
+/// Whether `reader`'s stream ends (within a bounded number of events).
+async fn ends(reader: &mut support::SseReader) -> bool {
+    for _ in 0..20 {
+        match reader.next_or_end(Duration::from_secs(10)).await {
+            support::Next::End | support::Next::Broken(_) => return true,
+            support::Next::Timeout => return false,
+            support::Next::Event(_) => {}
+        }
+    }
+    false
+}
+
 /// Defect: a token removed by a reload kept its open streams. The reload closes
 /// them; streams of the tokens that stay are untouched.
 #[tokio::test]
@@ -253,42 +283,45 @@ async fn a_reload_closes_the_streams_of_revoked_tokens() {
             .push(mdproxy_config::Secret::new("soon-revoked"));
     })
     .await;
-    let open = |token: &'static str| {
-        let url = format!(
-            "{}/stock/indicator/realtime/sse?codes=600519",
-            proxy.base_url()
-        );
-        async move {
-            let r = support::client()
-                .get(url)
-                .bearer_auth(token)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 200);
-            support::SseReader::new(r)
-        }
-    };
-    let mut kept = open(support::TOKEN).await;
-    let mut revoked = open("soon-revoked").await;
-    for reader in [&mut kept, &mut revoked] {
-        assert!(reader.next_quote(Duration::from_secs(10)).await.is_some());
-    }
+    let mut kept = open_stream(&proxy, support::TOKEN).await;
+    let mut revoked = open_stream(&proxy, "soon-revoked").await;
     let mut config = (*proxy.state().snapshot().config).clone();
     config.auth.tokens.retain(|t| t.expose() != "soon-revoked");
     proxy.reload(config).unwrap();
-    let mut ended = false;
-    for _ in 0..20 {
-        match revoked.next_or_end(Duration::from_secs(10)).await {
-            support::Next::End | support::Next::Broken(_) => {
-                ended = true;
-                break;
-            }
-            support::Next::Timeout => break,
-            support::Next::Event(_) => {}
+    assert!(
+        ends(&mut revoked).await,
+        "the revoked token's stream is closed"
+    );
+    assert!(matches!(
+        kept.next_or_end(Duration::from_millis(200)).await,
+        support::Next::Event(_) | support::Next::Timeout
+    ));
+}
+
+/// Defect: the hub filed streams by the token's place in the list, which a reload
+/// that removes an earlier token changes. Revoking a token after such a reload
+/// closed the streams filed under its new place (none, or another token's), not
+/// its own. Streams are filed by the token's identity now.
+#[tokio::test]
+async fn a_token_revoked_after_its_place_moved_has_its_streams_closed() {
+    let fake = FakeRelativeClock::default();
+    let (_sim, proxy) = start(&fake, |c| {
+        for token in ["first-gone", "then-revoked"] {
+            c.auth.tokens.push(mdproxy_config::Secret::new(token));
         }
+    })
+    .await;
+    let mut kept = open_stream(&proxy, support::TOKEN).await;
+    let mut revoked = open_stream(&proxy, "then-revoked").await;
+    for gone in ["first-gone", "then-revoked"] {
+        let mut config = (*proxy.state().snapshot().config).clone();
+        config.auth.tokens.retain(|t| t.expose() != gone);
+        proxy.reload(config).unwrap();
     }
-    assert!(ended, "the revoked token's stream is closed");
+    assert!(
+        ends(&mut revoked).await,
+        "the revoked token's stream is closed"
+    );
     assert!(matches!(
         kept.next_or_end(Duration::from_millis(200)).await,
         support::Next::Event(_) | support::Next::Timeout
