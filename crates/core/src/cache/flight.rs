@@ -294,6 +294,19 @@ mod tests {
         assert!(!flights.contains("k"));
     }
 
+    /// A flight of `key` in `flights` whose work never ends, with its guard.
+    fn never_ending(flights: &Arc<Flights>, key: &str) -> Flight {
+        let (flight, _, _) = flights.join_or_start(key, |id| {
+            let ending = Ending::new(Arc::clone(flights), key.into(), id);
+            let work = async move {
+                let _ending = ending;
+                std::future::pending::<Result<Filled, FetchError>>().await
+            };
+            (work.boxed().shared(), Link::default())
+        });
+        flight
+    }
+
     /// A flight let go by its last holder while another thread asks about it: the
     /// clone upgraded for the question may be the last, and dropping it drops the
     /// work, whose guard locks the shard; dropped under the lock, it hung that
@@ -315,15 +328,7 @@ mod tests {
             let flights = Arc::clone(&flights);
             std::thread::spawn(move || {
                 for _ in 0..ROUNDS {
-                    let (flight, _, _) = flights.join_or_start("k", |id| {
-                        let ending = Ending::new(Arc::clone(&flights), "k".into(), id);
-                        let work = async move {
-                            let _ending = ending;
-                            std::future::pending::<Result<Filled, FetchError>>().await
-                        };
-                        (work.boxed().shared(), Link::default())
-                    });
-                    drop(flight);
+                    drop(never_ending(&flights, "k"));
                 }
             })
         };
@@ -342,14 +347,7 @@ mod tests {
     #[test]
     fn a_flight_no_one_holds_is_dropped_with_its_work() {
         let flights = Arc::new(Flights::default());
-        let (flight, _, _) = flights.join_or_start("k", |id| {
-            let ending = Ending::new(Arc::clone(&flights), "k".into(), id);
-            let work = async move {
-                let _ending = ending;
-                std::future::pending::<Result<Filled, FetchError>>().await
-            };
-            (work.boxed().shared(), Link::default())
-        });
+        let flight = never_ending(&flights, "k");
         assert!(flights.contains("k"));
         drop(flight);
         assert!(!flights.contains("k"));

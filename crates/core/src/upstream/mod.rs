@@ -554,6 +554,18 @@ mod tests {
         Upstream::new(config, RateClock::tokio(), Arc::new(SystemClock), None).unwrap()
     }
 
+    /// A fallback on loopback with its own rate (and burst).
+    fn fallback(rps: u32, burst: Option<u32>) -> mdproxy_config::FallbackConfig {
+        mdproxy_config::FallbackConfig {
+            base_url: "http://127.0.0.1:2/api/v1".into(),
+            token: mdproxy_config::Secret::new("f"),
+            upstream_rps: Some(rps),
+            upstream_burst: burst,
+            upstream_per_minute: None,
+            upstream_per_day: None,
+        }
+    }
+
     /// While the fleet cannot be asked, each instance has its own share: a
     /// `nodes`th of its pace (a quarter of one request a second on four nodes, not
     /// one each), empty when built, and not rebuilt (full) when requests switch
@@ -564,17 +576,7 @@ mod tests {
         config.upstream.base_url = "http://127.0.0.1:1/api/v1".into();
         config.limits.upstream_rps = 1;
         config.limits.upstream_burst = 1;
-        config
-            .upstream
-            .fallback
-            .push(mdproxy_config::FallbackConfig {
-                base_url: "http://127.0.0.1:2/api/v1".into(),
-                token: mdproxy_config::Secret::new("f"),
-                upstream_rps: Some(8),
-                upstream_burst: Some(8),
-                upstream_per_minute: None,
-                upstream_per_day: None,
-            });
+        config.upstream.fallback.push(fallback(8, Some(8)));
         let up = upstream(&config);
         let targets = up.inner.targets.load();
         let (primary, fallback) = (&targets[0], &targets[1]);
@@ -607,17 +609,7 @@ mod tests {
         config.upstream.timeout_ms += 1;
         up.reconfigure(&config).unwrap();
         assert!(!Arc::ptr_eq(&before, &up.inner.targets.load()[0]));
-        config
-            .upstream
-            .fallback
-            .push(mdproxy_config::FallbackConfig {
-                base_url: "http://127.0.0.1:2/api/v1".into(),
-                token: mdproxy_config::Secret::new("f"),
-                upstream_rps: Some(1),
-                upstream_burst: None,
-                upstream_per_minute: None,
-                upstream_per_day: None,
-            });
+        config.upstream.fallback.push(fallback(1, None));
         let primary = Arc::clone(&up.inner.targets.load()[0]);
         up.reconfigure(&config).unwrap();
         let targets = up.inner.targets.load();

@@ -272,6 +272,14 @@ async fn ends(reader: &mut support::SseReader) -> bool {
     false
 }
 
+/// `reader`'s stream goes on: an event or silence, not its end.
+async fn assert_streams_on(reader: &mut support::SseReader) {
+    assert!(matches!(
+        reader.next_or_end(Duration::from_millis(200)).await,
+        support::Next::Event(_) | support::Next::Timeout
+    ));
+}
+
 /// Defect: a token removed by a reload kept its open streams. The reload closes
 /// them; streams of the tokens that stay are untouched.
 #[tokio::test]
@@ -292,10 +300,7 @@ async fn a_reload_closes_the_streams_of_revoked_tokens() {
         ends(&mut revoked).await,
         "the revoked token's stream is closed"
     );
-    assert!(matches!(
-        kept.next_or_end(Duration::from_millis(200)).await,
-        support::Next::Event(_) | support::Next::Timeout
-    ));
+    assert_streams_on(&mut kept).await;
 }
 
 /// Defect: the hub filed streams by the token's place in the list, which a reload
@@ -322,10 +327,7 @@ async fn a_token_revoked_after_its_place_moved_has_its_streams_closed() {
         ends(&mut revoked).await,
         "the revoked token's stream is closed"
     );
-    assert!(matches!(
-        kept.next_or_end(Duration::from_millis(200)).await,
-        support::Next::Event(_) | support::Next::Timeout
-    ));
+    assert_streams_on(&mut kept).await;
 }
 
 /// A refused reload names every problem of the file and the environment at once (the
