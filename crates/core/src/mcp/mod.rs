@@ -163,6 +163,14 @@ impl Mcp {
             && !headers.contains_key("mcp-session-id")
             && !headers.contains_key("mcp-method");
         let client = request.extensions().get::<Caller>().map(|c| c.client);
+        // A session opened here is its opener's: another key presenting its ID (a
+        // leaked one) is told it does not exist, as rmcp tells of an unknown one.
+        let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+        if let (Some(id), Some(client)) = (session, client)
+            && self.opened.owner(id).is_some_and(|owner| owner != client)
+        {
+            return opened::not_found().map(|b| Full::new(b).boxed());
+        }
         let Some(client) = client.filter(|_| opening) else {
             return self.service.handle(request).await;
         };

@@ -1,8 +1,8 @@
 //! Sessions opened here, by the client key that opened each: at most [`PER_CLIENT`]
 //! open for one key and [`IN_ALL`] in all, so that one agent opening sessions
 //! without closing them (each holds a server and its `initialize`, here and in the
-//! fleet's store) cannot fill the node. A session is counted until rmcp lets it go
-//! (closed with `DELETE`, or idle).
+//! fleet's store) cannot fill the node; and a session is its opener's alone. A
+//! session is counted until rmcp lets it go (closed with `DELETE`, or idle).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -48,11 +48,25 @@ impl Opened {
         Ok(())
     }
 
+    /// The client that opened session `id` here, if it did.
+    pub fn owner(&self, id: &str) -> Option<usize> {
+        let by_id = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+        by_id.get(id).copied()
+    }
+
     /// Counts the session `id` that `client` opened.
     pub fn note(&self, id: &str, client: usize) {
         let mut by_id = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
         by_id.insert(id.to_owned(), client);
     }
+}
+
+/// The answer to a session ID presented by a key that did not open it: rmcp's
+/// own to an unknown session.
+pub fn not_found() -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from_static(b"Not Found: Session not found"));
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response
 }
 
 impl Full {

@@ -632,6 +632,37 @@ async fn a_key_holds_a_bounded_number_of_sessions() {
     assert_eq!(unopened.post(initialize).await.status(), 200);
 }
 
+/// A session is its opener's: another valid key presenting its ID (leaked) is told
+/// the session does not exist; its opener goes on.
+#[tokio::test]
+async fn a_session_answers_only_the_key_that_opened_it() {
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.mcp.enabled = true;
+            c.auth.tokens.push(mdproxy_config::Secret::new("other-key"));
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let agent = Agent::open(&env).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let stolen = env
+        .client
+        .post(mcp_url(&env))
+        .header("x-api-key", "other-key")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", REVISION)
+        .header("mcp-session-id", agent.session.as_deref().unwrap())
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stolen.status(), 404);
+    let listed = agent.request(2, "tools/list", json!({})).await;
+    assert!(listed["tools"].is_array(), "{listed}");
+}
+
 /// Operators see it: `/status.json` and `/metrics` count the calls by tool and
 /// outcome and the open sessions; the status page has its section.
 #[tokio::test]
