@@ -1,6 +1,6 @@
 //! `[mcp]`: the Model Context Protocol endpoint for AI agents at `/mcp`
 //! (docs/mcp.md): on or off, the browser origins it takes, the tools it offers, the
-//! longest result.
+//! longest result, how long an idle session lives.
 
 use serde::{Deserialize, Serialize};
 
@@ -21,7 +21,15 @@ pub struct McpConfig {
     /// Longest tool result in characters: past it the longest list in the data is
     /// cut, and the result says so (Claude Code reads about 25,000 tokens).
     pub max_result_chars: usize,
+    /// Seconds a session (2025 revisions) lives with no request and no open stream
+    /// of its agent; its quote watches end after as long without either.
+    pub session_idle_secs: u64,
 }
+
+/// rmcp's own idle time for a session: five minutes.
+const SESSION_IDLE_SECS: u64 = 300;
+/// The longest idle time: the fleet keeps a session's `initialize` a day.
+const MAX_SESSION_IDLE_SECS: u64 = 86_400;
 
 impl Default for McpConfig {
     fn default() -> Self {
@@ -30,13 +38,21 @@ impl Default for McpConfig {
             allowed_origins: Vec::new(),
             tools: Vec::new(),
             max_result_chars: 60_000,
+            session_idle_secs: SESSION_IDLE_SECS,
         }
     }
 }
 
 impl McpConfig {
-    /// Origins without their scheme or port, and tools that do not exist.
+    /// Origins without their scheme or port, tools that do not exist, an idle
+    /// time of no seconds or past a day.
     pub(super) fn problems(&self, problems: &mut Vec<Problem>) {
+        if !(1..=MAX_SESSION_IDLE_SECS).contains(&self.session_idle_secs) {
+            problems.push(Problem::new(
+                "mcp.session_idle_secs",
+                format!("must be 1 to {MAX_SESSION_IDLE_SECS} (a day: how long the fleet keeps a session)"),
+            ));
+        }
         for origin in &self.allowed_origins {
             // rmcp matches scheme, host and port: an entry needs its scheme, and a
             // port (`:*` for any) to mean what it says.

@@ -423,7 +423,13 @@ impl App {
     /// # Errors
     /// When the new upstream client cannot be built; the old config stays.
     pub fn reload(&self, config: Config) -> Result<Vec<&'static str>, ReloadError> {
-        apply(&self.state, &self.edge, self.tls.as_deref(), config).map(|a| a.needs_restart)
+        let parts = Parts {
+            state: &self.state,
+            edge: &self.edge,
+            tls: self.tls.as_deref(),
+            mcp: self.mcp.as_deref(),
+        };
+        apply(&parts, config).map(|a| a.needs_restart)
     }
 
     /// Reloads `path` on SIGHUP and whenever its content changes (polled every
@@ -431,7 +437,16 @@ impl App {
     pub fn watch_config(&self, path: PathBuf, lookup: Lookup) {
         let poll = Duration::from_millis(self.state.snapshot().config.server.reload_poll_ms);
         let (state, edge, tls) = (self.state.clone(), Arc::clone(&self.edge), self.tls.clone());
-        let apply: Apply = Arc::new(move |config| apply(&state, &edge, tls.as_deref(), config));
+        let mcp = self.mcp.clone();
+        let apply: Apply = Arc::new(move |config| {
+            let parts = Parts {
+                state: &state,
+                edge: &edge,
+                tls: tls.as_deref(),
+                mcp: mcp.as_deref(),
+            };
+            apply(&parts, config)
+        });
         crate::ops::reload::spawn(
             path,
             lookup,
@@ -468,13 +483,22 @@ impl App {
     }
 }
 
+/// The parts of a running proxy a reload reaches.
+struct Parts<'a> {
+    state: &'a AppState,
+    edge: &'a Edge,
+    tls: Option<&'a Tls>,
+    mcp: Option<&'a Mcp>,
+}
+
 /// One reload, applied to every part that holds configuration.
-fn apply(
-    state: &AppState,
-    edge: &Edge,
-    tls: Option<&Tls>,
-    config: Config,
-) -> Result<Applied, ReloadError> {
+fn apply(parts: &Parts<'_>, config: Config) -> Result<Applied, ReloadError> {
+    let Parts {
+        state,
+        edge,
+        tls,
+        mcp,
+    } = *parts;
     // TLS files first: a pair that does not load refuses the whole reload.
     if let Some(tls) = tls
         && !config.server.tls_cert.is_empty()
@@ -488,7 +512,13 @@ fn apply(
     let upstream_changed = state.snapshot().config.upstream != config.upstream;
     // The state first: it is the part that can refuse (a new upstream client).
     let needs_restart = state.reload(config.clone())?;
-    edge.reconfigure(&config);
+    let revoked = edge.reconfigure(&config);
+    if let Some(mcp) = mcp
+        && !revoked.is_empty()
+    {
+        let closed = mcp.close_sessions_of(&revoked);
+        tracing::info!(sessions = closed, "their agents' sessions are closed too");
+    }
     if upstream_changed {
         crate::ops::probe::spawn(state);
     }

@@ -356,8 +356,9 @@ impl Edge {
     }
 
     /// Applies a new configuration's tokens, client limits and CORS origins, and
-    /// closes the open streams of the tokens it revokes.
-    pub fn reconfigure(&self, config: &Config) {
+    /// closes the open streams of the tokens it revokes. Returns those tokens'
+    /// identities ([`Tokens::stable`](super::auth::Tokens::stable)).
+    pub fn reconfigure(&self, config: &Config) -> Vec<usize> {
         let previous = self.access.load();
         let next = Access::new(config, &self.rate_clock, Some(&previous));
         let revoked = previous.tokens.revoked_by(&next.tokens);
@@ -370,6 +371,7 @@ impl Edge {
                 "tokens revoked by the reload: their streams are closed"
             );
         }
+        revoked
     }
 
     /// Serves one request; never fails (errors become envelope responses). Counts

@@ -9,6 +9,7 @@ mod fit;
 mod memo;
 mod metrics;
 pub mod opened;
+mod presence;
 pub mod server;
 mod sessions;
 pub mod watch;
@@ -17,6 +18,7 @@ use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -24,6 +26,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Collected, Full};
 use hyper::body::Incoming;
 use prometheus_client::registry::Registry;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -31,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::hub::QuoteHub;
 use crate::state::AppState;
 use mdproxy_config::McpConfig;
+use presence::Presence;
 use server::{Calls, Server};
 use sessions::FleetSessions;
 
@@ -66,6 +70,8 @@ pub struct Mcp {
     sessions: Arc<LocalSessionManager>,
     /// Who opened each of them, for their bounds.
     opened: opened::Opened,
+    /// Whether each one's agent is still there, for its watches.
+    presence: Arc<Presence>,
 }
 
 impl fmt::Debug for Mcp {
@@ -85,6 +91,8 @@ impl Mcp {
     ) -> Mcp {
         let calls = Arc::new(Calls::default());
         let offered = server::Offered::of(&config.tools);
+        let idle = Duration::from_secs(config.session_idle_secs);
+        let presence = Presence::new(idle);
         let server = Server {
             state: state.clone(),
             hub: hub.clone(),
@@ -95,6 +103,7 @@ impl Mcp {
             max_chars: config.max_result_chars,
             watches: Arc::default(),
             memo: Arc::default(),
+            presence: Arc::clone(&presence),
         };
         // Any Host: the proxy is reached by names rmcp cannot know, and a key is
         // asked for every request (its loopback-only default guards servers that
@@ -111,7 +120,11 @@ impl Mcp {
         };
         // In a fleet, a session opened on one node is answered by any.
         http.session_store = FleetSessions::over(state.fleet().agents());
-        let sessions = Arc::new(LocalSessionManager::default());
+        // A session idle this long is closed; its watches do not count as its
+        // agent's activity (`presence`), though rmcp's timer sees them as such.
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(idle);
+        let sessions = Arc::new(sessions);
         // A server for each session: its watches are its own.
         let base = server.clone();
         let service =
@@ -123,6 +136,7 @@ impl Mcp {
             calls,
             sessions,
             opened: opened::Opened::default(),
+            presence,
         }
     }
 
@@ -156,27 +170,59 @@ impl Mcp {
 
     /// Answers `request` with rmcp's service; one that may open a session (a POST
     /// of the 2025 revisions without a session: an `initialize`) only within the
-    /// bounds of [`opened`], and the session it opens counted.
+    /// bounds of [`opened`], and the session it opens counted. A request of a
+    /// session is its agent's sign of life, and so is each stream it holds open.
     async fn by_rmcp(&self, request: Request<Incoming>) -> Response<BoxBody<Bytes, Infallible>> {
         let headers = request.headers();
         let opening = request.method() == http::Method::POST
             && !headers.contains_key("mcp-session-id")
             && !headers.contains_key("mcp-method");
         let client = request.extensions().get::<Caller>().map(|c| c.client);
-        // A session opened here is its opener's: another key presenting its ID (a
-        // leaked one) is told it does not exist, as rmcp tells of an unknown one.
-        let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
-        if let (Some(id), Some(client)) = (session, client)
-            && self.opened.owner(id).is_some_and(|owner| owner != client)
-        {
-            return opened::not_found().map(|b| Full::new(b).boxed());
+        let session = headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if let Some(id) = &session {
+            // A session opened here is its opener's: another key presenting its
+            // ID (a leaked one) is told it does not exist, as rmcp tells of an
+            // unknown one.
+            if let Some(client) = client
+                && self.opened.owner(id).is_some_and(|owner| owner != client)
+            {
+                return opened::not_found().map(|b| Full::new(b).boxed());
+            }
+            self.presence.seen(id);
         }
-        let Some(client) = client.filter(|_| opening) else {
-            return self.service.handle(request).await;
+        let response = match client.filter(|_| opening) {
+            Some(client) => self.open_session(request, client).await,
+            None => self.service.handle(request).await,
         };
+        match session {
+            Some(id) if is_stream(&response) => {
+                let held = self.presence.streaming(&id);
+                response.map(|body| {
+                    body.map_frame(move |frame| {
+                        let _agent_there = &held;
+                        frame
+                    })
+                    .boxed()
+                })
+            }
+            _ => response,
+        }
+    }
+
+    /// Opens a session for `client` within the bounds of [`opened`].
+    async fn open_session(
+        &self,
+        request: Request<Incoming>,
+        client: usize,
+    ) -> Response<BoxBody<Bytes, Infallible>> {
         let refused = {
             let live = self.sessions.sessions.read().await;
-            self.opened.may_open(client, |id| live.contains_key(id))
+            let is_live = |id: &str| live.contains_key(id);
+            self.presence.forget_closed(is_live);
+            self.opened.may_open(client, is_live)
         };
         if let Err(full) = refused {
             return full.response().map(|b| Full::new(b).boxed());
@@ -188,8 +234,26 @@ impl Mcp {
             .and_then(|v| v.to_str().ok())
         {
             self.opened.note(id, client);
+            self.presence.seen(id);
         }
         response
+    }
+
+    /// Closes the sessions opened here by `revoked` keys (a reload took them
+    /// away): their streams and watches end with them. Returns how many.
+    pub fn close_sessions_of(&self, revoked: &[usize]) -> usize {
+        let ids = self.opened.of(revoked);
+        let closing = ids.len();
+        if closing > 0 {
+            let sessions = Arc::clone(&self.sessions);
+            tokio::spawn(async move {
+                for id in ids {
+                    // Already gone (closed or idle meanwhile) is as good as closed.
+                    let _ = sessions.close_session(&id.into()).await;
+                }
+            });
+        }
+        closing
     }
 
     /// Whether plain stateless tool calls are answered without rmcp's service
@@ -215,4 +279,12 @@ impl Mcp {
     pub fn calls(&self) -> &Calls {
         &self.calls
     }
+}
+
+/// Whether `response` is a stream of events (an SSE answer or a `GET` stream).
+fn is_stream<B>(response: &Response<B>) -> bool {
+    response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
 }

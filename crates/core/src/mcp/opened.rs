@@ -54,6 +54,16 @@ impl Opened {
         by_id.get(id).copied()
     }
 
+    /// The sessions opened here by one of `clients`.
+    pub fn of(&self, clients: &[usize]) -> Vec<String> {
+        let by_id = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+        by_id
+            .iter()
+            .filter(|(_, client)| clients.contains(client))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// Counts the session `id` that `client` opened.
     pub fn note(&self, id: &str, client: usize) {
         let mut by_id = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
@@ -116,6 +126,9 @@ mod tests {
         assert_eq!(opened.may_open(2, |_| true), Ok(()), "another key");
         // One closed: room again.
         assert_eq!(opened.may_open(1, |id| id != "s0"), Ok(()));
+        opened.note("t", 2);
+        assert_eq!(opened.of(&[2, 3]), ["t"]);
+        assert_eq!(opened.of(&[1]).len(), PER_CLIENT - 1, "s0 forgotten");
         let response = Full::Client.response();
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(response.headers()[header::RETRY_AFTER], "60");

@@ -16,12 +16,14 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{Instrument, Span};
 
 use super::Caller;
 use super::call::{self, Outcome, Read};
 use super::memo::Memo;
+use super::presence::Presence;
 use super::watch;
 use crate::hub::QuoteHub;
 use crate::state::AppState;
@@ -97,6 +99,9 @@ pub struct Server {
     /// The session's watched quote resources (2025 revisions), by URI: each
     /// relay stops when its guard is dropped (unsubscribed, or the session gone).
     pub(super) watches: Arc<Mutex<HashMap<String, DropGuard>>>,
+    /// Whether each session's agent is still there: a watch ends once its
+    /// agent is away.
+    pub(super) presence: Arc<Presence>,
 }
 
 impl Server {
@@ -176,6 +181,13 @@ fn caller(context: &RequestContext<RoleServer>) -> Option<&Caller> {
         .extensions
         .get::<http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<Caller>())
+}
+
+/// The session a request belongs to (none in the stateless revision).
+fn session_id(context: &RequestContext<RoleServer>) -> Option<String> {
+    let parts = context.extensions.get::<http::request::Parts>()?;
+    let id = parts.headers.get("mcp-session-id")?.to_str().ok()?;
+    Some(id.to_owned())
 }
 
 /// The client a request came from (its key's index).
@@ -368,7 +380,8 @@ impl ServerHandler for Server {
     }
 
     /// A quote resource watched for this session: a hub stream of its code whose
-    /// quote events become `notifications/resources/updated`.
+    /// quote events become `notifications/resources/updated`, until its agent is
+    /// away (no request and no stream of the session open for its idle time).
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
@@ -383,14 +396,18 @@ impl ServerHandler for Server {
         // A second subscription to one URI replaces the first (whose guard stops it).
         self.watches()
             .insert(request.uri.clone(), stop.clone().drop_guard());
-        let (peer, uri) = (context.peer, request.uri);
+        let session = session_id(&context);
+        let (peer, uri, presence) = (context.peer, request.uri, Arc::clone(&self.presence));
         self.state
             .tracker()
             .spawn(watch::relay(vec![events], stop, move |_| {
+                let there = session
+                    .as_deref()
+                    .is_none_or(|id| presence.present(id, Instant::now()));
                 let (peer, uri) = (peer.clone(), uri.clone());
                 async move {
                     let updated = ResourceUpdatedNotificationParam::new(uri);
-                    peer.notify_resource_updated(updated).await.is_ok()
+                    there && peer.notify_resource_updated(updated).await.is_ok()
                 }
             }));
         Ok(())

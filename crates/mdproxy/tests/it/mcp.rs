@@ -34,6 +34,7 @@ fn mcp_url(env: &support::Env) -> String {
 /// An agent's session: its ID after `initialize`.
 struct Agent {
     url: String,
+    key: &'static str,
     session: Option<String>,
     client: reqwest::Client,
 }
@@ -41,8 +42,14 @@ struct Agent {
 impl Agent {
     /// Opens a session as a client of the 2025-06-18 revision does.
     async fn open(env: &support::Env) -> Agent {
+        Agent::open_as(env, support::TOKEN).await
+    }
+
+    /// Opens a session with the client key `key`.
+    async fn open_as(env: &support::Env, key: &'static str) -> Agent {
         let mut agent = Agent {
             url: mcp_url(env),
+            key,
             session: None,
             client: env.client.clone(),
         };
@@ -74,7 +81,7 @@ impl Agent {
         let mut request = self
             .client
             .post(&self.url)
-            .header("x-api-key", support::TOKEN)
+            .header("x-api-key", self.key)
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", REVISION)
             .json(&body);
@@ -93,6 +100,22 @@ impl Agent {
         let said = reply(r).await;
         assert!(said.get("error").is_none(), "{said}");
         said["result"].clone()
+    }
+
+    /// The session's stream (`GET`), where its notifications come.
+    async fn stream(&self) -> support::SseReader {
+        let r = self
+            .client
+            .get(&self.url)
+            .header("x-api-key", self.key)
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", REVISION)
+            .header("mcp-session-id", self.session.as_deref().unwrap())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        support::SseReader::new(r)
     }
 
     async fn call(&self, tool: &str, arguments: Value) -> Value {
@@ -601,6 +624,7 @@ async fn a_key_holds_a_bounded_number_of_sessions() {
     });
     let unopened = Agent {
         url: mcp_url(&env),
+        key: support::TOKEN,
         session: None,
         client: env.client.clone(),
     };
@@ -879,18 +903,7 @@ const QUOTE_URI: &str = "mdproxy://api/v1/stock/indicator/realtime/600519.SH";
 async fn a_session_watches_a_quote_the_hub_polls() {
     let env = mcp_env().await;
     let agent = Agent::open(&env).await;
-    let r = env
-        .client
-        .get(&agent.url)
-        .header("x-api-key", support::TOKEN)
-        .header("accept", "text/event-stream")
-        .header("mcp-protocol-version", REVISION)
-        .header("mcp-session-id", agent.session.as_deref().unwrap())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let mut stream = support::SseReader::new(r);
+    let mut stream = agent.stream().await;
     agent
         .request(2, "resources/subscribe", json!({"uri": QUOTE_URI}))
         .await;
@@ -949,12 +962,121 @@ async fn a_session_watches_a_quote_the_hub_polls() {
         .await;
 }
 
+/// An MCP endpoint whose sessions idle out after 1 s, on Monday 2 March 2026
+/// at 10:00 China time, the clock moving 3 s every 100 ms: quotes move at every
+/// poll of the hub (50 ms) while the handle lives.
+async fn moving_mcp_env() -> (support::Env, tokio::task::JoinHandle<()>) {
+    let clock = support::clock_at("2026-03-02T02:00:00Z");
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.mcp.enabled = true;
+            c.mcp.session_idle_secs = 1;
+            c.hub.session_interval_ms = 50;
+            c.limits.upstream_rps = 1_000;
+            c.limits.upstream_burst = 1_000;
+        },
+        Some(clock.clone()),
+    )
+    .await;
+    let ticking = support::tick_clock(clock, Duration::from_millis(100), 600);
+    (env, ticking)
+}
+
+/// An agent that goes away without closing its session (its `GET` stream
+/// dropped, no request after) loses its watch once the session's idle time
+/// passes, though the hub's polls go on: rmcp takes each notification for the
+/// session's activity, and would otherwise keep the session and its hub stream
+/// for ever. Its stream held open past the idle time, the watch goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_ends_when_its_agent_goes_away() {
+    let (env, _ticking) = moving_mcp_env().await;
+    let agent = Agent::open(&env).await;
+    let mut stream = agent.stream().await;
+    agent
+        .request(2, "resources/subscribe", json!({"uri": QUOTE_URI}))
+        .await;
+    // Held past the idle time (1 s) with no request: the agent is there.
+    for _ in 0..15 {
+        next_message(&mut stream, "notifications/resources/updated")
+            .await
+            .expect("updates while the stream is held");
+    }
+    let hub = env.proxy.hub();
+    assert_eq!(hub.subscribers(), 1, "the watch");
+    let mcp = env.proxy.mcp().expect("[mcp] is on");
+    assert_eq!(mcp.sessions(), Some(1));
+    let polls = hub.polls();
+    drop(stream);
+    assert!(
+        support::eventually(Duration::from_secs(20), || hub.subscribers() == 0).await,
+        "the watch of an agent away ends"
+    );
+    assert!(
+        support::eventually(Duration::from_secs(20), || mcp.sessions() == Some(0)).await,
+        "then its session idles out"
+    );
+    assert!(hub.polls() > polls, "the hub polled meanwhile");
+}
+
+/// A reload that revokes a key closes the sessions that key opened: their
+/// streams end and their watches with them; another key's session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_key_loses_its_sessions_and_watches() {
+    let clock = support::clock_at("2026-03-02T02:00:00Z");
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.mcp.enabled = true;
+            c.hub.session_interval_ms = 50;
+            c.auth
+                .tokens
+                .push(mdproxy_config::Secret::new("soon-revoked"));
+        },
+        Some(clock.clone()),
+    )
+    .await;
+    let _ticking = support::tick_clock(clock, Duration::from_millis(100), 600);
+    let (kept, revoked) = (
+        Agent::open(&env).await,
+        Agent::open_as(&env, "soon-revoked").await,
+    );
+    let (mut kept_stream, mut revoked_stream) = (kept.stream().await, revoked.stream().await);
+    for (agent, stream) in [(&kept, &mut kept_stream), (&revoked, &mut revoked_stream)] {
+        agent
+            .request(2, "resources/subscribe", json!({"uri": QUOTE_URI}))
+            .await;
+        next_message(stream, "notifications/resources/updated")
+            .await
+            .expect("an update at the hub's poll");
+    }
+    let hub = env.proxy.hub();
+    assert_eq!(hub.subscribers(), 2);
+    let mut config = (*env.proxy.state().snapshot().config).clone();
+    config.auth.tokens.retain(|t| t.expose() != "soon-revoked");
+    env.proxy.reload(config).unwrap();
+    assert!(
+        next_message(&mut revoked_stream, "notifications/resources/updated")
+            .await
+            .is_none(),
+        "the revoked key's stream ends"
+    );
+    assert!(
+        support::eventually(Duration::from_secs(20), || hub.subscribers() == 1).await,
+        "and its watch"
+    );
+    assert_eq!(env.proxy.mcp().unwrap().sessions(), Some(1));
+    next_message(&mut kept_stream, "notifications/resources/updated")
+        .await
+        .expect("the other key's watch goes on");
+}
+
 /// The stateless revision's `subscriptions/listen` on a quote resource: the
 /// acknowledgement names the quote (and drops what cannot be watched), then an
-/// update comes at the hub's poll.
+/// update comes at each of the hub's polls; the client gone, the watch ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateless_listen_is_told_of_each_quote_poll() {
-    let env = mcp_env().await;
+    let (env, _ticking) = moving_mcp_env().await;
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "stateless", "version": "1"},
@@ -988,10 +1110,19 @@ async fn a_stateless_listen_is_told_of_each_quote_poll() {
         json!([QUOTE_URI]),
         "{ack}"
     );
-    let updated = next_message(&mut stream, "notifications/resources/updated")
-        .await
-        .expect("an update at the hub's poll");
-    assert_eq!(updated["params"]["uri"], QUOTE_URI);
+    for _ in 0..3 {
+        let updated = next_message(&mut stream, "notifications/resources/updated")
+            .await
+            .expect("an update at the hub's poll");
+        assert_eq!(updated["params"]["uri"], QUOTE_URI);
+    }
+    let hub = env.proxy.hub();
+    assert_eq!(hub.subscribers(), 1, "the watch");
+    drop(stream);
+    assert!(
+        support::eventually(Duration::from_secs(20), || hub.subscribers() == 0).await,
+        "the watch of a client gone ends"
+    );
 }
 
 /// The request metadata of the stateless revision.
