@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
@@ -319,6 +320,28 @@ pub(crate) struct Session {
     /// The events travel on sharded pub/sub (a Redis Cluster whose servers have
     /// it): publications go out with `SPUBLISH`.
     pub(crate) sharded_pubsub: bool,
+    /// Asks the subscription's own connection for an answer (a `PING` on it): a
+    /// connection gone half-open (the peer vanished without a FIN or RST) carries
+    /// no message and reports no error, so the listener asks now and then. `None`
+    /// on a Redis Cluster, whose pushes come on the data connection.
+    pub(crate) probe: Option<Probe>,
+}
+
+/// One question to a subscription's connection: `Ok` when it answered within
+/// `cluster.timeout_ms`.
+pub(crate) type Probe = Box<dyn Fn() -> BoxFuture<'static, redis::RedisResult<()>> + Send + Sync>;
+
+/// The probe of a subscription's connection, through its sink.
+fn probe_of(sink: redis::aio::PubSubSink, timeout: Duration) -> Probe {
+    Box::new(move || {
+        let mut sink = sink.clone();
+        Box::pin(async move {
+            tokio::time::timeout(timeout, sink.ping::<redis::Value>())
+                .await
+                .map_err(|_| timed_out())?
+                .map(drop)
+        })
+    })
 }
 
 impl Connector {
@@ -393,11 +416,13 @@ impl Connector {
         tokio::time::timeout(self.timeout, subscribed)
             .await
             .map_err(|_| timed_out())??;
+        let (sink, messages) = pubsub.split();
         Ok(Session {
             conn: Connection::Single(conn),
-            messages: pubsub.into_on_message().boxed(),
+            messages: messages.boxed(),
             address: address(&client.get_connection_info().addr),
             sharded_pubsub: false,
+            probe: Some(probe_of(sink, self.timeout)),
         })
     }
 
@@ -449,6 +474,7 @@ impl Connector {
             messages: messages.boxed(),
             address: addresses(&masters),
             sharded_pubsub: sharded,
+            probe: None,
         })
     }
 }

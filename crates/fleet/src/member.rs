@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::agents::RedisAgentSessions;
-use super::conn::{ClusterError, Connector};
+use super::conn::{ClusterError, Connector, Probe};
 use super::jobs::RedisJobs;
 use super::leader::{RedisLeadership, board_channel};
 use super::limits::RedisLimits;
@@ -22,6 +23,9 @@ use mdproxy_config::ClusterConfig;
 
 /// How often a node whose Redis is away checks whether it is back.
 const RETRY_EVERY: Duration = Duration::from_millis(500);
+/// How often the subscription's connection is asked to answer: one gone
+/// half-open is noticed within this and `cluster.timeout_ms`.
+const PROBE_EVERY: Duration = Duration::from_secs(5);
 
 /// One node's membership in the cluster. Cheap to clone.
 #[derive(Clone)]
@@ -158,7 +162,7 @@ impl Cluster {
                 }
                 self.link.beat().await;
                 self.limits.recall_pauses().await;
-                self.listen(session.messages).await;
+                self.listen(session.messages, session.probe).await;
                 Ok::<(), redis::RedisError>(())
             };
             let ended = tokio::select! {
@@ -185,14 +189,24 @@ impl Cluster {
         }
     }
 
-    /// Takes in the publications of `messages` until they end; meanwhile, while
-    /// Redis is marked away (a slow answer, with the subscription still up), asks
-    /// every [`RETRY_EVERY`] whether it answers again, or, where the master may
-    /// have moved (sentinels), ends the session so the next asks the sentinels.
-    async fn listen(&self, messages: impl futures_util::Stream<Item = redis::Msg>) {
+    /// Takes in the publications of `messages` until they end, or until `probe`
+    /// finds their connection silent (asked every [`PROBE_EVERY`]); meanwhile,
+    /// while Redis is marked away (a slow answer, with the subscription still up),
+    /// asks every [`RETRY_EVERY`] whether it answers again, or, where the master
+    /// may have moved (sentinels), ends the session so the next asks the sentinels.
+    async fn listen(
+        &self,
+        messages: impl futures_util::Stream<Item = redis::Msg>,
+        probe: Option<Probe>,
+    ) {
         tokio::pin!(messages);
         let mut check = tokio::time::interval(RETRY_EVERY);
         check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut probe_due =
+            tokio::time::interval_at(tokio::time::Instant::now() + PROBE_EVERY, PROBE_EVERY);
+        probe_due.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The probe's question in flight, if one is.
+        let mut asked: Option<BoxFuture<'static, redis::RedisResult<()>>> = None;
         let board = board_channel();
         loop {
             tokio::select! {
@@ -215,6 +229,16 @@ impl Cluster {
                         if self.link.rejoin_if_answering().await {
                             tracing::info!(node = %self.node_id(), "Redis answers again: this node shares its cache with the cluster");
                         }
+                    }
+                }
+                _ = probe_due.tick(), if asked.is_none() => {
+                    asked = probe.as_ref().map(|ask| ask());
+                }
+                answer = async { asked.as_mut().expect("polled only when asked").await }, if asked.is_some() => {
+                    asked = None;
+                    if let Err(e) = answer {
+                        tracing::warn!(node = %self.node_id(), error = %e, "the event subscription's connection does not answer: subscribing again");
+                        return;
                     }
                 }
             }
@@ -285,7 +309,7 @@ mod tests {
         // entered while Redis is up.
         let quiet = futures_util::stream::pending::<redis::Msg>();
         let watching = cluster.clone();
-        let task = tokio::spawn(async move { watching.listen(quiet).await });
+        let task = tokio::spawn(async move { watching.listen(quiet, None).await });
         tokio::time::sleep(RETRY_EVERY * 2).await;
         let _ = cluster
             .link
@@ -295,5 +319,37 @@ mod tests {
         tokio::time::sleep(RETRY_EVERY * 3).await;
         assert!(cluster.is_up(), "still alone after three re-check periods");
         task.abort();
+    }
+
+    /// Defect: a subscription whose connection went half-open (Redis's host gone
+    /// without a FIN or RST) delivered nothing and said nothing: purges and the
+    /// leader's board were lost until the kernel gave up on the socket, which it
+    /// need never do on an idle one. The listener asks the connection every
+    /// [`PROBE_EVERY`] and subscribes again when it does not answer; while it
+    /// answers, a quiet subscription is kept. Time is paused.
+    #[tokio::test(start_paused = true)]
+    async fn a_subscription_that_stops_answering_is_left() {
+        let cluster = on_mock(vec![]);
+        let answering: Probe = Box::new(|| Box::pin(async { Ok(()) }));
+        let quiet = futures_util::stream::pending::<redis::Msg>();
+        let kept = tokio::time::timeout(PROBE_EVERY * 20, cluster.listen(quiet, Some(answering)));
+        assert!(kept.await.is_err(), "an answering subscription is kept");
+
+        let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&asked);
+        let silent: Probe = Box::new(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Err(redis::RedisError::from((
+                    redis::ErrorKind::IoError,
+                    "no answer",
+                )))
+            })
+        });
+        let quiet = futures_util::stream::pending::<redis::Msg>();
+        let left = tokio::time::timeout(PROBE_EVERY * 2, cluster.listen(quiet, Some(silent)));
+        assert!(left.await.is_ok(), "a silent subscription is left");
+        assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 }

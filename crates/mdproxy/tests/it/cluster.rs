@@ -367,6 +367,49 @@ async fn the_nodes_rejoin_after_a_redis_stall_without_traffic() {
     joined(&[&env.proxy, &b]).await;
 }
 
+/// Defect: a node whose event subscription went half-open (Redis's host gone
+/// without a FIN or RST: frozen here) heard nothing more, purges and the hub
+/// leader's board included, with no error to say so. It now asks the
+/// subscription's connection now and then, subscribes again when it does not
+/// answer, and so hears the purges made after that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
+async fn a_node_whose_subscription_went_half_open_subscribes_again() {
+    let (env, redis) = cluster_env(Duration::ZERO).await;
+    let freezer = support::redis::Freezer::to(redis.port).await;
+    let mut config = (*env.proxy.state().snapshot().config).clone();
+    config.server.listen = "127.0.0.1:0".into();
+    config.admin.listen = String::new();
+    config.cluster.node_id = "node-1".into();
+    config.cluster.redis_url = Secret::new(format!("redis://{}/0", freezer.addr));
+    let b = mdproxy_core::app::start(&config, env.clock.clone().unwrap())
+        .await
+        .unwrap();
+    joined(&[&env.proxy, &b]).await;
+    let before = freezer.accepted();
+    assert!(before >= 2, "a data connection and a subscription");
+    get(&b, "/market/indices").await;
+    freezer.freeze();
+    // Both of its connections frozen: the data connection is made again at its
+    // next timeout, the subscription once it is found silent.
+    assert!(
+        support::eventually(Duration::from_secs(30), || freezer.accepted() >= before + 2).await,
+        "the frozen subscription was never made again"
+    );
+    joined(&[&b]).await;
+    purge(&env, "target=/market/indices").await;
+    let store = b.state().cache().store().clone();
+    assert!(
+        support::eventually(Duration::from_secs(10), || {
+            futures_util::FutureExt::now_or_never(store.get("/market/indices"))
+                .flatten()
+                .is_none()
+        })
+        .await,
+        "node-1 never heard the purge"
+    );
+}
+
 /// Defect: a purge by prefix or by endpoint dropped only the keys the purging node
 /// held; Redis and the other nodes kept theirs, and the purging node then answered
 /// `HIT; detail=shared`. Here the purging node holds nothing.

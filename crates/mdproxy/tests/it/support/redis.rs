@@ -811,3 +811,74 @@ pub fn certificates(dir: &std::path::Path) -> [String; 5] {
         path.display().to_string()
     })
 }
+
+/// A loopback relay to a Redis whose connections can be frozen: a frozen one
+/// stays open and carries nothing either way, as a connection to a host that
+/// vanished without a FIN or RST (half-open). Connections made after a freeze
+/// are relayed. Its tasks end with the test's runtime.
+pub struct Freezer {
+    pub addr: SocketAddr,
+    /// A flag for each connection accepted so far: set, it is frozen.
+    frozen: Arc<std::sync::Mutex<Vec<Arc<std::sync::atomic::AtomicBool>>>>,
+}
+
+impl Freezer {
+    /// A relay to the Redis on `port`.
+    pub async fn to(port: u16) -> Freezer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let frozen: Arc<std::sync::Mutex<Vec<Arc<std::sync::atomic::AtomicBool>>>> = Arc::default();
+        let flags = Arc::clone(&frozen);
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+                    continue;
+                };
+                let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                flags.lock().unwrap().push(Arc::clone(&flag));
+                let (client_read, client_write) = client.into_split();
+                let (server_read, server_write) = server.into_split();
+                tokio::spawn(relay(client_read, server_write, Arc::clone(&flag)));
+                tokio::spawn(relay(server_read, client_write, flag));
+            }
+        });
+        Freezer { addr, frozen }
+    }
+
+    /// Freezes every connection accepted so far.
+    pub fn freeze(&self) {
+        for flag in self.frozen.lock().unwrap().iter() {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.frozen.lock().unwrap().len()
+    }
+}
+
+/// Copies `from` to `to` until either ends; once `frozen`, drops what it reads
+/// and holds both ends open for good.
+async fn relay(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            let _held = (from, to);
+            std::future::pending::<()>().await;
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
