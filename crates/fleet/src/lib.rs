@@ -8,6 +8,8 @@
 //! - `conn`: the one place that makes (and remakes) the connections.
 //! - `link`: the link every part runs its commands on (up and away, the
 //!   heartbeat, the key prefix and the events channel).
+//! - `purges`: the purge log in Redis, for the nodes that miss a publication, and
+//!   this node's purges kept while Redis is away.
 //! - [`store`]: the shared store of answers and cluster-wide purges.
 //! - [`lock`]: the fill lock (one node per key asks the upstream) and its publication.
 //! - [`permits`]: the fleet's upstream budget (GCRA on Redis's clock).
@@ -34,6 +36,7 @@ pub mod lock;
 mod member;
 pub mod metrics;
 pub mod permits;
+mod purges;
 pub mod store;
 
 pub use conn::ClusterError;

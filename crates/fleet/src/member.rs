@@ -162,6 +162,7 @@ impl Cluster {
                 }
                 self.link.beat().await;
                 self.limits.recall_pauses().await;
+                self.store.rejoined().await;
                 self.listen(session.messages, session.probe).await;
                 Ok::<(), redis::RedisError>(())
             };
@@ -228,11 +229,17 @@ impl Cluster {
                         }
                         if self.link.rejoin_if_answering().await {
                             tracing::info!(node = %self.node_id(), "Redis answers again: this node shares its cache with the cluster");
+                            self.store.rejoined().await;
                         }
                     }
                 }
                 _ = probe_due.tick(), if asked.is_none() => {
                     asked = probe.as_ref().map(|ask| ask());
+                    if asked.is_none() {
+                        // A Redis Cluster's pushes: their connection is checked by
+                        // every command.
+                        self.store.heard_all().await;
+                    }
                 }
                 answer = async { asked.as_mut().expect("polled only when asked").await }, if asked.is_some() => {
                     asked = None;
@@ -240,6 +247,7 @@ impl Cluster {
                         tracing::warn!(node = %self.node_id(), error = %e, "the event subscription's connection does not answer: subscribing again");
                         return;
                     }
+                    self.store.heard_all().await;
                 }
             }
         }
@@ -304,6 +312,8 @@ mod tests {
         let cluster = on_mock(vec![
             mock::failing(redis::cmd("GET").arg("x").clone()),
             MockCmd::new(redis::cmd("PING"), Ok("PONG")),
+            // Back: where the purge log stands (the first look).
+            crate::purges::mock::none_logged(),
         ]);
         // The watcher's loop on a subscription where nothing is ever published,
         // entered while Redis is up.

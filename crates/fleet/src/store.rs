@@ -12,6 +12,7 @@ use tokio::sync::broadcast;
 
 use super::conn::Scan;
 use super::link::{Link, PREFIX, Unavailable};
+use super::purges::{PurgeLog, Unsent};
 
 /// The shared second-level store of answers (bytes by key) and cluster-wide purges.
 #[async_trait]
@@ -58,15 +59,19 @@ pub struct RedisStore {
     /// Purges made anywhere (their messages): the application drops those keys
     /// from its own cache.
     invalidations: broadcast::Sender<String>,
+    /// Purges logged for the nodes that miss their publication, and this node's
+    /// that did not reach Redis.
+    log: PurgeLog,
 }
 
 impl RedisStore {
     pub(super) fn new(link: Link, max_body: usize) -> RedisStore {
         RedisStore {
-            link,
+            link: link.clone(),
             max_body,
             shared_hits: AtomicU64::new(0),
             invalidations: broadcast::channel(1024).0,
+            log: PurgeLog::new(link),
         }
     }
 
@@ -106,6 +111,77 @@ impl RedisStore {
     /// A purge announced on the events channel.
     pub(super) fn purged(&self, message: &str) {
         let _ = self.invalidations.send(message.to_owned());
+    }
+
+    /// Logs `message` and publishes it; false when Redis did not take it.
+    async fn announce(&self, message: &str) -> bool {
+        if self.log.append(message).await.is_err() {
+            return false;
+        }
+        self.link.publish(format!("purge {message}")).await;
+        true
+    }
+
+    /// Drops what `purge` names from the shared store and tells every node;
+    /// false when Redis did not take all of it.
+    async fn send(&self, purge: &Unsent) -> bool {
+        let dropped = match purge {
+            Unsent::Key { key, .. } => self.delete(vec![entry_key(key)]).await.is_ok(),
+            Unsent::Prefixes { prefixes, .. } => {
+                let mut dropped = true;
+                for prefix in prefixes {
+                    dropped = self.delete_matching(prefix, &|_| true).await.is_ok();
+                    if !dropped {
+                        break;
+                    }
+                }
+                dropped
+            }
+        };
+        let (Unsent::Key { message, .. } | Unsent::Prefixes { message, .. }) = purge;
+        dropped && self.announce(message).await
+    }
+
+    /// What a new session with Redis (or Redis answering again) owes this node:
+    /// the purges logged while it was not subscribed, handed on as if heard, then
+    /// its own purges that did not reach Redis, sent.
+    pub(super) async fn rejoined(&self) {
+        match self.log.missed().await {
+            Ok(missed) => {
+                if !missed.is_empty() {
+                    tracing::info!(
+                        purges = missed.len(),
+                        "purges made while this node was not subscribed: applied"
+                    );
+                }
+                for message in &missed {
+                    self.purged(message);
+                }
+            }
+            Err(Unavailable) => return,
+        }
+        let mut unsent = self.log.take_unsent().into_iter();
+        let mut sent = 0;
+        for purge in unsent.by_ref() {
+            if !self.send(&purge).await {
+                let mut back = vec![purge];
+                back.extend(unsent);
+                self.log.put_back(back);
+                break;
+            }
+            sent += 1;
+        }
+        if sent > 0 {
+            tracing::info!(
+                purges = sent,
+                "purges made while Redis was away: sent to the fleet"
+            );
+        }
+    }
+
+    /// Notes that the subscription heard every purge logged so far.
+    pub(super) async fn heard_all(&self) {
+        let _ = self.log.mark_heard().await;
     }
 
     /// Answers this node found in the shared store.
@@ -190,8 +266,13 @@ impl SharedStore for RedisStore {
     }
 
     async fn purge(&self, key: &str, message: &str) {
-        let _ = self.delete(vec![entry_key(key)]).await;
-        self.link.publish(format!("purge {message}")).await;
+        let purge = Unsent::Key {
+            key: key.to_owned(),
+            message: message.to_owned(),
+        };
+        if !self.send(&purge).await {
+            self.log.keep(purge);
+        }
     }
 
     async fn purge_matching(
@@ -200,12 +281,19 @@ impl SharedStore for RedisStore {
         matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
         message: &str,
     ) {
+        let mut dropped = true;
         for prefix in prefixes {
-            if self.delete_matching(prefix, matches).await.is_err() {
+            dropped = self.delete_matching(prefix, matches).await.is_ok();
+            if !dropped {
                 break;
             }
         }
-        self.link.publish(format!("purge {message}")).await;
+        if !(dropped && self.announce(message).await) {
+            self.log.keep(Unsent::Prefixes {
+                prefixes: prefixes.iter().map(|p| (*p).to_owned()).collect(),
+                message: message.to_owned(),
+            });
+        }
     }
 
     fn invalidations(&self) -> broadcast::Receiver<String> {
@@ -217,6 +305,7 @@ impl SharedStore for RedisStore {
 mod tests {
     use super::*;
     use crate::link::{SCAN_COUNT, mock};
+    use crate::purges::mock as purges_mock;
     use redis::Value;
     use redis_test::MockCmd;
 
@@ -312,6 +401,7 @@ mod tests {
                 scan(17, pattern),
                 Ok(Value::Array(vec![bulk("0"), Value::Array(vec![])])),
             ),
+            purges_mock::logged("endpoint /stock/detail/{code}"),
             published("purge endpoint /stock/detail/{code}"),
         ]);
         let mut heard = store.invalidations();
@@ -337,11 +427,51 @@ mod tests {
         );
     }
 
-    /// Redis away in the middle of a purge: the scan stops, nothing hangs.
+    /// Redis away in the middle of a purge: the scan stops, nothing hangs, and the
+    /// purge is kept. When Redis answers again the node first applies what was
+    /// logged while it was not subscribed, then sends its own purges: the shared
+    /// store's keys dropped (every key under the prefix), logged, published.
     #[tokio::test]
-    async fn a_purge_stops_when_redis_goes_away() {
-        let store = on_mock(vec![mock::failing(scan(0, "mdproxy:v1:entry:/x*"))]);
-        store.purge_matching(&["/x"], &|_| true, "prefix /x").await;
+    async fn a_purge_made_while_redis_is_away_is_sent_when_it_is_back() {
+        let store = on_mock(vec![
+            // The first session notes where the log stands.
+            purges_mock::none_logged(),
+            mock::failing(scan(0, "mdproxy:v1:entry:/x*")),
+            MockCmd::new(redis::cmd("PING"), Ok("PONG")),
+            MockCmd::new(
+                redis::cmd("XRANGE")
+                    .arg("mdproxy:v1:purges")
+                    .arg("0-1")
+                    .arg("+")
+                    .arg("COUNT")
+                    .arg(10_000)
+                    .clone(),
+                Ok(Value::Array(vec![purges_mock::entry("3-0", "key /y")])),
+            ),
+            MockCmd::new(
+                scan(0, "mdproxy:v1:entry:/x*"),
+                Ok(Value::Array(vec![
+                    bulk("0"),
+                    Value::Array(vec![bulk("mdproxy:v1:entry:/x/1")]),
+                ])),
+            ),
+            MockCmd::new(
+                redis::cmd("DEL").arg(&["mdproxy:v1:entry:/x/1"]).clone(),
+                Ok(1),
+            ),
+            purges_mock::logged("prefix /x"),
+            published("purge prefix /x"),
+        ]);
+        store.rejoined().await;
+        store
+            .purge_matching(&["/x"], &|k: &str| k.ends_with("/2"), "prefix /x")
+            .await;
         assert!(!store.link.is_up());
+        let mut heard = store.invalidations();
+        assert!(store.link.rejoin_if_answering().await);
+        store.rejoined().await;
+        assert_eq!(heard.try_recv().unwrap(), "key /y", "missed, then applied");
+        assert!(store.link.is_up(), "every command was the one expected");
+        assert!(store.log.take_unsent().is_empty(), "sent");
     }
 }
