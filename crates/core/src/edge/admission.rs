@@ -35,8 +35,9 @@ const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
 const MAX_REFUSALS_IN_FLIGHT: usize = 1_024;
 
 /// Closes one connection by aborting its task, so that nothing is checked on the
-/// connection's own polls: the hub closes a stalled or revoked stream's connection
-/// with it, the listener every connection still open when the grace runs out.
+/// connection's own polls: the hub closes a stalled or revoked HTTP/1.1 stream's
+/// connection with it, the listener every connection still open when the grace
+/// runs out.
 #[derive(Debug, Default)]
 pub struct Closer {
     /// The connection's task, known once it is spawned.

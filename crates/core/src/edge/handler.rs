@@ -24,8 +24,8 @@ use crate::edge::head::Head;
 use crate::edge::limit::ClientLimits;
 use crate::edge::response::{self, IntoResponse};
 use crate::edge::server::Connection;
-use crate::edge::sse;
-use crate::hub::{Hangup, QuoteHub, Subscription};
+use crate::edge::{reset, sse};
+use crate::hub::{QuoteHub, Subscription};
 use crate::state::{AppState, Snapshot};
 use crate::stats::{CacheStatus, Outcome};
 use crate::telemetry::context::{TRACEPARENT, Traceparent, X_REQUEST_ID};
@@ -672,15 +672,16 @@ impl Edge {
                 .get("last-event-id")
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse().ok());
+            let (hangup, bind) = reset::per_stream(connection.close.clone());
             let events = self.hub.subscribe(Subscription {
                 token,
                 codes: &codes,
                 pz,
                 last_event_id,
-                connection: Some(Arc::clone(&connection.close) as Arc<dyn Hangup>),
+                connection: Some(hangup),
                 outlet,
             })?;
-            let mut response = Response::new(body::stream(events));
+            let mut response = Response::new(body::stream(bind(events)));
             if chunked {
                 response.extensions_mut().insert(sse::Chunked);
             }

@@ -3,7 +3,8 @@
 //! answers and errors are written (the encoding chosen by `Accept-Encoding`), and
 //! quote streams on the bare socket (`sse`: their heads, HTTP/1.1 chunk framing, the
 //! socket as the hub's outlet); an HTTP/2 connection's streams run in its own task
-//! (`streams`); `/mcp` goes to the MCP endpoint once the key is checked (`mcp`).
+//! (`streams`), and the hub hangs up on one of them alone (`reset`); `/mcp` goes to
+//! the MCP endpoint once the key is checked (`mcp`).
 //! Below it, the cache and the hub know nothing of HTTP.
 
 pub(crate) mod admission;
@@ -16,6 +17,7 @@ pub(crate) mod limit;
 pub(crate) mod mcp;
 pub(crate) mod negotiate;
 pub(crate) mod protocol;
+pub(crate) mod reset;
 pub(crate) mod response;
 pub(crate) mod server;
 pub(crate) mod sniff;

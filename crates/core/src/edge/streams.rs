@@ -82,8 +82,8 @@ where
         self.inbox.open.fetch_add(1, Ordering::Relaxed);
         let open = Open(Arc::clone(&self.inbox.open));
         // A stream that panics ends alone, as a task of its own would: the
-        // connection and its other streams go on.
-        let stream = AssertUnwindSafe(stream)
+        // connection and its other streams go on. The hub may reset it alone.
+        let stream = AssertUnwindSafe(super::reset::scoped(stream))
             .catch_unwind()
             .map(move |_| drop(open));
         self.inbox.new_streams().push(Box::pin(stream));

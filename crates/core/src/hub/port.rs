@@ -34,10 +34,10 @@ pub trait Outlet: Send + Sync + std::fmt::Debug {
     fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize>;
 }
 
-/// The connection a stream is served on, as the hub sees it: closed when the
-/// subscriber stalls or its token is revoked.
+/// How the hub ends a stream whose subscriber stalls or whose token is revoked:
+/// its connection closed, or its HTTP/2 stream reset alone.
 pub trait Hangup: Send + Sync + std::fmt::Debug {
-    /// Closes the connection now.
+    /// Ends the stream now.
     fn close(&self);
 
     /// Whether [`Hangup::close`] was called.
@@ -65,7 +65,8 @@ pub struct Subscription<'a> {
     /// The `Last-Event-ID` the client reconnected with: the stream's ids continue
     /// past it (its first event is still a whole snapshot).
     pub last_event_id: Option<u64>,
-    /// Closes the client's connection if the stream stalls, or its token is revoked.
+    /// Ends the stream (its connection, or its HTTP/2 stream) if it stalls, or its
+    /// token is revoked.
     pub connection: Option<Arc<dyn Hangup>>,
     /// Where the fan-out writes the events itself while the stream is caught up.
     pub outlet: Option<Arc<dyn Outlet>>,

@@ -298,6 +298,101 @@ async fn a_reset_quote_stream_leaves_the_hub_and_its_neighbours_stream_on() {
     );
 }
 
+/// Defect: the hub hung up on a stalled or revoked quote stream by closing its
+/// connection, which over HTTP/2 ended every other stream on it (a browser's
+/// other tabs). It resets that stream alone now (`RST_STREAM`): here one stream
+/// whose reader stopped (it never gives back its window) and one of a key a
+/// reload revokes, beside one that reads on; the connection then still answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_or_revoked_quote_stream_is_reset_alone() {
+    // Monday 10:00 China time, 3 s on every 100 ms: quotes move at each poll.
+    let clock = support::clock_at("2026-03-02T02:00:00Z");
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.hub.session_interval_ms = 50;
+            c.hub.stall_timeout_secs = 1;
+            c.auth
+                .tokens
+                .push(mdproxy_config::Secret::new("soon-revoked"));
+        },
+        Some(clock.clone()),
+    )
+    .await;
+    let _ticking = support::tick_clock(clock, Duration::from_millis(100), 600);
+    let hub = env.proxy.hub();
+    let tcp = tokio::net::TcpStream::connect(env.proxy.addr)
+        .await
+        .unwrap();
+    // Each stream may hold 1 KiB unread: a reader that stops stalls its stream.
+    let (send, connection) = h2::client::Builder::new()
+        .initial_window_size(1024)
+        .handshake::<_, Bytes>(tcp)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    let open = |token: &str| {
+        let request = Request::get(format!("http://localhost{STREAM}"))
+            .header("authorization", format!("Bearer {token}"))
+            .body(())
+            .unwrap();
+        let send = send.clone();
+        async move {
+            let mut ready = send.ready().await.unwrap();
+            let (response, outgoing) = ready.send_request(request, true).unwrap();
+            let response = tokio::time::timeout(Duration::from_secs(20), response)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(response.status(), 200);
+            (response.into_body(), outgoing)
+        }
+    };
+    let (mut reading, _a) = open(support::TOKEN).await;
+    let (mut stalled, _b) = open(support::TOKEN).await;
+    let (mut revoked, _c) = open("soon-revoked").await;
+    assert!(support::eventually(Duration::from_secs(10), || hub.subscribers() == 3).await);
+    // The stalled one's first bytes arrive; it is never read again.
+    tokio::time::timeout(Duration::from_secs(20), stalled.data())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let reads = tokio::spawn(async move {
+        let mut bytes = 0;
+        // Bounded: the test ends it, or the stream does.
+        while let Some(Ok(chunk)) = reading.data().await {
+            let _ = reading.flow_control().release_capacity(chunk.len());
+            bytes += chunk.len();
+        }
+        bytes
+    });
+    assert!(
+        support::eventually(Duration::from_secs(20), || hub.stalled() >= 1).await,
+        "the stalled stream was never dropped"
+    );
+    let mut config = (*env.proxy.state().snapshot().config).clone();
+    config.auth.tokens.retain(|t| t.expose() != "soon-revoked");
+    env.proxy.reload(config).unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(Ok(chunk)) = revoked.data().await {
+            let _ = revoked.flow_control().release_capacity(chunk.len());
+        }
+    });
+    ended.await.expect("the revoked key's stream ends");
+    assert!(
+        support::eventually(Duration::from_secs(10), || hub.subscribers() == 1).await,
+        "the stalled and the revoked streams left: {}",
+        hub.subscribers()
+    );
+    // The connection is still there: it answers, and its reader reads on.
+    let (status, _) = fetch(&send, "/api/v1/market/indices", usize::MAX).await;
+    assert_eq!(status, 200);
+    assert!(!reads.is_finished(), "the reading stream goes on");
+    assert!(!connection.is_finished());
+    reads.abort();
+}
+
 /// TLS with a certificate made here: h2 by ALPN for a client that offers it,
 /// HTTP/1.1 for one that does not; plain HTTP on the TLS port is not answered.
 #[tokio::test]
