@@ -672,7 +672,7 @@ impl Edge {
                 .get("last-event-id")
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse().ok());
-            let (hangup, bind) = reset::per_stream(connection.close.clone());
+            let (hangup, bind) = reset::per_stream(connection.close.clone(), request.version());
             let events = self.hub.subscribe(Subscription {
                 token,
                 codes: &codes,
@@ -681,7 +681,7 @@ impl Edge {
                 connection: Some(hangup),
                 outlet,
             })?;
-            let mut response = Response::new(body::stream(bind(events)));
+            let mut response = Response::new(body::stream(bind.bind(events)));
             if chunked {
                 response.extensions_mut().insert(sse::Chunked);
             }

@@ -15,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use futures_util::future::{AbortHandle, FutureExt};
 use futures_util::stream::{BoxStream, StreamExt};
+use http::Version;
 
 use crate::hub::Hangup;
 
@@ -63,31 +64,42 @@ impl Hangup for OneStream {
     }
 }
 
-/// The hangup of a quote stream served on `connection`, and what binds its body
-/// (the hub's events) to the HTTP/2 stream that polls it.
-pub(crate) fn per_stream(
-    connection: Arc<dyn Hangup>,
-) -> (
-    Arc<dyn Hangup>,
-    impl FnOnce(BoxStream<'static, Bytes>) -> BoxStream<'static, Bytes>,
-) {
-    let hangup = Arc::new(OneStream {
-        stream: OnceLock::new(),
-        connection,
-    });
-    let bound = Arc::clone(&hangup);
-    let bind = move |events: BoxStream<'static, Bytes>| {
+/// What binds a quote stream's body (the hub's events) to the HTTP/2 stream that
+/// polls it; nothing over HTTP/1.1.
+pub(crate) struct Binder(Option<Arc<OneStream>>);
+
+impl Binder {
+    /// `events`, taking their stream's reset at their first poll.
+    pub(crate) fn bind(self, events: BoxStream<'static, Bytes>) -> BoxStream<'static, Bytes> {
+        let Some(hangup) = self.0 else {
+            return events;
+        };
         let first = futures_util::stream::once(async move {
             if let Ok(stream) = STREAM.try_with(Arc::clone) {
-                let _ = bound.stream.set(stream);
+                let _ = hangup.stream.set(stream);
             }
         });
         first
             .filter_map(|()| std::future::ready(None))
             .chain(events)
             .boxed()
-    };
-    (hangup, bind)
+    }
+}
+
+/// The hangup of a quote stream served on `connection` over `version` (its
+/// connection's close but over HTTP/2), and what binds its body.
+pub(crate) fn per_stream(
+    connection: Arc<dyn Hangup>,
+    version: Version,
+) -> (Arc<dyn Hangup>, Binder) {
+    if version != Version::HTTP_2 {
+        return (connection, Binder(None));
+    }
+    let hangup = Arc::new(OneStream {
+        stream: OnceLock::new(),
+        connection,
+    });
+    (Arc::clone(&hangup) as Arc<dyn Hangup>, Binder(Some(hangup)))
 }
 
 #[cfg(test)]
@@ -114,11 +126,11 @@ mod tests {
     #[tokio::test]
     async fn a_stream_polled_in_its_future_is_reset_alone() {
         let connection = Arc::new(Connection::default());
-        let (hangup, bind) = per_stream(Arc::clone(&connection) as Arc<dyn Hangup>);
+        let (hangup, bind) = per_stream(Arc::clone(&connection) as _, Version::HTTP_2);
         let events = futures_util::stream::iter([Bytes::from_static(b"a")])
             .chain(futures_util::stream::pending())
             .boxed();
-        let mut body = bind(events);
+        let mut body = bind.bind(events);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let served = tokio::spawn(scoped(async move {
             let first = body.next().await;
@@ -133,8 +145,8 @@ mod tests {
         assert!(hangup.is_closed());
         assert!(!connection.is_closed(), "its connection stays");
 
-        let (hangup, bind) = per_stream(Arc::clone(&connection) as Arc<dyn Hangup>);
-        let mut body = bind(futures_util::stream::iter([Bytes::from_static(b"b")]).boxed());
+        let (hangup, bind) = per_stream(Arc::clone(&connection) as _, Version::HTTP_2);
+        let mut body = bind.bind(futures_util::stream::iter([Bytes::from_static(b"b")]).boxed());
         assert_eq!(body.next().await, Some(Bytes::from_static(b"b")));
         hangup.close();
         assert!(
@@ -142,5 +154,11 @@ mod tests {
             "no stream of its own: its connection"
         );
         assert!(hangup.is_closed());
+
+        // Over HTTP/1.1 the hangup is the connection's own.
+        let other = Arc::new(Connection::default());
+        let (hangup, _) = per_stream(Arc::clone(&other) as _, Version::HTTP_11);
+        hangup.close();
+        assert!(other.is_closed());
     }
 }
