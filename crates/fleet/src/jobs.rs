@@ -36,7 +36,7 @@ impl JobClaims for RedisJobs {
     async fn claim(&self, job: &str, slot: i64) -> Result<bool, Unavailable> {
         let key = format!("{PREFIX}:job:{job}:{slot}");
         self.link
-            .set_if_absent(&key, self.link.node_id(), CLAIM_KEPT_MS)
+            .set_if_absent(&key, self.link.instance(), CLAIM_KEPT_MS)
             .await
     }
 }

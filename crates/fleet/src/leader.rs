@@ -159,7 +159,7 @@ impl Leadership for RedisLeadership {
     }
 
     async fn register_codes(&self, codes: &[String], ttl: Duration) {
-        let (key, value) = (codes_key(self.link.node_id()), codes.join(","));
+        let (key, value) = (codes_key(self.link.instance()), codes.join(","));
         let ms = ttl.as_millis() as u64;
         let _ = self
             .link
@@ -182,7 +182,7 @@ impl Leadership for RedisLeadership {
             format!("{PREFIX}:{hub}:leader"),
             format!("{PREFIX}:{hub}:term"),
         );
-        let (node, ms) = (self.link.node_id().to_owned(), lease.as_millis() as u64);
+        let (node, ms) = (self.link.instance().to_owned(), lease.as_millis() as u64);
         let term: u64 = self
             .link
             .run(|mut c| async move {
@@ -199,7 +199,7 @@ impl Leadership for RedisLeadership {
 
     async fn step_down(&self) {
         let leader = format!("{PREFIX}:{}:leader", self.link.together("hub"));
-        let node = self.link.node_id().to_owned();
+        let node = self.link.instance().to_owned();
         let _ = self
             .link
             .run(|mut c| async move {
@@ -226,7 +226,7 @@ impl Leadership for RedisLeadership {
             })
             .await?;
         let mut keys: Vec<String> = nodes.iter().map(|n| codes_key(n)).collect();
-        keys.push(codes_key(self.link.node_id()));
+        keys.push(codes_key(self.link.instance()));
         let lists: Vec<Option<String>> = self
             .link
             .run(|mut c| async move { redis::cmd("MGET").arg(&keys).query_async(&mut c).await })

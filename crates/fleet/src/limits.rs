@@ -122,7 +122,7 @@ impl RedisLimits {
         else {
             return;
         };
-        if node == self.link.node_id() {
+        if node == self.link.instance() {
             return;
         }
         let target = target.to_owned();
@@ -215,14 +215,14 @@ impl FleetLimits for RedisLimits {
     async fn pause(&self, target: &str, wait: Duration) {
         let _ = self.pauses(Some((target, wait))).await;
         let ms = wait.as_millis().max(1);
-        let node = self.link.node_id();
+        let node = self.link.instance();
         self.link
             .publish(format!("pause {node} {target} {ms}"))
             .await;
     }
 
     async fn slow_down(&self, target: &str, rate: f64, reason: &str) {
-        let node = self.link.node_id();
+        let node = self.link.instance();
         self.link
             .publish(format!("slow {node} {target} {rate} {reason}"))
             .await;

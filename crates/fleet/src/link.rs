@@ -50,6 +50,10 @@ pub(super) struct Link {
 
 struct Inner {
     node_id: String,
+    /// This process in the fleet: its node ID and a number drawn at start, so that
+    /// two processes given one `cluster.node_id` (a copied configuration) are two
+    /// nodes, not one that both lead and count once.
+    instance: String,
     /// Redis is a Redis Cluster: keys read together share a hash tag.
     sharded: bool,
     /// The session's events travel on sharded pub/sub (`SPUBLISH`).
@@ -86,9 +90,15 @@ impl Link {
     /// A link with no session yet (away until [`Link::joined`]); `sharded` for a
     /// Redis Cluster.
     pub(super) fn new(node_id: String, timeout: Duration, sharded: bool) -> Link {
+        let instance = format!("{node_id}#{:08x}", fastrand::u32(..));
+        Link::with_instance(node_id, instance, timeout, sharded)
+    }
+
+    fn with_instance(node_id: String, instance: String, timeout: Duration, sharded: bool) -> Link {
         Link {
             inner: Arc::new(Inner {
                 node_id,
+                instance,
                 sharded,
                 sharded_pubsub: AtomicBool::new(false),
                 conn: Mutex::new(None),
@@ -110,7 +120,8 @@ impl Link {
     /// the unit tests of every part run on.
     #[cfg(test)]
     pub(super) fn on_mock(commands: Vec<redis_test::MockCmd>) -> Link {
-        let link = Link::new("n1".into(), Duration::from_millis(500), false);
+        // The instance is the node ID here: the scripted commands name it.
+        let link = Link::with_instance("n1".into(), "n1".into(), Duration::from_millis(500), false);
         let conn = Connection::Mock(redis_test::MockRedisConnection::new(commands));
         link.joined(conn, "mock:6379".into());
         link
@@ -119,6 +130,12 @@ impl Link {
     /// This node's name in the cluster.
     pub(super) fn node_id(&self) -> &str {
         &self.inner.node_id
+    }
+
+    /// This process in the fleet: what the heartbeat counts, the hub's lease
+    /// holds, the codes it registers are filed under and its announcements say.
+    pub(super) fn instance(&self) -> &str {
+        &self.inner.instance
     }
 
     /// `group` as the part of a key that decides its shard: `{group}` on a Redis
@@ -279,7 +296,7 @@ impl Link {
 
     /// One heartbeat: this node marked alive, the living counted.
     pub(super) async fn beat(&self) {
-        let (key, node) = (nodes_key(), self.inner.node_id.clone());
+        let (key, node) = (nodes_key(), self.inner.instance.clone());
         let counted: Result<u64, Unavailable> = self
             .run(|mut c| async move {
                 HEARTBEAT

@@ -288,6 +288,41 @@ async fn one_hub_poll_per_interval_for_the_cluster() {
     drop(redis);
 }
 
+/// Defect: two processes given one `cluster.node_id` (a configuration copied to a
+/// second machine) were one node to the fleet: counted once, so each took the
+/// whole budget's share of one, and both held the hub's lease, so both polled the
+/// upstream. Each process is a node of its own now, whatever its name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
+async fn two_processes_with_one_node_id_are_two_nodes() {
+    let (env, _redis) = on_redis(Redis::start(), |c| {
+        c.hub.closed_interval_ms = 200;
+        c.cluster.node_id = "twin".into();
+    })
+    .await;
+    let b = node(&env, "twin").await;
+    joined(&[&env.proxy, &b]).await;
+    let counted = env.proxy.state().cluster().unwrap().clone();
+    assert!(
+        support::eventually(Duration::from_secs(10), || counted.nodes() == 2).await,
+        "counted as {}",
+        counted.nodes()
+    );
+    let mut readers = Vec::new();
+    for (n, code) in [(&env.proxy, "600519"), (&b, "000001")] {
+        let r = get(n, &format!("/stock/indicator/realtime/sse?codes={code}")).await;
+        assert_eq!(r.status(), 200);
+        readers.push(support::SseReader::new(r));
+    }
+    for reader in &mut readers {
+        reader
+            .next_quote(Duration::from_secs(10))
+            .await
+            .expect("a quote from the fleet's poll");
+    }
+    one_node_polls(&env.sim, &[&env.proxy, &b]).await;
+}
+
 /// The leader of the hub can die: the node that followed it takes the lease when it
 /// runs out and polls for its subscribers itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
