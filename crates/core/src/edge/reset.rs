@@ -4,61 +4,57 @@
 //! alone.
 //!
 //! The connection's executor (`streams`) runs each HTTP/2 stream as an
-//! abortable future with its [`StreamReset`] in a task-local; a quote stream's
-//! body takes it at its first poll, which runs inside that stream's future.
+//! abortable future with its abort in a task-local; a quote stream's body takes it
+//! at its first poll, which runs inside that stream's future.
 //! Aborting the future drops hyper's handles of the stream, and h2 resets a
 //! stream whose handles are all gone before it ended.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures_util::future::{AbortHandle, FutureExt};
-use futures_util::stream::{BoxStream, StreamExt};
+use futures_util::stream::{BoxStream, Stream, StreamExt};
 use http::Version;
 
 use crate::hub::Hangup;
 
 tokio::task_local! {
-    /// The HTTP/2 stream being polled.
-    static STREAM: Arc<StreamReset>;
-}
-
-/// Resets one HTTP/2 stream by aborting its future.
-#[derive(Debug)]
-pub(crate) struct StreamReset {
-    abort: AbortHandle,
+    /// What resets the HTTP/2 stream being polled: its future's abort.
+    static STREAM: AbortHandle;
 }
 
 /// `stream`'s future as the connection's executor runs it: abortable, with its
-/// [`StreamReset`] at hand while it is polled.
+/// abort at hand while it is polled.
 pub(crate) fn scoped<F>(stream: F) -> impl Future<Output = ()> + Send + 'static
 where
     F: Future<Output = ()> + Send + 'static,
 {
     let (stream, abort) = futures_util::future::abortable(stream);
-    STREAM.scope(Arc::new(StreamReset { abort }), stream.map(drop))
+    STREAM.scope(abort, stream.map(drop))
 }
 
 /// A quote stream's hangup: its HTTP/2 stream's reset once its body has run
 /// inside it; until then (and always over HTTP/1.1) its connection's close.
 #[derive(Debug)]
 struct OneStream {
-    stream: OnceLock<Arc<StreamReset>>,
+    stream: OnceLock<AbortHandle>,
     connection: Arc<dyn Hangup>,
 }
 
 impl Hangup for OneStream {
     fn close(&self) {
         match self.stream.get() {
-            Some(stream) => stream.abort.abort(),
+            Some(stream) => stream.abort(),
             None => self.connection.close(),
         }
     }
 
     fn is_closed(&self) -> bool {
         match self.stream.get() {
-            Some(stream) => stream.abort.is_aborted(),
+            Some(stream) => stream.is_aborted(),
             None => self.connection.is_closed(),
         }
     }
@@ -71,18 +67,34 @@ pub(crate) struct Binder(Option<Arc<OneStream>>);
 impl Binder {
     /// `events`, taking their stream's reset at their first poll.
     pub(crate) fn bind(self, events: BoxStream<'static, Bytes>) -> BoxStream<'static, Bytes> {
-        let Some(hangup) = self.0 else {
-            return events;
-        };
-        let first = futures_util::stream::once(async move {
-            if let Ok(stream) = STREAM.try_with(Arc::clone) {
-                let _ = hangup.stream.set(stream);
-            }
-        });
-        first
-            .filter_map(|()| std::future::ready(None))
-            .chain(events)
-            .boxed()
+        match self.0 {
+            None => events,
+            Some(hangup) => Box::pin(Bound {
+                events,
+                hangup: Some(hangup),
+            }),
+        }
+    }
+}
+
+/// A quote stream's events that bind its hangup to the HTTP/2 stream polling them
+/// at their first poll (a wrapper of two words: an HTTP/2 subscriber holds it for
+/// hours).
+struct Bound {
+    events: BoxStream<'static, Bytes>,
+    hangup: Option<Arc<OneStream>>,
+}
+
+impl Stream for Bound {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if let Some(hangup) = self.hangup.take()
+            && let Ok(abort) = STREAM.try_with(AbortHandle::clone)
+        {
+            let _ = hangup.stream.set(abort);
+        }
+        self.events.poll_next_unpin(cx)
     }
 }
 
