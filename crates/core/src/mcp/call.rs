@@ -187,14 +187,10 @@ pub async fn read(state: &AppState, memo: &Memo, target: &str, max_chars: usize)
             let status = answer.served.x_cache();
             let left = answer.lifetimes.fresh_until - answer.now;
             let fresh_ms = u64::try_from(left.num_milliseconds()).unwrap_or(0);
-            let rendered = match memo.get(&valid.target, &answer.entry, status) {
-                Some(rendered) => rendered,
-                None => {
-                    let rendered = answered(&answer, &source(), target, max_chars);
-                    memo.put(&valid.target, &answer.entry, status, &rendered);
-                    rendered
-                }
-            };
+            let render = || answered(&answer, &source(), target, max_chars);
+            let rendered = memo
+                .rendered(&valid.target, &answer.entry, status, render)
+                .await;
             Read {
                 rendered,
                 outcome: Outcome::Cached(status),

@@ -1,13 +1,14 @@
 //! Tool results rendered once per cache entry: the JSON an agent gets from a
 //! cached answer depends only on that answer and how the cache served it, so it
 //! is built (the envelope parsed, the data cut to fit, the result written in
-//! rmcp's words) at the first call after a fill and reused by every call until
-//! the entry is replaced. Bounded by weight; what it drops is built again.
+//! rmcp's words) at the first call after a fill, once however many calls ask at
+//! that moment, and reused by every call until the entry is replaced. Bounded by
+//! weight; what it drops is built again.
 
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use moka::sync::Cache;
+use moka::future::Cache;
 use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ServerResult};
 use serde_json::Value;
 
@@ -59,11 +60,10 @@ impl Rendered {
     }
 }
 
-/// What is kept for one cache key: the entry and the serving it was rendered for.
+/// What is kept for one cache key and serving: the entry it was rendered for.
 #[derive(Clone)]
 struct Kept {
     entry: Arc<CachedBody>,
-    status: CacheStatus,
     rendered: Arc<Rendered>,
 }
 
@@ -93,34 +93,28 @@ impl std::fmt::Debug for Memo {
 }
 
 impl Memo {
-    /// The result rendered for `entry` served as `status` under `key`, if it is
-    /// kept (not for another entry of the key, nor another serving).
-    pub fn get(
+    /// The result for `entry` served as `status` under `key`: the one kept if it
+    /// was rendered for that entry, else `render`'s, kept. Calls that ask for
+    /// the same key and serving at once wait for one rendering.
+    pub async fn rendered(
         &self,
         key: &str,
         entry: &Arc<CachedBody>,
         status: CacheStatus,
-    ) -> Option<Arc<Rendered>> {
-        self.kept
-            .get(key)
-            .filter(|k| Arc::ptr_eq(&k.entry, entry) && k.status == status)
-            .map(|k| k.rendered)
-    }
-
-    /// Keeps `rendered` for `entry` served as `status` under `key`.
-    pub fn put(
-        &self,
-        key: &str,
-        entry: &Arc<CachedBody>,
-        status: CacheStatus,
-        rendered: &Arc<Rendered>,
-    ) {
-        let kept = Kept {
-            entry: Arc::clone(entry),
-            status,
-            rendered: Arc::clone(rendered),
+        render: impl FnOnce() -> Arc<Rendered>,
+    ) -> Arc<Rendered> {
+        let init = async {
+            Kept {
+                entry: Arc::clone(entry),
+                rendered: render(),
+            }
         };
-        self.kept.insert(key.to_owned(), kept);
+        self.kept
+            .entry(format!("{}{key}", status.as_str()))
+            .or_insert_with_if(init, |kept| !Arc::ptr_eq(&kept.entry, entry))
+            .await
+            .into_value()
+            .rendered
     }
 }
 
@@ -136,18 +130,55 @@ mod tests {
     }
 
     /// A result is reused for its entry served the same way, and only then: a
-    /// refilled entry or another serving (stale after hit) is rendered again.
-    #[test]
-    fn a_result_is_reused_for_its_entry_and_serving_only() {
-        let memo = Memo::default();
+    /// refilled entry or another serving (stale after hit) is rendered again; calls
+    /// at once for one entry render it once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_result_is_reused_for_its_entry_and_serving_only() {
+        let memo = Arc::new(Memo::default());
         let (first, refilled) = (entry(), entry());
-        let rendered = Rendered::new(json!({"data": [1], "cache": "hit"}), false);
-        memo.put("/k", &first, CacheStatus::Hit, &rendered);
-        let again = memo.get("/k", &first, CacheStatus::Hit).expect("kept");
-        assert!(Arc::ptr_eq(&again, &rendered));
-        assert!(memo.get("/k", &first, CacheStatus::Stale).is_none());
-        assert!(memo.get("/k", &refilled, CacheStatus::Hit).is_none());
-        assert!(memo.get("/other", &first, CacheStatus::Hit).is_none());
+        let renders = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let render = |cache: &'static str| {
+            let renders = Arc::clone(&renders);
+            move || {
+                renders.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                // A long result takes a while: the other calls arrive meanwhile.
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                Rendered::new(json!({"data": [1], "cache": cache}), false)
+            }
+        };
+        let calls = (0..8).map(|_| {
+            let (memo, first, render) = (Arc::clone(&memo), Arc::clone(&first), render("hit"));
+            tokio::spawn(async move { memo.rendered("/k", &first, CacheStatus::Hit, render).await })
+        });
+        let results = futures_util::future::join_all(calls).await;
+        assert_eq!(
+            renders.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "rendered once"
+        );
+        let one = results[0].as_ref().unwrap();
+        assert!(
+            results
+                .iter()
+                .all(|r| Arc::ptr_eq(r.as_ref().unwrap(), one))
+        );
+
+        let stale = memo
+            .rendered("/k", &first, CacheStatus::Stale, render("stale"))
+            .await;
+        assert_eq!(stale.out["cache"], "stale");
+        let again = memo
+            .rendered("/k", &first, CacheStatus::Hit, render("hit"))
+            .await;
+        assert!(Arc::ptr_eq(&again, one), "kept beside the stale one");
+        let fresh = memo
+            .rendered("/k", &refilled, CacheStatus::Hit, render("hit"))
+            .await;
+        assert!(
+            !Arc::ptr_eq(&fresh, one),
+            "a refilled entry is rendered again"
+        );
+        assert_eq!(renders.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 
     /// The result written once is rmcp's serialisation of the tool result.
