@@ -253,7 +253,7 @@ impl Leadership for RedisLeadership {
             message.push(b'\t');
             message.extend_from_slice(row);
         }
-        self.link.publish_on(board_channel(), message).await;
+        let _ = self.link.publish_on(board_channel(), message).await;
     }
 
     fn latest_board(&self) -> Arc<HashMap<String, Bytes>> {

@@ -216,14 +216,16 @@ impl FleetLimits for RedisLimits {
         let _ = self.pauses(Some((target, wait))).await;
         let ms = wait.as_millis().max(1);
         let node = self.link.instance();
-        self.link
+        let _ = self
+            .link
             .publish(format!("pause {node} {target} {ms}"))
             .await;
     }
 
     async fn slow_down(&self, target: &str, rate: f64, reason: &str) {
         let node = self.link.instance();
-        self.link
+        let _ = self
+            .link
             .publish(format!("slow {node} {target} {rate} {reason}"))
             .await;
     }

@@ -353,28 +353,35 @@ impl Link {
     }
 
     /// Publishes `message` on the events channel (every node hears it, this one too).
-    pub(super) async fn publish(&self, message: String) {
+    pub(super) async fn publish(&self, message: String) -> Result<(), Unavailable> {
         self.publish_on(events_channel(), message.into_bytes())
-            .await;
+            .await
     }
 
     /// Publishes `message` on `channel`: `SPUBLISH` where the session's events are
     /// sharded (the channel's shard alone carries it), `PUBLISH` otherwise.
-    pub(super) async fn publish_on(&self, channel: String, message: Vec<u8>) {
+    ///
+    /// # Errors
+    /// [`Unavailable`] when Redis is away or slow.
+    pub(super) async fn publish_on(
+        &self,
+        channel: String,
+        message: Vec<u8>,
+    ) -> Result<(), Unavailable> {
         let command = if self.inner.sharded_pubsub.load(Ordering::Relaxed) {
             "SPUBLISH"
         } else {
             "PUBLISH"
         };
-        let _ = self
-            .run(|mut c| async move {
-                redis::cmd(command)
-                    .arg(&channel)
-                    .arg(message)
-                    .query_async::<i64>(&mut c)
-                    .await
-            })
-            .await;
+        self.run(|mut c| async move {
+            redis::cmd(command)
+                .arg(&channel)
+                .arg(message)
+                .query_async::<i64>(&mut c)
+                .await
+        })
+        .await
+        .map(drop)
     }
 }
 

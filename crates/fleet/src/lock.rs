@@ -182,7 +182,7 @@ impl FillLock for RedisLock {
     }
 
     async fn announce(&self, key: &str) {
-        self.link.publish(format!("filled {key}")).await;
+        let _ = self.link.publish(format!("filled {key}")).await;
     }
 }
 

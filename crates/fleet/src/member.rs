@@ -206,8 +206,10 @@ impl Cluster {
         let mut probe_due =
             tokio::time::interval_at(tokio::time::Instant::now() + PROBE_EVERY, PROBE_EVERY);
         probe_due.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The probe's question in flight, if one is.
+        // The probe's question in flight, if one is, and the purge log's newest
+        // entry read before it was asked: heard once the subscription answers.
         let mut asked: Option<BoxFuture<'static, redis::RedisResult<()>>> = None;
+        let mut mark: Option<String> = None;
         let board = board_channel();
         loop {
             tokio::select! {
@@ -234,11 +236,14 @@ impl Cluster {
                     }
                 }
                 _ = probe_due.tick(), if asked.is_none() => {
-                    asked = probe.as_ref().map(|ask| ask());
-                    if asked.is_none() {
+                    match &probe {
+                        Some(ask) => {
+                            mark = self.store.newest_logged().await;
+                            asked = Some(ask());
+                        }
                         // A Redis Cluster's pushes: their connection is checked by
                         // every command.
-                        self.store.heard_all().await;
+                        None => self.store.heard_all().await,
                     }
                 }
                 answer = async { asked.as_mut().expect("polled only when asked").await }, if asked.is_some() => {
@@ -247,7 +252,11 @@ impl Cluster {
                         tracing::warn!(node = %self.node_id(), error = %e, "the event subscription's connection does not answer: subscribing again");
                         return;
                     }
-                    self.store.heard_all().await;
+                    // Every purge logged before the question was published before
+                    // it: its message came ahead of the answer on this connection.
+                    if let Some(newest) = mark.take() {
+                        self.store.heard_up_to(newest);
+                    }
                 }
             }
         }

@@ -14,6 +14,20 @@ use super::link::{Link, PREFIX, Unavailable};
 const KEPT: usize = 10_000;
 /// This node's purges kept while Redis is away; past it the oldest is dropped.
 pub(crate) const MAX_UNSENT: usize = 1_000;
+/// Entries read at a time when catching up.
+const PAGE: usize = 1_000;
+/// Pages read at most in one catch-up (the log keeps about [`KEPT`]).
+const MAX_PAGES: usize = 100;
+
+/// What a node missed while it was not subscribed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Missed {
+    /// The purges logged since it last heard, oldest first.
+    pub(crate) messages: Vec<String>,
+    /// The log no longer holds the entry it last heard (trimmed, or Redis lost
+    /// its data): purges may have been missed that no entry names.
+    pub(crate) gap: bool,
+}
 
 /// The stream's key.
 fn log_key() -> String {
@@ -85,12 +99,11 @@ impl PurgeLog {
             .map(drop)
     }
 
-    /// Notes that every entry logged so far was heard (the subscription is known
-    /// to be up): the next catch-up reads from here.
+    /// The newest entry of the log ("0-0" when it is empty).
     ///
     /// # Errors
     /// [`Unavailable`] when Redis is away or slow.
-    pub(crate) async fn mark_heard(&self) -> Result<(), Unavailable> {
+    pub(crate) async fn newest(&self) -> Result<String, Unavailable> {
         let key = log_key();
         let newest: Vec<(String, Vec<String>)> = self
             .link
@@ -105,46 +118,85 @@ impl PurgeLog {
                     .await
             })
             .await?;
-        let id = newest
+        Ok(newest
             .into_iter()
             .next()
-            .map_or_else(|| "0-0".into(), |(id, _)| id);
+            .map_or_else(|| "0-0".into(), |(id, _)| id))
+    }
+
+    /// Notes that every entry up to `id` was heard (the subscription was known up
+    /// after `id` was read): the next catch-up reads from there.
+    pub(crate) fn heard_up_to(&self, id: String) {
         *self.heard() = Some(id);
+    }
+
+    /// Notes that every entry logged so far was heard.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when Redis is away or slow.
+    pub(crate) async fn mark_heard(&self) -> Result<(), Unavailable> {
+        let newest = self.newest().await?;
+        self.heard_up_to(newest);
         Ok(())
     }
 
     /// The messages logged since the newest entry heard here, oldest first, and
-    /// those counted as heard. The first call (no entry heard yet: the node's first
-    /// session) only notes where the log stands.
+    /// those counted as heard; and whether the log lost that entry meanwhile. The
+    /// first call (no entry heard yet: the node's first session) only notes where
+    /// the log stands.
     ///
     /// # Errors
     /// [`Unavailable`] when Redis is away or slow.
-    pub(crate) async fn missed(&self) -> Result<Vec<String>, Unavailable> {
+    pub(crate) async fn missed(&self) -> Result<Missed, Unavailable> {
         let Some(from) = self.heard().clone() else {
             self.mark_heard().await?;
-            return Ok(Vec::new());
+            return Ok(Missed::default());
         };
-        let (key, start) = (log_key(), after(&from));
-        let entries: Vec<(String, Vec<String>)> = self
-            .link
+        let mut missed = Missed::default();
+        // From the entry heard itself: its absence says the log was cut.
+        let mut start = from.clone();
+        for page in 0..MAX_PAGES {
+            let mut entries = self.range(&start).await?;
+            let full = entries.len() == PAGE;
+            if page == 0 && from != "0-0" {
+                if entries.first().is_some_and(|(id, _)| *id == from) {
+                    entries.remove(0);
+                } else {
+                    missed.gap = true;
+                }
+            }
+            let Some((last, _)) = entries.last() else {
+                break;
+            };
+            start = after(last);
+            *self.heard() = Some(last.clone());
+            missed.messages.extend(
+                entries
+                    .into_iter()
+                    .filter_map(|(_, fields)| message_of(fields)),
+            );
+            if !full {
+                break;
+            }
+        }
+        Ok(missed)
+    }
+
+    /// One page of the log from `start` (inclusive).
+    async fn range(&self, start: &str) -> Result<Vec<(String, Vec<String>)>, Unavailable> {
+        let (key, start) = (log_key(), start.to_owned());
+        self.link
             .run(|mut c| async move {
                 redis::cmd("XRANGE")
                     .arg(&key)
                     .arg(&start)
                     .arg("+")
                     .arg("COUNT")
-                    .arg(KEPT)
+                    .arg(PAGE)
                     .query_async(&mut c)
                     .await
             })
-            .await?;
-        if let Some((newest, _)) = entries.last() {
-            *self.heard() = Some(newest.clone());
-        }
-        Ok(entries
-            .into_iter()
-            .filter_map(|(_, fields)| message_of(fields))
-            .collect())
+            .await
     }
 
     /// Keeps a purge that did not reach Redis (the oldest dropped past
@@ -257,36 +309,49 @@ mod tests {
             .arg(start)
             .arg("+")
             .arg("COUNT")
-            .arg(KEPT)
+            .arg(PAGE)
             .clone()
     }
 
     /// The first session notes where the log stands and replays nothing; a later
-    /// one reads what was logged after the newest entry heard, and moves on.
+    /// one reads what was logged after the newest entry heard, and moves on; a log
+    /// that no longer holds that entry is a gap.
     #[tokio::test]
     async fn a_node_reads_what_was_logged_since_it_last_heard() {
         let log = PurgeLog::new(Link::on_mock(vec![
             MockCmd::new(newest(), Ok(Value::Array(vec![entry("5-1", "key /a")]))),
             MockCmd::new(
-                range("5-2"),
+                range("5-1"),
                 Ok(Value::Array(vec![
+                    entry("5-1", "key /a"),
                     entry("6-0", "key /b"),
                     entry("7-3", "prefix /stock/"),
                 ])),
             ),
-            MockCmd::new(range("7-4"), Ok(Value::Array(vec![]))),
+            MockCmd::new(
+                range("7-3"),
+                Ok(Value::Array(vec![entry("7-3", "prefix /stock/")])),
+            ),
+            // Trimmed past 7-3 (or Redis lost its data and logged anew).
+            MockCmd::new(range("7-3"), Ok(Value::Array(vec![entry("9-0", "key /c")]))),
             MockCmd::new(newest(), Ok(Value::Array(vec![]))),
-            MockCmd::new(range("0-1"), Ok(Value::Array(vec![]))),
+            MockCmd::new(range("0-0"), Ok(Value::Array(vec![]))),
         ]));
-        assert_eq!(log.missed().await, Ok(vec![]), "the first session");
+        let none = Missed::default();
         assert_eq!(
             log.missed().await,
-            Ok(vec!["key /b".to_owned(), "prefix /stock/".to_owned()])
+            Ok(Missed::default()),
+            "the first session"
         );
-        assert_eq!(log.missed().await, Ok(vec![]), "nothing new");
-        // An empty log (a Redis that lost its data) is read from its start.
+        let read = log.missed().await.unwrap();
+        assert_eq!(read.messages, ["key /b", "prefix /stock/"]);
+        assert!(!read.gap);
+        assert_eq!(log.missed().await, Ok(Missed::default()), "nothing new");
+        let cut = log.missed().await.unwrap();
+        assert_eq!((cut.messages, cut.gap), (vec!["key /c".to_owned()], true));
+        // An empty log is read from its start.
         log.mark_heard().await.unwrap();
-        assert_eq!(log.missed().await, Ok(vec![]));
+        assert_eq!(log.missed().await, Ok(none));
         assert!(log.link.is_up(), "every command was the one expected");
     }
 

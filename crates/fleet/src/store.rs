@@ -113,13 +113,13 @@ impl RedisStore {
         let _ = self.invalidations.send(message.to_owned());
     }
 
-    /// Logs `message` and publishes it; false when Redis did not take it.
+    /// Publishes `message`, then logs it; false when Redis did not take both.
+    /// Published first: an entry a node finds in the log was published before, so
+    /// the mark a node takes before asking its subscription to answer
+    /// ([`heard_all`](Self::heard_all)) never covers a publication still to come.
     async fn announce(&self, message: &str) -> bool {
-        if self.log.append(message).await.is_err() {
-            return false;
-        }
-        self.link.publish(format!("purge {message}")).await;
-        true
+        self.link.publish(format!("purge {message}")).await.is_ok()
+            && self.log.append(message).await.is_ok()
     }
 
     /// Drops what `purge` names from the shared store and tells every node;
@@ -146,19 +146,25 @@ impl RedisStore {
     /// the purges logged while it was not subscribed, handed on as if heard, then
     /// its own purges that did not reach Redis, sent.
     pub(super) async fn rejoined(&self) {
-        match self.log.missed().await {
-            Ok(missed) => {
-                if !missed.is_empty() {
-                    tracing::info!(
-                        purges = missed.len(),
-                        "purges made while this node was not subscribed: applied"
-                    );
-                }
-                for message in &missed {
-                    self.purged(message);
-                }
-            }
-            Err(Unavailable) => return,
+        let Ok(missed) = self.log.missed().await else {
+            return;
+        };
+        if missed.gap {
+            // Purges may have been made that no entry names any more: every
+            // catalogue key this node holds is dropped.
+            tracing::warn!(
+                "the purge log no longer reaches back to what this node last heard: its cache is dropped"
+            );
+            self.purged("prefix /");
+        }
+        if !missed.messages.is_empty() {
+            tracing::info!(
+                purges = missed.messages.len(),
+                "purges made while this node was not subscribed: applied"
+            );
+        }
+        for message in &missed.messages {
+            self.purged(message);
         }
         let mut unsent = self.log.take_unsent().into_iter();
         let mut sent = 0;
@@ -179,9 +185,21 @@ impl RedisStore {
         }
     }
 
-    /// Notes that the subscription heard every purge logged so far.
+    /// Notes that the subscription heard every purge logged so far (on a
+    /// connection every command checks: a Redis Cluster's).
     pub(super) async fn heard_all(&self) {
         let _ = self.log.mark_heard().await;
+    }
+
+    /// The newest entry of the purge log now, to be marked heard once the
+    /// subscription answers after it ([`heard_up_to`](Self::heard_up_to)).
+    pub(super) async fn newest_logged(&self) -> Option<String> {
+        self.log.newest().await.ok()
+    }
+
+    /// Notes that every purge logged up to `id` was heard.
+    pub(super) fn heard_up_to(&self, id: String) {
+        self.log.heard_up_to(id);
     }
 
     /// Answers this node found in the shared store.
@@ -401,8 +419,8 @@ mod tests {
                 scan(17, pattern),
                 Ok(Value::Array(vec![bulk("0"), Value::Array(vec![])])),
             ),
-            purges_mock::logged("endpoint /stock/detail/{code}"),
             published("purge endpoint /stock/detail/{code}"),
+            purges_mock::logged("endpoint /stock/detail/{code}"),
         ]);
         let mut heard = store.invalidations();
         store
@@ -441,10 +459,10 @@ mod tests {
             MockCmd::new(
                 redis::cmd("XRANGE")
                     .arg("mdproxy:v1:purges")
-                    .arg("0-1")
+                    .arg("0-0")
                     .arg("+")
                     .arg("COUNT")
-                    .arg(10_000)
+                    .arg(1_000)
                     .clone(),
                 Ok(Value::Array(vec![purges_mock::entry("3-0", "key /y")])),
             ),
@@ -459,8 +477,8 @@ mod tests {
                 redis::cmd("DEL").arg(&["mdproxy:v1:entry:/x/1"]).clone(),
                 Ok(1),
             ),
-            purges_mock::logged("prefix /x"),
             published("purge prefix /x"),
+            purges_mock::logged("prefix /x"),
         ]);
         store.rejoined().await;
         store

@@ -26,7 +26,12 @@ pub fn spawn(state: &AppState, stop: &CancellationToken) {
                             cache.forget(&purge).await;
                         }
                     }
-                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Lagged(lost)) => {
+                        // Purges went by unread (a catch-up of many, a burst):
+                        // every catalogue key is dropped rather than one kept.
+                        tracing::warn!(lost, "purges from the fleet came faster than they were applied: the cache is dropped");
+                        cache.forget(&Purge::Prefix("/".to_owned())).await;
+                    }
                     Err(RecvError::Closed) => return,
                 },
                 () = halt.cancelled() => return,
