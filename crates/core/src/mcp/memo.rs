@@ -103,18 +103,28 @@ impl Memo {
         status: CacheStatus,
         render: impl FnOnce() -> Arc<Rendered>,
     ) -> Arc<Rendered> {
+        // Taken by whichever way renders: this call's init, or its own below.
+        let render = std::sync::Mutex::new(Some(render));
+        let take = || render.lock().ok().and_then(|mut r| r.take()).map(|r| r());
         let init = async {
             Kept {
                 entry: Arc::clone(entry),
-                rendered: render(),
+                rendered: take().expect("rendered once"),
             }
         };
-        self.kept
+        let kept = self
+            .kept
             .entry(format!("{}{key}", status.as_str()))
             .or_insert_with_if(init, |kept| !Arc::ptr_eq(&kept.entry, entry))
             .await
-            .into_value()
-            .rendered
+            .into_value();
+        // A call that waited on another's rendering got that call's entry, which
+        // may be another fill of the key: it renders its own then.
+        if Arc::ptr_eq(&kept.entry, entry) {
+            kept.rendered
+        } else {
+            take().unwrap_or(kept.rendered)
+        }
     }
 }
 
@@ -179,6 +189,20 @@ mod tests {
             "a refilled entry is rendered again"
         );
         assert_eq!(renders.load(std::sync::atomic::Ordering::SeqCst), 3);
+
+        // Two fills of one key asked at once: a call that waited on the other's
+        // rendering does not take it for its own entry.
+        let (older, newer) = (entry(), entry());
+        let first = {
+            let (memo, older, render) = (Arc::clone(&memo), Arc::clone(&older), render("older"));
+            tokio::spawn(async move { memo.rendered("/j", &older, CacheStatus::Hit, render).await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let second = memo
+            .rendered("/j", &newer, CacheStatus::Hit, render("newer"))
+            .await;
+        assert_eq!(first.await.unwrap().out["cache"], "older");
+        assert_eq!(second.out["cache"], "newer", "its own entry's result");
     }
 
     /// The result written once is rmcp's serialisation of the tool result.

@@ -191,12 +191,17 @@ impl Mcp {
             {
                 return opened::not_found().map(|b| Full::new(b).boxed());
             }
-            self.presence.seen(id);
         }
         let response = match client.filter(|_| opening) {
             Some(client) => self.open_session(request, client).await,
             None => self.service.handle(request).await,
         };
+        // Only a session rmcp knows is noted: an unknown ID is its 404, and
+        // noting it would let any key fill the table.
+        let session = session.filter(|_| response.status() != http::StatusCode::NOT_FOUND);
+        if let Some(id) = &session {
+            self.presence.seen(id);
+        }
         match session {
             Some(id) if is_stream(&response) => {
                 let held = self.presence.streaming(&id);
@@ -244,9 +249,11 @@ impl Mcp {
     pub fn close_sessions_of(&self, revoked: &[usize]) -> usize {
         let ids = self.opened.of(revoked);
         let closing = ids.len();
-        if closing > 0 {
+        // A reload runs on the runtime (the watcher, the admin endpoint); outside
+        // one there is no session to close either.
+        if let (true, Ok(runtime)) = (closing > 0, tokio::runtime::Handle::try_current()) {
             let sessions = Arc::clone(&self.sessions);
-            tokio::spawn(async move {
+            runtime.spawn(async move {
                 for id in ids {
                     // Already gone (closed or idle meanwhile) is as good as closed.
                     let _ = sessions.close_session(&id.into()).await;
