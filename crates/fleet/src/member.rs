@@ -348,11 +348,21 @@ mod tests {
     /// answers, a quiet subscription is kept. Time is paused.
     #[tokio::test(start_paused = true)]
     async fn a_subscription_that_stops_answering_is_left() {
-        let cluster = on_mock(vec![]);
+        // Before each question the purge log's newest entry is read: 19 of them
+        // in 20 probe periods, then 1 before the silent one.
+        let cluster = on_mock(
+            (0..20)
+                .map(|_| crate::purges::mock::none_logged())
+                .collect(),
+        );
         let answering: Probe = Box::new(|| Box::pin(async { Ok(()) }));
         let quiet = futures_util::stream::pending::<redis::Msg>();
-        let kept = tokio::time::timeout(PROBE_EVERY * 20, cluster.listen(quiet, Some(answering)));
+        let kept = tokio::time::timeout(
+            PROBE_EVERY * 20 - Duration::from_millis(1),
+            cluster.listen(quiet, Some(answering)),
+        );
         assert!(kept.await.is_err(), "an answering subscription is kept");
+        assert!(cluster.is_up(), "every command was the one expected");
 
         let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counted = Arc::clone(&asked);
