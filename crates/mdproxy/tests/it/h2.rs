@@ -305,21 +305,13 @@ async fn a_reset_quote_stream_leaves_the_hub_and_its_neighbours_stream_on() {
 /// reload revokes, beside one that reads on; the connection then still answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_or_revoked_quote_stream_is_reset_alone() {
-    // Monday 10:00 China time, 3 s on every 100 ms: quotes move at each poll.
-    let clock = support::clock_at("2026-03-02T02:00:00Z");
-    let env = support::start_with(
-        |_| {},
-        |c| {
-            c.hub.session_interval_ms = 50;
-            c.hub.stall_timeout_secs = 1;
-            c.auth
-                .tokens
-                .push(mdproxy_config::Secret::new("soon-revoked"));
-        },
-        Some(clock.clone()),
-    )
+    let (env, _ticking) = support::start_moving(|c| {
+        c.hub.stall_timeout_secs = 1;
+        c.auth
+            .tokens
+            .push(mdproxy_config::Secret::new("soon-revoked"));
+    })
     .await;
-    let _ticking = support::tick_clock(clock, Duration::from_millis(100), 600);
     let hub = env.proxy.hub();
     let tcp = tokio::net::TcpStream::connect(env.proxy.addr)
         .await

@@ -962,25 +962,16 @@ async fn a_session_watches_a_quote_the_hub_polls() {
         .await;
 }
 
-/// An MCP endpoint whose sessions idle out after 1 s, on Monday 2 March 2026
-/// at 10:00 China time, the clock moving 3 s every 100 ms: quotes move at every
-/// poll of the hub (50 ms) while the handle lives.
+/// An MCP endpoint whose sessions idle out after 1 s, quotes moving at every poll
+/// of the hub while the handle lives ([`support::start_moving`]).
 async fn moving_mcp_env() -> (support::Env, tokio::task::JoinHandle<()>) {
-    let clock = support::clock_at("2026-03-02T02:00:00Z");
-    let env = support::start_with(
-        |_| {},
-        |c| {
-            c.mcp.enabled = true;
-            c.mcp.session_idle_secs = 1;
-            c.hub.session_interval_ms = 50;
-            c.limits.upstream_rps = 1_000;
-            c.limits.upstream_burst = 1_000;
-        },
-        Some(clock.clone()),
-    )
-    .await;
-    let ticking = support::tick_clock(clock, Duration::from_millis(100), 600);
-    (env, ticking)
+    support::start_moving(|c| {
+        c.mcp.enabled = true;
+        c.mcp.session_idle_secs = 1;
+        c.limits.upstream_rps = 1_000;
+        c.limits.upstream_burst = 1_000;
+    })
+    .await
 }
 
 /// An agent that goes away without closing its session (its `GET` stream
@@ -1023,20 +1014,13 @@ async fn a_watch_ends_when_its_agent_goes_away() {
 /// streams end and their watches with them; another key's session goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_key_loses_its_sessions_and_watches() {
-    let clock = support::clock_at("2026-03-02T02:00:00Z");
-    let env = support::start_with(
-        |_| {},
-        |c| {
-            c.mcp.enabled = true;
-            c.hub.session_interval_ms = 50;
-            c.auth
-                .tokens
-                .push(mdproxy_config::Secret::new("soon-revoked"));
-        },
-        Some(clock.clone()),
-    )
+    let (env, _ticking) = support::start_moving(|c| {
+        c.mcp.enabled = true;
+        c.auth
+            .tokens
+            .push(mdproxy_config::Secret::new("soon-revoked"));
+    })
     .await;
-    let _ticking = support::tick_clock(clock, Duration::from_millis(100), 600);
     let (kept, revoked) = (
         Agent::open(&env).await,
         Agent::open_as(&env, "soon-revoked").await,

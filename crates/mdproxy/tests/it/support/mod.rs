@@ -107,6 +107,24 @@ pub async fn start_with(
     }
 }
 
+/// Starts on Monday 2 March 2026 at 10:00 China time, the hub polling every 50 ms
+/// and the clock moving 3 s every 100 ms while the handle lives (600 steps at
+/// most): quotes move at each poll.
+pub async fn start_moving(proxy: impl FnOnce(&mut Config)) -> (Env, tokio::task::JoinHandle<()>) {
+    let clock = clock_at("2026-03-02T02:00:00Z");
+    let env = start_with(
+        |_| {},
+        |c| {
+            c.hub.session_interval_ms = 50;
+            proxy(c);
+        },
+        Some(clock.clone()),
+    )
+    .await;
+    let ticking = tick_clock(clock, std::time::Duration::from_millis(100), 600);
+    (env, ticking)
+}
+
 impl Env {
     /// The proxy URL of a target relative to `/api/v1`.
     pub fn url(&self, target: &str) -> String {
