@@ -78,7 +78,7 @@ impl Binder {
 }
 
 /// A quote stream's events that bind its hangup to the HTTP/2 stream polling them
-/// at their first poll (a wrapper of two words: an HTTP/2 subscriber holds it for
+/// at their first poll (a wrapper of three words: an HTTP/2 subscriber holds it for
 /// hours).
 struct Bound {
     events: BoxStream<'static, Bytes>,
