@@ -108,6 +108,25 @@ impl RedisStore {
         }
     }
 
+    /// [`delete_matching`](Self::delete_matching) under each of `prefixes` in
+    /// turn; false at the first that Redis did not finish.
+    async fn delete_under(
+        &self,
+        prefixes: &[impl AsRef<str> + Sync],
+        matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
+    ) -> bool {
+        for prefix in prefixes {
+            if self
+                .delete_matching(prefix.as_ref(), matches)
+                .await
+                .is_err()
+            {
+                return false;
+            }
+        }
+        true
+    }
+
     /// A purge announced on the events channel.
     pub(super) fn purged(&self, message: &str) {
         let _ = self.invalidations.send(message.to_owned());
@@ -127,16 +146,7 @@ impl RedisStore {
     async fn send(&self, purge: &Unsent) -> bool {
         let dropped = match purge {
             Unsent::Key { key, .. } => self.delete(vec![entry_key(key)]).await.is_ok(),
-            Unsent::Prefixes { prefixes, .. } => {
-                let mut dropped = true;
-                for prefix in prefixes {
-                    dropped = self.delete_matching(prefix, &|_| true).await.is_ok();
-                    if !dropped {
-                        break;
-                    }
-                }
-                dropped
-            }
+            Unsent::Prefixes { prefixes, .. } => self.delete_under(prefixes, &|_| true).await,
         };
         let (Unsent::Key { message, .. } | Unsent::Prefixes { message, .. }) = purge;
         dropped && self.announce(message).await
@@ -299,14 +309,7 @@ impl SharedStore for RedisStore {
         matches: &(dyn for<'k> Fn(&'k str) -> bool + Sync),
         message: &str,
     ) {
-        let mut dropped = true;
-        for prefix in prefixes {
-            dropped = self.delete_matching(prefix, matches).await.is_ok();
-            if !dropped {
-                break;
-            }
-        }
-        if !(dropped && self.announce(message).await) {
+        if !(self.delete_under(prefixes, matches).await && self.announce(message).await) {
             self.log.keep(Unsent::Prefixes {
                 prefixes: prefixes.iter().map(|p| (*p).to_owned()).collect(),
                 message: message.to_owned(),
