@@ -24,6 +24,10 @@ use mdproxy_config::Config;
 use mdproxy_fleet::{Cluster, ClusterError, Fleet};
 use mdproxy_market::Clock;
 
+/// The file in the disk tier's directory that keeps where this node stands in the
+/// fleet's purge log (docs/disk-tier.md, the directory's files).
+const PURGE_MARK: &str = "purge-log-mark";
+
 /// A configuration and the policy resolved from it; a request reads one snapshot.
 #[derive(Debug)]
 pub struct Snapshot {
@@ -92,7 +96,15 @@ impl AppState {
         disk: Option<Disk>,
     ) -> Result<AppState, StateError> {
         let cluster = if config.cluster.is_enabled() {
-            Some(Cluster::start(&config.cluster, &tracker, stop.clone())?)
+            // Kept beside the disk tier, which outlives the process: a restart
+            // then reads the purges made while this node was down.
+            let purge_mark = disk.as_ref().map(|d| d.path().join(PURGE_MARK));
+            Some(Cluster::start(
+                &config.cluster,
+                &tracker,
+                stop.clone(),
+                purge_mark,
+            )?)
         } else {
             None
         };

@@ -2,6 +2,7 @@
 //! and the watcher that keeps the link up (connects, follows a failover, re-checks
 //! every [`RETRY_EVERY`] while Redis is away) and hands each publication to its part.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,7 +45,9 @@ pub struct Cluster {
 
 impl Cluster {
     /// Connects in the background as a task of `tracker` (until `stop`): the node
-    /// starts at once and joins when Redis answers.
+    /// starts at once and joins when Redis answers. `purge_mark` is a file that
+    /// keeps where the node stands in the purge log across restarts (in its disk
+    /// tier's directory: what was purged while it was down reaches its disk).
     ///
     /// # Errors
     /// When `redis_url` is not a URL this build can connect to.
@@ -52,6 +55,7 @@ impl Cluster {
         config: &ClusterConfig,
         tracker: &TaskTracker,
         stop: CancellationToken,
+        purge_mark: Option<PathBuf>,
     ) -> Result<Cluster, ClusterError> {
         let connector = Connector::new(config)?;
         let node_id = if config.node_id.is_empty() {
@@ -64,7 +68,7 @@ impl Cluster {
             Duration::from_millis(config.timeout_ms),
             config.is_redis_cluster(),
         );
-        let cluster = Cluster::on(link, Some(connector), config.max_l2_body_bytes);
+        let cluster = Cluster::on(link, Some(connector), config.max_l2_body_bytes, purge_mark);
         let watcher = cluster.clone();
         let watch_stop = stop.clone();
         tracker.spawn(async move { watcher.watch(watch_stop).await });
@@ -73,10 +77,15 @@ impl Cluster {
         Ok(cluster)
     }
 
-    fn on(link: Link, connector: Option<Connector>, max_body: usize) -> Cluster {
+    fn on(
+        link: Link,
+        connector: Option<Connector>,
+        max_body: usize,
+        purge_mark: Option<PathBuf>,
+    ) -> Cluster {
         Cluster {
             connector: connector.map(Arc::new),
-            store: Arc::new(RedisStore::new(link.clone(), max_body)),
+            store: Arc::new(RedisStore::new(link.clone(), max_body, purge_mark)),
             lock: Arc::new(RedisLock::new(link.clone())),
             permits: Arc::new(RedisPermits::new(link.clone())),
             limits: Arc::new(RedisLimits::new(link.clone())),
@@ -293,7 +302,7 @@ mod tests {
     use redis_test::MockCmd;
 
     fn on_mock(commands: Vec<MockCmd>) -> Cluster {
-        Cluster::on(Link::on_mock(commands), None, 1 << 20)
+        Cluster::on(Link::on_mock(commands), None, 1 << 20, None)
     }
 
     /// Publications are routed to their part: fills wake waiters, purges reach the

@@ -3,8 +3,12 @@
 //! published (a Redis blip of its own, a subscription found silent) reads what it
 //! missed when it subscribes again; and this node's purges that could not reach
 //! Redis are kept (the newest [`MAX_UNSENT`]) to be sent once it answers again.
+//! Where a node stands in the log can be kept in a file ([`Mark`]), so that a node
+//! restarted with its disk tier reads what was purged while it was down.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use super::link::{Link, PREFIX, Unavailable};
@@ -29,6 +33,11 @@ pub(crate) struct Missed {
     pub(crate) gap: bool,
 }
 
+/// The ID `XREVRANGE` is taken to answer for an empty log.
+const EMPTY: &str = "0-0";
+/// The field of the entry a node with a [`Mark`] logs when it finds the log empty.
+const START_FIELD: &str = "start";
+
 /// The stream's key.
 fn log_key() -> String {
     format!("{PREFIX}:purges")
@@ -49,21 +58,90 @@ pub(crate) enum Unsent {
     },
 }
 
+/// A file that keeps the newest entry heard across restarts: a node's disk tier
+/// outlives the process, and what was purged while it was down must reach it too.
+/// Written (a new file renamed over the old) when a probe of the subscription or
+/// a session's start marks entries heard, not while a catch-up is handed on, so
+/// the entry it names was applied before it was kept; a restart in between reads
+/// some purges twice, which costs misses, never a purged answer served.
+pub(crate) struct Mark {
+    path: PathBuf,
+    /// The entry last written, so that an unchanged one is not written again.
+    kept: Mutex<Option<String>>,
+    /// A write failed already (said once, not at every probe).
+    failed: AtomicBool,
+}
+
+impl Mark {
+    /// The mark at `path`, and the entry it holds (`None` when there is no file
+    /// or it does not hold an entry ID: the node then starts as a new one).
+    pub(crate) fn open(path: PathBuf) -> (Mark, Option<String>) {
+        let held = std::fs::read_to_string(&path)
+            .ok()
+            .map(|text| text.trim().to_owned())
+            .filter(|id| is_entry_id(id));
+        let mark = Mark {
+            path,
+            kept: Mutex::new(held.clone()),
+            failed: AtomicBool::new(false),
+        };
+        (mark, held)
+    }
+
+    /// Keeps `id` unless it is kept already.
+    fn keep(&self, id: &str) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.as_deref() == Some(id) {
+            return;
+        }
+        let fresh = self.path.with_extension("new");
+        let written = std::fs::write(&fresh, format!("{id}\n"))
+            .and_then(|()| std::fs::rename(&fresh, &self.path));
+        match written {
+            Ok(()) => *kept = Some(id.to_owned()),
+            Err(e) => {
+                if !self.failed.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(path = %self.path.display(), error = %e, "cannot keep where this node stands in the purge log: after a restart its disk tier may miss purges made while it was down");
+                }
+            }
+        }
+    }
+}
+
+/// Whether `id` is a stream entry ID (`ms-seq`, both whole numbers).
+fn is_entry_id(id: &str) -> bool {
+    id.split_once('-')
+        .is_some_and(|(ms, seq)| ms.parse::<u64>().is_ok() && seq.parse::<u64>().is_ok())
+}
+
 /// The log on Redis, and what this node knows of it.
 pub(crate) struct PurgeLog {
     link: Link,
     /// The newest entry known heard here (by the subscription, or read from the
-    /// log); `None` until the first session.
+    /// log); `None` until the first session of a node without a [`Mark`].
     heard: Mutex<Option<String>>,
+    /// Where the newest entry heard is kept across restarts, if anywhere.
+    mark: Option<Mark>,
     /// This node's purges that did not reach Redis, oldest first.
     unsent: Mutex<VecDeque<Unsent>>,
 }
 
 impl PurgeLog {
-    pub(crate) fn new(link: Link) -> PurgeLog {
+    /// The log on `link`; with `mark`, a node restarted reads from where it stood.
+    pub(crate) fn new(link: Link, mark: Option<PathBuf>) -> PurgeLog {
+        let (mark, heard) = match mark.map(Mark::open) {
+            Some((mark, heard)) => {
+                if let Some(id) = &heard {
+                    tracing::info!(entry = %id, "the purge log is read from where this node stood before its restart");
+                }
+                (Some(mark), heard)
+            }
+            None => (None, None),
+        };
         PurgeLog {
             link,
-            heard: Mutex::default(),
+            heard: Mutex::new(heard),
+            mark,
             unsent: Mutex::default(),
         }
     }
@@ -81,6 +159,11 @@ impl PurgeLog {
     /// # Errors
     /// [`Unavailable`] when Redis is away or slow.
     pub(crate) async fn append(&self, message: &str) -> Result<(), Unavailable> {
+        self.append_field("m", message).await.map(drop)
+    }
+
+    /// Appends an entry of one `field`, and says its ID.
+    async fn append_field(&self, field: &str, value: &str) -> Result<String, Unavailable> {
         let key = log_key();
         self.link
             .run(|mut c| async move {
@@ -90,13 +173,12 @@ impl PurgeLog {
                     .arg("~")
                     .arg(KEPT)
                     .arg("*")
-                    .arg("m")
-                    .arg(message)
+                    .arg(field)
+                    .arg(value)
                     .query_async::<String>(&mut c)
                     .await
             })
             .await
-            .map(drop)
     }
 
     /// The newest entry of the log ("0-0" when it is empty).
@@ -121,12 +203,15 @@ impl PurgeLog {
         Ok(newest
             .into_iter()
             .next()
-            .map_or_else(|| "0-0".into(), |(id, _)| id))
+            .map_or_else(|| EMPTY.into(), |(id, _)| id))
     }
 
     /// Notes that every entry up to `id` was heard (the subscription was known up
     /// after `id` was read): the next catch-up reads from there.
     pub(crate) fn heard_up_to(&self, id: String) {
+        if let Some(mark) = &self.mark {
+            mark.keep(&id);
+        }
         *self.heard() = Some(id);
     }
 
@@ -135,7 +220,14 @@ impl PurgeLog {
     /// # Errors
     /// [`Unavailable`] when Redis is away or slow.
     pub(crate) async fn mark_heard(&self) -> Result<(), Unavailable> {
-        let newest = self.newest().await?;
+        let mut newest = self.newest().await?;
+        if newest == EMPTY && self.mark.is_some() {
+            // An empty log gives a restart no entry to find its place by: one
+            // that Redis lost its data meanwhile would look like one that nothing
+            // was purged meanwhile. An entry that names no purge (its field is
+            // not `m`) is the place.
+            newest = self.append_field(START_FIELD, "").await?;
+        }
         self.heard_up_to(newest);
         Ok(())
     }
@@ -143,7 +235,8 @@ impl PurgeLog {
     /// The messages logged since the newest entry heard here, oldest first, and
     /// those counted as heard; and whether the log lost that entry meanwhile. The
     /// first call (no entry heard yet: the node's first session) only notes where
-    /// the log stands.
+    /// the log stands. A node restarted with a [`Mark`] reads from the entry it
+    /// names, as a later session does.
     ///
     /// # Errors
     /// [`Unavailable`] when Redis is away or slow.
@@ -158,7 +251,7 @@ impl PurgeLog {
         for page in 0..MAX_PAGES {
             let mut entries = self.range(&start).await?;
             let full = entries.len() == PAGE;
-            if page == 0 && from != "0-0" {
+            if page == 0 && from != EMPTY {
                 if entries.first().is_some_and(|(id, _)| *id == from) {
                     entries.remove(0);
                 } else {
@@ -318,25 +411,28 @@ mod tests {
     /// that no longer holds that entry is a gap.
     #[tokio::test]
     async fn a_node_reads_what_was_logged_since_it_last_heard() {
-        let log = PurgeLog::new(Link::on_mock(vec![
-            MockCmd::new(newest(), Ok(Value::Array(vec![entry("5-1", "key /a")]))),
-            MockCmd::new(
-                range("5-1"),
-                Ok(Value::Array(vec![
-                    entry("5-1", "key /a"),
-                    entry("6-0", "key /b"),
-                    entry("7-3", "prefix /stock/"),
-                ])),
-            ),
-            MockCmd::new(
-                range("7-3"),
-                Ok(Value::Array(vec![entry("7-3", "prefix /stock/")])),
-            ),
-            // Trimmed past 7-3 (or Redis lost its data and logged anew).
-            MockCmd::new(range("7-3"), Ok(Value::Array(vec![entry("9-0", "key /c")]))),
-            MockCmd::new(newest(), Ok(Value::Array(vec![]))),
-            MockCmd::new(range("0-0"), Ok(Value::Array(vec![]))),
-        ]));
+        let log = PurgeLog::new(
+            Link::on_mock(vec![
+                MockCmd::new(newest(), Ok(Value::Array(vec![entry("5-1", "key /a")]))),
+                MockCmd::new(
+                    range("5-1"),
+                    Ok(Value::Array(vec![
+                        entry("5-1", "key /a"),
+                        entry("6-0", "key /b"),
+                        entry("7-3", "prefix /stock/"),
+                    ])),
+                ),
+                MockCmd::new(
+                    range("7-3"),
+                    Ok(Value::Array(vec![entry("7-3", "prefix /stock/")])),
+                ),
+                // Trimmed past 7-3 (or Redis lost its data and logged anew).
+                MockCmd::new(range("7-3"), Ok(Value::Array(vec![entry("9-0", "key /c")]))),
+                MockCmd::new(newest(), Ok(Value::Array(vec![]))),
+                MockCmd::new(range("0-0"), Ok(Value::Array(vec![]))),
+            ]),
+            None,
+        );
         let none = Missed::default();
         assert_eq!(
             log.missed().await,
@@ -355,11 +451,74 @@ mod tests {
         assert!(log.link.is_up(), "every command was the one expected");
     }
 
+    /// A node restarted with a mark reads the log from the entry it names, not
+    /// from where the log stands; the entries marked heard are kept in the file
+    /// (an unchanged one not written again), and a file that holds no entry ID is
+    /// no mark.
+    #[tokio::test]
+    async fn a_restarted_node_reads_from_its_mark() {
+        let dir = std::env::temp_dir().join(format!("purge-mark-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("purge-log-mark");
+        std::fs::write(&path, "5-1\n").unwrap();
+        let log = PurgeLog::new(
+            Link::on_mock(vec![
+                MockCmd::new(
+                    range("5-1"),
+                    Ok(Value::Array(vec![
+                        entry("5-1", "key /a"),
+                        entry("6-0", "key /b"),
+                    ])),
+                ),
+                MockCmd::new(newest(), Ok(Value::Array(vec![entry("6-0", "key /b")]))),
+            ]),
+            Some(path.clone()),
+        );
+        let read = log.missed().await.unwrap();
+        assert_eq!(
+            (read.messages, read.gap),
+            (vec!["key /b".to_owned()], false)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "5-1\n",
+            "kept once applied"
+        );
+        log.mark_heard().await.unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "6-0\n");
+        assert!(log.link.is_up(), "every command was the one expected");
+
+        // Not an ID: a new node, which finds the log empty and logs its place.
+        std::fs::write(&path, "6-0 and more\n").unwrap();
+        let start = redis::cmd("XADD")
+            .arg("mdproxy:v1:purges")
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(KEPT)
+            .arg("*")
+            .arg("start")
+            .arg("")
+            .clone();
+        let log = PurgeLog::new(
+            Link::on_mock(vec![
+                MockCmd::new(newest(), Ok(Value::Array(vec![]))),
+                MockCmd::new(start, Ok("8-0")),
+                MockCmd::new(range("8-0"), Ok(Value::Array(vec![]))),
+            ]),
+            Some(path.clone()),
+        );
+        assert_eq!(log.missed().await, Ok(Missed::default()), "a new node");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "8-0\n");
+        // Redis lost its data: the place is gone, which is a gap.
+        assert!(log.missed().await.unwrap().gap);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// Purges kept while Redis is away are bounded, the oldest dropped; what is
     /// put back goes ahead of what was kept meanwhile.
     #[test]
     fn unsent_purges_are_bounded_and_keep_their_order() {
-        let log = PurgeLog::new(Link::on_mock(vec![]));
+        let log = PurgeLog::new(Link::on_mock(vec![]), None);
         let key = |n: usize| Unsent::Key {
             key: format!("/k{n}"),
             message: format!("key /k{n}"),

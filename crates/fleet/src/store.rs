@@ -3,6 +3,7 @@
 //! predicate select (found by `SCAN`, so no node needs to hold them). What an entry
 //! holds, and what a purge's message means, is the cache's business.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -59,19 +60,27 @@ pub struct RedisStore {
     /// Purges made anywhere (their messages): the application drops those keys
     /// from its own cache.
     invalidations: broadcast::Sender<String>,
+    /// The first receiver, made with the channel and handed to the first caller
+    /// of [`SharedStore::invalidations`]: what a first session with Redis catches
+    /// up on before the application listens waits for it there.
+    first: std::sync::Mutex<Option<broadcast::Receiver<String>>>,
     /// Purges logged for the nodes that miss their publication, and this node's
     /// that did not reach Redis.
     log: PurgeLog,
 }
 
 impl RedisStore {
-    pub(super) fn new(link: Link, max_body: usize) -> RedisStore {
+    /// The store on `link`, answers up to `max_body`; `mark` keeps where this
+    /// node stands in the purge log across restarts.
+    pub(super) fn new(link: Link, max_body: usize, mark: Option<PathBuf>) -> RedisStore {
+        let (invalidations, first) = broadcast::channel(1024);
         RedisStore {
             link: link.clone(),
             max_body,
             shared_hits: AtomicU64::new(0),
-            invalidations: broadcast::channel(1024).0,
-            log: PurgeLog::new(link),
+            invalidations,
+            first: std::sync::Mutex::new(Some(first)),
+            log: PurgeLog::new(link, mark),
         }
     }
 
@@ -318,7 +327,8 @@ impl SharedStore for RedisStore {
     }
 
     fn invalidations(&self) -> broadcast::Receiver<String> {
-        self.invalidations.subscribe()
+        let first = self.first.lock().unwrap_or_else(|e| e.into_inner()).take();
+        first.unwrap_or_else(|| self.invalidations.subscribe())
     }
 }
 
@@ -331,7 +341,7 @@ mod tests {
     use redis_test::MockCmd;
 
     fn on_mock(commands: Vec<MockCmd>) -> RedisStore {
-        RedisStore::new(Link::on_mock(commands), 1 << 20)
+        RedisStore::new(Link::on_mock(commands), 1 << 20, None)
     }
 
     fn bulk(s: &str) -> Value {

@@ -681,6 +681,7 @@ fn check_config_and_serve_agree_on_redis_urls() {
         &config.cluster,
         &tokio_util::task::TaskTracker::new(),
         tokio_util::sync::CancellationToken::new(),
+        None,
     )
     .err()
     .unwrap();
@@ -829,4 +830,82 @@ async fn the_quota_and_pause_scripts_on_a_real_redis() {
     }
     assert!(gone, "a pause outlived its end");
     assert!(cluster.paused_for("t").await.unwrap().is_some());
+}
+
+/// A node with a disk tier, restarted, applies to its disk what was purged while it
+/// was down (it keeps where it stood in the purge log beside its disk); and one
+/// whose log no longer reaches back to that place drops every record. Defect: a
+/// restart read the log from where it stood then, and served purged answers from
+/// its disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
+async fn a_node_restarted_with_its_disk_applies_the_purges_made_while_it_was_down() {
+    let (env, redis) = cluster_env(Duration::ZERO).await;
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cluster-disk-mark");
+    let _ = std::fs::remove_dir_all(&path);
+    let mut config = (*env.proxy.state().snapshot().config).clone();
+    config.server.listen = "127.0.0.1:0".into();
+    config.admin.listen = String::new();
+    config.cluster.node_id = "node-1".into();
+    config.cache.disk_path = path.display().to_string();
+    config.cache.disk_bytes = 64 << 20;
+    let clock = env.clock.clone().unwrap();
+    let start = || mdproxy_core::app::start(&config, clock.clone());
+    let disk = |app: &App| app.state().cache().store().disk().unwrap().clone();
+    let from_disk = |r: &reqwest::Response| header(r, "cache-status").ends_with("detail=disk");
+    let (kept, purged) = ("/market/indices", "/stock/detail/600519");
+
+    let b = start().await.unwrap();
+    joined(&[&env.proxy, &b]).await;
+    for target in [kept, purged] {
+        assert_eq!(get(&b, target).await.status(), 200);
+    }
+    disk(&b).flush().await;
+    b.shutdown().await;
+    assert!(
+        path.join("purge-log-mark").exists(),
+        "where node-1 stood is kept"
+    );
+    purge(&env, "prefix=/stock/").await;
+
+    let b = start().await.unwrap();
+    let rules = disk(&b).purge_rules();
+    joined(&[&b]).await;
+    let dropped = || disk(&b).purge_rules() > rules;
+    assert!(
+        support::eventually(Duration::from_secs(10), dropped).await,
+        "the purge made while node-1 was down never reached its disk"
+    );
+    assert!(
+        !from_disk(&get(&b, purged).await),
+        "a purged answer from disk"
+    );
+    assert!(
+        from_disk(&get(&b, kept).await),
+        "only what was purged is dropped"
+    );
+    disk(&b).flush().await;
+    b.shutdown().await;
+
+    // Redis lost its data meanwhile: the log no longer holds the entry node-1
+    // heard last, so purges may have been made that nothing names.
+    let mut redis_conn = redis_conn(&redis).await;
+    let _: () = redis::cmd("FLUSHALL")
+        .query_async(&mut redis_conn)
+        .await
+        .unwrap();
+    let b = start().await.unwrap();
+    let rules = disk(&b).purge_rules();
+    joined(&[&b]).await;
+    let dropped = || disk(&b).purge_rules() > rules;
+    assert!(
+        support::eventually(Duration::from_secs(10), dropped).await,
+        "a gap in the log did not drop node-1's disk"
+    );
+    assert!(
+        !from_disk(&get(&b, kept).await),
+        "a record kept across a gap in the log"
+    );
+    b.shutdown().await;
+    let _ = std::fs::remove_dir_all(&path);
 }
