@@ -135,6 +135,12 @@ impl AgentSessions for Alone {
     async fn forget(&self, _id: &str) -> Result<(), Unavailable> {
         Ok(())
     }
+    async fn owner(&self, _id: &str) -> Result<Option<Bytes>, Unavailable> {
+        Ok(None)
+    }
+    async fn keep_owner(&self, _id: &str, _digest: Bytes) -> Result<(), Unavailable> {
+        Ok(())
+    }
 }
 
 /// One of each face: the cluster's when `[cluster]` is on, [`Alone`]'s otherwise.

@@ -48,6 +48,12 @@ impl Tokens {
         self.ids.get(index).copied().unwrap_or(usize::MAX)
     }
 
+    /// The token at `index` (empty past the end): for the MCP endpoint, which binds
+    /// a session kept for the fleet to a digest of it.
+    pub fn secret(&self, index: usize) -> Secret {
+        self.tokens.get(index).cloned().unwrap_or_default()
+    }
+
     /// The [stable](Self::stable) identities of tokens here that `next` no longer
     /// has (a reload revoked them). Compared in constant time, like every token
     /// comparison.

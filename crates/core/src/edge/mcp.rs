@@ -50,7 +50,7 @@ impl Edge {
             // (the hub files an agent's watches under it, the sessions count by it).
             let admitted = access
                 .admit(&head, seen.uri().query(), false, &mut trail)
-                .map(|client| access.tokens.stable(client));
+                .map(|client| (access.tokens.stable(client), access.tokens.secret(client)));
             (id, admitted)
         };
         let edge = Arc::clone(self);
@@ -58,12 +58,13 @@ impl Edge {
         let request_span = span.clone();
         let answered = async move {
             let served = match admitted {
-                Ok(client) => {
+                Ok((client, key)) => {
                     // The hub limits the quote streams an agent watches per
                     // client; a tool call's span is a child of the request's.
                     let mut request = request;
                     request.extensions_mut().insert(Caller {
                         client,
+                        key,
                         span: request_span,
                     });
                     // rmcp's body (a JSON answer, or an event stream) as ours.

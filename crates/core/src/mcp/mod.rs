@@ -33,16 +33,19 @@ use tokio_util::sync::CancellationToken;
 
 use crate::hub::QuoteHub;
 use crate::state::AppState;
-use mdproxy_config::McpConfig;
+use mdproxy_config::{McpConfig, Secret};
+use mdproxy_fleet::agents::AgentSessions;
 use presence::Presence;
 use server::{Calls, Server};
 use sessions::FleetSessions;
 
 /// What the edge tells the MCP endpoint of a request, on its extensions: the
-/// client (its key's index) and the request's span, if traced.
+/// client (its key's identity here), the key itself (a session kept for the fleet
+/// is bound to a digest of it) and the request's span, if traced.
 #[derive(Clone, Debug)]
 pub struct Caller {
     pub client: usize,
+    pub key: Secret,
     pub span: Option<tracing::Span>,
 }
 
@@ -70,8 +73,21 @@ pub struct Mcp {
     sessions: Arc<LocalSessionManager>,
     /// Who opened each of them, for their bounds.
     opened: opened::Opened,
+    /// The fleet's store of sessions, when sessions are kept for the fleet.
+    kept: Option<Arc<dyn AgentSessions>>,
     /// Whether each one's agent is still there, for its watches.
     presence: Arc<Presence>,
+}
+
+/// Whose a session presented with a request is.
+enum Whose {
+    /// The caller's (or nothing says otherwise: a session this node does not
+    /// hold and the fleet does not keep is rmcp's to call unknown).
+    Opener,
+    /// The caller's, as the fleet kept it: restored here for this client.
+    Restored(usize),
+    /// Another key's.
+    Other,
 }
 
 impl fmt::Debug for Mcp {
@@ -136,6 +152,7 @@ impl Mcp {
             calls,
             sessions,
             opened: opened::Opened::default(),
+            kept: Some(Arc::clone(state.fleet().agents())).filter(|k| k.is_shared()),
             presence,
         }
     }
@@ -177,25 +194,31 @@ impl Mcp {
         let opening = request.method() == http::Method::POST
             && !headers.contains_key("mcp-session-id")
             && !headers.contains_key("mcp-method");
-        let client = request.extensions().get::<Caller>().map(|c| c.client);
+        let caller = request.extensions().get::<Caller>().cloned();
         let session = headers
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        // A session is its opener's: another key presenting its ID (a leaked
+        // one) is told it does not exist, as rmcp tells of an unknown one.
+        let mut restoring = None;
         if let Some(id) = &session {
-            // A session opened here is its opener's: another key presenting its
-            // ID (a leaked one) is told it does not exist, as rmcp tells of an
-            // unknown one.
-            if let Some(client) = client
-                && self.opened.owner(id).is_some_and(|owner| owner != client)
-            {
-                return opened::not_found().map(|b| Full::new(b).boxed());
+            match self.whose(id, caller.as_ref()).await {
+                Whose::Opener => {}
+                Whose::Restored(client) => restoring = Some(client),
+                Whose::Other => return opened::not_found().map(|b| Full::new(b).boxed()),
             }
         }
-        let response = match client.filter(|_| opening) {
-            Some(client) => self.open_session(request, client).await,
+        let response = match caller.filter(|_| opening) {
+            Some(caller) => self.open_session(request, &caller).await,
             None => self.service.handle(request).await,
         };
+        if let (Some(id), Some(client)) = (&session, restoring)
+            && response.status() != http::StatusCode::NOT_FOUND
+        {
+            // Restored here: from now on it is counted, and checked, as opened here.
+            self.opened.note(id, client);
+        }
         // Only a session rmcp knows is noted: an unknown ID is its 404, and
         // noting it would let any key fill the table.
         let session = session.filter(|_| response.status() != http::StatusCode::NOT_FOUND);
@@ -217,12 +240,42 @@ impl Mcp {
         }
     }
 
-    /// Opens a session for `client` within the bounds of [`opened`].
+    /// Whether `caller` may use the session `id`: the key that opened it here, or
+    /// (in a fleet, a session this node neither opened nor restored) the key whose
+    /// digest the fleet kept beside it. Redis away, or no digest kept, is another
+    /// key's: the session is then unknown here, as it is without Redis.
+    async fn whose(&self, id: &str, caller: Option<&Caller>) -> Whose {
+        if let Some(owner) = self.opened.owner(id) {
+            return match caller {
+                Some(caller) if caller.client != owner => Whose::Other,
+                _ => Whose::Opener,
+            };
+        }
+        let Some(kept) = &self.kept else {
+            return Whose::Opener;
+        };
+        if self.sessions.sessions.read().await.contains_key(id) {
+            return Whose::Opener;
+        }
+        let Some(caller) = caller else {
+            return Whose::Other;
+        };
+        match kept.owner(id).await {
+            Ok(Some(digest)) if digest == opened::digest(id, &caller.key) => {
+                Whose::Restored(caller.client)
+            }
+            _ => Whose::Other,
+        }
+    }
+
+    /// Opens a session for `caller` within the bounds of [`opened`]; in a fleet,
+    /// a digest of its key is kept beside it.
     async fn open_session(
         &self,
         request: Request<Incoming>,
-        client: usize,
+        caller: &Caller,
     ) -> Response<BoxBody<Bytes, Infallible>> {
+        let client = caller.client;
         let refused = {
             let live = self.sessions.sessions.read().await;
             let is_live = |id: &str| live.contains_key(id);
@@ -240,6 +293,16 @@ impl Mcp {
         {
             self.opened.note(id, client);
             self.presence.seen(id);
+            if let Some(kept) = &self.kept
+                && kept
+                    .keep_owner(id, opened::digest(id, &caller.key))
+                    .await
+                    .is_err()
+            {
+                tracing::warn!(
+                    "Redis is away: a session opened now is answered by this node alone"
+                );
+            }
         }
         response
     }

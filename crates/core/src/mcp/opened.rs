@@ -1,14 +1,17 @@
 //! Sessions opened here, by the client key that opened each: at most [`PER_CLIENT`]
 //! open for one key and [`IN_ALL`] in all, so that one agent opening sessions
 //! without closing them (each holds a server and its `initialize`, here and in the
-//! fleet's store) cannot fill the node; and a session is its opener's alone. A
-//! session is counted until rmcp lets it go (closed with `DELETE`, or idle).
+//! fleet's store) cannot fill the node; and a session is its opener's alone, on
+//! this node by the key's identity here, across the fleet by a [`digest`] of the
+//! key kept beside the session. A session is counted until rmcp lets it go (closed
+//! with `DELETE`, or idle).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
+use mdproxy_config::Secret;
 
 /// Open sessions one client key may have.
 pub const PER_CLIENT: usize = 100;
@@ -69,6 +72,18 @@ impl Opened {
         let mut by_id = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
         by_id.insert(id.to_owned(), client);
     }
+}
+
+/// Who opened session `id` with `key`, as the fleet keeps it: SHA-256 of both
+/// (the ID first, so a digest is worth nothing for another session). Every node
+/// makes the same from the same key; Redis never holds the key itself.
+pub fn digest(id: &str, key: &Secret) -> Bytes {
+    let mut hash = ring::digest::Context::new(&ring::digest::SHA256);
+    hash.update(b"mdproxy agent session owner\0");
+    hash.update(id.as_bytes());
+    hash.update(b"\0");
+    hash.update(key.expose().as_bytes());
+    Bytes::copy_from_slice(hash.finish().as_ref())
 }
 
 /// The answer to a session ID presented by a key that did not open it: rmcp's
