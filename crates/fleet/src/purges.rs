@@ -31,6 +31,10 @@ pub(crate) struct Missed {
     /// The log no longer holds the entry it last heard (trimmed, or Redis lost
     /// its data): purges may have been missed that no entry names.
     pub(crate) gap: bool,
+    /// A node whose place in the log is kept in a [`Mark`] found none there (its
+    /// first start with it, or the file lost): what its disk holds may predate
+    /// purges it never heard of.
+    pub(crate) unplaced: bool,
 }
 
 /// The ID `XREVRANGE` is taken to answer for an empty log.
@@ -60,10 +64,12 @@ pub(crate) enum Unsent {
 
 /// A file that keeps the newest entry heard across restarts: a node's disk tier
 /// outlives the process, and what was purged while it was down must reach it too.
-/// Written (a new file renamed over the old) when a probe of the subscription or
-/// a session's start marks entries heard, not while a catch-up is handed on, so
-/// the entry it names was applied before it was kept; a restart in between reads
-/// some purges twice, which costs misses, never a purged answer served.
+/// Written (a new file, synced, renamed over the old) once the application says
+/// it applied every purge handed to it up to that entry (`RedisStore`'s
+/// `applied`), so a restart in between reads some purges twice, which costs
+/// misses, never a purged answer served. Never "0-0": an empty log is given an
+/// entry first ([`PurgeLog::newest`]), since a place that names no entry hides a
+/// log that Redis lost.
 pub(crate) struct Mark {
     path: PathBuf,
     /// The entry last written, so that an unchanged one is not written again.
@@ -74,12 +80,12 @@ pub(crate) struct Mark {
 
 impl Mark {
     /// The mark at `path`, and the entry it holds (`None` when there is no file
-    /// or it does not hold an entry ID: the node then starts as a new one).
+    /// or it does not hold an entry ID other than "0-0": the node has no place).
     pub(crate) fn open(path: PathBuf) -> (Mark, Option<String>) {
         let held = std::fs::read_to_string(&path)
             .ok()
             .map(|text| text.trim().to_owned())
-            .filter(|id| is_entry_id(id));
+            .filter(|id| is_entry_id(id) && id != EMPTY);
         let mark = Mark {
             path,
             kept: Mutex::new(held.clone()),
@@ -88,14 +94,19 @@ impl Mark {
         (mark, held)
     }
 
-    /// Keeps `id` unless it is kept already.
+    /// Keeps `id` unless it is kept already (or is "0-0"). Written on the
+    /// caller's thread: it happens when purges were applied, which is rare.
     fn keep(&self, id: &str) {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.as_deref() == Some(id) {
+        if kept.as_deref() == Some(id) || id == EMPTY {
             return;
         }
         let fresh = self.path.with_extension("new");
-        let written = std::fs::write(&fresh, format!("{id}\n"))
+        let written = std::fs::File::create(&fresh)
+            .and_then(|mut file| {
+                std::io::Write::write_all(&mut file, format!("{id}\n").as_bytes())?;
+                file.sync_all()
+            })
             .and_then(|()| std::fs::rename(&fresh, &self.path));
         match written {
             Ok(()) => *kept = Some(id.to_owned()),
@@ -122,6 +133,9 @@ pub(crate) struct PurgeLog {
     heard: Mutex<Option<String>>,
     /// Where the newest entry heard is kept across restarts, if anywhere.
     mark: Option<Mark>,
+    /// A mark is kept but named no place at start (see [`Missed::unplaced`]);
+    /// cleared by the first catch-up.
+    unplaced: AtomicBool,
     /// This node's purges that did not reach Redis, oldest first.
     unsent: Mutex<VecDeque<Unsent>>,
 }
@@ -140,6 +154,7 @@ impl PurgeLog {
         };
         PurgeLog {
             link,
+            unplaced: AtomicBool::new(mark.is_some() && heard.is_none()),
             heard: Mutex::new(heard),
             mark,
             unsent: Mutex::default(),
@@ -181,11 +196,21 @@ impl PurgeLog {
             .await
     }
 
-    /// The newest entry of the log ("0-0" when it is empty).
+    /// The newest entry of the log ("0-0" when it is empty, but for a node with a
+    /// [`Mark`], which logs an entry that names no purge first: its field is not
+    /// `m`).
     ///
     /// # Errors
     /// [`Unavailable`] when Redis is away or slow.
     pub(crate) async fn newest(&self) -> Result<String, Unavailable> {
+        let newest = self.newest_logged().await?;
+        if newest == EMPTY && self.mark.is_some() {
+            return self.append_field(START_FIELD, "").await;
+        }
+        Ok(newest)
+    }
+
+    async fn newest_logged(&self) -> Result<String, Unavailable> {
         let key = log_key();
         let newest: Vec<(String, Vec<String>)> = self
             .link
@@ -209,27 +234,34 @@ impl PurgeLog {
     /// Notes that every entry up to `id` was heard (the subscription was known up
     /// after `id` was read): the next catch-up reads from there.
     pub(crate) fn heard_up_to(&self, id: String) {
-        if let Some(mark) = &self.mark {
-            mark.keep(&id);
-        }
         *self.heard() = Some(id);
     }
 
-    /// Notes that every entry logged so far was heard.
+    /// The newest entry heard, if any.
+    pub(crate) fn heard_last(&self) -> Option<String> {
+        self.heard().clone()
+    }
+
+    /// Whether the place heard is kept across restarts.
+    pub(crate) fn is_marked(&self) -> bool {
+        self.mark.is_some()
+    }
+
+    /// Keeps `id` in the [`Mark`]: every purge logged up to it was applied.
+    pub(crate) fn applied_up_to(&self, id: &str) {
+        if let Some(mark) = &self.mark {
+            mark.keep(id);
+        }
+    }
+
+    /// Notes that every entry logged so far was heard, and says the newest.
     ///
     /// # Errors
     /// [`Unavailable`] when Redis is away or slow.
-    pub(crate) async fn mark_heard(&self) -> Result<(), Unavailable> {
-        let mut newest = self.newest().await?;
-        if newest == EMPTY && self.mark.is_some() {
-            // An empty log gives a restart no entry to find its place by: one
-            // that Redis lost its data meanwhile would look like one that nothing
-            // was purged meanwhile. An entry that names no purge (its field is
-            // not `m`) is the place.
-            newest = self.append_field(START_FIELD, "").await?;
-        }
-        self.heard_up_to(newest);
-        Ok(())
+    pub(crate) async fn mark_heard(&self) -> Result<String, Unavailable> {
+        let newest = self.newest().await?;
+        self.heard_up_to(newest.clone());
+        Ok(newest)
     }
 
     /// The messages logged since the newest entry heard here, oldest first, and
@@ -243,9 +275,15 @@ impl PurgeLog {
     pub(crate) async fn missed(&self) -> Result<Missed, Unavailable> {
         let Some(from) = self.heard().clone() else {
             self.mark_heard().await?;
-            return Ok(Missed::default());
+            return Ok(Missed {
+                unplaced: self.unplaced.swap(false, Ordering::Relaxed),
+                ..Missed::default()
+            });
         };
         let mut missed = Missed::default();
+        // Noted heard once every page is read: a page that fails leaves the place
+        // where it was, and the next catch-up reads the earlier pages again.
+        let mut last_read = None;
         // From the entry heard itself: its absence says the log was cut.
         let mut start = from.clone();
         for page in 0..MAX_PAGES {
@@ -262,7 +300,7 @@ impl PurgeLog {
                 break;
             };
             start = after(last);
-            *self.heard() = Some(last.clone());
+            last_read = Some(last.clone());
             missed.messages.extend(
                 entries
                     .into_iter()
@@ -271,6 +309,9 @@ impl PurgeLog {
             if !full {
                 break;
             }
+        }
+        if let Some(last) = last_read {
+            *self.heard() = Some(last);
         }
         Ok(missed)
     }
@@ -452,44 +493,37 @@ mod tests {
     }
 
     /// A node restarted with a mark reads the log from the entry it names, not
-    /// from where the log stands; the entries marked heard are kept in the file
-    /// (an unchanged one not written again), and a file that holds no entry ID is
-    /// no mark.
+    /// from where the log stands; the mark moves when the application says it
+    /// applied what was heard (never to "0-0"). A file that names no place ("0-0",
+    /// not an ID) leaves the node unplaced: it logs a place and says so once.
     #[tokio::test]
     async fn a_restarted_node_reads_from_its_mark() {
         let dir = std::env::temp_dir().join(format!("purge-mark-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("purge-log-mark");
+        let held = || std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, "5-1\n").unwrap();
         let log = PurgeLog::new(
-            Link::on_mock(vec![
-                MockCmd::new(
-                    range("5-1"),
-                    Ok(Value::Array(vec![
-                        entry("5-1", "key /a"),
-                        entry("6-0", "key /b"),
-                    ])),
-                ),
-                MockCmd::new(newest(), Ok(Value::Array(vec![entry("6-0", "key /b")]))),
-            ]),
+            Link::on_mock(vec![MockCmd::new(
+                range("5-1"),
+                Ok(Value::Array(vec![
+                    entry("5-1", "key /a"),
+                    entry("6-0", "key /b"),
+                ])),
+            )]),
             Some(path.clone()),
         );
         let read = log.missed().await.unwrap();
-        assert_eq!(
-            (read.messages, read.gap),
-            (vec!["key /b".to_owned()], false)
-        );
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            "5-1\n",
-            "kept once applied"
-        );
-        log.mark_heard().await.unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "6-0\n");
+        assert_eq!(read.messages, ["key /b"]);
+        assert!(!read.gap && !read.unplaced);
+        assert_eq!(log.heard_last().as_deref(), Some("6-0"));
+        assert_eq!(held(), "5-1\n", "kept once applied, not when read");
+        log.applied_up_to("6-0");
+        assert_eq!(held(), "6-0\n");
+        log.applied_up_to("0-0");
+        assert_eq!(held(), "6-0\n", "an empty log is no place");
         assert!(log.link.is_up(), "every command was the one expected");
 
-        // Not an ID: a new node, which finds the log empty and logs its place.
-        std::fs::write(&path, "6-0 and more\n").unwrap();
         let start = redis::cmd("XADD")
             .arg("mdproxy:v1:purges")
             .arg("MAXLEN")
@@ -499,19 +533,47 @@ mod tests {
             .arg("start")
             .arg("")
             .clone();
+        for unplaced in ["0-0\n", "6-0 and more\n"] {
+            std::fs::write(&path, unplaced).unwrap();
+            let log = PurgeLog::new(
+                Link::on_mock(vec![
+                    MockCmd::new(newest(), Ok(Value::Array(vec![]))),
+                    MockCmd::new(start.clone(), Ok("8-0")),
+                    MockCmd::new(range("8-0"), Ok(Value::Array(vec![]))),
+                ]),
+                Some(path.clone()),
+            );
+            let first = log.missed().await.unwrap();
+            assert!(first.unplaced && !first.gap, "{unplaced:?}");
+            assert_eq!(log.heard_last().as_deref(), Some("8-0"), "a place logged");
+            // Redis lost its data: the place is gone, which is a gap.
+            let lost = log.missed().await.unwrap();
+            assert!(lost.gap && !lost.unplaced);
+            assert!(log.link.is_up(), "every command was the one expected");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A catch-up that fails half-way keeps the place it started from: the pages
+    /// read before the failure are read again, not skipped.
+    #[tokio::test]
+    async fn a_catch_up_cut_short_is_read_again() {
+        let page: Vec<Value> = (1..=PAGE)
+            .map(|n| entry(&format!("{n}-0"), &format!("key /k{n}")))
+            .collect();
+        let mut first = vec![entry("0-5", "key /old")];
+        first.extend(page.iter().take(PAGE - 1).cloned());
         let log = PurgeLog::new(
             Link::on_mock(vec![
-                MockCmd::new(newest(), Ok(Value::Array(vec![]))),
-                MockCmd::new(start, Ok("8-0")),
-                MockCmd::new(range("8-0"), Ok(Value::Array(vec![]))),
+                MockCmd::new(newest(), Ok(Value::Array(vec![entry("0-5", "key /old")]))),
+                MockCmd::new(range("0-5"), Ok(Value::Array(first))),
+                crate::link::mock::failing(range(&after(&format!("{}-0", PAGE - 1)))),
             ]),
-            Some(path.clone()),
+            None,
         );
-        assert_eq!(log.missed().await, Ok(Missed::default()), "a new node");
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "8-0\n");
-        // Redis lost its data: the place is gone, which is a gap.
-        assert!(log.missed().await.unwrap().gap);
-        let _ = std::fs::remove_dir_all(&dir);
+        log.mark_heard().await.unwrap();
+        assert!(log.missed().await.is_err());
+        assert_eq!(log.heard_last().as_deref(), Some("0-5"), "not moved");
     }
 
     /// Purges kept while Redis is away are bounded, the oldest dropped; what is

@@ -47,9 +47,20 @@ pub trait SharedStore: Send + Sync {
         message: &str,
     );
 
-    /// Purges made anywhere (this node's too), as their messages.
+    /// Purges made anywhere (this node's too), as their messages; in order, and
+    /// among them messages that name no purge (`heard <entry>`), which the
+    /// application hands back to [`applied`](Self::applied) once it has applied
+    /// every message before them.
     fn invalidations(&self) -> broadcast::Receiver<String>;
+
+    /// The application applied `message` of [`invalidations`](Self::invalidations)
+    /// and every one before it.
+    fn applied(&self, _message: &str) {}
 }
+
+/// The head of a message of [`SharedStore::invalidations`] that names the purge
+/// log's entry up to which what came before it was heard.
+const HEARD: &str = "heard ";
 
 /// The store on Redis, and what it keeps on this node.
 pub struct RedisStore {
@@ -168,7 +179,14 @@ impl RedisStore {
         let Ok(missed) = self.log.missed().await else {
             return;
         };
-        if missed.gap {
+        if missed.unplaced {
+            // Its disk may hold what was purged before it kept a place: dropped
+            // once (on a first start the disk is empty, and this costs nothing).
+            tracing::info!(
+                "this node keeps no place in the purge log yet (a first start with its disk tier, or the file was lost): its cache is dropped"
+            );
+            self.purged("prefix /");
+        } else if missed.gap {
             // Purges may have been made that no entry names any more: every
             // catalogue key this node holds is dropped.
             tracing::warn!(
@@ -184,6 +202,9 @@ impl RedisStore {
         }
         for message in &missed.messages {
             self.purged(message);
+        }
+        if let Some(heard) = self.log.heard_last() {
+            self.keep_when_applied(heard);
         }
         let mut unsent = self.log.take_unsent().into_iter();
         let mut sent = 0;
@@ -207,7 +228,9 @@ impl RedisStore {
     /// Notes that the subscription heard every purge logged so far (on a
     /// connection every command checks: a Redis Cluster's).
     pub(super) async fn heard_all(&self) {
-        let _ = self.log.mark_heard().await;
+        if let Ok(newest) = self.log.mark_heard().await {
+            self.keep_when_applied(newest);
+        }
     }
 
     /// The newest entry of the purge log now, to be marked heard once the
@@ -218,7 +241,17 @@ impl RedisStore {
 
     /// Notes that every purge logged up to `id` was heard.
     pub(super) fn heard_up_to(&self, id: String) {
-        self.log.heard_up_to(id);
+        self.log.heard_up_to(id.clone());
+        self.keep_when_applied(id);
+    }
+
+    /// Has the purge log's place `id` kept across restarts once the application
+    /// applied what was handed to it before: a message after those, which it
+    /// hands back to [`SharedStore::applied`] when it gets there.
+    fn keep_when_applied(&self, id: String) {
+        if self.log.is_marked() {
+            let _ = self.invalidations.send(format!("{HEARD}{id}"));
+        }
     }
 
     /// Answers this node found in the shared store.
@@ -329,6 +362,12 @@ impl SharedStore for RedisStore {
     fn invalidations(&self) -> broadcast::Receiver<String> {
         let first = self.first.lock().unwrap_or_else(|e| e.into_inner()).take();
         first.unwrap_or_else(|| self.invalidations.subscribe())
+    }
+
+    fn applied(&self, message: &str) {
+        if let Some(id) = message.strip_prefix(HEARD) {
+            self.log.applied_up_to(id);
+        }
     }
 }
 

@@ -3,6 +3,8 @@
 //! told of hold this node back too. Two tasks, started with the app when
 //! `[cluster]` is on, ended by the stop token.
 
+use std::sync::Arc;
+
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -12,11 +14,12 @@ use crate::state::AppState;
 /// Starts both relays on `state`'s tracker, until `stop`.
 pub fn spawn(state: &AppState, stop: &CancellationToken) {
     let fleet = state.fleet();
-    let (mut purged, cache, halt) = (
-        fleet.store().invalidations(),
+    let (store, cache, halt) = (
+        Arc::clone(fleet.store()),
         state.cache().clone(),
         stop.clone(),
     );
+    let mut purged = store.invalidations();
     state.tracker().spawn(async move {
         loop {
             tokio::select! {
@@ -25,6 +28,9 @@ pub fn spawn(state: &AppState, stop: &CancellationToken) {
                         if let Some(purge) = Purge::from_message(&message) {
                             cache.forget(&purge).await;
                         }
+                        // In order: the fleet keeps its place in the purge log
+                        // (across restarts) once what came before is applied.
+                        store.applied(&message);
                     }
                     Err(RecvError::Lagged(lost)) => {
                         // Purges went by unread (a catch-up of many, a burst):

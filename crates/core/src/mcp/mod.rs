@@ -81,8 +81,8 @@ pub struct Mcp {
 
 /// Whose a session presented with a request is.
 enum Whose {
-    /// The caller's (or nothing says otherwise: a session this node does not
-    /// hold and the fleet does not keep is rmcp's to call unknown).
+    /// The caller's (or, on a node alone, a session it did not open, which rmcp
+    /// calls unknown).
     Opener,
     /// The caller's, as the fleet kept it: restored here for this client.
     Restored(usize),
@@ -201,11 +201,16 @@ impl Mcp {
             .map(str::to_owned);
         // A session is its opener's: another key presenting its ID (a leaked
         // one) is told it does not exist, as rmcp tells of an unknown one.
-        let mut restoring = None;
+        let mut restoring = false;
         if let Some(id) = &session {
             match self.whose(id, caller.as_ref()).await {
                 Whose::Opener => {}
-                Whose::Restored(client) => restoring = Some(client),
+                Whose::Restored(client) => {
+                    // Counted, and checked, as opened here before rmcp restores
+                    // it: another key's request meanwhile meets its opener.
+                    self.opened.note(id, client);
+                    restoring = true;
+                }
                 Whose::Other => return opened::not_found().map(|b| Full::new(b).boxed()),
             }
         }
@@ -213,11 +218,10 @@ impl Mcp {
             Some(caller) => self.open_session(request, &caller).await,
             None => self.service.handle(request).await,
         };
-        if let (Some(id), Some(client)) = (&session, restoring)
-            && response.status() != http::StatusCode::NOT_FOUND
+        if let Some(id) = session.as_deref().filter(|_| restoring)
+            && response.status() == http::StatusCode::NOT_FOUND
         {
-            // Restored here: from now on it is counted, and checked, as opened here.
-            self.opened.note(id, client);
+            self.opened.forget(id);
         }
         // Only a session rmcp knows is noted: an unknown ID is its 404, and
         // noting it would let any key fill the table.
@@ -242,8 +246,8 @@ impl Mcp {
 
     /// Whether `caller` may use the session `id`: the key that opened it here, or
     /// (in a fleet, a session this node neither opened nor restored) the key whose
-    /// digest the fleet kept beside it. Redis away, or no digest kept, is another
-    /// key's: the session is then unknown here, as it is without Redis.
+    /// digest the fleet kept beside it. Redis away, no digest kept, or no caller
+    /// is another key's: the session is then unknown here, as it is without Redis.
     async fn whose(&self, id: &str, caller: Option<&Caller>) -> Whose {
         if let Some(owner) = self.opened.owner(id) {
             return match caller {
@@ -254,9 +258,6 @@ impl Mcp {
         let Some(kept) = &self.kept else {
             return Whose::Opener;
         };
-        if self.sessions.sessions.read().await.contains_key(id) {
-            return Whose::Opener;
-        }
         let Some(caller) = caller else {
             return Whose::Other;
         };

@@ -72,6 +72,12 @@ impl Opened {
         let mut by_id = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
         by_id.insert(id.to_owned(), client);
     }
+
+    /// Stops counting the session `id` (noted for a restore that found nothing).
+    pub fn forget(&self, id: &str) {
+        let mut by_id = self.by_id.lock().unwrap_or_else(|e| e.into_inner());
+        by_id.remove(id);
+    }
 }
 
 /// Who opened session `id` with `key`, as the fleet keeps it: SHA-256 of both
