@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -224,11 +224,7 @@ impl Cluster {
             tokio::select! {
                 message = messages.next() => {
                     let Some(message) = message else { return };
-                    if message.get_channel_name() == board {
-                        self.leadership.heard_board(message.get_payload_bytes());
-                    } else {
-                        self.on_event(message.get_payload_bytes());
-                    }
+                    self.take(&message, &board);
                 }
                 // Always polled: the away mark is set by other tasks, which do not
                 // wake this one (a guard `if !self.is_up()` here was evaluated only
@@ -250,9 +246,17 @@ impl Cluster {
                             mark = self.store.newest_logged().await;
                             asked = Some(ask());
                         }
-                        // A Redis Cluster's pushes: their connection is checked by
-                        // every command.
-                        None => self.store.heard_all().await,
+                        // A Redis Cluster's pushes come on another shard's
+                        // connection than the log's commands, in no order with
+                        // them: what was read a probe ago is heard now, after
+                        // the pushes that arrived meanwhile.
+                        None => {
+                            self.take_ready(&mut messages, &board);
+                            if let Some(newest) = mark.take() {
+                                self.store.heard_up_to(newest);
+                            }
+                            mark = self.store.newest_logged().await;
+                        }
                     }
                 }
                 answer = async { asked.as_mut().expect("polled only when asked").await }, if asked.is_some() => {
@@ -262,12 +266,35 @@ impl Cluster {
                         return;
                     }
                     // Every purge logged before the question was published before
-                    // it: its message came ahead of the answer on this connection.
+                    // it: its message came ahead of the answer on this connection,
+                    // though the client hands the two over apart (the answer may
+                    // be read first): what it holds is taken in before.
+                    self.take_ready(&mut messages, &board);
                     if let Some(newest) = mark.take() {
                         self.store.heard_up_to(newest);
                     }
                 }
             }
+        }
+    }
+
+    /// One publication: a hub board, or an event.
+    fn take(&self, message: &redis::Msg, board: &str) {
+        if message.get_channel_name() == board {
+            self.leadership.heard_board(message.get_payload_bytes());
+        } else {
+            self.on_event(message.get_payload_bytes());
+        }
+    }
+
+    /// Takes in the publications `messages` holds already, without waiting.
+    fn take_ready(
+        &self,
+        messages: &mut std::pin::Pin<&mut impl futures_util::Stream<Item = redis::Msg>>,
+        board: &str,
+    ) {
+        while let Some(Some(message)) = messages.next().now_or_never() {
+            self.take(&message, board);
         }
     }
 

@@ -94,8 +94,9 @@ impl Mark {
         (mark, held)
     }
 
-    /// Keeps `id` unless it is kept already (or is "0-0"). Written on the
-    /// caller's thread: it happens when purges were applied, which is rare.
+    /// Keeps `id` unless it is kept already (or is "0-0"). Written and synced on
+    /// the caller's thread (the relay's task): only when entries were logged
+    /// since the last, at most once a probe (5 s).
     fn keep(&self, id: &str) {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         if kept.as_deref() == Some(id) || id == EMPTY {
@@ -129,7 +130,8 @@ fn is_entry_id(id: &str) -> bool {
 pub(crate) struct PurgeLog {
     link: Link,
     /// The newest entry known heard here (by the subscription, or read from the
-    /// log); `None` until the first session of a node without a [`Mark`].
+    /// log); `None` until the first session of a node that kept no place in a
+    /// [`Mark`] (or has none).
     heard: Mutex<Option<String>>,
     /// Where the newest entry heard is kept across restarts, if anywhere.
     mark: Option<Mark>,

@@ -147,15 +147,21 @@ impl RedisStore {
         true
     }
 
-    /// A purge announced on the events channel.
+    /// A purge announced on the events channel (or read from the log). One that
+    /// looks like this node's own mark of what it heard is nobody's purge, and
+    /// must not move that mark: it is dropped.
     pub(super) fn purged(&self, message: &str) {
+        if message.starts_with(HEARD) {
+            return;
+        }
         let _ = self.invalidations.send(message.to_owned());
     }
 
     /// Publishes `message`, then logs it; false when Redis did not take both.
     /// Published first: an entry a node finds in the log was published before, so
-    /// the mark a node takes before asking its subscription to answer
-    /// ([`heard_all`](Self::heard_all)) never covers a publication still to come.
+    /// the newest entry a node reads before asking its subscription to answer
+    /// ([`newest_logged`](Self::newest_logged)) never covers a publication still
+    /// to come.
     async fn announce(&self, message: &str) -> bool {
         self.link.publish(format!("purge {message}")).await.is_ok()
             && self.log.append(message).await.is_ok()
@@ -222,14 +228,6 @@ impl RedisStore {
                 purges = sent,
                 "purges made while Redis was away: sent to the fleet"
             );
-        }
-    }
-
-    /// Notes that the subscription heard every purge logged so far (on a
-    /// connection every command checks: a Redis Cluster's).
-    pub(super) async fn heard_all(&self) {
-        if let Ok(newest) = self.log.mark_heard().await {
-            self.keep_when_applied(newest);
         }
     }
 
@@ -543,5 +541,51 @@ mod tests {
         assert_eq!(heard.try_recv().unwrap(), "key /y", "missed, then applied");
         assert!(store.link.is_up(), "every command was the one expected");
         assert!(store.log.take_unsent().is_empty(), "sent");
+    }
+
+    /// A node with a mark hands what it caught up on to the application, then a
+    /// `heard` message after it; the mark moves only when that message comes back
+    /// applied. A purge message that looks like one is nobody's purge.
+    #[tokio::test]
+    async fn the_mark_moves_once_what_came_before_is_applied() {
+        let dir = std::env::temp_dir().join(format!("store-mark-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("purge-log-mark");
+        std::fs::write(&path, "5-1\n").unwrap();
+        let range = redis::cmd("XRANGE")
+            .arg("mdproxy:v1:purges")
+            .arg("5-1")
+            .arg("+")
+            .arg("COUNT")
+            .arg(1_000)
+            .clone();
+        let store = RedisStore::new(
+            Link::on_mock(vec![MockCmd::new(
+                range,
+                Ok(Value::Array(vec![
+                    purges_mock::entry("5-1", "key /a"),
+                    purges_mock::entry("6-0", "key /b"),
+                ])),
+            )]),
+            1 << 20,
+            Some(path.clone()),
+        );
+        let mut heard = store.invalidations();
+        store.rejoined().await;
+        store.purged("heard 9-0");
+        assert_eq!(heard.try_recv().unwrap(), "key /b");
+        assert_eq!(
+            heard.try_recv().unwrap(),
+            "heard 6-0",
+            "after what it covers"
+        );
+        assert!(heard.try_recv().is_err(), "a look-alike is dropped");
+        let held = || std::fs::read_to_string(&path).unwrap();
+        store.applied("key /b");
+        assert_eq!(held(), "5-1\n", "not before it comes back");
+        store.applied("heard 6-0");
+        assert_eq!(held(), "6-0\n");
+        assert!(store.link.is_up(), "every command was the one expected");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -29,8 +29,11 @@ pub fn spawn(state: &AppState, stop: &CancellationToken) {
                             cache.forget(&purge).await;
                         }
                         // In order: the fleet keeps its place in the purge log
-                        // (across restarts) once what came before is applied.
-                        store.applied(&message);
+                        // (across restarts) once what came before is applied,
+                        // and for good on disk (a rule not saved is read again).
+                        if cache.store().disk().is_none_or(|d| !d.rules_lost()) {
+                            store.applied(&message);
+                        }
                     }
                     Err(RecvError::Lagged(lost)) => {
                         // Purges went by unread (a catch-up of many, a burst):

@@ -164,6 +164,8 @@ struct Inner {
     writable: AtomicBool,
     /// Why, while it is cleared.
     failure: std::sync::Mutex<Option<String>>,
+    /// A purge rule could not be saved since start: it holds until a restart only.
+    rules_lost: AtomicBool,
     /// How long the engine took to open (its index rebuilt from the blocks).
     opened_in: Duration,
     stats: DiskStats,
@@ -294,6 +296,7 @@ impl Disk {
                 pending: AtomicU64::new(0),
                 pending_bytes: AtomicU64::new(0),
                 writable: AtomicBool::new(true),
+                rules_lost: AtomicBool::new(false),
                 failure: std::sync::Mutex::default(),
                 opened_in,
                 stats: DiskStats::default(),
@@ -435,8 +438,7 @@ impl Disk {
     /// [`Disk::purged`], as the cache does.
     pub fn delete(&self, key: &str) {
         self.inner.engine.delete(key);
-        let rule = Pattern::Key(key.to_owned());
-        if let Err(e) = self.inner.purges.add(rule, Stamp::now().as_micros()) {
+        if let Err(e) = self.purge(Pattern::Key(key.to_owned())) {
             tracing::warn!(error = %e, "disk tier: purge rule not saved (it holds until a restart)");
         }
     }
@@ -458,7 +460,18 @@ impl Disk {
     /// # Errors
     /// When the rule cannot be written to disk: it applies until a restart.
     pub fn purge(&self, pattern: Pattern) -> std::io::Result<()> {
-        self.inner.purges.add(pattern, Stamp::now().as_micros())
+        let added = self.inner.purges.add(pattern, Stamp::now().as_micros());
+        if added.is_err() {
+            self.inner.rules_lost.store(true, Ordering::Relaxed);
+        }
+        added
+    }
+
+    /// Whether a purge rule could not be saved since start (it holds until a
+    /// restart only): the fleet then stops keeping its place in the purge log, so
+    /// that a restart reads that purge again.
+    pub fn rules_lost(&self) -> bool {
+        self.inner.rules_lost.load(Ordering::Relaxed)
     }
 
     /// Waits until every record queued so far is on disk (tests and the

@@ -81,8 +81,8 @@ pub struct Mcp {
 
 /// Whose a session presented with a request is.
 enum Whose {
-    /// The caller's (or, on a node alone, a session it did not open, which rmcp
-    /// calls unknown).
+    /// The caller's (or, on a node alone, one this node did not count: rmcp
+    /// answers it as it knows it).
     Opener,
     /// The caller's, as the fleet kept it: restored here for this client.
     Restored(usize),
@@ -191,9 +191,14 @@ impl Mcp {
     /// session is its agent's sign of life, and so is each stream it holds open.
     async fn by_rmcp(&self, request: Request<Incoming>) -> Response<BoxBody<Bytes, Infallible>> {
         let headers = request.headers();
+        // An `initialize` of the 2025 revisions; rmcp also opens a session for one
+        // that names its method in `Mcp-Method`, as the stateless revision's
+        // clients send every request.
         let opening = request.method() == http::Method::POST
             && !headers.contains_key("mcp-session-id")
-            && !headers.contains_key("mcp-method");
+            && headers
+                .get("mcp-method")
+                .is_none_or(|m| m.as_bytes() == b"initialize");
         let caller = request.extensions().get::<Caller>().cloned();
         let session = headers
             .get("mcp-session-id")
@@ -220,7 +225,9 @@ impl Mcp {
         };
         if let Some(id) = session.as_deref().filter(|_| restoring)
             && response.status() == http::StatusCode::NOT_FOUND
+            && !self.sessions.sessions.read().await.contains_key(id)
         {
+            // Nothing was restored (a 404 for another reason leaves it counted).
             self.opened.forget(id);
         }
         // Only a session rmcp knows is noted: an unknown ID is its 404, and
