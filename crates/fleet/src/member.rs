@@ -251,7 +251,9 @@ impl Cluster {
                         // them: what was read a probe ago is heard now, after
                         // the pushes that arrived meanwhile.
                         None => {
-                            self.take_ready(&mut messages, &board);
+                            if !self.take_ready(&mut messages, &board) {
+                                return;
+                            }
                             if let Some(newest) = mark.take() {
                                 self.store.heard_up_to(newest);
                             }
@@ -269,7 +271,9 @@ impl Cluster {
                     // it: its message came ahead of the answer on this connection,
                     // though the client hands the two over apart (the answer may
                     // be read first): what it holds is taken in before.
-                    self.take_ready(&mut messages, &board);
+                    if !self.take_ready(&mut messages, &board) {
+                        return;
+                    }
                     if let Some(newest) = mark.take() {
                         self.store.heard_up_to(newest);
                     }
@@ -287,14 +291,19 @@ impl Cluster {
         }
     }
 
-    /// Takes in the publications `messages` holds already, without waiting.
+    /// Takes in the publications `messages` holds already, without waiting;
+    /// false when they ended (the stream is not asked again).
     fn take_ready(
         &self,
         messages: &mut std::pin::Pin<&mut impl futures_util::Stream<Item = redis::Msg>>,
         board: &str,
-    ) {
-        while let Some(Some(message)) = messages.next().now_or_never() {
-            self.take(&message, board);
+    ) -> bool {
+        loop {
+            match messages.next().now_or_never() {
+                Some(Some(message)) => self.take(&message, board),
+                Some(None) => return false,
+                None => return true,
+            }
         }
     }
 
