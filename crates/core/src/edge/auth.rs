@@ -5,6 +5,7 @@
 //! Rate limits per token live in `limit`.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use http::HeaderMap;
 
@@ -15,7 +16,8 @@ use mdproxy_config::Secret;
 /// The configured client tokens.
 #[derive(Clone, Debug)]
 pub struct Tokens {
-    tokens: Vec<Secret>,
+    /// Shared: an MCP request carries its caller's ([`secret`](Self::secret)).
+    tokens: Vec<Arc<Secret>>,
     /// Each token's identity across reloads ([`stable`](Self::stable)).
     ids: Vec<usize>,
 }
@@ -32,6 +34,7 @@ impl Tokens {
             .iter()
             .map(|t| fingerprint(t.expose().as_bytes()))
             .collect();
+        let tokens = tokens.into_iter().map(Arc::new).collect();
         Tokens { tokens, ids }
     }
 
@@ -48,9 +51,9 @@ impl Tokens {
         self.ids.get(index).copied().unwrap_or(usize::MAX)
     }
 
-    /// The token at `index` (empty past the end): for the MCP endpoint, which binds
-    /// a session kept for the fleet to a digest of it.
-    pub fn secret(&self, index: usize) -> Secret {
+    /// The token at `index` (empty past the end), shared without a copy: for the
+    /// MCP endpoint, which binds a session kept for the fleet to a digest of it.
+    pub fn secret(&self, index: usize) -> Arc<Secret> {
         self.tokens.get(index).cloned().unwrap_or_default()
     }
 

@@ -45,7 +45,7 @@ use sessions::FleetSessions;
 #[derive(Clone, Debug)]
 pub struct Caller {
     pub client: usize,
-    pub key: Secret,
+    pub key: Arc<Secret>,
     pub span: Option<tracing::Span>,
 }
 
