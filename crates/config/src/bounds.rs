@@ -24,6 +24,9 @@ const OWN: &[(&str, u64)] = &[
     ("cache.disk_bytes", MAX_DISK_BYTES),
     // Redis holds a value of at most 512 MiB.
     ("cluster.max_l2_body_bytes", 512 << 20),
+    // A fleet's nodes: the heartbeat's sorted set counts any number, but a
+    // budget split in more than ten thousand is no budget.
+    ("cluster.expected_nodes", 10_000),
     ("upstream.max_body_bytes", 1 << 30),
     ("passthrough.max_target_bytes", 65_536),
     ("server.max_header_bytes", 1 << 20),

@@ -59,6 +59,11 @@ pub struct ClusterConfig {
     /// Every Redis operation's time limit; past it the node works alone for the
     /// moment.
     pub timeout_ms: u64,
+    /// The nodes a node counts until Redis first answers: a node that starts while
+    /// Redis is away takes this share of the upstream budget (1: the whole of it),
+    /// so a fleet restarted during an outage does not send `nodes` times the
+    /// budget. Once Redis has answered, the last count it gave is used instead.
+    pub expected_nodes: u64,
 }
 
 impl Default for ClusterConfig {
@@ -81,6 +86,7 @@ impl Default for ClusterConfig {
             node_id: String::new(),
             max_l2_body_bytes: 8 * 1024 * 1024,
             timeout_ms: 250,
+            expected_nodes: 1,
         }
     }
 }

@@ -90,6 +90,7 @@ impl Config {
             u64::from(self.limits.adaptive_floor_rps),
         );
         at_least_one("cluster.timeout_ms", self.cluster.timeout_ms);
+        at_least_one("cluster.expected_nodes", self.cluster.expected_nodes);
         if self.limits.upstream_rps > 0 {
             at_least_one(
                 "limits.upstream_burst",

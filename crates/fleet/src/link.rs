@@ -169,7 +169,15 @@ impl Link {
         self.inner.alone.lock().expect("not poisoned").total()
     }
 
-    /// Nodes seen alive recently (this one included; 1 before Redis answered).
+    /// Counts `nodes` (at least 1) until the first heartbeat gives the fleet's
+    /// own count (`cluster.expected_nodes`): a node that starts while Redis is
+    /// away takes that share of the budget.
+    pub(super) fn expect_nodes(&self, nodes: u64) {
+        self.inner.nodes.store(nodes.max(1), Ordering::Relaxed);
+    }
+
+    /// Nodes seen alive recently (this one included; before Redis answered, the
+    /// count [`expect_nodes`](Self::expect_nodes) set, else 1).
     pub(super) fn nodes(&self) -> u64 {
         self.inner.nodes.load(Ordering::Relaxed).max(1)
     }
@@ -432,6 +440,20 @@ mod tests {
         assert_eq!(link.nodes(), 3, "the last count stays");
         link.beat().await;
         assert_eq!(link.nodes(), 3, "away: nothing sent");
+    }
+
+    /// A node counts the nodes it was told to expect until a heartbeat counts
+    /// them; then the fleet's count wins, fewer or more.
+    #[tokio::test]
+    async fn the_expected_count_holds_until_the_first_heartbeat() {
+        let beat = || mock::eval(&HEARTBEAT, &["mdproxy:v1:nodes"], &["n1", "5000"]);
+        let link = Link::on_mock(vec![MockCmd::new(beat(), Ok(2))]);
+        link.expect_nodes(4);
+        assert_eq!(link.nodes(), 4, "before the first beat");
+        link.beat().await;
+        assert_eq!(link.nodes(), 2, "the fleet's count");
+        link.expect_nodes(0);
+        assert_eq!(link.nodes(), 1, "never fewer than this node");
     }
 
     /// A session at another address than the last counts as a failover; the time

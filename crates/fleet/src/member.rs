@@ -68,6 +68,7 @@ impl Cluster {
             Duration::from_millis(config.timeout_ms),
             config.is_redis_cluster(),
         );
+        link.expect_nodes(config.expected_nodes);
         let cluster = Cluster::on(link, Some(connector), config.max_l2_body_bytes, purge_mark);
         let watcher = cluster.clone();
         let watch_stop = stop.clone();
@@ -129,7 +130,8 @@ impl Cluster {
         self.link.failed_sessions()
     }
 
-    /// Nodes seen alive recently (this one included; 1 before Redis answered).
+    /// Nodes seen alive recently (this one included; `cluster.expected_nodes`
+    /// before Redis answered).
     pub fn nodes(&self) -> u64 {
         self.link.nodes()
     }
@@ -339,6 +341,32 @@ mod tests {
 
     fn on_mock(commands: Vec<MockCmd>) -> Cluster {
         Cluster::on(Link::on_mock(commands), None, 1 << 20, None)
+    }
+
+    /// A node that starts while Redis is away counts the nodes its configuration
+    /// expects, so that it takes that share of the upstream budget, not the whole
+    /// of it. Redis here is a socket that never answers.
+    #[tokio::test]
+    async fn a_node_that_never_reached_redis_counts_the_expected_nodes() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let config = ClusterConfig {
+            redis_url: mdproxy_config::Secret::new(format!(
+                "redis://{}/0",
+                silent.local_addr().unwrap()
+            )),
+            expected_nodes: 3,
+            ..ClusterConfig::default()
+        };
+        let (tracker, stop) = (TaskTracker::new(), CancellationToken::new());
+        let cluster = Cluster::start(&config, &tracker, stop.clone(), None).unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!cluster.is_up());
+        assert_eq!(cluster.nodes(), 3);
+        stop.cancel();
+        tracker.close();
+        tokio::time::timeout(Duration::from_secs(10), tracker.wait())
+            .await
+            .expect("the cluster's tasks stop");
     }
 
     /// Publications are routed to their part: fills wake waiters, purges reach the
