@@ -217,7 +217,12 @@ fn kind_schema(kind: ParamKind) -> Value {
             schema
         }
         ParamKind::Period => pattern(format!("^([0-9]{{4}}(0[1-9]|1[0-2])|{DATE})$")),
-        ParamKind::Ident => pattern("^[0-9A-Za-z._-]{1,64}$".into()),
+        // 1 to 64 of these characters, but not "." or "..": written without a
+        // lookahead, which not every schema tool reads.
+        ParamKind::Ident => pattern(
+            "^([0-9A-Za-z_-][0-9A-Za-z._-]{0,63}|\\.[0-9A-Za-z_-][0-9A-Za-z._-]{0,62}|\\.\\.[0-9A-Za-z._-]{1,62})$"
+                .into(),
+        ),
         ParamKind::Choice(values) => json!({ "type": "string", "enum": values }),
         ParamKind::Int { min, max } => json!({ "type": "integer", "minimum": min, "maximum": max }),
         ParamKind::Date => json!({

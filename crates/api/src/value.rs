@@ -18,16 +18,22 @@ pub(crate) fn canonical<'a>(param: &Param, value: Cow<'a, str>) -> Result<Cow<'a
         }),
         ParamKind::Codes(rule) => canonical_codes(name, rule, &value).map(Cow::Owned),
         ParamKind::Ident => {
+            // "." and ".." are path segments, not names: the upstream's URL would
+            // resolve them to another endpoint's path.
             let ok = (1..=64).contains(&value.len())
                 && value
                     .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+                && value != "."
+                && value != "..";
             if ok {
                 Ok(value)
             } else {
                 Err(Error::invalid(
                     name,
-                    format!("{name} must be 1 to 64 letters, digits, '.', '_' or '-'"),
+                    format!(
+                        "{name} must be 1 to 64 letters, digits, '.', '_' or '-', and not '.' or '..'"
+                    ),
                 ))
             }
         }
@@ -195,6 +201,19 @@ mod tests {
         assert!(is_month("202412"));
         assert!(!is_month("202413"));
         assert!(!is_month("2024-12"));
+    }
+
+    /// Defect: "." and ".." passed as an identifier, and the upstream's URL
+    /// resolved them, so `/news/topic/library/detail/..` fetched another path.
+    #[test]
+    fn an_identifier_is_never_a_dot_segment() {
+        let id = Param::new("themeId", ParamKind::Ident);
+        for bad in [".", "..", "", "a/b", "a b"] {
+            assert!(canonical(&id, bad.into()).is_err(), "{bad:?}");
+        }
+        for good in ["T1001", "...", ".a", "a.", "..b", "x_y-z.1"] {
+            assert_eq!(canonical(&id, good.into()).unwrap(), good);
+        }
     }
 
     #[test]
