@@ -338,7 +338,6 @@ impl Upstream {
         let (mut asked, mut sent) = (None, None);
         let attempt = async {
             target.check_quota(request.priority)?;
-            let begun = target.pause_begun();
             let permit = async {
                 match request.priority {
                     Priority::Client => {
@@ -352,12 +351,23 @@ impl Upstream {
                 }
             }
             .instrument(crate::telemetry::budget_span(request.priority.as_str()));
-            tokio::select! {
-                granted = permit => granted?,
-                () = begun => {}
+            let mut permit = std::pin::pin!(permit);
+            loop {
+                // Made before the wait, so that no pause slips in between.
+                let begun = target.pause_begun();
+                tokio::select! {
+                    granted = &mut permit => break granted?,
+                    () = begun => {}
+                }
+                // A pause that began while this request waited for budget (here,
+                // or announced by another node): it does not go out now. One
+                // already over by the time this request looks still leaves it
+                // without a permit: it waits on for one.
+                if let Some(remaining) = target.paused() {
+                    return Err(FetchError::Paused { remaining });
+                }
             }
-            // A pause that began while this request waited for budget (here, or
-            // announced by another node): it does not go out now.
+            // A pause that began as the permit was granted.
             if let Some(remaining) = target.paused() {
                 return Err(FetchError::Paused { remaining });
             }

@@ -97,8 +97,12 @@ impl Pause {
     }
 
     /// Pauses for `wait` from now, unless a pause already runs longer. Returns
-    /// whether this began (or extended) a pause.
+    /// whether this began (or extended) a pause. A wait of zero (`Retry-After: 0`,
+    /// or a date already past) is none: it wakes no one waiting for budget.
     pub fn pause(&self, wait: Duration) -> bool {
+        if wait.is_zero() {
+            return false;
+        }
         let until = self.now().saturating_add(wait.as_nanos() as u64);
         let before = self.until.fetch_max(until, Ordering::AcqRel);
         if before < until {
@@ -148,6 +152,9 @@ mod tests {
         assert_eq!(pause.remaining(), None);
         assert!(pause.pause(Duration::from_secs(1)));
         assert_eq!(pause.count(), 2);
+        fake.advance(Duration::from_secs(1));
+        assert!(!pause.pause(Duration::ZERO), "no pause, no wake-up");
+        assert_eq!((pause.remaining(), pause.count()), (None, 2));
     }
 
     #[test]

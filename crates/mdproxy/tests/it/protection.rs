@@ -182,6 +182,39 @@ async fn a_request_waiting_for_budget_gives_up_when_a_pause_begins() {
     proxy.shutdown().await;
 }
 
+/// Defect: a `429` with `Retry-After: 0` (or a date already past) woke every
+/// request waiting for budget as a pause would, found no pause running, and sent
+/// them all without a permit: the queue fired at an upstream that had just
+/// throttled us. A zero wait is no pause; a waiter goes out only with a permit.
+#[tokio::test]
+async fn a_retry_after_of_zero_sends_no_one_without_a_permit() {
+    let upstream = Scripted::start().await;
+    let clock = support::clock_at("2026-11-21T20:00:00+08:00");
+    // One permit, then the rate clock stands still (past zero, where a pause of
+    // zero still looked like one ending later than the last).
+    let fake = FakeRelativeClock::default();
+    fake.advance(Duration::from_secs(5));
+    let proxy = scripted_proxy(&upstream, clock, &fake, |c| {
+        c.limits.upstream_rps = 1;
+        c.limits.upstream_burst = 1;
+        c.limits.client_wait_ms = 1_000;
+    })
+    .await;
+    let throttled = support::response("429 Too Many Requests", &[("Retry-After", "0")], "{}");
+    upstream.then_late(Duration::from_millis(300), throttled);
+    let first = get(&proxy, "/news/overview");
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        get(&proxy, "/news/mainline").await
+    };
+    let (first, second) = tokio::join!(first, second);
+    assert_eq!(first.status(), 503);
+    assert_eq!(second.status(), 503, "no permit within client_wait_ms");
+    assert_eq!(upstream.received(), 1, "nothing went out without a permit");
+    assert_eq!(proxy.state().upstream().report()[0].pauses, 0);
+    proxy.shutdown().await;
+}
+
 /// A spent quota costs a client no wait for budget: it is told at once when the
 /// quota resets.
 #[tokio::test]
