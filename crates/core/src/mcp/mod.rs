@@ -185,25 +185,24 @@ impl Mcp {
         self.service.handle(request).await
     }
 
-    /// Answers `request` with rmcp's service; one that may open a session (a POST
-    /// of the 2025 revisions without a session: an `initialize`) only within the
-    /// bounds of [`opened`], and the session it opens counted. A request of a
-    /// session is its agent's sign of life, and so is each stream it holds open.
+    /// Answers `request` with rmcp's service; one that may open a session (any
+    /// POST without a session) only within the bounds of [`opened`], and the
+    /// session it opens counted. A request of a session is its agent's sign of
+    /// life, and so is each stream it holds open.
     async fn by_rmcp(&self, request: Request<Incoming>) -> Response<BoxBody<Bytes, Infallible>> {
         let headers = request.headers();
-        // An `initialize` of the 2025 revisions; rmcp also opens a session for one
-        // that names its method in `Mcp-Method`, as the stateless revision's
-        // clients send every request.
-        let opening = request.method() == http::Method::POST
-            && !headers.contains_key("mcp-session-id")
-            && headers
-                .get("mcp-method")
-                .is_none_or(|m| m.as_bytes() == b"initialize");
+        // A session ID is visible ASCII; one that is not names no session here,
+        // and rmcp would take it for none and open one outside the bounds.
+        let session = match headers.get("mcp-session-id").map(|v| v.to_str()) {
+            None => None,
+            Some(Ok(id)) => Some(id.to_owned()),
+            Some(Err(_)) => return opened::not_found().map(|b| Full::new(b).boxed()),
+        };
+        // Whether rmcp opens a session is its body's to say (an `initialize`,
+        // whatever `Mcp-Method` claims before the 2026 revision): every POST
+        // without one is counted as opening, and what it opens is noted.
+        let opening = request.method() == http::Method::POST && session.is_none();
         let caller = request.extensions().get::<Caller>().cloned();
-        let session = headers
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
         // A session is its opener's: another key presenting its ID (a leaked
         // one) is told it does not exist, as rmcp tells of an unknown one.
         let mut restoring = false;

@@ -687,6 +687,72 @@ async fn a_session_answers_only_the_key_that_opened_it() {
     assert!(listed["tools"].is_array(), "{listed}");
 }
 
+/// Defect: an `initialize` that claimed another method in `Mcp-Method` (rmcp
+/// reads that header only from the 2026 revision on), or came with a session ID
+/// that is not text, opened a session the node never counted: outside the bounds,
+/// and answered to any key presenting its ID. Every POST without a session is
+/// counted as opening now, and an unreadable session ID names no session.
+#[tokio::test]
+async fn a_session_opened_under_another_method_name_is_still_its_openers() {
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.mcp.enabled = true;
+            c.auth.tokens.push(mdproxy_config::Secret::new("other-key"));
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": REVISION, "capabilities": {},
+                   "clientInfo": {"name": "disguised", "version": "1"}}
+    });
+    let post = |key: &'static str| {
+        env.client
+            .post(mcp_url(&env))
+            .header("x-api-key", key)
+            .header("accept", "application/json, text/event-stream")
+    };
+    let opened = post(support::TOKEN)
+        .header("mcp-method", "ping")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 200);
+    let session = support::header(&opened, "mcp-session-id");
+    assert!(!session.is_empty());
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let stolen = post("other-key")
+        .header("mcp-protocol-version", REVISION)
+        .header("mcp-session-id", &session)
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stolen.status(), 404, "another key presenting its ID");
+    let unreadable = post(support::TOKEN)
+        .header(
+            "mcp-session-id",
+            reqwest::header::HeaderValue::from_bytes(b"\xff\xfe").unwrap(),
+        )
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unreadable.status(), 404, "an unreadable session ID");
+    assert!(unreadable.headers().get("mcp-session-id").is_none());
+    let ours = post(support::TOKEN)
+        .header("mcp-protocol-version", REVISION)
+        .header("mcp-session-id", &session)
+        .json(&list)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ours.status(), 200, "its opener goes on");
+}
+
 /// Operators see it: `/status.json` and `/metrics` count the calls by tool and
 /// outcome and the open sessions; the status page has its section.
 #[tokio::test]
