@@ -558,6 +558,30 @@ fn tokens_a_header_cannot_carry_are_refused() {
     assert!(load_text(&ok, &no_env).is_ok());
 }
 
+/// Defect: an upstream token a header cannot carry passed validation and was
+/// refused by the upstream client afterwards (at start, or half-way through a
+/// reload). The primary's and each fallback's are checked, and not shown.
+#[test]
+fn upstream_tokens_a_header_cannot_carry_are_refused() {
+    for token in ["s3cret one", "s3cret\\none", "s3cret-ü"] {
+        let primary = REQUIRED.replace("upstream-key", token);
+        let fallback = format!(
+            "{REQUIRED}[[upstream.fallback]]\nbase_url = \"https://mirror.example.com/api/v1\"\ntoken = \"{token}\"\n"
+        );
+        for (text, key) in [
+            (primary, "upstream.token"),
+            (fallback, "upstream.fallback[0].token"),
+        ] {
+            let shown = load_text(&text, &no_env).unwrap_err().to_string();
+            assert!(
+                shown.contains(&format!("{key}: must be visible ASCII")),
+                "{shown}"
+            );
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+    }
+}
+
 #[test]
 fn the_checks_of_other_modules_join_the_report() {
     let cron: Check = |c, _| {

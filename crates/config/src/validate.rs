@@ -268,6 +268,25 @@ impl Config {
                 ));
             }
         }
+        // Each is sent as `Authorization: Bearer <token>`: a header holds visible
+        // ASCII only (a space or a non-ASCII letter was refused by the upstream
+        // client after validation had passed it).
+        let unsendable = |t: &Secret| !t.expose().bytes().all(|b| b.is_ascii_graphic());
+        let tokens = std::iter::once(("upstream.token".to_owned(), &upstream.token)).chain(
+            upstream
+                .fallback
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (format!("upstream.fallback[{i}].token"), &f.token)),
+        );
+        for (key, token) in tokens {
+            if unsendable(token) {
+                problems.push(Problem::new(
+                    key,
+                    "must be visible ASCII (no spaces, controls or non-ASCII letters)",
+                ));
+            }
+        }
         for (path, ms) in &upstream.endpoint_timeouts_ms {
             let key = format!("upstream.endpoint_timeouts_ms.{path:?}");
             if catalog().by_path(path).is_none() {

@@ -499,19 +499,24 @@ fn apply(parts: &Parts<'_>, config: Config) -> Result<Applied, ReloadError> {
         tls,
         mcp,
     } = *parts;
-    // TLS files first: a pair that does not load refuses the whole reload.
-    if let Some(tls) = tls
-        && !config.server.tls_cert.is_empty()
-        && tls.refresh(
-            Path::new(&config.server.tls_cert),
-            Path::new(&config.server.tls_key),
-        )?
-    {
+    // TLS files first: a pair that does not load refuses the whole reload. It is
+    // put in use only once the state took the reload, which may refuse it too.
+    let tls_pair = match tls {
+        Some(tls) if !config.server.tls_cert.is_empty() => tls
+            .prepare(
+                Path::new(&config.server.tls_cert),
+                Path::new(&config.server.tls_key),
+            )?
+            .map(|pair| (tls, pair)),
+        _ => None,
+    };
+    let upstream_changed = state.snapshot().config.upstream != config.upstream;
+    // The state next: the other part that can refuse (a new upstream client).
+    let needs_restart = state.reload(config.clone())?;
+    if let Some((tls, pair)) = tls_pair {
+        tls.install(pair);
         tracing::info!(cert = %config.server.tls_cert, "TLS certificate reloaded");
     }
-    let upstream_changed = state.snapshot().config.upstream != config.upstream;
-    // The state first: it is the part that can refuse (a new upstream client).
-    let needs_restart = state.reload(config.clone())?;
     let revoked = edge.reconfigure(&config);
     if let Some(mcp) = mcp
         && !revoked.is_empty()

@@ -28,6 +28,12 @@ struct Loaded {
     fingerprint: u64,
 }
 
+/// A pair loaded and checked, not in use yet ([`Tls::prepare`]).
+pub struct Prepared {
+    acceptor: TlsAcceptor,
+    loaded: Loaded,
+}
+
 /// The current TLS acceptor of a listener.
 pub struct Tls {
     acceptor: ArcSwap<TlsAcceptor>,
@@ -193,28 +199,52 @@ impl Tls {
     /// # Errors
     /// Why the new pair was refused; the running one stays.
     pub fn refresh(&self, cert: &Path, key: &Path) -> Result<bool, Refused> {
+        let prepared = self.prepare(cert, key)?;
+        let changed = prepared.is_some();
+        if let Some(pair) = prepared {
+            self.install(pair);
+        }
+        Ok(changed)
+    }
+
+    /// Loads and checks `cert` and `key` without using them: `None` when they are
+    /// the files in use, unchanged. A reload prepares the pair first (it may refuse
+    /// the reload) and installs it only once the rest of the reload is applied.
+    ///
+    /// # Errors
+    /// Why the pair was refused; the running one stays.
+    pub fn prepare(&self, cert: &Path, key: &Path) -> Result<Option<Prepared>, Refused> {
         let (cert_pem, key_pem) = read_pair(cert, key).map_err(|error| Refused {
             fingerprint: xxhash_rust::xxh3::xxh3_64(error.to_string().as_bytes()),
             error,
         })?;
         let print = fingerprint(&cert_pem, &key_pem);
-        let mut loaded = self.loaded.lock().expect("tls lock is never poisoned");
-        if loaded.cert == cert && loaded.key == key && loaded.fingerprint == print {
-            return Ok(false);
+        {
+            let loaded = self.loaded.lock().expect("tls lock is never poisoned");
+            if loaded.cert == cert && loaded.key == key && loaded.fingerprint == print {
+                return Ok(None);
+            }
         }
         let config = server_config(&cert_pem, &key_pem).map_err(|error| Refused {
             error,
             fingerprint: print,
         })?;
         warn_if_readable(key);
-        self.acceptor
-            .store(Arc::new(TlsAcceptor::from(Arc::new(config))));
-        *loaded = Loaded {
-            cert: cert.to_owned(),
-            key: key.to_owned(),
-            fingerprint: print,
-        };
-        Ok(true)
+        Ok(Some(Prepared {
+            acceptor: TlsAcceptor::from(Arc::new(config)),
+            loaded: Loaded {
+                cert: cert.to_owned(),
+                key: key.to_owned(),
+                fingerprint: print,
+            },
+        }))
+    }
+
+    /// Puts a [`prepare`](Self::prepare)d pair in use for new connections.
+    pub fn install(&self, pair: Prepared) {
+        let mut loaded = self.loaded.lock().expect("tls lock is never poisoned");
+        self.acceptor.store(Arc::new(pair.acceptor));
+        *loaded = pair.loaded;
     }
 
     /// The files in use.

@@ -477,6 +477,21 @@ async fn the_certificate_is_reloaded_without_a_restart() {
     );
     assert_eq!(served_certificate(env.proxy.addr, &roots).await, der_b);
 
+    // Defect: a good pair at other paths was put in use before the rest of the
+    // reload was refused (here, an upstream token no header can carry: a line break), and the
+    // refused reload left it served and watched.
+    let other = TlsFiles::new("reload-other", &cert_c, &key_c);
+    let mut refused = config.clone();
+    refused.server.tls_cert = other.cert.display().to_string();
+    refused.server.tls_key = other.key.display().to_string();
+    refused.upstream.token = mdproxy_config::Secret::new("k\ny");
+    assert!(env.proxy.reload(refused).is_err());
+    assert_eq!(
+        served_certificate(env.proxy.addr, &roots).await,
+        der_b,
+        "a refused reload changes no certificate"
+    );
+
     // Renewed in place (cert-manager, certbot): the poller finds it.
     files.write(&cert_c, &key_c);
     let mut served = Vec::new();
