@@ -434,7 +434,8 @@ impl Upstream {
     }
 
     /// One request from `target`'s quotas: counted for the fleet when it can be
-    /// asked, else by this node (from the fleet's last count).
+    /// asked, else by this node, from the fleet's last count, within its share of
+    /// what was left then (the nodes last seen; 1 for a node without a fleet).
     async fn take_quota(&self, target: &Target, priority: Priority) -> Result<(), FetchError> {
         if let Some(ask) = target.quota_ask(priority) {
             let label = &target.settings.label;
@@ -442,7 +443,7 @@ impl Upstream {
                 return target.settle_quota(&ask, count);
             }
         }
-        target.take_quota(priority)
+        target.take_quota(priority, self.inner.permits.nodes())
     }
 
     /// Tells the fleet what `target` just learnt: a pause it was asked for, a

@@ -58,6 +58,10 @@ struct Counts {
     day: Option<NaiveDate>,
     in_minute: u64,
     in_day: u64,
+    /// The fleet's counts of this minute and day when it last counted for this
+    /// node: where its share starts while the fleet cannot be asked.
+    heard_minute: u64,
+    heard_day: u64,
     /// Background or prewarm requests that stepped back for the reserve, today.
     skipped: u64,
 }
@@ -76,6 +80,12 @@ pub struct QuotaReport {
     pub thrifty: bool,
     /// How long until the vendor's next day starts (and the day quota with it).
     pub day_resets_in: Duration,
+}
+
+/// The requests of the day kept for client misses (`reserve_percent` of
+/// `per_day`), without overflow for any `per_day`.
+fn reserve_of(s: QuotaSettings) -> u64 {
+    u64::try_from(u128::from(s.per_day) * u128::from(s.reserve_percent) / 100).unwrap_or(u64::MAX)
 }
 
 /// The quotas of one upstream.
@@ -141,11 +151,13 @@ impl Quota {
         if minute > counts.minute {
             counts.minute = minute;
             counts.in_minute = 0;
+            counts.heard_minute = 0;
         }
         let (day, next_day) = self.day_of(now);
         if counts.day.is_none_or(|counted| day > counted) {
             counts.day = Some(day);
             counts.in_day = 0;
+            counts.heard_day = 0;
             counts.skipped = 0;
         }
         next_day
@@ -156,7 +168,20 @@ impl Quota {
     /// # Errors
     /// Which quota is spent, or that background work keeps the reserve.
     pub fn take(&self, priority: Priority) -> Result<(), Exhausted> {
-        self.decide(priority, true)
+        self.decide(priority, true, 1)
+    }
+
+    /// Takes one request at `priority` for a node of a fleet of `nodes` that
+    /// cannot ask the fleet: from its share, a `nodes`th of what the fleet had
+    /// left when it last counted for this node (of the minute and of the day, and
+    /// of the day's reserve), so that the fleet's nodes alone together stay within
+    /// the quotas. Rounded down: four nodes sharing three requests a minute send
+    /// none alone.
+    ///
+    /// # Errors
+    /// As [`take`](Self::take).
+    pub fn take_alone(&self, priority: Priority, nodes: u64) -> Result<(), Exhausted> {
+        self.decide(priority, true, nodes.max(1))
     }
 
     /// Whether [`take`](Self::take) would give a request now, without taking it:
@@ -165,10 +190,12 @@ impl Quota {
     /// # Errors
     /// As [`take`](Self::take).
     pub fn check(&self, priority: Priority) -> Result<(), Exhausted> {
-        self.decide(priority, false)
+        self.decide(priority, false, 1)
     }
 
-    fn decide(&self, priority: Priority, take: bool) -> Result<(), Exhausted> {
+    /// [`take`](Self::take) or [`check`](Self::check) (`take` false), within a
+    /// `nodes`th share (1: the whole quotas).
+    fn decide(&self, priority: Priority, take: bool, nodes: u64) -> Result<(), Exhausted> {
         let s = self.settings;
         if s.per_minute == 0 && s.per_day == 0 {
             return Ok(());
@@ -177,20 +204,24 @@ impl Quota {
         let mut counts = self.lock();
         let next_day = self.roll(&mut counts, now);
         let until = |t: DateTime<Utc>| (t - now).to_std().unwrap_or(Duration::ZERO);
+        // This node's limit: the fleet's count when last heard, and its share of
+        // what was left then.
+        let share = |limit: u64, heard: u64| heard + limit.saturating_sub(heard) / nodes;
         if s.per_day > 0 {
-            if counts.in_day >= s.per_day {
+            let per_day = share(s.per_day, counts.heard_day);
+            if counts.in_day >= per_day {
                 return Err(Exhausted::Day {
                     resets_in: until(next_day),
                 });
             }
-            let left = s.per_day - counts.in_day;
-            let reserve = s.per_day * u64::from(s.reserve_percent) / 100;
+            let left = per_day - counts.in_day;
+            let reserve = reserve_of(s) / nodes;
             if !priority.is_clients() && left <= reserve {
                 counts.skipped += 1;
                 return Err(Exhausted::Reserve);
             }
         }
-        if s.per_minute > 0 && counts.in_minute >= s.per_minute {
+        if s.per_minute > 0 && counts.in_minute >= share(s.per_minute, counts.heard_minute) {
             let next_minute = (counts.minute + 1) * 60;
             let resets_in =
                 Duration::from_secs(u64::try_from(next_minute - now.timestamp()).unwrap_or(1));
@@ -217,7 +248,7 @@ impl Quota {
         Some(QuotaAsk {
             per_minute: s.per_minute,
             per_day: s.per_day,
-            reserve: s.per_day * u64::from(s.reserve_percent) / 100,
+            reserve: reserve_of(s),
             client: priority.is_clients(),
             minute,
             day: day.to_string(),
@@ -239,9 +270,11 @@ impl Quota {
         self.roll(&mut counts, self.clock.now());
         if counts.minute == ask.minute {
             counts.in_minute = count.this_minute;
+            counts.heard_minute = count.this_minute;
         }
         if counts.day.is_some_and(|d| d.to_string() == ask.day) {
             counts.in_day = count.today;
+            counts.heard_day = count.today;
         }
         match count.verdict {
             QuotaVerdict::Counted => Ok(()),
@@ -268,7 +301,7 @@ impl Quota {
         let mut counts = self.lock();
         self.roll(&mut counts, self.clock.now());
         let left = s.per_day.saturating_sub(counts.in_day);
-        left * 200 <= s.per_day * u64::from(s.reserve_percent)
+        u128::from(left) * 200 <= u128::from(s.per_day) * u128::from(s.reserve_percent)
     }
 
     /// The spend so far.
@@ -387,6 +420,60 @@ mod tests {
             Err(Exhausted::Day { .. })
         ));
         assert_eq!(q.ask(Priority::Client).map(|a| a.client), Some(true));
+    }
+
+    /// Defect: a fleet node that could not ask the fleet counted on alone up to
+    /// the whole quotas, so a fleet of four without Redis could spend four times
+    /// what was left of the day and four minutes' worth a minute. Alone, a node
+    /// takes a `nodes`th of what was left when the fleet last counted for it, and
+    /// of the reserve.
+    #[test]
+    fn alone_a_fleet_node_takes_its_share_of_what_was_left() {
+        let (q, clock) = quota(8, 100);
+        let ask = q.ask(Priority::Client).unwrap();
+        let counted = QuotaCount {
+            verdict: QuotaVerdict::Counted,
+            this_minute: 4,
+            today: 40,
+        };
+        assert_eq!(q.settle(&ask, counted), Ok(()));
+        // This minute: 4 + (8 - 4) / 4 = 5, one more.
+        assert_eq!(q.take_alone(Priority::Client, 4), Ok(()));
+        assert!(matches!(
+            q.take_alone(Priority::Client, 4),
+            Err(Exhausted::Minute { .. })
+        ));
+        assert_eq!(
+            q.take(Priority::Client),
+            Ok(()),
+            "a node alone takes it all"
+        );
+        let day_left = |q: &Quota| {
+            let mut taken = 0;
+            while q.take_alone(Priority::Client, 4).is_ok() {
+                taken += 1;
+                assert!(taken <= 100, "bounded");
+            }
+            taken
+        };
+        assert_eq!(day_left(&q), 0, "this minute is spent");
+        // A new minute (and day) alone: 8 / 4 = 2.
+        clock.advance(Duration::from_secs(60));
+        assert_eq!(day_left(&q), 2);
+        let (q, clock) = quota(0, 100);
+        let ask = q.ask(Priority::Background).unwrap();
+        assert_eq!(q.settle(&ask, counted), Ok(()));
+        // The day: 40 + 60 / 4 = 55; background keeps 20 / 4 = 5 of it.
+        let mut background = 0;
+        while q.take_alone(Priority::Background, 4).is_ok() {
+            background += 1;
+            assert!(background <= 100, "bounded");
+        }
+        assert_eq!(background, 10);
+        assert_eq!(day_left(&q), 5);
+        // A new day alone: a quarter of it.
+        clock.advance(Duration::from_secs(60));
+        assert_eq!(day_left(&q), 25);
     }
 
     /// A clock stepped back across the minute's and the day's boundaries starts

@@ -302,13 +302,15 @@ impl Target {
         self.quota_verdict(self.quota.check(priority))
     }
 
-    /// Takes one request from the quotas at `priority`.
+    /// Takes one request at `priority` from this node's count of the quotas: all
+    /// of them for a node alone (`nodes` 1), else its share for a fleet of
+    /// `nodes` that cannot be asked ([`Quota::take_alone`]).
     ///
     /// # Errors
     /// `OverQuota` when a quota is spent; `Dropped` when background work keeps the
     /// day's reserve.
-    pub fn take_quota(&self, priority: Priority) -> Result<(), FetchError> {
-        self.quota_verdict(self.quota.take(priority))
+    pub fn take_quota(&self, priority: Priority, nodes: u64) -> Result<(), FetchError> {
+        self.quota_verdict(self.quota.take_alone(priority, nodes))
     }
 
     /// The fleet's ask for one request at `priority` (`None`: no quota).
