@@ -32,6 +32,16 @@ impl Config {
                 new.server.tls_cert.is_empty() != old.server.tls_cert.is_empty(),
                 "server.tls_cert (TLS on or off)",
             ),
+            (
+                new.server.reload_poll_ms != old.server.reload_poll_ms,
+                "server.reload_poll_ms",
+            ),
+            // The listener's drain keeps the grace it started with.
+            (
+                new.server.shutdown_grace_ms != old.server.shutdown_grace_ms,
+                "server.shutdown_grace_ms",
+            ),
+            (new.log.format != old.log.format, "log.format"),
             (new.admin.listen != old.admin.listen, "admin.listen"),
             (
                 new.cache.max_bytes != old.cache.max_bytes,
@@ -85,6 +95,17 @@ mod tests {
             changed(|c| c.scheduler.enabled = !c.scheduler.enabled),
             ["scheduler"]
         );
+        // Read once at start: the config's poll, the listener's drain, the
+        // log's format (a reload said nothing of them, and they did not apply).
+        assert_eq!(
+            changed(|c| c.server.reload_poll_ms += 1),
+            ["server.reload_poll_ms"]
+        );
+        assert_eq!(
+            changed(|c| c.server.shutdown_grace_ms += 1),
+            ["server.shutdown_grace_ms"]
+        );
+        assert!(changed(|c| c.log.access = !c.log.access).is_empty());
         assert!(changed(|c| c.upstream.base_url = "http://elsewhere/api/v1".into()).is_empty());
         assert!(changed(|c| c.limits.upstream_rps += 1).is_empty());
     }

@@ -135,7 +135,30 @@ fn cron_fault(expr: &str) -> String {
 /// [`mdproxy_config::Check`]).
 pub fn check(config: &Config, _env: &dyn mdproxy_config::Env) -> Vec<Problem> {
     let mut problems = Vec::new();
+    // A job's name is its claim in a fleet (one run per name and second): two
+    // jobs of one name, or one named as a built-in job, would run one of them.
+    let builtin: Vec<String> = builtin().into_iter().map(|p| p.name).collect();
     for (i, job) in config.scheduler.jobs.iter().enumerate() {
+        let key = format!("scheduler.jobs[{i}].name");
+        if job.name.trim().is_empty() {
+            problems.push(Problem::new(key, "must not be empty"));
+        } else if builtin.contains(&job.name) {
+            problems.push(Problem::new(
+                key,
+                format!("{:?} is a built-in job's name: choose another", job.name),
+            ));
+        } else if let Some(first) = config.scheduler.jobs[..i]
+            .iter()
+            .position(|other| other.name == job.name)
+        {
+            problems.push(Problem::new(
+                key,
+                format!(
+                    "{:?} is scheduler.jobs[{first}]'s name too: each job needs its own",
+                    job.name
+                ),
+            ));
+        }
         if let Err(e) = check_cron(&job.cron) {
             problems.push(Problem::new(format!("scheduler.jobs[{i}].cron"), e));
         }
@@ -698,5 +721,36 @@ mod tests {
         assert_eq!(p.len(), 2, "{p:?}");
         assert_eq!(p[0].key.as_deref(), Some("scheduler.jobs[0].cron"));
         assert_eq!(p[1].key.as_deref(), Some("scheduler.jobs[0].targets[1]"));
+    }
+
+    /// Defect: two jobs of one name (or one named as a built-in job) claimed the
+    /// same key in a fleet each second they both fired, so one of them never ran,
+    /// said only at debug level. Each job needs a name of its own.
+    #[test]
+    fn a_job_needs_a_name_of_its_own() {
+        let job = |name: &str| JobConfig {
+            name: name.into(),
+            cron: "0 45 15 * * Mon-Fri".into(),
+            targets: vec!["/stock/kline?code=600519".into()],
+            session_only: false,
+        };
+        let mut config = Config::default();
+        config.scheduler.jobs = vec![job("mine"), job("macro-daily"), job("mine"), job(" ")];
+        let p = check(&config, &|_: &str| None);
+        let said: Vec<_> = p
+            .iter()
+            .map(|p| (p.key.clone().unwrap_or_default(), p.message.clone()))
+            .collect();
+        assert_eq!(p.len(), 3, "{said:?}");
+        assert_eq!(said[0].0, "scheduler.jobs[1].name");
+        assert!(said[0].1.contains("built-in"), "{said:?}");
+        assert_eq!(said[1].0, "scheduler.jobs[2].name");
+        assert!(
+            said[1].1.contains("scheduler.jobs[0]'s name too"),
+            "{said:?}"
+        );
+        assert_eq!(said[2].0, "scheduler.jobs[3].name");
+        config.scheduler.jobs = vec![job("mine"), job("yours")];
+        assert!(check(&config, &|_: &str| None).is_empty());
     }
 }
