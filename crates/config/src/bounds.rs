@@ -58,7 +58,13 @@ pub fn bound(dotted: &str) -> u64 {
     if let Some((_, own)) = OWN.iter().find(|(key, _)| *key == dotted) {
         return *own;
     }
-    let last = dotted.rsplit('.').next().unwrap_or(dotted);
+    // An endpoint's entry (`upstream.endpoint_timeouts_ms."/stock/kline"`) is of
+    // its table's kind.
+    let named = match dotted.rfind(".\"") {
+        Some(at) if dotted.ends_with('"') => &dotted[..at],
+        _ => dotted,
+    };
+    let last = named.rsplit('.').next().unwrap_or(named);
     if last.ends_with("_ms") {
         MAX_MS
     } else if last.ends_with("_secs") {
@@ -98,6 +104,15 @@ fn walk(table: &toml::Table, prefix: &str, problems: &mut Vec<Problem>) {
                 }
             }
             toml::Value::Table(inner) => walk(inner, &dotted, problems),
+            // List entries (`upstream.fallback[0].upstream_per_day`), each of its
+            // key's kind.
+            toml::Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    if let toml::Value::Table(inner) = item {
+                        walk(inner, &format!("{dotted}[{i}]"), problems);
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -115,6 +130,15 @@ mod tests {
         assert_eq!(bound("freshness.classes.live.error_secs"), MAX_SECS);
         assert_eq!(bound("limits.background_percent"), 100);
         assert_eq!(bound("limits.upstream_rps"), MAX_COUNT);
+        assert_eq!(
+            bound("upstream.endpoint_timeouts_ms.\"/stock/kline\""),
+            MAX_MS,
+            "an endpoint's entry is of its table's kind"
+        );
+        assert_eq!(
+            bound("freshness.endpoints.\"/stock/kline\".fresh_secs"),
+            MAX_SECS
+        );
         let mut config = Config::default();
         config.limits.retry_after_max_secs = 1 << 40;
         config.upstream.timeout_ms = MAX_MS;
@@ -126,5 +150,37 @@ mod tests {
             said.contains("file: limits.retry_after_max_secs: must be at most 86400"),
             "{said}"
         );
+    }
+
+    /// Defect: list entries were never walked, so a fallback's quota or rate had
+    /// no bound (a `upstream_per_day` near 1e18 overflowed the reserve's sum), and
+    /// an endpoint's timeout was bounded as a count, not as milliseconds.
+    #[test]
+    fn list_entries_and_endpoint_entries_are_bounded() {
+        let mut config = Config::default();
+        config.upstream.fallback.push(crate::FallbackConfig {
+            base_url: "https://mirror.example.com/api/v1".into(),
+            token: crate::Secret::new("k2"),
+            upstream_rps: Some(5),
+            upstream_burst: None,
+            upstream_per_minute: None,
+            upstream_per_day: Some(1 << 60),
+        });
+        config
+            .upstream
+            .endpoint_timeouts_ms
+            .insert("/stock/kline".into(), MAX_MS + 1);
+        let mut problems = Vec::new();
+        config.bound_problems(&mut problems);
+        let keys: Vec<_> = problems.iter().filter_map(|p| p.key.clone()).collect();
+        assert!(
+            keys.contains(&"upstream.fallback[0].upstream_per_day".to_owned()),
+            "{keys:?}"
+        );
+        assert!(
+            keys.contains(&"upstream.endpoint_timeouts_ms.\"/stock/kline\"".to_owned()),
+            "{keys:?}"
+        );
+        assert_eq!(keys.len(), 2, "{keys:?}");
     }
 }
