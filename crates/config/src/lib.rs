@@ -156,6 +156,9 @@ pub struct ServerConfig {
     /// timer as soon as it waits for a request, so it is also how long an idle
     /// keep-alive connection stays open.
     pub header_read_timeout_ms: u64,
+    /// How long a response write may make no progress (a client that stopped
+    /// reading) before its connection is closed, as nginx's `send_timeout`.
+    pub send_timeout_ms: u64,
     /// Keep connections open between requests (HTTP/1.1 keep-alive).
     pub keep_alive: bool,
     /// Most header fields in a request. At hyper's own limit
@@ -212,6 +215,7 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             max_connections_per_client_percent: 25,
             header_read_timeout_ms: 10_000,
+            send_timeout_ms: 60_000,
             keep_alive: true,
             max_headers: HYPER_MAX_HEADERS,
             max_header_bytes: 16 * 1024,

@@ -14,6 +14,7 @@ impl Config {
                 s.max_connections,
                 s.max_connections_per_client_percent,
                 s.header_read_timeout_ms,
+                s.send_timeout_ms,
                 s.keep_alive,
                 s.max_headers,
                 s.max_header_bytes,

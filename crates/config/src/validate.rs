@@ -69,6 +69,7 @@ impl Config {
             "server.header_read_timeout_ms",
             server.header_read_timeout_ms,
         );
+        at_least_one("server.send_timeout_ms", server.send_timeout_ms);
         at_least_one("server.max_headers", server.max_headers as u64);
         at_least_one("server.h2_max_streams", u64::from(server.h2_max_streams));
         at_least_one("hub.session_interval_ms", hub.session_interval_ms);

@@ -21,6 +21,9 @@ pub struct ConnectionLimits {
     /// How long a client may take to send a request's headers (hyper starts the
     /// timer when it waits for a request, so it also ends idle keep-alives).
     pub header_read_timeout: Duration,
+    /// How long a write to the client may make no progress before the
+    /// connection is closed (`server.send_timeout_ms`).
+    pub send_timeout: Duration,
     pub keep_alive: bool,
     pub max_headers: usize,
     /// Largest request head; hyper's read buffer (at least 8192).
@@ -40,6 +43,7 @@ impl From<&ServerConfig> for ConnectionLimits {
             max_connections: server.max_connections,
             max_per_client: share.max(1),
             header_read_timeout: Duration::from_millis(server.header_read_timeout_ms),
+            send_timeout: Duration::from_millis(server.send_timeout_ms),
             keep_alive: server.keep_alive,
             max_headers: server.max_headers,
             max_header_bytes: server.max_header_bytes,
@@ -51,7 +55,8 @@ impl From<&ServerConfig> for ConnectionLimits {
 
 impl ConnectionLimits {
     /// Limits for an internal listener (admin, simulator): `max` connections,
-    /// `per_client` from one address, and its own header timeout.
+    /// `per_client` from one address, and its own header timeout (writes get the
+    /// default send timeout, a minute).
     pub fn internal(
         max: usize,
         per_client: usize,
@@ -61,6 +66,7 @@ impl ConnectionLimits {
             max_connections: max,
             max_per_client: per_client,
             header_read_timeout,
+            send_timeout: Duration::from_secs(60),
             keep_alive: true,
             max_headers: HYPER_MAX_HEADERS,
             max_header_bytes: 16 * 1024,

@@ -297,6 +297,12 @@ where
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
+        // A client that stops reading holds a write (and its slot) for ever: past
+        // the send timeout without progress the write fails and hyper closes the
+        // connection (nginx's `send_timeout`).
+        let mut socket = tokio_io_timeout::TimeoutWriter::new(socket);
+        socket.set_timeout(Some(self.limits.send_timeout));
+        let socket = Box::pin(socket);
         let service = self.service();
         if protocol == Protocol::H2 {
             let executor = ConnExecutor::default();

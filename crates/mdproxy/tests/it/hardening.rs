@@ -478,3 +478,60 @@ async fn the_admin_listener_stays_reachable_during_a_flood() {
     assert_eq!(r.status(), 200);
     drop(idle);
 }
+
+/// Defect: a client that pipelined requests and stopped reading held its
+/// connection, and its slot, for ever: hyper's write waited without a timer (a
+/// few addresses doing so filled the listener). A write that makes no progress for
+/// `server.send_timeout_ms` now closes the connection, as nginx's `send_timeout`.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_closed_after_the_send_timeout() {
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.server.send_timeout_ms = 300;
+            // The idle keep-alive's close must not be what ends the connection.
+            c.server.header_read_timeout_ms = 60_000;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    const TARGET: &str = "/api/v1/openapi.json";
+    let size = env
+        .client
+        .get(format!("{}{TARGET}", env.proxy.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .len();
+    // More answers than the kernel's buffers hold (its send buffer grows to 4
+    // MiB at most here), to a client that reads nothing for a while.
+    let pipelined = (16 << 20) / size + 1;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut tcp = socket.connect(env.proxy.addr).await.unwrap();
+    let request = format!("GET {TARGET} HTTP/1.1\r\nHost: mdproxy\r\n\r\n");
+    tcp.write_all(request.repeat(pipelined).as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let mut read = 0;
+    let read_all = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => read += n,
+            }
+        }
+    };
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(30), read_all).await;
+    assert!(closed.is_ok(), "closed, not left open");
+    assert!(
+        read < pipelined * size,
+        "closed before every answer was written ({read} bytes of {})",
+        pipelined * size
+    );
+}
