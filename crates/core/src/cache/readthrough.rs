@@ -22,6 +22,7 @@ pub use crate::cache::flight::{ClientFill, FillTask};
 use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
 use crate::cache::purge::Purge;
 use crate::cache::purged::Stamp;
+use crate::cache::shared;
 use crate::cache::store::{Cache, FillRole, Unheld};
 use crate::cache::tier::{Fill, Tiers};
 use crate::logging::Throttle;
@@ -471,7 +472,14 @@ impl ReadThrough {
                 })
             }
             Err(error) => {
-                // Stale-if-error: a failing upstream never loses a cached answer.
+                // Stale-if-error: a failing upstream never loses a cached answer,
+                // this node's or, when it holds none, the fleet's.
+                let standing = match standing {
+                    None if error.is_failure() => {
+                        shared::stand_in(&*s.shared, &valid.target, policy, now).await
+                    }
+                    standing => standing,
+                };
                 if error.is_failure()
                     && let Some((entry, lifetimes)) = standing
                 {

@@ -13,7 +13,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 
 use crate::cache::entry::CachedBody;
-use crate::cache::freshness::{Policy, Rule};
+use crate::cache::freshness::{Lifetimes, Policy, Rule};
 use mdproxy_api::catalog::{FreshnessClass, catalog};
 use mdproxy_fleet::{FillLock, Lease, SharedStore};
 use mdproxy_market::Venue;
@@ -88,6 +88,26 @@ pub fn decode(stored: Bytes, policy: &Policy, now: DateTime<Utc>) -> Option<Cach
     );
     entry.shared = true;
     Some(entry)
+}
+
+/// A stale answer of the shared store that may stand in for a failed fill of
+/// `key`: a `200` still within its stale-if-error time at `now`. A failing
+/// upstream never loses an answer the fleet holds when this node has none (it
+/// restarted, or evicted its copy). `None` when Redis is away or holds nothing
+/// usable; the look is bounded by `cluster.timeout_ms`, as every Redis call.
+pub async fn stand_in(
+    store: &dyn SharedStore,
+    key: &str,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Option<(Arc<CachedBody>, Lifetimes)> {
+    if !store.is_up() {
+        return None;
+    }
+    let entry = decode(store.get(key).await.ok()??, policy, now)?;
+    let lifetimes = entry.lifetimes_under(policy);
+    (entry.status == 200 && lifetimes.decide(now).is_usable_on_error())
+        .then(|| (Arc::new(entry), lifetimes))
 }
 
 /// What the cluster says about a key this node is about to fill.

@@ -97,6 +97,36 @@ async fn a_fill_is_shared_and_a_new_node_starts_warm() {
     assert_eq!(env.sim.hits("/market/indices"), 1);
 }
 
+/// Defect: a node that held no copy of a key (restarted, or evicted it) answered
+/// 502 when the upstream failed, though the shared store held a good stale answer:
+/// only a fresh one was taken from it. The fleet's stale answer now stands in, as
+/// this node's own would.
+#[tokio::test]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
+async fn a_failing_upstream_is_hidden_by_the_fleets_stale_answer() {
+    const NEWS: &str = "/news/overview";
+    let (env, _redis) = cluster_env(Duration::ZERO).await;
+    let b = node(&env, "node-1").await;
+    joined(&[&env.proxy, &b]).await;
+    let first = get(&env.proxy, NEWS).await;
+    assert_eq!(first.status(), 200);
+    let body = first.bytes().await.unwrap();
+    // Past its freshness (300 s out of session), within its error time (an hour).
+    let clock = env.clock.clone().unwrap();
+    clock.set(mdproxy_market::Clock::now(&*clock) + chrono::Duration::seconds(1_000));
+    env.sim.set_error_rate(1.0);
+    let stale = get(&b, NEWS).await;
+    assert_eq!(stale.status(), 200);
+    assert_eq!(header(&stale, "x-cache"), "STALE");
+    assert!(
+        header(&stale, "cache-status").ends_with("; detail=stale-if-error"),
+        "{}",
+        header(&stale, "cache-status")
+    );
+    assert_eq!(stale.bytes().await.unwrap(), body);
+    assert_eq!(env.sim.hits(NEWS), 2, "the upstream was asked first");
+}
+
 /// A purge on one node drops the key from the shared store and from every node's
 /// own cache: the next request anywhere asks the upstream again.
 #[tokio::test]
