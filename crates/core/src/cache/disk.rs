@@ -366,7 +366,7 @@ impl Disk {
                 });
             }
         };
-        if s.purges.covers(key, decoded.stored_at_us) {
+        if s.purges.covers(key, decoded.stored_at_us) || purges::outlived(decoded.stored_at_us) {
             return dropped(&s.stats.purged);
         }
         if decoded.entry.lifetimes.decide(now) == Freshness::Expired {

@@ -17,6 +17,17 @@ use serde::{Deserialize, Serialize};
 /// default life is a final answer's week fresh plus a month on error).
 const KEEP_US: i64 = 90 * 24 * 3_600 * 1_000_000;
 
+/// Whether a record stored at `stored_at_us` (wall-clock microseconds) is older
+/// than rules are kept: a purge that covered it may be forgotten, so it is not
+/// served (a record the configuration keeps usable longer, up to a year, is
+/// fetched again after 90 days rather than risk a purged answer).
+pub fn outlived(stored_at_us: i64) -> bool {
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+    stored_at_us < now_us.saturating_sub(KEEP_US)
+}
+
 /// The rule file's name in `cache.disk_path`.
 const FILE: &str = "mdproxy-purges.json";
 
@@ -170,7 +181,8 @@ impl Purges {
         std::fs::rename(&aside, &self.path)
     }
 
-    /// Whether a record of `key` stored at `stored_at_us` was purged since.
+    /// Whether a record of `key` stored at `stored_at_us` was purged since (by a
+    /// rule still kept: see [`outlived`] for older records).
     pub fn covers(&self, key: &str, stored_at_us: i64) -> bool {
         let rules = self.rules();
         // Most of the time there is no key's rule: no hash then.
@@ -191,6 +203,17 @@ impl Purges {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Defect: rules go after 90 days, and a record whose lifetimes the config
+    /// stretched past that (up to a year) was served again once the rule that
+    /// purged it had gone. A record older than the rules are kept is not served.
+    #[test]
+    fn a_record_older_than_the_rules_is_not_served() {
+        let now_us = crate::cache::purged::Stamp::now().as_micros();
+        assert!(outlived(now_us - KEEP_US - 1_000_000));
+        assert!(!outlived(now_us - KEEP_US + 60_000_000));
+        assert!(!outlived(now_us));
+    }
 
     #[test]
     fn rules_cover_what_was_stored_before_them_and_survive_a_reopen() {
