@@ -91,6 +91,9 @@ pub struct App {
     reloads: Arc<ReloadLog>,
     /// The MCP endpoint, when `[mcp]` is on.
     mcp: Option<Arc<Mcp>>,
+    /// `server.shutdown_grace_ms` as it was at start: the listener drains with
+    /// it, so the rest of a stop does too (a restart-only key).
+    grace: Duration,
 }
 
 async fn bind(key: &'static str, addr: &str) -> Result<(TcpListener, SocketAddr), StartError> {
@@ -226,6 +229,7 @@ pub async fn start_with(
         tls,
         reloads,
         mcp,
+        grace: Duration::from_millis(config.server.shutdown_grace_ms),
     })
 }
 
@@ -411,6 +415,11 @@ impl App {
         self.mcp.as_deref()
     }
 
+    /// How long a stop may take (`server.shutdown_grace_ms` at start).
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+
     /// Every reload attempt so far (the config watcher's).
     pub fn reloads(&self) -> &Arc<ReloadLog> {
         &self.reloads
@@ -467,7 +476,7 @@ impl App {
             scheduler.shutdown().await;
         }
         self.tracker.close();
-        let grace = Duration::from_millis(self.state.snapshot().config.server.shutdown_grace_ms);
+        let grace = self.grace;
         if tokio::time::timeout(grace + ADMIN_GRACE, self.tracker.wait())
             .await
             .is_err()

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 
@@ -404,10 +404,10 @@ async fn run(
     }
 }
 
-/// When a stop asked for now must be over: `server.shutdown_grace_ms` from now.
+/// When a stop asked for now must be over: `server.shutdown_grace_ms` (as it was
+/// at start) from now.
 fn grace_deadline(app: &mdproxy_core::app::App) -> Instant {
-    let grace = app.state().snapshot().config.server.shutdown_grace_ms;
-    Instant::now() + Duration::from_millis(grace)
+    Instant::now() + app.grace()
 }
 
 /// Exports the spans left once the server stopped, within what is left of its

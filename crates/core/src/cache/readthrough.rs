@@ -424,7 +424,8 @@ impl ReadThrough {
             if let Some(at) = schedule {
                 self.retry_at(policy, valid, at);
             }
-            return match standing {
+            let standing = shared::stand_in(standing, &*s.shared, &valid.target, policy, now);
+            return match standing.await {
                 Some((entry, lifetimes)) => Ok(Answer {
                     entry,
                     served: Served::StaleHeldBack(HeldBack::FailingKey),
@@ -474,15 +475,12 @@ impl ReadThrough {
             Err(error) => {
                 // Stale-if-error: a failing upstream never loses a cached answer,
                 // this node's or, when it holds none, the fleet's.
-                let standing = match standing {
-                    None if error.is_failure() => {
-                        shared::stand_in(&*s.shared, &valid.target, policy, now).await
-                    }
-                    standing => standing,
+                let standing = if error.is_failure() {
+                    shared::stand_in(standing, &*s.shared, &valid.target, policy, now).await
+                } else {
+                    None
                 };
-                if error.is_failure()
-                    && let Some((entry, lifetimes)) = standing
-                {
+                if let Some((entry, lifetimes)) = standing {
                     if let Some(held) = s.warnings.admit(("stale", error.as_str())) {
                         tracing::warn!(key = %valid.target, upstream_error = error.as_str(), held_back = held, "serving stale answer");
                     }

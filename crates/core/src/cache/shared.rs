@@ -90,19 +90,20 @@ pub fn decode(stored: Bytes, policy: &Policy, now: DateTime<Utc>) -> Option<Cach
     Some(entry)
 }
 
-/// A stale answer of the shared store that may stand in for a failed fill of
-/// `key`: a `200` still within its stale-if-error time at `now`. A failing
-/// upstream never loses an answer the fleet holds when this node has none (it
-/// restarted, or evicted its copy). `None` when Redis is away or holds nothing
-/// usable; the look is bounded by `cluster.timeout_ms`, as every Redis call.
+/// What stands in for a failed fill of `key`: `own`, this node's answer, or else
+/// a stale answer of the shared store, a `200` still within its stale-if-error
+/// time at `now`. A failing upstream never loses an answer the fleet holds when
+/// this node has none (it restarted, or evicted its copy). `None` when neither
+/// has one (or Redis is away); the look is bounded by `cluster.timeout_ms`.
 pub async fn stand_in(
+    own: Option<(Arc<CachedBody>, Lifetimes)>,
     store: &dyn SharedStore,
     key: &str,
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Option<(Arc<CachedBody>, Lifetimes)> {
-    if !store.is_up() {
-        return None;
+    if own.is_some() || !store.is_up() {
+        return own;
     }
     let entry = decode(store.get(key).await.ok()??, policy, now)?;
     let lifetimes = entry.lifetimes_under(policy);

@@ -200,7 +200,7 @@ impl Mcp {
         };
         // Whether rmcp opens a session is its body's to say (an `initialize`,
         // whatever `Mcp-Method` claims before the 2026 revision): every POST
-        // without one is counted as opening, and what it opens is noted.
+        // without one is read ([`Mcp::maybe_open`]).
         let opening = request.method() == http::Method::POST && session.is_none();
         let caller = request.extensions().get::<Caller>().cloned();
         // A session is its opener's: another key presenting its ID (a leaked
@@ -219,7 +219,7 @@ impl Mcp {
             }
         }
         let response = match caller.filter(|_| opening) {
-            Some(caller) => self.open_session(request, &caller).await,
+            Some(caller) => self.maybe_open(request, &caller).await,
             None => self.service.handle(request).await,
         };
         if let Some(id) = session.as_deref().filter(|_| restoring)
@@ -275,11 +275,45 @@ impl Mcp {
         }
     }
 
+    /// A POST without a session, read whole (within rmcp's own bound): one that
+    /// may open a session ([`opens_a_session`]) is answered within the bounds of
+    /// [`opened`], anything else by rmcp as it is, so a stateless call costs no
+    /// look at the sessions and is never refused for them.
+    async fn maybe_open(
+        &self,
+        request: Request<Incoming>,
+        caller: &Caller,
+    ) -> Response<BoxBody<Bytes, Infallible>> {
+        let (parts, body) = request.into_parts();
+        let bytes = match http_body_util::Limited::new(body, MAX_MESSAGE)
+            .collect()
+            .await
+        {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) => {
+                let mut refused = Response::new(Full::new(Bytes::from_static(b"Bad Request")));
+                *refused.status_mut() = if e.is::<http_body_util::LengthLimitError>() {
+                    http::StatusCode::PAYLOAD_TOO_LARGE
+                } else {
+                    http::StatusCode::BAD_REQUEST
+                };
+                return refused.map(BodyExt::boxed);
+            }
+        };
+        let opens = opens_a_session(&bytes);
+        let request = Request::from_parts(parts, Full::new(bytes));
+        if opens {
+            self.open_session(request, caller).await
+        } else {
+            self.service.handle(request).await
+        }
+    }
+
     /// Opens a session for `caller` within the bounds of [`opened`]; in a fleet,
     /// a digest of its key is kept beside it.
     async fn open_session(
         &self,
-        request: Request<Incoming>,
+        request: Request<Full<Bytes>>,
         caller: &Caller,
     ) -> Response<BoxBody<Bytes, Infallible>> {
         let client = caller.client;
@@ -364,4 +398,45 @@ fn is_stream<B>(response: &Response<B>) -> bool {
         .headers()
         .get(http::header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+}
+
+/// Whether rmcp may open a session for a POST of `body` without one: an
+/// `initialize` (what rmcp opens one for, whatever the headers say), or a body
+/// that is not one JSON-RPC object naming another method (rmcp refuses it; read
+/// as opening, it stays within the bounds).
+fn opens_a_session(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Message<'a> {
+        #[serde(borrow, default)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    // serde would read a struct from an array too.
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        return true;
+    }
+    match serde_json::from_slice::<Message<'_>>(body) {
+        Ok(message) => message.method.as_deref() == Some("initialize"),
+        Err(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::opens_a_session;
+
+    #[test]
+    fn an_initialize_opens_a_session_whatever_else_comes() {
+        let opens = |body: &str| opens_a_session(body.as_bytes());
+        assert!(opens(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#
+        ));
+        assert!(opens(r#"{"method":"init\u0069alize"}"#), "escaped");
+        assert!(!opens(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
+        assert!(
+            !opens(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            "a response"
+        );
+        assert!(opens("[]"), "not one object");
+        assert!(opens("{not json"));
+    }
 }

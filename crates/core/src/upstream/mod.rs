@@ -18,6 +18,7 @@ pub mod target;
 pub mod transport;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -65,6 +66,9 @@ struct Inner {
     permits: Arc<dyn Permits>,
     /// The fleet's pauses, pace and quotas (`[cluster]`; a single node's are its own).
     limits: Arc<dyn FleetLimits>,
+    /// The fleet could not count the last request's quotas: this node counts its
+    /// share, and checks a request against it before the budget too.
+    quota_alone: AtomicBool,
     clock: RateClock,
     /// The wall clock quotas count days on.
     wall: Arc<dyn Clock>,
@@ -102,6 +106,7 @@ impl Upstream {
                 targets: ArcSwap::from_pointee(targets),
                 permits: Arc::clone(fleet.permits()),
                 limits: Arc::clone(fleet.limits()),
+                quota_alone: AtomicBool::new(false),
                 clock,
                 wall,
                 counters,
@@ -337,7 +342,7 @@ impl Upstream {
         let timeout = target.client.config().timeout_for(endpoint);
         let (mut asked, mut sent) = (None, None);
         let attempt = async {
-            target.check_quota(request.priority)?;
+            target.check_quota(request.priority, self.quota_share())?;
             let permit = async {
                 match request.priority {
                     Priority::Client => {
@@ -352,13 +357,16 @@ impl Upstream {
             }
             .instrument(crate::telemetry::budget_span(request.priority.as_str()));
             let mut permit = std::pin::pin!(permit);
+            // Made before the wait, so that no pause slips in between.
+            let mut begun = target.pause_begun();
             loop {
-                // Made before the wait, so that no pause slips in between.
-                let begun = target.pause_begun();
                 tokio::select! {
                     granted = &mut permit => break granted?,
-                    () = begun => {}
+                    () = &mut begun => {}
                 }
+                // The next one before the look below: a pause that begins after
+                // the look wakes the next round.
+                begun = target.pause_begun();
                 // A pause that began while this request waited for budget (here,
                 // or announced by another node): it does not go out now. One
                 // already over by the time this request looks still leaves it
@@ -440,10 +448,23 @@ impl Upstream {
         if let Some(ask) = target.quota_ask(priority) {
             let label = &target.settings.label;
             if let Ok(count) = self.inner.limits.take_quota(label, ask.clone()).await {
+                self.inner.quota_alone.store(false, Ordering::Relaxed);
                 return target.settle_quota(&ask, count);
             }
+            self.inner.quota_alone.store(true, Ordering::Relaxed);
         }
         target.take_quota(priority, self.inner.permits.nodes())
+    }
+
+    /// The share of the quotas this node checks a request against before the
+    /// budget: all of them while the fleet counts (its answer decides), its
+    /// `nodes`th while it counts alone, as [`take_quota`](Self::take_quota) will.
+    fn quota_share(&self) -> u64 {
+        if self.inner.quota_alone.load(Ordering::Relaxed) {
+            self.inner.permits.nodes()
+        } else {
+            1
+        }
     }
 
     /// Tells the fleet what `target` just learnt: a pause it was asked for, a

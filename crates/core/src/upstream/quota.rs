@@ -193,6 +193,15 @@ impl Quota {
         self.decide(priority, false, 1)
     }
 
+    /// [`check`](Self::check) against this node's share for a fleet of `nodes`,
+    /// as [`take_alone`](Self::take_alone) will take.
+    ///
+    /// # Errors
+    /// As [`take`](Self::take).
+    pub fn check_alone(&self, priority: Priority, nodes: u64) -> Result<(), Exhausted> {
+        self.decide(priority, false, nodes.max(1))
+    }
+
     /// [`take`](Self::take) or [`check`](Self::check) (`take` false), within a
     /// `nodes`th share (1: the whole quotas).
     fn decide(&self, priority: Priority, take: bool, nodes: u64) -> Result<(), Exhausted> {
@@ -438,11 +447,23 @@ mod tests {
         };
         assert_eq!(q.settle(&ask, counted), Ok(()));
         // This minute: 4 + (8 - 4) / 4 = 5, one more.
+        assert_eq!(q.check_alone(Priority::Client, 4), Ok(()));
         assert_eq!(q.take_alone(Priority::Client, 4), Ok(()));
         assert!(matches!(
             q.take_alone(Priority::Client, 4),
             Err(Exhausted::Minute { .. })
         ));
+        // Checked before the budget against the same share: a spent share costs
+        // no permit and no wait.
+        assert!(matches!(
+            q.check_alone(Priority::Client, 4),
+            Err(Exhausted::Minute { .. })
+        ));
+        assert_eq!(
+            q.check(Priority::Client),
+            Ok(()),
+            "the whole quota has room"
+        );
         assert_eq!(
             q.take(Priority::Client),
             Ok(()),

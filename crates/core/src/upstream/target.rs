@@ -298,8 +298,8 @@ impl Target {
     ///
     /// # Errors
     /// As [`take_quota`](Self::take_quota).
-    pub fn check_quota(&self, priority: Priority) -> Result<(), FetchError> {
-        self.quota_verdict(self.quota.check(priority))
+    pub fn check_quota(&self, priority: Priority, nodes: u64) -> Result<(), FetchError> {
+        self.quota_verdict(self.quota.check_alone(priority, nodes))
     }
 
     /// Takes one request at `priority` from this node's count of the quotas: all

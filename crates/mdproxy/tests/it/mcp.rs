@@ -642,6 +642,27 @@ async fn a_key_holds_a_bounded_number_of_sessions() {
     // Sessions already open go on.
     let listed = agents[0].request(1, "tools/list", json!({})).await;
     assert!(listed["tools"].is_array());
+    // A stateless request opens no session: the bound does not refuse it.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "stateless", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let stateless = env
+        .client
+        .post(mcp_url(&env))
+        .header("x-api-key", support::TOKEN)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/list")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+                      "params": {"_meta": meta}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stateless.status(), 200);
+    let listed = reply(stateless).await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
     // One closed: room for one more.
     let closed = env
         .client

@@ -416,3 +416,26 @@ fn a_refused_reload_names_every_problem() {
     assert!(applied.load(Ordering::SeqCst));
     let _ = std::fs::remove_file(&path);
 }
+
+/// Defect: a reload changing the keys read once at start (the config's poll, the
+/// listener's drain, the log's format) reported nothing to restart, and a changed
+/// grace applied to half of a stop (the background work's) while the listener
+/// drained with the old one. They are named as restart-only, and a stop keeps
+/// the grace it started with.
+#[tokio::test]
+async fn keys_read_at_start_are_named_and_the_grace_stays() {
+    let fake = FakeRelativeClock::default();
+    let (_sim, proxy) = start(&fake, |_| {}).await;
+    let grace = proxy.grace();
+    let mut config = (*proxy.state().snapshot().config).clone();
+    config.server.shutdown_grace_ms += 1_000;
+    config.server.reload_poll_ms += 1;
+    let restart = proxy.reload(config).unwrap();
+    assert_eq!(
+        restart,
+        ["server.reload_poll_ms", "server.shutdown_grace_ms"],
+        "{restart:?}"
+    );
+    assert_eq!(proxy.grace(), grace, "the grace of the start");
+    proxy.shutdown().await;
+}
