@@ -290,13 +290,18 @@ impl Mcp {
             .await
         {
             Ok(collected) => collected.to_bytes(),
+            // As rmcp says either (its own words, its statuses).
             Err(e) => {
-                let mut refused = Response::new(Full::new(Bytes::from_static(b"Bad Request")));
-                *refused.status_mut() = if e.is::<http_body_util::LengthLimitError>() {
-                    http::StatusCode::PAYLOAD_TOO_LARGE
+                let (status, said) = if e.is::<http_body_util::LengthLimitError>() {
+                    let said =
+                        format!("Payload Too Large: request body exceeds {MAX_MESSAGE} bytes");
+                    (http::StatusCode::PAYLOAD_TOO_LARGE, said)
                 } else {
-                    http::StatusCode::BAD_REQUEST
+                    let said = format!("Failed to read request body: {e}");
+                    (http::StatusCode::BAD_REQUEST, said)
                 };
+                let mut refused = Response::new(Full::new(Bytes::from(said)));
+                *refused.status_mut() = status;
                 return refused.map(BodyExt::boxed);
             }
         };
