@@ -172,6 +172,11 @@ impl Builders {
         builder_with(&self.limits, executor).http2_only()
     }
 
+    /// The limits the builders were made with.
+    pub(crate) fn limits(&self) -> &ConnectionLimits {
+        &self.limits
+    }
+
     pub(crate) fn pick(&self, protocol: Protocol) -> &auto::Builder<TokioExecutor> {
         match protocol {
             Protocol::H1 => &self.h1,

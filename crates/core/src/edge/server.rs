@@ -132,7 +132,6 @@ where
             handler: handler.clone(),
             streams: streams.clone(),
             builders: Arc::clone(&builders),
-            limits,
             // Taken now, before any drain: a watcher taken after it would miss it.
             watcher: graceful.watcher(),
             draining: draining.clone(),
@@ -204,8 +203,9 @@ struct Served<H> {
     connection: Arc<Connection>,
     handler: H,
     streams: Option<Arc<Streams>>,
+    /// The connection builders, and the limits they were made with (read
+    /// through them: a copy here would weigh on every connection's task).
     builders: Arc<Builders>,
-    limits: ConnectionLimits,
     /// Starts hyper's graceful shutdown of this connection when the listener drains.
     watcher: Watcher,
     /// Cancelled when the listener drains: a connection not serving yet closes.
@@ -222,7 +222,7 @@ where
     async fn plain(self, mut stream: TcpStream) -> Result<(), ConnectionError> {
         // The first bytes get the header read timeout too: a client that connects
         // and says nothing frees its slot.
-        let timeout = self.limits.header_read_timeout;
+        let timeout = self.builders.limits().header_read_timeout;
         let sniffed = tokio::select! {
             sniffed = tokio::time::timeout(timeout, sniff::sniff(&stream)) => sniffed,
             () = self.draining.cancelled() => return Ok(()),
@@ -237,8 +237,8 @@ where
             let taken = sse::take(
                 &mut stream,
                 &streams.path,
-                self.limits.max_header_bytes,
-                self.limits.max_headers,
+                self.builders.limits().max_header_bytes,
+                self.builders.limits().max_headers,
             );
             match taken.await {
                 Taken::Request(request) => {
@@ -272,7 +272,7 @@ where
         let peer = self.connection.peer;
         let accept = tls.acceptor().accept(stream);
         let handshake = tokio::select! {
-            handshake = tokio::time::timeout(self.limits.header_read_timeout, accept) => handshake,
+            handshake = tokio::time::timeout(self.builders.limits().header_read_timeout, accept) => handshake,
             () = self.draining.cancelled() => return Ok(()),
         };
         let stream = match handshake {
@@ -301,7 +301,7 @@ where
         // the send timeout without progress the write fails and hyper closes the
         // connection (nginx's `send_timeout`).
         let mut socket = tokio_io_timeout::TimeoutWriter::new(socket);
-        socket.set_timeout(Some(self.limits.send_timeout));
+        socket.set_timeout(Some(self.builders.limits().send_timeout));
         let socket = Box::pin(socket);
         let service = self.service();
         if protocol == Protocol::H2 {
@@ -310,7 +310,8 @@ where
             let builder = self.builders.for_h2(executor.clone());
             let conn = builder.serve_connection(TokioIo::new(socket), service);
             let drive = executor.drive(self.watcher.watch(conn), turn);
-            return closed_when_idle(drive, &executor, self.limits.header_read_timeout).await;
+            return closed_when_idle(drive, &executor, self.builders.limits().header_read_timeout)
+                .await;
         }
         let conn = self
             .builders
