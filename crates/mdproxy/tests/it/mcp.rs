@@ -643,11 +643,7 @@ async fn a_key_holds_a_bounded_number_of_sessions() {
     let listed = agents[0].request(1, "tools/list", json!({})).await;
     assert!(listed["tools"].is_array());
     // A stateless request opens no session: the bound does not refuse it.
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "stateless", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}
-    });
+    let meta = stateless_meta();
     let stateless = env
         .client
         .post(mcp_url(&env))

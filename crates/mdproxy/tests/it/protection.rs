@@ -150,22 +150,35 @@ async fn a_429_pauses_the_upstream_until_its_retry_after() {
     );
 }
 
-/// A client waiting for budget when a `429` pauses the upstream gives up at once
-/// with the pause's 503: it is not sent during the pause, nor kept waiting for
-/// budget it cannot use.
-#[tokio::test]
-async fn a_request_waiting_for_budget_gives_up_when_a_pause_begins() {
+/// One permit (the rate clock standing still at `at`), a first request that the
+/// upstream throttles after 300 ms with `Retry-After: retry_after`, and a second
+/// queued for budget meanwhile (waiting `client_wait_ms` at most): both answers,
+/// the proxy and the upstream.
+async fn throttled_with_one_waiting(
+    retry_after: &str,
+    client_wait_ms: u64,
+    at: Duration,
+) -> (
+    reqwest::Response,
+    reqwest::Response,
+    mdproxy_core::app::App,
+    Scripted,
+) {
     let upstream = Scripted::start().await;
     let clock = support::clock_at("2026-11-21T20:00:00+08:00");
-    // The rate clock stands still: one permit, and no other for the test's length.
     let fake = FakeRelativeClock::default();
+    fake.advance(at);
     let proxy = scripted_proxy(&upstream, clock, &fake, |c| {
         c.limits.upstream_rps = 1;
         c.limits.upstream_burst = 1;
-        c.limits.client_wait_ms = 20_000;
+        c.limits.client_wait_ms = client_wait_ms;
     })
     .await;
-    let throttled = support::response("429 Too Many Requests", &[("Retry-After", "120")], "{}");
+    let throttled = support::response(
+        "429 Too Many Requests",
+        &[("Retry-After", retry_after)],
+        "{}",
+    );
     upstream.then_late(Duration::from_millis(300), throttled);
     let first = get(&proxy, "/news/overview");
     let second = async {
@@ -174,6 +187,16 @@ async fn a_request_waiting_for_budget_gives_up_when_a_pause_begins() {
         get(&proxy, "/news/mainline").await
     };
     let (first, second) = tokio::join!(first, second);
+    (first, second, proxy, upstream)
+}
+
+/// A client waiting for budget when a `429` pauses the upstream gives up at once
+/// with the pause's 503: it is not sent during the pause, nor kept waiting for
+/// budget it cannot use.
+#[tokio::test]
+async fn a_request_waiting_for_budget_gives_up_when_a_pause_begins() {
+    let (first, second, proxy, upstream) =
+        throttled_with_one_waiting("120", 20_000, Duration::ZERO).await;
     assert_eq!(first.status(), 503);
     assert_eq!(header(&second, "retry-after"), "120");
     let (status, code, _) = error_of(second).await;
@@ -188,26 +211,10 @@ async fn a_request_waiting_for_budget_gives_up_when_a_pause_begins() {
 /// throttled us. A zero wait is no pause; a waiter goes out only with a permit.
 #[tokio::test]
 async fn a_retry_after_of_zero_sends_no_one_without_a_permit() {
-    let upstream = Scripted::start().await;
-    let clock = support::clock_at("2026-11-21T20:00:00+08:00");
-    // One permit, then the rate clock stands still (past zero, where a pause of
-    // zero still looked like one ending later than the last).
-    let fake = FakeRelativeClock::default();
-    fake.advance(Duration::from_secs(5));
-    let proxy = scripted_proxy(&upstream, clock, &fake, |c| {
-        c.limits.upstream_rps = 1;
-        c.limits.upstream_burst = 1;
-        c.limits.client_wait_ms = 1_000;
-    })
-    .await;
-    let throttled = support::response("429 Too Many Requests", &[("Retry-After", "0")], "{}");
-    upstream.then_late(Duration::from_millis(300), throttled);
-    let first = get(&proxy, "/news/overview");
-    let second = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        get(&proxy, "/news/mainline").await
-    };
-    let (first, second) = tokio::join!(first, second);
+    // The rate clock past zero, where a pause of zero still looked like one
+    // ending later than the last.
+    let (first, second, proxy, upstream) =
+        throttled_with_one_waiting("0", 1_000, Duration::from_secs(5)).await;
     assert_eq!(first.status(), 503);
     assert_eq!(second.status(), 503, "no permit within client_wait_ms");
     assert_eq!(upstream.received(), 1, "nothing went out without a permit");
