@@ -517,7 +517,12 @@ impl Upstream {
     /// Whether every instance's day quota is so low that a stale answer is better
     /// than a refresh.
     pub fn is_thrifty(&self) -> bool {
-        self.inner.targets.load().iter().all(|t| t.is_thrifty())
+        let nodes = self.quota_share();
+        self.inner
+            .targets
+            .load()
+            .iter()
+            .all(|t| t.is_thrifty(nodes))
     }
 
     /// How long until some instance may be asked again, when none may now (all

@@ -303,14 +303,24 @@ impl Quota {
     /// Whether what is left of the day is under half the reserve: then a stale
     /// answer is served instead of a refresh wherever one may stand in.
     pub fn is_thrifty(&self) -> bool {
+        self.is_thrifty_alone(1)
+    }
+
+    /// [`is_thrifty`](Self::is_thrifty) for a node of a fleet of `nodes` that
+    /// counts alone: of its share of the day, and of its share of the reserve.
+    pub fn is_thrifty_alone(&self, nodes: u64) -> bool {
         let s = self.settings;
         if s.per_day == 0 {
             return false;
         }
+        let nodes = nodes.max(1);
         let mut counts = self.lock();
         self.roll(&mut counts, self.clock.now());
-        let left = s.per_day.saturating_sub(counts.in_day);
-        u128::from(left) * 200 <= u128::from(s.per_day) * u128::from(s.reserve_percent)
+        let per_day = counts.heard_day + s.per_day.saturating_sub(counts.heard_day) / nodes;
+        let left = per_day.saturating_sub(counts.in_day);
+        // Under half of `reserve / nodes`, without the divisions' rounding.
+        u128::from(left) * 200 * u128::from(nodes)
+            <= u128::from(s.per_day) * u128::from(s.reserve_percent)
     }
 
     /// The spend so far.
@@ -491,7 +501,15 @@ mod tests {
             assert!(background <= 100, "bounded");
         }
         assert_eq!(background, 10);
-        assert_eq!(day_left(&q), 5);
+        // Thrifty under half its share of the reserve (2.5 of 5): 3 left is not.
+        for _ in 0..2 {
+            assert_eq!(q.take_alone(Priority::Client, 4), Ok(()));
+        }
+        assert!(!q.is_thrifty_alone(4), "3 left of its share");
+        assert!(!q.is_thrifty(), "48 left of the whole day");
+        assert_eq!(q.take_alone(Priority::Client, 4), Ok(()));
+        assert!(q.is_thrifty_alone(4), "2 left of its share");
+        assert_eq!(day_left(&q), 2);
         // A new day alone: a quarter of it.
         clock.advance(Duration::from_secs(60));
         assert_eq!(day_left(&q), 25);

@@ -493,9 +493,10 @@ impl Target {
         }
     }
 
-    /// Whether the day's quota is so low that stale answers are preferred.
-    pub fn is_thrifty(&self) -> bool {
-        self.quota.is_thrifty()
+    /// Whether the day's quota (this node's share of it for a fleet of `nodes`
+    /// that counts alone) is so low that stale answers are preferred.
+    pub fn is_thrifty(&self, nodes: u64) -> bool {
+        self.quota.is_thrifty_alone(nodes)
     }
 
     /// Whether it can take a request now (not paused, its upstream-wide breaker
