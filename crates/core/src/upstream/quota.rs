@@ -88,6 +88,12 @@ fn reserve_of(s: QuotaSettings) -> u64 {
     u64::try_from(u128::from(s.per_day) * u128::from(s.reserve_percent) / 100).unwrap_or(u64::MAX)
 }
 
+/// A node's limit of `limit` among `nodes` counting alone: the fleet's count
+/// when last heard (`heard`), and its share of what was left then.
+fn share_of(limit: u64, heard: u64, nodes: u64) -> u64 {
+    heard + limit.saturating_sub(heard) / nodes.max(1)
+}
+
 /// The quotas of one upstream.
 pub struct Quota {
     settings: QuotaSettings,
@@ -213,9 +219,7 @@ impl Quota {
         let mut counts = self.lock();
         let next_day = self.roll(&mut counts, now);
         let until = |t: DateTime<Utc>| (t - now).to_std().unwrap_or(Duration::ZERO);
-        // This node's limit: the fleet's count when last heard, and its share of
-        // what was left then.
-        let share = |limit: u64, heard: u64| heard + limit.saturating_sub(heard) / nodes;
+        let share = |limit: u64, heard: u64| share_of(limit, heard, nodes);
         if s.per_day > 0 {
             let per_day = share(s.per_day, counts.heard_day);
             if counts.in_day >= per_day {
@@ -316,7 +320,7 @@ impl Quota {
         let nodes = nodes.max(1);
         let mut counts = self.lock();
         self.roll(&mut counts, self.clock.now());
-        let per_day = counts.heard_day + s.per_day.saturating_sub(counts.heard_day) / nodes;
+        let per_day = share_of(s.per_day, counts.heard_day, nodes);
         let left = per_day.saturating_sub(counts.in_day);
         // Under half of `reserve / nodes`, without the divisions' rounding.
         u128::from(left) * 200 * u128::from(nodes)

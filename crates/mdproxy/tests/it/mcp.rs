@@ -673,11 +673,9 @@ async fn a_key_holds_a_bounded_number_of_sessions() {
     assert_eq!(unopened.post(initialize).await.status(), 200);
 }
 
-/// A session is its opener's: another valid key presenting its ID (leaked) is told
-/// the session does not exist; its opener goes on.
-#[tokio::test]
-async fn a_session_answers_only_the_key_that_opened_it() {
-    let env = support::start_with(
+/// MCP on, and a second client key, `other-key`, beside the test's.
+async fn two_keys_env() -> support::Env {
+    support::start_with(
         |_| {},
         |c| {
             c.mcp.enabled = true;
@@ -685,7 +683,14 @@ async fn a_session_answers_only_the_key_that_opened_it() {
         },
         Some(support::saturday()),
     )
-    .await;
+    .await
+}
+
+/// A session is its opener's: another valid key presenting its ID (leaked) is told
+/// the session does not exist; its opener goes on.
+#[tokio::test]
+async fn a_session_answers_only_the_key_that_opened_it() {
+    let env = two_keys_env().await;
     let agent = Agent::open(&env).await;
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
     let stolen = env
@@ -707,19 +712,12 @@ async fn a_session_answers_only_the_key_that_opened_it() {
 /// Defect: an `initialize` that claimed another method in `Mcp-Method` (rmcp
 /// reads that header only from the 2026 revision on), or came with a session ID
 /// that is not text, opened a session the node never counted: outside the bounds,
-/// and answered to any key presenting its ID. Every POST without a session is
-/// counted as opening now, and an unreadable session ID names no session.
+/// and answered to any key presenting its ID. Whether a POST without a session
+/// opens one is read from its body now, and an unreadable session ID names no
+/// session.
 #[tokio::test]
 async fn a_session_opened_under_another_method_name_is_still_its_openers() {
-    let env = support::start_with(
-        |_| {},
-        |c| {
-            c.mcp.enabled = true;
-            c.auth.tokens.push(mdproxy_config::Secret::new("other-key"));
-        },
-        Some(support::saturday()),
-    )
-    .await;
+    let env = two_keys_env().await;
     let initialize = json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": REVISION, "capabilities": {},
