@@ -35,6 +35,8 @@ const OWN: &[(&str, u64)] = &[
     // limit a client would notice.
     ("server.h2_max_streams", 65_536),
     ("server.max_connections", 1_000_000),
+    // Serving threads: past the cores of any machine, each a thread and a runtime.
+    ("server.threads", 1_024),
     ("hub.max_streams", 1_000_000),
     ("hub.max_streams_per_token", 1_000_000),
     // The catalogue's codes per request.

@@ -183,10 +183,9 @@ pub struct ServerConfig {
     /// Streams one HTTP/2 connection may have open at once.
     pub h2_max_streams: u32,
     /// Seconds of silence from an HTTP/2 client with streams open after which it is
-    /// sent a PING, and closed if no answer comes within 20 s (a peer gone without
-    /// closing). 0: no pings, as nginx; a subscriber that stops reading is still cut
-    /// by `hub.stall_timeout_secs`, and a peer gone for good by the kernel once its
-    /// data goes unacknowledged. Off by default: every round of pings was followed
+    /// sent a PING, and closed if no answer comes within 20 s. 0: no pings, as
+    /// nginx; a subscriber that stops reading is still cut by
+    /// `hub.stall_timeout_secs`. Off by default: every round of pings was followed
     /// by the quote stream's worst ticks (docs/BENCHMARKS.md, the quote stream).
     pub h2_ping_secs: u64,
     /// How errors mdproxy makes on the upstream's behalf are answered (upstream
@@ -195,6 +194,10 @@ pub struct ServerConfig {
     /// reports its own failures, HTTP 200 with `success: false` and its message
     /// (`socket hang up`), for clients written against it. Applies on reload.
     pub error_mode: ErrorMode,
+    /// Threads serving client connections, each a single-threaded runtime (0: one a core).
+    pub threads: usize,
+    /// Serve connections on the shared work-stealing runtime instead (docs/deployment.md).
+    pub work_stealing: bool,
 }
 
 /// See [`ServerConfig::error_mode`].
@@ -227,6 +230,8 @@ impl Default for ServerConfig {
             h2_max_streams: 128,
             h2_ping_secs: 0,
             error_mode: ErrorMode::Status,
+            threads: 0,
+            work_stealing: false,
         }
     }
 }

@@ -42,6 +42,11 @@ impl Config {
                 new.server.shutdown_grace_ms != old.server.shutdown_grace_ms,
                 "server.shutdown_grace_ms",
             ),
+            (
+                (new.server.threads, new.server.work_stealing)
+                    != (old.server.threads, old.server.work_stealing),
+                "server.threads, server.work_stealing",
+            ),
             (new.log.format != old.log.format, "log.format"),
             (new.admin.listen != old.admin.listen, "admin.listen"),
             (
@@ -105,6 +110,10 @@ mod tests {
         assert_eq!(
             changed(|c| c.server.shutdown_grace_ms += 1),
             ["server.shutdown_grace_ms"]
+        );
+        assert_eq!(
+            changed(|c| c.server.work_stealing = !c.server.work_stealing),
+            ["server.threads, server.work_stealing"]
         );
         assert!(changed(|c| c.log.access = !c.log.access).is_empty());
         assert!(changed(|c| c.upstream.base_url = "http://elsewhere/api/v1".into()).is_empty());

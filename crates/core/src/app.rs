@@ -32,6 +32,7 @@ use crate::ops::scheduler::{self, Scheduler, SchedulerError};
 use crate::state::{AppState, StateError};
 use crate::stats::Requests;
 use crate::upstream::budget::RateClock;
+use crate::workers::{StartError as WorkersError, Workers};
 use mdproxy_api::catalog::STREAM_PATH;
 use mdproxy_api::router::API_PREFIX;
 use mdproxy_config::Config;
@@ -71,6 +72,9 @@ pub enum StartError {
     /// The configuration was refused.
     #[error(transparent)]
     Config(#[from] mdproxy_config::Problems),
+    /// The serving threads did not start.
+    #[error(transparent)]
+    Workers(#[from] WorkersError),
 }
 
 /// A running proxy. Dropping it cancels everything; [`App::shutdown`] also waits.
@@ -194,7 +198,7 @@ pub async fn start_with(
         tls.clone(),
         &stop,
         &tracker,
-    );
+    )?;
     let jobs = scheduler::Jobs::default();
     let reloads = Arc::new(ReloadLog::default());
     let admin_addr = admin.map(|(listener, admin_addr)| {
@@ -255,6 +259,9 @@ fn load_tls(
 
 /// Serves clients on `listener` until `stop`: the edge, with quote streams on the
 /// bare socket.
+///
+/// # Errors
+/// When the serving threads cannot start.
 fn serve_clients(
     listener: TcpListener,
     config: &Config,
@@ -263,7 +270,14 @@ fn serve_clients(
     tls: Option<Arc<Tls>>,
     stop: &CancellationToken,
     tracker: &TaskTracker,
-) {
+) -> Result<(), WorkersError> {
+    // One single-threaded runtime a core for the connections, unless
+    // `server.work_stealing` keeps them on the shared runtime.
+    let workers = if config.server.work_stealing {
+        None
+    } else {
+        Some(Workers::start(config.server.threads)?)
+    };
     let handler_edge = Arc::clone(edge);
     let stream_edge = Arc::clone(edge);
     let streams = Streams {
@@ -284,6 +298,7 @@ fn serve_clients(
         streams: Some(streams),
         grace: Duration::from_millis(config.server.shutdown_grace_ms),
         tracker: tracker.clone(),
+        workers,
     };
     tracker.spawn(crate::edge::server::serve(
         listening,
@@ -295,6 +310,7 @@ fn serve_clients(
         },
         async move { stopped.cancelled().await },
     ));
+    Ok(())
 }
 
 /// Serves `admin` on `listener` until `stop`, with the admin listener's own limits.
@@ -317,6 +333,7 @@ fn serve_admin(
         streams: None,
         grace: ADMIN_GRACE,
         tracker: tracker.clone(),
+        workers: None,
     };
     tracker.spawn(crate::edge::server::serve(
         listening,

@@ -29,6 +29,8 @@
 //!   every subsystem counts with.
 //! - [`build`]: the version and the commit the binary hands over.
 //! - [`shutdown`]: listens for signals.
+//! - [`workers`]: the serving threads, one single-threaded runtime a core, that
+//!   client connections are spread over; which of them the caller runs on.
 //!
 //! # The request path
 //! listener → auth → client limit → router → validation (canonical key; both
@@ -50,3 +52,4 @@ pub mod state;
 pub mod stats;
 pub mod telemetry;
 pub mod upstream;
+pub mod workers;

@@ -4,10 +4,13 @@
 //! counters, the clock, the task tracker and the shutdown token). Built by `app`;
 //! knows nothing of HTTP.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -78,6 +81,9 @@ struct Shared {
     tracker: TaskTracker,
     /// Cancelled at shutdown: streams end, loops stop.
     stop: CancellationToken,
+    /// The runtime the state was built on (the process's shared one), where the
+    /// loops a request may start run, not on the serving thread it came on.
+    shared: Option<Handle>,
 }
 
 impl AppState {
@@ -146,6 +152,7 @@ impl AppState {
                 clock,
                 tracker,
                 stop,
+                shared: Handle::try_current().ok(),
             }),
         })
     }
@@ -213,6 +220,22 @@ impl AppState {
     /// The tracker every background task is spawned on.
     pub fn tracker(&self) -> &TaskTracker {
         &self.inner.tracker
+    }
+
+    /// Runs `task` on the tracker and on the shared runtime, wherever it is called
+    /// from: for a loop that serves every client (the hub's poll and fan-out), which
+    /// a request on a serving thread may start, and which would otherwise hold
+    /// that one thread ([`workers`](crate::workers)).
+    pub fn spawn_shared<F>(&self, task: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let task = self.inner.tracker.track_future(task);
+        match &self.inner.shared {
+            Some(runtime) => runtime.spawn(task),
+            None => tokio::spawn(task),
+        }
     }
 
     /// The shutdown token.

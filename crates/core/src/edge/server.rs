@@ -1,5 +1,6 @@
-//! The accept loop: admits each connection (or refuses it, `admission`), serves it
-//! with hyper-util's builder for its protocol (`sniff`), over TLS when configured,
+//! The accept loop: admits each connection (or refuses it, `admission`), hands it
+//! to the next serving thread when there are some (`workers`), serves it with
+//! hyper-util's builder for its protocol (`sniff`), over TLS when configured,
 //! or hands a quote stream's request to the bare socket (`sse`); at shutdown stops
 //! accepting, drains (hyper-util's graceful shutdown for what hyper serves; what is
 //! not serving yet closes at once), and closes what is still open when the grace
@@ -29,6 +30,7 @@ use crate::edge::sse::{self, Taken};
 use crate::edge::streams::{Coalesced, ConnExecutor};
 use crate::edge::tls::Tls;
 use crate::hub::Outlet;
+use crate::workers::Workers;
 
 /// What one listener serves with, besides its handler.
 pub struct Listening {
@@ -42,6 +44,9 @@ pub struct Listening {
     pub grace: Duration,
     /// Every connection runs as one of its tasks.
     pub tracker: TaskTracker,
+    /// The serving threads connections are spread over; `None`: the runtime the
+    /// listener runs on.
+    pub workers: Option<Workers>,
 }
 
 /// The connection a request came on: the client's address (for the access log)
@@ -81,6 +86,7 @@ where
         streams,
         grace,
         tracker,
+        workers,
     } = listening;
     let occupancy = Arc::new(Occupancy::default());
     // The address as text ("-" if the socket cannot say), not an `Option`'s Debug.
@@ -137,20 +143,17 @@ where
             draining: draining.clone(),
         };
         let tls = tls.clone();
-        let task = tracker.spawn(async move {
-            // Only what every connection needs is held here: each protocol's state
-            // is boxed, so a stream on the bare socket is not the size of hyper's.
-            let result = async {
-                match tls {
-                    None => served.plain(stream).await,
-                    Some(tls) => Box::pin(served.tls(stream, &tls)).await,
-                }
-            };
-            if let Err(e) = result.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+        let task = match &workers {
+            None => tracker.spawn(connection(served, Accepted::Here(stream), tls, slot)),
+            Some(workers) => {
+                // Registered again with the serving thread's own reactor.
+                let Ok(stream) = stream.into_std() else {
+                    continue;
+                };
+                let task = connection(served, Accepted::Moved(stream), tls, slot);
+                workers.spawn(tracker.track_future(task))
             }
-            drop(slot);
-        });
+        };
         close.attach(task.abort_handle());
     }
     drop(listener);
@@ -166,6 +169,47 @@ where
             occupancy.close_all();
         }
     }
+}
+
+/// An accepted connection: registered with the listener's runtime, or moved out of
+/// it for a serving thread's.
+enum Accepted {
+    Here(TcpStream),
+    Moved(std::net::TcpStream),
+}
+
+/// One connection's task, from its first byte to its end. Only what every
+/// connection needs is held here: each protocol's state is boxed, so a stream on
+/// the bare socket is not the size of hyper's. (One future: an async block around
+/// it would hold its arguments twice, and weigh on every quote subscriber.)
+async fn connection<H, F>(
+    served: Served<H>,
+    accepted: Accepted,
+    tls: Option<Arc<Tls>>,
+    slot: admission::Slot,
+) where
+    H: Fn(Request<Incoming>, Arc<Connection>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send + 'static,
+{
+    let peer = served.connection.peer;
+    let stream = match accepted {
+        Accepted::Here(stream) => stream,
+        Accepted::Moved(stream) => match TcpStream::from_std(stream) {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "cannot register a connection");
+                return;
+            }
+        },
+    };
+    let result = match tls {
+        None => served.plain(stream).await,
+        Some(tls) => Box::pin(served.tls(stream, &tls)).await,
+    };
+    if let Err(e) = result {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+    drop(slot);
 }
 
 type ConnectionError = Box<dyn std::error::Error + Send + Sync>;

@@ -254,10 +254,11 @@ impl QuoteHub {
         };
         if added.start_loop {
             let hub = self.clone();
+            // On the shared runtime: its fan-out spreads over that runtime's
+            // workers, where the serving thread of the first subscriber is one.
             self.inner
                 .state
-                .tracker()
-                .spawn(async move { hub.run().await });
+                .spawn_shared(async move { hub.run().await });
         } else if added.new_codes {
             self.inner.wake.notify_one();
         }

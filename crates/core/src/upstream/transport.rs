@@ -7,6 +7,8 @@
 //! request, as it always did. What an answer means is decided by the client
 //! (`client.rs`), which this module does not know.
 
+use std::num::NonZeroUsize;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -85,7 +87,51 @@ pub struct Received {
     pub close_delimited: bool,
 }
 
-type Direct = Client<Bounded<HttpsConnector<HttpConnector>>, Empty<Bytes>>;
+/// The pooled client toward one upstream instance, one a serving thread (and one
+/// for every other thread), each made on first use: an upstream connection is then
+/// driven by the thread whose requests use it, and no answer crosses cores on its
+/// way back ([`workers`](crate::workers)). Threads past the machine's cores
+/// share their pools in turn.
+pub struct Pools {
+    connector: Connector,
+    settings: Settings,
+    pools: Box<[OnceLock<Direct>]>,
+}
+
+impl Pools {
+    /// The pools over `connector`: one for each core the process may use, and one
+    /// for threads that serve no connection.
+    fn new(connector: Connector, settings: Settings) -> Pools {
+        let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        Pools {
+            connector,
+            settings,
+            pools: (0..=cores).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The same pools for `threads` serving threads.
+    #[cfg(test)]
+    fn for_threads(self, threads: usize) -> Pools {
+        Pools {
+            pools: (0..=threads).map(|_| OnceLock::new()).collect(),
+            ..self
+        }
+    }
+
+    /// The calling thread's pool.
+    fn here(&self) -> &Direct {
+        let at = match crate::workers::current() {
+            None => 0,
+            Some(worker) => 1 + worker % (self.pools.len() - 1),
+        };
+        self.pools[at].get_or_init(|| pooled(self.connector.clone(), self.settings))
+    }
+}
+
+type Connector = Bounded<HttpsConnector<HttpConnector>>;
+
+type Direct = Client<Connector, Empty<Bytes>>;
 
 /// The pooled connections toward one upstream instance.
 #[allow(
@@ -93,7 +139,7 @@ type Direct = Client<Bounded<HttpsConnector<HttpConnector>>, Empty<Bytes>>;
     reason = "one per upstream instance, built once; a box would cost every request a hop"
 )]
 pub enum Transport {
-    Direct(Direct),
+    Direct(Pools),
     Proxied(reqwest::Client),
 }
 
@@ -142,7 +188,11 @@ impl Transport {
                 let mut request = http::Request::new(Empty::new());
                 *request.uri_mut() = uri;
                 *request.headers_mut() = headers;
-                let response = client.request(request).await.map_err(|e| wire_error(&e))?;
+                let response = client
+                    .here()
+                    .request(request)
+                    .await
+                    .map_err(|e| wire_error(&e))?;
                 read(response, limit).await
             }
             Transport::Proxied(client) => {
@@ -210,9 +260,9 @@ fn wants_proxy(matcher: &Matcher, base: &str) -> bool {
         .is_ok_and(|uri| matcher.intercept(&uri).is_some())
 }
 
-/// hyper-util's client over rustls (HTTP/1.1, TCP_NODELAY, the pool's idle limits),
+/// hyper-util's clients over rustls (HTTP/1.1, TCP_NODELAY, the pool's idle limits),
 /// plain `http://` allowed for a loopback upstream (validation decides where).
-fn direct(settings: Settings, roots: RootCertStore) -> Result<Direct, BuildError> {
+fn direct(settings: Settings, roots: RootCertStore) -> Result<Pools, BuildError> {
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -239,11 +289,16 @@ fn direct(settings: Settings, roots: RootCertStore) -> Result<Direct, BuildError
         inner: https,
         limit: settings.connect_timeout,
     };
-    Ok(Client::builder(TokioExecutor::new())
+    Ok(Pools::new(https, settings))
+}
+
+/// One pool of connections over `connector`.
+fn pooled(connector: Connector, settings: Settings) -> Direct {
+    Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(settings.pool_max_idle_per_host)
         .pool_idle_timeout(POOL_IDLE)
         .pool_timer(TokioTimer::new())
-        .build(https))
+        .build(connector)
 }
 
 /// A connector whose connects, TCP and TLS together, end within `limit`: the TCP

@@ -519,6 +519,56 @@ async fn cold_key_reaches_upstream_once() {
     assert_eq!(env.sim.hits("/stock/indicator/financial/{code}"), 1);
 }
 
+/// `server.work_stealing` serves connections on the shared runtime as before the
+/// serving threads: a miss, a hit and a collapsed miss answer as they do on them
+/// (every other test runs on the serving threads, the default).
+#[tokio::test]
+async fn the_shared_runtime_still_serves_when_asked() {
+    const TARGET: &str = "/stock/indicator/financial/600519";
+    let env = Arc::new(support::start_with(|_| {}, |c| c.server.work_stealing = true, None).await);
+    env.sim.set_hang(true);
+    let waiting: Vec<_> = (0..8)
+        .map(|_| {
+            let env = env.clone();
+            tokio::spawn(async move { header(&env.get(TARGET).await, "x-cache") })
+        })
+        .collect();
+    let store = env.proxy.state().cache().store();
+    assert!(
+        eventually(Duration::from_secs(20), || store.waiters(TARGET) == 8).await,
+        "every request waits on one fill: {}",
+        store.waiters(TARGET)
+    );
+    env.sim.set_hang(false);
+    for waiter in waiting {
+        let answered = tokio::time::timeout(Duration::from_secs(30), waiter).await;
+        assert_eq!(answered.unwrap().unwrap(), "MISS");
+    }
+    assert_eq!(header(&env.get(TARGET).await, "x-cache"), "HIT");
+    assert_eq!(env.sim.hits("/stock/indicator/financial/{code}"), 1);
+}
+
+/// A loop that serves every client (the hub's poll and fan-out), started by a
+/// request on a serving thread, runs on the shared runtime: on the serving thread
+/// it would hold that one thread, and the fan-out would not spread over cores (a
+/// tick's spread doubled at 10,000 subscribers).
+#[tokio::test]
+async fn a_loop_a_request_starts_runs_on_the_shared_runtime() {
+    use mdproxy_core::workers::{self, Workers};
+    let env = support::start().await;
+    let state = env.proxy.state().clone();
+    let serving = Workers::start(1).unwrap();
+    let (here, there) = serving
+        .spawn(async move {
+            let looped = state.spawn_shared(async { workers::current() });
+            (workers::current(), looped.await.unwrap())
+        })
+        .await
+        .unwrap();
+    assert_eq!(here, Some(0), "started on a serving thread");
+    assert_eq!(there, None, "run on the runtime the proxy started on");
+}
+
 /// An upstream that is down gives 502 in the envelope, at once.
 #[tokio::test]
 async fn upstream_down_gives_502() {

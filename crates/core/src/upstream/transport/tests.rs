@@ -386,3 +386,32 @@ fn an_unusable_proxy_variable_is_refused() {
     };
     assert!(!error.to_string().contains("pw"), "{error}");
 }
+
+/// A serving thread's requests go through a pool of its own, so that an upstream
+/// connection is driven by the thread that uses it; other threads share one.
+#[test]
+fn each_serving_thread_has_a_pool_of_its_own() {
+    let pools = Arc::new(
+        direct(settings(), RootCertStore::empty())
+            .unwrap()
+            .for_threads(2),
+    );
+    let workers = crate::workers::Workers::start(3).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let address = |pool: &Direct| std::ptr::from_ref(pool) as usize;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let pools = Arc::clone(&pools);
+        let here = workers.spawn(async move { address(pools.here()) });
+        seen.push(runtime.block_on(here).unwrap());
+    }
+    let elsewhere = address(pools.here());
+    assert_ne!(seen[0], seen[1], "two serving threads, two pools");
+    assert_eq!(
+        seen[2], seen[0],
+        "a third thread past the pools shares the first's"
+    );
+    assert!(!seen.contains(&elsewhere), "other threads have their own");
+}
