@@ -663,7 +663,7 @@ def main():
 
     # ---- the miss flood: every request a key never seen, in front of the simulator;
     # the simulator asked directly is the ceiling.
-    miss_servers = [s for s in ("mdproxy", "before", "nginx", "varnish") if s in servers] + ["simulator"]
+    miss_servers = [s for s in ("mdproxy", "candidate", "before", "nginx", "varnish") if s in servers] + ["simulator"]
     miss_kinds = [k for k in args.miss_kinds.split(",") if k]
     for k in miss_kinds:
         if k not in MISS_TARGETS:
@@ -821,7 +821,7 @@ def main():
                 print(f"    {TITLES.get(server, server):<10} " + " / ".join(rate(x) for x in rates)
                       + f"   p99 " + " / ".join(ms(x) for x in p99s) + " ms"
                       + f"   CPU us/request user+system {cpu}")
-            for other in ("nginx", "varnish", "before"):
+            for other in ("nginx", "varnish", "before", "candidate"):
                 if (kind, other) not in miss_runs or (kind, "mdproxy") not in miss_runs:
                     continue
                 ratios = [a["rps"] / b["rps"] for a, b in zip(miss_runs[(kind, "mdproxy")], miss_runs[(kind, other)])
