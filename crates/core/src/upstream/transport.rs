@@ -125,7 +125,20 @@ impl Pools {
             None => 0,
             Some(worker) => 1 + worker % (self.pools.len() - 1),
         };
-        self.pools[at].get_or_init(|| pooled(self.connector.clone(), self.settings))
+        self.pools[at].get_or_init(|| pooled(self.connector.clone(), self.settings_of(at)))
+    }
+
+    /// The settings of pool `at`: a serving thread's keeps its share of
+    /// `pool_max_idle_per_host` (rounded up), so that the upstream sees about as
+    /// many idle connections as the setting says, not that many a core; the pool
+    /// of the other threads (all of them with `server.work_stealing`) keeps it all.
+    fn settings_of(&self, at: usize) -> Settings {
+        let serving = self.pools.len() - 1;
+        let mut settings = self.settings;
+        if at > 0 {
+            settings.pool_max_idle_per_host = settings.pool_max_idle_per_host.div_ceil(serving);
+        }
+        settings
     }
 }
 

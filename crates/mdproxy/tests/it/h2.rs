@@ -566,8 +566,9 @@ async fn past_the_limit_a_tls_listener_refuses_in_tls() {
         Some(support::saturday()),
     )
     .await;
-    // The one connection the listener admits, held open.
-    let _held = served_certificate(env.proxy.addr, &[&der]).await;
+    // The one connection the listener admits, held open. (Opened first: a
+    // connection closed just before it would hold the slot until its serving
+    // thread saw it go.)
     let held = {
         let mut store = rustls::RootCertStore::empty();
         store
@@ -589,6 +590,8 @@ async fn past_the_limit_a_tls_listener_refuses_in_tls() {
             .await
             .unwrap()
     };
+    // Refused, yet in TLS: the handshake completes with the certificate.
+    assert_eq!(served_certificate(env.proxy.addr, &[&der]).await, der);
     let root = reqwest::Certificate::from_pem(cert.as_bytes()).unwrap();
     for h1 in [true, false] {
         let builder = reqwest::Client::builder()

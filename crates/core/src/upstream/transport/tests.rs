@@ -414,4 +414,22 @@ fn each_serving_thread_has_a_pool_of_its_own() {
         "a third thread past the pools shares the first's"
     );
     assert!(!seen.contains(&elsewhere), "other threads have their own");
+    // The idle connections are shared out, not kept in full by every thread.
+    let idle = |at| pools.settings_of(at).pool_max_idle_per_host;
+    assert_eq!((idle(0), idle(1), idle(2)), (4, 2, 2));
+    let odd = Pools::new(
+        pools.connector.clone(),
+        Settings {
+            pool_max_idle_per_host: 5,
+            ..settings()
+        },
+    )
+    .for_threads(2);
+    assert_eq!(
+        (
+            odd.settings_of(0).pool_max_idle_per_host,
+            odd.settings_of(1).pool_max_idle_per_host
+        ),
+        (5, 3)
+    );
 }
