@@ -8,8 +8,8 @@
 # simulator, those of them installed (COALESCE_ANCHORS= for none; load-compare.sh
 # installs both).
 #   COALESCE_ROUNDS=20 COALESCE_WAITERS=200 COALESCE_UPSTREAM_MS=200 scripts/coalesce.sh
-# COALESCE_WORK_STEALING=1: mdproxy's connections on its shared runtime
-# (`server.work_stealing`) instead of its serving threads.
+# COALESCE_SERVING_THREADS=1: mdproxy's connections on serving threads, one a core
+# (`server.work_stealing = false`), instead of its shared runtime.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ulimit -n "$(ulimit -Hn)"

@@ -194,9 +194,9 @@ pub struct ServerConfig {
     /// reports its own failures, HTTP 200 with `success: false` and its message
     /// (`socket hang up`), for clients written against it. Applies on reload.
     pub error_mode: ErrorMode,
-    /// Threads serving client connections, each a single-threaded runtime (0: one a core).
+    /// With `work_stealing` off: threads serving connections (0: one a core).
     pub threads: usize,
-    /// Serve connections on the shared work-stealing runtime instead (docs/deployment.md).
+    /// Serve connections on the shared work-stealing runtime (docs/deployment.md).
     pub work_stealing: bool,
 }
 
@@ -231,7 +231,7 @@ impl Default for ServerConfig {
             h2_ping_secs: 0,
             error_mode: ErrorMode::Status,
             threads: 0,
-            work_stealing: false,
+            work_stealing: true,
         }
     }
 }

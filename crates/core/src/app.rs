@@ -271,8 +271,8 @@ fn serve_clients(
     stop: &CancellationToken,
     tracker: &TaskTracker,
 ) -> Result<(), WorkersError> {
-    // One single-threaded runtime a core for the connections, unless
-    // `server.work_stealing` keeps them on the shared runtime.
+    // The connections on the shared runtime (`server.work_stealing`), or on
+    // single-threaded runtimes of their own, one a core.
     let workers = if config.server.work_stealing {
         None
     } else {

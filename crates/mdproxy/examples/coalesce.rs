@@ -171,8 +171,8 @@ async fn start_proxy(sim: &SimHandle, clock: Arc<dyn Clock>) -> App {
     config.scheduler.enabled = false;
     config.upstream.probe_target = String::new();
     config.limits.upstream_rps = 0;
-    // The connections on the shared runtime, as before the serving threads.
-    config.server.work_stealing = std::env::var_os("COALESCE_WORK_STEALING").is_some();
+    // The connections on serving threads of their own (`server.work_stealing` off).
+    config.server.work_stealing = std::env::var_os("COALESCE_SERVING_THREADS").is_none();
     config.validate().expect("the config is valid");
     mdproxy_core::app::start(&config, clock)
         .await

@@ -131,7 +131,8 @@ impl Pools {
     /// The settings of pool `at`: a serving thread's keeps its share of
     /// `pool_max_idle_per_host` (rounded up), so that the upstream sees about as
     /// many idle connections as the setting says, not that many a core; the pool
-    /// of the other threads (all of them with `server.work_stealing`) keeps it all.
+    /// of the other threads (all of them with `server.work_stealing`, the default)
+    /// keeps it all.
     fn settings_of(&self, at: usize) -> Settings {
         let serving = self.pools.len() - 1;
         let mut settings = self.settings;

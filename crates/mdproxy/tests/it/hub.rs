@@ -85,6 +85,26 @@ async fn subscribers_get_a_snapshot_then_only_their_own_codes() {
     }
 }
 
+/// With `server.work_stealing` off, subscribers on the serving threads (two
+/// connections, one a thread) get their own quotes tick after tick, the hub's poll
+/// running on the shared runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_on_the_serving_threads_get_their_quotes() {
+    let (env, _ticker) = hub_env(|c| {
+        c.server.work_stealing = false;
+        c.server.threads = 2;
+    })
+    .await;
+    let mut a = subscribe(&env, "codes=600519").await;
+    let mut b = subscribe(&env, "codes=000001").await;
+    for _ in 0..5 {
+        let e = a.next_quote(WAIT).await.unwrap();
+        assert_eq!(e.codes(), ["600519"]);
+        let e = b.next_quote(WAIT).await.unwrap();
+        assert_eq!(e.codes(), ["000001"]);
+    }
+}
+
 /// The upstream sees one poll per interval, however many subscribers share it: over
 /// a window, no more poll requests than intervals (a hub polling per subscriber, or
 /// not keeping its interval, would make several times more), each asking for the

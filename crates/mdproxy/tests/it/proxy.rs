@@ -519,13 +519,23 @@ async fn cold_key_reaches_upstream_once() {
     assert_eq!(env.sim.hits("/stock/indicator/financial/{code}"), 1);
 }
 
-/// `server.work_stealing` serves connections on the shared runtime as before the
-/// serving threads: a miss, a hit and a collapsed miss answer as they do on them
-/// (every other test runs on the serving threads, the default).
+/// With `server.work_stealing` off, connections run on serving threads, one a
+/// core: a collapsed miss (its waiters on both threads) and a hit answer as on the
+/// shared runtime, the default that every other test runs on.
 #[tokio::test]
-async fn the_shared_runtime_still_serves_when_asked() {
+async fn the_serving_threads_serve_when_asked() {
     const TARGET: &str = "/stock/indicator/financial/600519";
-    let env = Arc::new(support::start_with(|_| {}, |c| c.server.work_stealing = true, None).await);
+    let env = Arc::new(
+        support::start_with(
+            |_| {},
+            |c| {
+                c.server.work_stealing = false;
+                c.server.threads = 2;
+            },
+            None,
+        )
+        .await,
+    );
     env.sim.set_hang(true);
     let waiting: Vec<_> = (0..8)
         .map(|_| {
