@@ -459,11 +459,7 @@ async fn an_agent_with_the_official_sdk_calls_every_tool() {
 #[tokio::test]
 async fn the_stateless_revision_needs_no_session() {
     let env = mcp_env().await;
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "stateless", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}
-    });
+    let meta = stateless_meta();
     let post = |method: &str, name: Option<&str>, params: Value| {
         let mut request = env
             .client
@@ -1186,11 +1182,7 @@ async fn a_revoked_key_loses_its_sessions_and_watches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateless_listen_is_told_of_each_quote_poll() {
     let (env, _ticking) = moving_mcp_env().await;
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "stateless", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}
-    });
+    let meta = stateless_meta();
     let r = env
         .client
         .post(mcp_url(&env))
