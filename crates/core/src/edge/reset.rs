@@ -58,6 +58,10 @@ impl Hangup for OneStream {
             None => self.connection.is_closed(),
         }
     }
+
+    fn connection_key(&self) -> usize {
+        self.connection.connection_key()
+    }
 }
 
 /// What binds a quote stream's body (the hub's events) to the HTTP/2 stream that
@@ -156,6 +160,9 @@ mod tests {
         served.await.expect("the stream's future ends");
         assert!(hangup.is_closed());
         assert!(!connection.is_closed(), "its connection stays");
+        // The hub wakes the streams of one connection together.
+        let key = (Arc::clone(&connection) as Arc<dyn Hangup>).connection_key();
+        assert_eq!(hangup.connection_key(), key, "one connection's key");
 
         let (hangup, bind) = per_stream(Arc::clone(&connection) as _, Version::HTTP_2);
         let mut body = bind.bind(futures_util::stream::iter([Bytes::from_static(b"b")]).boxed());

@@ -2,12 +2,14 @@
 //! resting stream on an outlet itself, split into shares that the runtime's workers
 //! take in parallel: a tick costs one non-blocking write per subscriber and no task
 //! wake. What a connection does not take whole goes back to the stream's task.
+//! Streams without an outlet are woken, one connection's after another.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::hub::QuoteHub;
 use crate::hub::board::Board;
+use crate::hub::registry::Reach;
 use crate::hub::stream::{Feed, Scan};
 
 /// The fewest streams one fan-out task writes to (fewer cost more in tasks than
@@ -18,12 +20,34 @@ impl QuoteHub {
     /// Writes `board`'s events to every resting stream on an outlet, in shares that
     /// the runtime's workers take in parallel (a tick's fan-out is one write per
     /// subscriber, and one core alone would take twice as long to reach the last of
-    /// them). Runs after `board` is published: a stream at work misses this pass,
-    /// and looks at the newest board before it rests.
+    /// them), then wakes every stream without an outlet, the streams of one
+    /// connection one after another. Runs after `board` is published: a stream at
+    /// work misses this pass, and looks at the newest board before it rests.
     pub(super) async fn fan_out(&self, board: Arc<Board>) {
-        let feeds = self.registry().outlets();
+        let reach = self.registry().reach();
+        let shares = self.push_shares(&reach, &board);
+        // A woken stream's task reads the newest board. Woken in a row, one
+        // connection's streams are all ready by the time its task runs (a worker
+        // that wakes the next connection's hands this one to the other worker): an
+        // HTTP/2 connection takes its whole tick in one turn, not a turn for each
+        // few streams that the board's watch happened to wake together.
+        for feed in &reach.woken {
+            feed.kick.notify_one();
+        }
+        for share in shares {
+            let _ = share.await;
+        }
+    }
+
+    /// Spawns the writes to the streams on an outlet, in shares.
+    fn push_shares(
+        &self,
+        reach: &Arc<Reach>,
+        board: &Arc<Board>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let feeds = &reach.outlets;
         if feeds.is_empty() {
-            return;
+            return Vec::new();
         }
         let now_ms = self.now_ms();
         // Many small shares per worker, each a task: a worker that the machine
@@ -33,11 +57,12 @@ impl QuoteHub {
         // other worker may steal from.)
         let workers = tokio::runtime::Handle::current().metrics().num_workers();
         let share = feeds.len().div_ceil(workers.max(1) * 16).max(MIN_SHARE);
-        let shares: Vec<_> = (0..feeds.len())
+        (0..feeds.len())
             .step_by(share)
             .map(|start| {
-                let (feeds, board, hub) = (Arc::clone(&feeds), Arc::clone(&board), self.clone());
+                let (reach, board, hub) = (Arc::clone(reach), Arc::clone(board), self.clone());
                 self.inner.state.tracker().spawn(async move {
+                    let feeds = &reach.outlets;
                     let end = (start + share).min(feeds.len());
                     let partial = feeds[start..end]
                         .iter()
@@ -50,10 +75,7 @@ impl QuoteHub {
                     }
                 })
             })
-            .collect();
-        for share in shares {
-            let _ = share.await;
-        }
+            .collect()
     }
 }
 

@@ -13,7 +13,8 @@
 //! Two ways an event goes out. A stream on an [`Outlet`] (HTTP/1.1 on the bare
 //! socket, nearly every subscriber) rests while it is caught up, and the poll loop's
 //! fan-out writes each new board's events to its connection itself. A stream without
-//! an outlet (HTTP/2, TLS) is woken by each board and yields its events to hyper.
+//! an outlet (HTTP/2, TLS) is woken by the fan-out after each board, the streams of
+//! one connection one after another, and yields its events to hyper.
 //!
 //! The parts: `registry` (who is subscribed, the union, the limits), `poll` (the
 //! loop, its interval, the stall check), `keepalive` (the sweep that kicks streams

@@ -42,6 +42,15 @@ pub trait Hangup: Send + Sync + std::fmt::Debug {
 
     /// Whether [`Hangup::close`] was called.
     fn is_closed(&self) -> bool;
+
+    /// The connection the stream is on, as a number that its other streams share
+    /// and no other open connection has: the fan-out wakes the streams of one
+    /// connection one after another, so that its task takes all of their events in
+    /// one turn and one write. By default this hangup's address (a hangup a
+    /// connection).
+    fn connection_key(&self) -> usize {
+        std::ptr::from_ref(self).cast::<()>().addr()
+    }
 }
 
 /// Room around a chunk's text for an outlet's framing, in bytes.

@@ -32,8 +32,19 @@ pub(super) struct Registry {
     per_token: HashMap<usize, usize>,
     /// Whether a poll loop is running (changed only under this lock).
     pub(super) polling: bool,
-    /// The feeds on an outlet, for the fan-out; built again after a change.
-    outlets: Option<Arc<[Arc<Feed>]>>,
+    /// Whom the fan-out reaches; built again after a change.
+    reach: Option<Arc<Reach>>,
+}
+
+/// The streams a fan-out reaches, each in its way.
+#[derive(Default)]
+pub(super) struct Reach {
+    /// Streams on an outlet: the fan-out writes their events itself.
+    pub(super) outlets: Vec<Arc<Feed>>,
+    /// The others (HTTP/2, TLS), whose tasks the fan-out wakes: grouped by
+    /// connection, so that an HTTP/2 connection's task, woken by the first of its
+    /// streams, finds the rest ready when it runs and writes their events at once.
+    pub(super) woken: Vec<Arc<Feed>>,
 }
 
 /// What registering a subscriber did.
@@ -97,9 +108,7 @@ impl Registry {
             })
             .collect();
         let feed = Arc::new(feed(codes));
-        if feed.outlet.is_some() {
-            self.outlets = None;
-        }
+        self.reach = None;
         self.subscribers.insert(
             id,
             Subscriber {
@@ -123,9 +132,7 @@ impl Registry {
         let Some(sub) = self.subscribers.remove(&id) else {
             return false;
         };
-        if sub.feed.outlet.is_some() {
-            self.outlets = None;
-        }
+        self.reach = None;
         // Thousands of streams grew the table; give the room back once they have
         // gone (amortised: only when three quarters are free).
         if self.subscribers.capacity() > 64
@@ -166,17 +173,25 @@ impl Registry {
         self.refs.keys().cloned().collect()
     }
 
-    /// The feeds on an outlet (built again only after a change).
-    pub(super) fn outlets(&mut self) -> Arc<[Arc<Feed>]> {
+    /// Whom the fan-out reaches (built again only after a change).
+    pub(super) fn reach(&mut self) -> Arc<Reach> {
         let subscribers = &self.subscribers;
-        let outlets = self.outlets.get_or_insert_with(|| {
-            subscribers
-                .values()
-                .filter(|s| s.feed.outlet.is_some())
-                .map(|s| Arc::clone(&s.feed))
-                .collect()
+        let reach = self.reach.get_or_insert_with(|| {
+            let mut reach = Reach::default();
+            let mut woken = Vec::new();
+            for s in subscribers.values() {
+                if s.feed.outlet.is_some() {
+                    reach.outlets.push(Arc::clone(&s.feed));
+                } else {
+                    let key = s.connection.as_ref().map_or(0, |c| c.connection_key());
+                    woken.push((key, Arc::clone(&s.feed)));
+                }
+            }
+            woken.sort_unstable_by_key(|(key, _)| *key);
+            reach.woken = woken.into_iter().map(|(_, feed)| feed).collect();
+            Arc::new(reach)
         });
-        Arc::clone(outlets)
+        Arc::clone(reach)
     }
 
     /// The connections of every stream opened with one of `tokens`.
@@ -200,6 +215,62 @@ mod tests {
         reg.add(token, codes, None, |codes| {
             Feed::new(codes, 20, 0, None, 0, 15_000)
         })
+    }
+
+    #[derive(Debug)]
+    struct Connection;
+
+    impl Hangup for Connection {
+        fn close(&self) {}
+
+        fn is_closed(&self) -> bool {
+            false
+        }
+    }
+
+    /// The streams the fan-out wakes come grouped by connection, however their
+    /// subscriptions interleaved, and the grouping follows a stream's leaving.
+    #[test]
+    fn woken_streams_come_grouped_by_connection() {
+        let mut reg = Registry::default();
+        let (a, b): (Arc<dyn Hangup>, Arc<dyn Hangup>) =
+            (Arc::new(Connection), Arc::new(Connection));
+        let ids: Vec<u64> = [&a, &b, &a, &b, &a, &b]
+            .into_iter()
+            .map(|conn| {
+                let codes = vec!["600519".to_owned()];
+                reg.add(1, codes, Some(Arc::clone(conn)), |codes| {
+                    Feed::new(codes, 20, 0, None, 0, 15_000)
+                })
+                .id
+            })
+            .collect();
+        let keys = |reg: &mut Registry| -> Vec<usize> {
+            let reach = reg.reach();
+            assert!(reach.outlets.is_empty());
+            reach
+                .woken
+                .iter()
+                .map(|feed| {
+                    let sub = reg
+                        .subscribers
+                        .values()
+                        .find(|s| Arc::ptr_eq(&s.feed, feed));
+                    sub.and_then(|s| s.connection.as_ref())
+                        .unwrap()
+                        .connection_key()
+                })
+                .collect()
+        };
+        let grouped = |keys: &[usize]| keys.windows(2).filter(|w| w[0] != w[1]).count() == 1;
+        let all = keys(&mut reg);
+        assert_eq!(all.len(), 6);
+        assert!(grouped(&all), "{all:?}");
+        assert_ne!(a.connection_key(), b.connection_key());
+        reg.remove(ids[2]);
+        let fewer = keys(&mut reg);
+        assert_eq!(fewer.len(), 5, "built again after the change");
+        assert!(grouped(&fewer), "{fewer:?}");
     }
 
     /// Every subscriber of a code shares one copy of it; the union counts each code

@@ -281,52 +281,35 @@ impl SubStream {
                     });
                     continue;
                 }
-                if on_outlet {
-                    // Caught up with its last pass; a board published while this
-                    // task was at work was passed by the fan-out, so it takes that
-                    // one itself before it rests.
-                    let board = Arc::clone(&self.rx.borrow_and_update());
-                    if board.closing {
-                        return None;
-                    }
-                    let delivered = self.feed.progress.delivered_tick.load(Ordering::Relaxed);
-                    if board.tick > delivered {
-                        cursor.scan = Some(Scan::changes(board));
-                        continue;
-                    }
-                    cursor.pushed = true;
+                // Caught up with its last pass; a board published while this task
+                // was at work was passed by the fan-out (or its wake-up came before
+                // this rest), so it takes that one itself before it rests.
+                let board = Arc::clone(&self.rx.borrow_and_update());
+                if board.closing {
+                    return None;
                 }
+                let delivered = self.feed.progress.delivered_tick.load(Ordering::Relaxed);
+                if board.tick > delivered {
+                    cursor.scan = Some(Scan::changes(board));
+                    continue;
+                }
+                cursor.pushed = on_outlet;
             }
-            tokio::select! {
-                biased;
-                changed = self.rx.changed(), if !on_outlet => {
-                    if changed.is_err() {
-                        return None;
-                    }
-                    let board = Arc::clone(&self.rx.borrow_and_update());
-                    if board.closing {
-                        return None;
-                    }
-                    self.feed.cursor().scan = Some(Scan::changes(board));
-                }
-                // Handed back by the fan-out (on an outlet), or a keepalive may be
-                // due: the hub's sweep kicks a stream one period after its last
-                // send (a busy stream is never woken to find nothing to send).
-                () = self.feed.kick.notified() => {
-                    let mut cursor = self.feed.cursor();
-                    // At work from here: the fan-out leaves the stream alone.
-                    cursor.pushed = false;
-                    // What the fan-out handed back (the rest of an event, or one
-                    // its connection took none of) goes first, and is a send of
-                    // its own: a keepalive in its place would lose its quotes or
-                    // cut a frame in two.
-                    if cursor.control.is_none()
-                        && self.feed.keepalive_due(self.guard.hub.now_ms())
-                    {
-                        let keepalive = self.feed.control_chunk(event::KEEPALIVE);
-                        self.feed.hold(&mut cursor, keepalive);
-                    }
-                }
+            // Woken by the fan-out after a new board (without an outlet), handed
+            // back by it (on an outlet), or a keepalive may be due: the hub's sweep
+            // kicks a stream one period after its last send (a busy stream is never
+            // woken to find nothing to send). A wake-up that came while the task
+            // was at work is kept, and ends the next rest at once.
+            self.feed.kick.notified().await;
+            let mut cursor = self.feed.cursor();
+            // At work from here: the fan-out leaves the stream alone.
+            cursor.pushed = false;
+            // What the fan-out handed back (the rest of an event, or one its
+            // connection took none of) goes first, and is a send of its own: a
+            // keepalive in its place would lose its quotes or cut a frame in two.
+            if cursor.control.is_none() && self.feed.keepalive_due(self.guard.hub.now_ms()) {
+                let keepalive = self.feed.control_chunk(event::KEEPALIVE);
+                self.feed.hold(&mut cursor, keepalive);
             }
         }
     }
