@@ -32,7 +32,7 @@ impl QuoteHub {
         // HTTP/2 connection takes its whole tick in one turn, not a turn for each
         // few streams that the board's watch happened to wake together.
         for feed in &reach.woken {
-            feed.kick.notify_one();
+            feed.board.notify_one();
         }
         for share in shares {
             let _ = share.await;

@@ -47,6 +47,10 @@ pub(super) struct Feed {
     /// took less than an event), the hub's sweep found a keepalive due
     /// (`hub::keepalive`), or the hub stops.
     pub(super) kick: Notify,
+    /// Wakes a resting task without an outlet: a new board (the fan-out). Apart
+    /// from `kick`, so that a board never sends a keepalive early: one is due a
+    /// fixed period after the last send, and the sweep sends it.
+    pub(super) board: Notify,
     /// `hub.keepalive_secs`, plus this stream's share of an eighth of it (see
     /// [`keepalive_slack_ms`]): how long after its last send a keepalive is due.
     keepalive_ms: u64,
@@ -119,6 +123,7 @@ impl Feed {
             room: outlet.as_ref().map(|o| o.room()).unwrap_or_default(),
             outlet,
             kick: Notify::new(),
+            board: Notify::new(),
             keepalive_ms,
         }
     }
@@ -295,21 +300,30 @@ impl SubStream {
                 }
                 cursor.pushed = on_outlet;
             }
-            // Woken by the fan-out after a new board (without an outlet), handed
-            // back by it (on an outlet), or a keepalive may be due: the hub's sweep
-            // kicks a stream one period after its last send (a busy stream is never
-            // woken to find nothing to send). A wake-up that came while the task
-            // was at work is kept, and ends the next rest at once.
-            self.feed.kick.notified().await;
-            let mut cursor = self.feed.cursor();
-            // At work from here: the fan-out leaves the stream alone.
-            cursor.pushed = false;
-            // What the fan-out handed back (the rest of an event, or one its
-            // connection took none of) goes first, and is a send of its own: a
-            // keepalive in its place would lose its quotes or cut a frame in two.
-            if cursor.control.is_none() && self.feed.keepalive_due(self.guard.hub.now_ms()) {
-                let keepalive = self.feed.control_chunk(event::KEEPALIVE);
-                self.feed.hold(&mut cursor, keepalive);
+            // A wake-up that came while the task was at work is kept (by its
+            // `Notify`), and ends the next rest at once.
+            tokio::select! {
+                biased;
+                // A new board (without an outlet): the loop takes it.
+                () = self.feed.board.notified(), if !on_outlet => {}
+                // Handed back by the fan-out (on an outlet), or a keepalive may be
+                // due: the hub's sweep kicks a stream one period after its last
+                // send (a busy stream is never woken to find nothing to send).
+                () = self.feed.kick.notified() => {
+                    let mut cursor = self.feed.cursor();
+                    // At work from here: the fan-out leaves the stream alone.
+                    cursor.pushed = false;
+                    // What the fan-out handed back (the rest of an event, or one
+                    // its connection took none of) goes first, and is a send of
+                    // its own: a keepalive in its place would lose its quotes or
+                    // cut a frame in two.
+                    if cursor.control.is_none()
+                        && self.feed.keepalive_due(self.guard.hub.now_ms())
+                    {
+                        let keepalive = self.feed.control_chunk(event::KEEPALIVE);
+                        self.feed.hold(&mut cursor, keepalive);
+                    }
+                }
             }
         }
     }
