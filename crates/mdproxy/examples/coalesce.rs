@@ -375,8 +375,8 @@ async fn start_floor(upstream_ms: u64, body_len: usize) -> SocketAddr {
     addr
 }
 
-/// An anchor process in front of the simulator, stopped (and its files removed)
-/// when dropped.
+/// An anchor process in front of the simulator, stopped (SIGTERM, so that nginx's
+/// workers go with its master) and its files removed when dropped.
 struct Anchor {
     name: &'static str,
     addr: SocketAddr,
@@ -386,8 +386,7 @@ struct Anchor {
 
 impl Drop for Anchor {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        mdproxy_testkit::process::stop_blocking(&mut self.child, Duration::from_secs(5));
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -57,6 +57,31 @@ pub fn signal(child: &tokio::process::Child, name: &str) {
     kill_process(pid, signal).unwrap_or_else(|e| panic!("kill -{name} {id}: {e}"));
 }
 
+/// Stops `child` as its own shutdown would: SIGTERM, then SIGKILL if it has not
+/// exited within `grace` (checked every 10 ms), then waits for it. A daemon with
+/// processes of its own (nginx's master and workers) takes them down on SIGTERM;
+/// SIGKILL of the master alone leaves its workers running, holding the port.
+pub fn stop_blocking(child: &mut std::process::Child, grace: std::time::Duration) {
+    use rustix::process::{Pid, Signal, kill_process};
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    let pid = i32::try_from(child.id())
+        .ok()
+        .and_then(Pid::from_raw)
+        .expect("a child's pid fits i32 and is not 0");
+    let _ = kill_process(pid, Signal::TERM);
+    let checks = grace.as_millis() / 10;
+    for _ in 0..checks {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// Every line `child` writes on stderr, forwarded as it comes (which also keeps the
 /// pipe drained); the child must have been spawned with a piped stderr.
 fn stderr_lines(child: &mut tokio::process::Child) -> UnboundedReceiver<String> {
@@ -163,5 +188,41 @@ impl Watched {
             "exited {status}; lines seen:\n{}",
             self.seen.join("\n")
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stop_blocking;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    #[test]
+    fn a_child_is_stopped_by_sigterm() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        stop_blocking(&mut child, Duration::from_secs(5));
+        let status = child.try_wait().unwrap().expect("it has exited");
+        assert_eq!(status.signal(), Some(15), "SIGTERM ended it: {status}");
+    }
+
+    #[test]
+    fn a_child_that_ignores_sigterm_is_killed_after_the_grace() {
+        // The shell ignores TERM, and so does the `sleep` it runs (an ignored
+        // signal stays ignored across exec); `exec` makes the sleep the child.
+        let mut child = Command::new("sh")
+            .args(["-c", "trap '' TERM; echo trapped; exec sleep 30"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The trap is set once the shell says so.
+        let mut line = String::new();
+        let stdout = child.stdout.take().unwrap();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+        assert_eq!(line, "trapped\n");
+        stop_blocking(&mut child, Duration::from_millis(100));
+        let status = child.try_wait().unwrap().expect("it has exited");
+        assert_eq!(status.signal(), Some(9), "SIGKILL ended it: {status}");
     }
 }
