@@ -174,8 +174,8 @@ async fn demo_answers_as_its_document_says() {
     std::fs::write(&config, per_operation_config(&s.doc)).unwrap();
     let auth = format!("Authorization: Bearer {TOKEN}");
     let base = s.demo.proxy.base_url();
-    let runs = PHASES.map(|phases| {
-        let args = [
+    let args = |phases| {
+        [
             "--config-file",
             config.to_str().unwrap(),
             "run",
@@ -198,11 +198,9 @@ async fn demo_answers_as_its_document_says() {
             "none",
             "--no-color",
         ]
-        .map(str::to_owned);
-        let (tool, dir) = (s.bin.join("schemathesis"), s.dir.clone());
-        async move { run(&tool, &args.each_ref().map(String::as_str), &dir).await }
-    });
-    let [first, second] = runs;
-    tokio::join!(first, second);
+    };
+    let [first, second] = PHASES.map(args);
+    let tool = s.bin.join("schemathesis");
+    tokio::join!(run(&tool, &first, &s.dir), run(&tool, &second, &s.dir));
     s.demo.shutdown().await;
 }
