@@ -71,7 +71,7 @@ impl CachedBody {
         lifetimes: Lifetimes,
         generation: u64,
     ) -> CachedBody {
-        let hash = xxhash_rust::xxh3::xxh3_64(&body);
+        let hash = twox_hash::XxHash3_64::oneshot(&body);
         CachedBody::hashed(body, hash, status, fetched_at, rule, lifetimes, generation)
     }
 

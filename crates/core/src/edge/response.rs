@@ -276,7 +276,7 @@ pub fn relay(status: u16, body: Bytes) -> Response<Body> {
 static DOCUMENT: LazyLock<(Bytes, HeaderValue)> = LazyLock::new(|| {
     let body = serde_json::to_vec(&mdproxy_api::openapi::document())
         .expect("a JSON value always serialises");
-    let hash = xxhash_rust::xxh3::xxh3_64(&body);
+    let hash = twox_hash::XxHash3_64::oneshot(&body);
     let etag = HeaderValue::from_str(&format!("\"{hash:016x}\"")).expect("hex digits");
     (Bytes::from(body), etag)
 });

@@ -87,7 +87,7 @@ fn read_pair(cert: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
 }
 
 fn fingerprint(cert: &[u8], key: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(cert) ^ xxhash_rust::xxh3::xxh3_64(key).rotate_left(1)
+    twox_hash::XxHash3_64::oneshot(cert) ^ twox_hash::XxHash3_64::oneshot(key).rotate_left(1)
 }
 
 /// A rustls server config from PEM bytes, offering `h2` then `http/1.1`.
@@ -215,7 +215,7 @@ impl Tls {
     /// Why the pair was refused; the running one stays.
     pub fn prepare(&self, cert: &Path, key: &Path) -> Result<Option<Prepared>, Refused> {
         let (cert_pem, key_pem) = read_pair(cert, key).map_err(|error| Refused {
-            fingerprint: xxhash_rust::xxh3::xxh3_64(error.to_string().as_bytes()),
+            fingerprint: twox_hash::XxHash3_64::oneshot(error.to_string().as_bytes()),
             error,
         })?;
         let print = fingerprint(&cert_pem, &key_pem);

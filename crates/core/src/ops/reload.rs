@@ -93,7 +93,7 @@ pub fn reload(path: &Path, lookup: &Lookup, apply: &Apply) -> Result<u64, Reload
 fn fingerprint(path: &Path) -> Option<u64> {
     std::fs::read(path)
         .ok()
-        .map(|bytes| xxhash_rust::xxh3::xxh3_64(&bytes))
+        .map(|bytes| twox_hash::XxHash3_64::oneshot(&bytes))
 }
 
 /// Watches `path` until `stop`, as a task of `tracker`: reloads on SIGHUP and on

@@ -203,7 +203,7 @@ fn hotmap(known: Option<&str>, now: DateTime<Utc>) -> Value {
     let rows: Vec<String> = u.stocks.iter().map(|s| hotmap_row(s, now)).collect();
     let hash = format!(
         "{:016x}",
-        xxhash_rust::xxh3::xxh3_64(rows.concat().as_bytes())
+        twox_hash::XxHash3_64::oneshot(rows.concat().as_bytes())
     );
     let unchanged = known == Some(hash.as_str());
     json!({

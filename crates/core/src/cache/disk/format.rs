@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
-use xxhash_rust::xxh3::xxh3_64;
+use twox_hash::XxHash3_64;
 
 use crate::cache::encoding::Coding;
 use crate::cache::entry::CachedBody;
@@ -98,7 +98,7 @@ fn fingerprint() -> u64 {
             text.push_str(class.as_str());
             text.push('\n');
         }
-        xxh3_64(text.as_bytes())
+        XxHash3_64::oneshot(text.as_bytes())
     })
 }
 
@@ -153,10 +153,10 @@ pub fn encode(key: &str, entry: &CachedBody, stored_at_us: i64, room: usize) -> 
         out.put_u64(if *kind == Kind::Identity {
             entry.hash()
         } else {
-            xxh3_64(bytes)
+            XxHash3_64::oneshot(bytes)
         });
     }
-    let sum = xxh3_64(&out);
+    let sum = XxHash3_64::oneshot(&out);
     out.put_u64(sum);
     for (_, bytes) in &reps {
         out.put_slice(bytes);
@@ -210,7 +210,9 @@ pub fn decode(
         return Err(Refused::Truncated);
     }
     let (header, sum) = record[..header_len].split_at(header_len - CHECKSUM);
-    if xxh3_64(header) != u64::from_be_bytes(sum.try_into().map_err(|_| Refused::Corrupt)?) {
+    if XxHash3_64::oneshot(header)
+        != u64::from_be_bytes(sum.try_into().map_err(|_| Refused::Corrupt)?)
+    {
         return Err(Refused::Corrupt);
     }
     if h.get_u64() != fingerprint() {
@@ -253,7 +255,7 @@ pub fn decode(
         let len = rest.get_u32() as usize;
         let hash = rest.get_u64();
         let bytes = record.get(at..at + len).ok_or(Refused::Truncated)?;
-        if check == Check::Full && xxh3_64(bytes) != hash {
+        if check == Check::Full && XxHash3_64::oneshot(bytes) != hash {
             return Err(Refused::Corrupt);
         }
         let bytes = record.slice(at..at + len);
