@@ -457,6 +457,33 @@ fn dockerfile() -> Vec<(String, String)> {
     out
 }
 
+/// The image and the README's install step build the `dist` profile, which is the
+/// release profile optimised as one program (docs/BENCHMARKS.md, "Build figures").
+#[test]
+fn the_image_and_the_readme_build_the_dist_profile() {
+    let manifest: toml::Table = toml::from_str(&read(&Path::new(ROOT).join("Cargo.toml"))).unwrap();
+    let dist = &manifest["profile"]["dist"];
+    assert_eq!(dist["inherits"].as_str(), Some("release"));
+    assert_eq!(dist["lto"].as_str(), Some("fat"));
+    assert_eq!(dist["codegen-units"].as_integer(), Some(1));
+
+    let steps = dockerfile();
+    let build = steps
+        .iter()
+        .find(|(k, rest)| k == "RUN" && rest.contains("cargo build"))
+        .map(|(_, rest)| rest.as_str())
+        .expect("a RUN step builds the binary");
+    assert!(build.contains("--profile dist --locked"), "{build}");
+    assert!(build.contains("target/dist/mdproxy"), "{build}");
+
+    let readme = read(&Path::new(ROOT).join("README.md"));
+    assert!(
+        readme.contains("cargo build --profile dist\n"),
+        "README builds dist"
+    );
+    assert!(readme.contains("install -m 0755 target/dist/mdproxy"));
+}
+
 /// The image's files agree: it exposes the listeners of the config it copies, runs as
 /// a numeric non-root user, probes the admin listener's `/healthz`, and starts with
 /// the file it copied; hadolint finds nothing; the baked config fails closed without
