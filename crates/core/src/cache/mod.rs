@@ -1,8 +1,9 @@
 //! The cache: the byte-bounded memory store with single-flight fills and its hot
 //! set, the compressed representations of an answer and when they are made, the
 //! read-through decision, the tiers a fill consults before the upstream (the disk
-//! tier under memory, the fleet's shared store), the freshness policy (computed from
-//! the market clock, [`mdproxy_market`]), and what clients ask for.
+//! tier under memory, the fleet's shared store) and what it keeps of the
+//! upstream's answer, the freshness policy (computed from the market clock,
+//! [`mdproxy_market`]), and what clients ask for.
 
 pub mod compress;
 pub mod demand;
@@ -15,6 +16,7 @@ mod flight;
 pub mod freshness;
 mod hot;
 pub mod metrics;
+mod origin;
 pub mod purge;
 pub mod purged;
 pub mod readthrough;

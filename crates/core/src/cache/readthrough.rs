@@ -19,7 +19,8 @@ use crate::cache::encoding::Coding;
 use crate::cache::entry::CachedBody;
 use crate::cache::failures::{Backoff, Failures};
 pub use crate::cache::flight::{ClientFill, FillTask};
-use crate::cache::freshness::{Freshness, Lifetimes, Policy, Rule};
+use crate::cache::freshness::{Freshness, Lifetimes, Policy};
+use crate::cache::origin::{self, Origin};
 use crate::cache::purge::Purge;
 use crate::cache::purged::Stamp;
 use crate::cache::shared;
@@ -27,10 +28,9 @@ use crate::cache::store::{Cache, FillRole, Unheld};
 use crate::cache::tier::{Fill, Tiers};
 use crate::logging::Throttle;
 use crate::stats::CacheStatus;
+use crate::upstream::Upstream;
 use crate::upstream::budget::Priority;
 use crate::upstream::client::FetchError;
-use crate::upstream::{Upstream, UpstreamRequest};
-use mdproxy_api::catalog::{Endpoint, catalog};
 use mdproxy_api::params::Valid;
 use mdproxy_fleet::SharedStore;
 use mdproxy_market::Clock;
@@ -583,20 +583,15 @@ impl ReadThrough {
             let policy = Arc::clone(policy);
             move |entry: &CachedBody| !force && entry.is_fresh_under(&policy, now)
         };
-        let origin = Origin {
-            upstream: s.upstream.clone(),
-            target: valid.upstream_target().to_owned(),
-            passthrough: valid.endpoint == catalog().passthrough(),
-            endpoint: valid.endpoint,
-            rule: Rule::of(valid),
-        };
+        let origin = Origin::of(&s.upstream, valid);
         let lease = s.lease + s.upstream.timeout_for(valid.endpoint);
         let (tiers, clock, policy) = (s.tiers.clone(), Arc::clone(&s.clock), Arc::clone(policy));
         let key = valid.target.clone();
         let this = self.clone();
         s.store
-            .fill_wanting(&valid.target, want, task, usable, move || {
+            .fill_wanting(&valid.target, want, task, usable, move |held| {
                 crate::telemetry::context::within(context, async move {
+                    let found = held.is_some_and(|e| origin::stands_in(&e, &policy, clock.now()));
                     let fill = Fill {
                         key: &key,
                         policy: &policy,
@@ -606,7 +601,8 @@ impl ReadThrough {
                         lease,
                         since: Stamp::now(),
                     };
-                    let fetched = tiers.fill(&fill, || origin.fetch(&fill)).await;
+                    let fetched = tiers.fill(&fill, || origin.fetch(&fill, found)).await;
+                    let fetched = origin::over_held(fetched, found);
                     // In the flight, whoever drives it: the client that started it
                     // may be gone, and the flight ends only after this.
                     this.inner.failures.learn(&key, &fetched);
@@ -644,51 +640,5 @@ impl ReadThrough {
             }
         });
         None
-    }
-}
-
-/// The upstream as a fill's last step: what to ask it, and how to keep its answer.
-struct Origin {
-    upstream: Upstream,
-    /// Path and canonical query relative to `/api/v1`.
-    target: String,
-    passthrough: bool,
-    endpoint: &'static Endpoint,
-    rule: Rule,
-}
-
-impl Origin {
-    /// Asks the upstream and wraps its answer with its lifetimes under the fill's
-    /// policy (a 404 becomes a short negative entry).
-    async fn fetch(&self, fill: &Fill<'_>) -> Result<CachedBody, FetchError> {
-        let request = UpstreamRequest {
-            target: &self.target,
-            priority: fill.priority,
-            passthrough: self.passthrough,
-            endpoint: self.endpoint,
-        };
-        let (body, status, rule) = match self.upstream.request(request).await {
-            Ok(fetched) => (fetched.body, 200, self.rule),
-            // Negative caching: an unknown code stays unknown for a while.
-            Err(FetchError::Answer { status: 404, body }) => (
-                body,
-                404,
-                Rule {
-                    negative: true,
-                    ..self.rule
-                },
-            ),
-            Err(e) => return Err(e),
-        };
-        let fetched_at = fill.clock.now();
-        let lifetimes = fill.policy.lifetimes(rule, fetched_at);
-        Ok(CachedBody::new(
-            body,
-            status,
-            fetched_at,
-            rule,
-            lifetimes,
-            fill.policy.generation(),
-        ))
     }
 }

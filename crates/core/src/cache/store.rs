@@ -540,16 +540,18 @@ impl Cache {
         fetch: F,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole)
     where
-        F: FnOnce() -> Fut,
+        F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
     {
-        self.fill_wanting(key, Want::Lately, FillTask::Starters, usable, fetch)
+        self.fill_wanting(key, Want::Lately, FillTask::Starters, usable, |_| fetch())
             .await
     }
 
     /// [`fill`](Self::fill), its answer stored with the compressed copies `want`
     /// names (those of the caller that starts the flight; a caller that joins it
-    /// takes what it makes).
+    /// takes what it makes), and `fetch` handed what the store holds that will not
+    /// do, if anything: the entry its answer would replace (the read-through keeps
+    /// a found answer from a "not found" with it).
     pub async fn fill_wanting<F, Fut>(
         &self,
         key: &str,
@@ -559,7 +561,7 @@ impl Cache {
         fetch: F,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole)
     where
-        F: FnOnce() -> Fut,
+        F: FnOnce(Option<Arc<CachedBody>>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
     {
         let (flight, leader, link) = self.inner.flights.join_or_start(key, |id| {
@@ -569,22 +571,20 @@ impl Cache {
             let inner = Arc::clone(&self.inner);
             // Before the fetch: a purge made after it covers the answer.
             let since = Stamp::now();
-            // Boxed: the fetch's state (the upstream client's futures, several KB)
-            // would otherwise be copied each time the task is moved and stored.
-            let fut = Box::pin(fetch());
-            // After `fetch()`: a guard dropped here, under the shard's lock, would
-            // lock it again.
             let ending = Ending::new(Arc::clone(&self.inner.flights), key.to_owned(), id);
             let work = async move {
-                if let Some(entry) = inner.entries.get(ending.key()).await
-                    && usable(&entry)
+                let held = inner.entries.get(ending.key()).await;
+                if let Some(entry) = held.as_ref()
+                    && usable(entry)
                 {
                     return Ok(Filled {
-                        entry,
+                        entry: Arc::clone(entry),
                         fetched: false,
                     });
                 }
-                let entry = Arc::new(fut.await?);
+                // Boxed: the fetch's state (the upstream client's futures, several
+                // KB) would otherwise be copied each time the flight is moved.
+                let entry = Arc::new(Box::pin(fetch(held)).await?);
                 inner.compressor.make_wanted(&entry, want).await;
                 inner.keep(ending.key(), &entry, since).await;
                 // The flight ends here, after the insert: a caller that finds no

@@ -134,6 +134,57 @@ async fn a_failing_upstream_is_hidden_by_the_fleets_stale_answer() {
     assert_eq!(env.sim.hits(NEWS), 2, "held back: not asked again");
 }
 
+/// A node that holds a 200 keeps it when another node, which held no copy, took
+/// the upstream's 404 for the key and shared it: the fleet's "not found" is the
+/// upstream's fault to it, as the upstream's own 404 would be (docs/http-contract.md,
+/// "Answers the upstream makes"). News out of session: stale from 300 s, served on
+/// error until 3,900 s.
+#[tokio::test]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
+async fn a_not_found_from_the_fleet_never_replaces_a_nodes_found_answer() {
+    const NEWS: &str = "/news/overview";
+    let redis = Redis::start();
+    let upstream = support::Scripted::start().await;
+    let clock = support::saturday();
+    let config = |name: &str| {
+        let mut config = mdproxy_config::Config::default();
+        config.server.listen = "127.0.0.1:0".into();
+        config.auth.tokens = vec![Secret::new(support::TOKEN)];
+        config.upstream.base_url = format!("http://{}/api/v1", upstream.addr);
+        config.upstream.probe_target = String::new();
+        config.scheduler.enabled = false;
+        config.limits.failure_backoff_ms = 60_000;
+        config.limits.failure_backoff_max_ms = 60_000;
+        config.cluster.redis_url = Secret::new(redis.url());
+        config.cluster.node_id = name.into();
+        config
+    };
+    let a = mdproxy_core::app::start(&config("node-0"), clock.clone()).await;
+    let b = mdproxy_core::app::start(&config("node-1"), clock.clone()).await;
+    let (a, b) = (a.unwrap(), b.unwrap());
+    joined(&[&a, &b]).await;
+    let found = r#"{"success": true, "data": {"list": [{"title": "a"}]}}"#;
+    upstream.then(support::response("200 OK", &[], found));
+    assert_eq!(header(&get(&a, NEWS).await, "x-cache"), "MISS");
+
+    clock.advance(Duration::from_secs(1_000));
+    let not_found = r#"{"success": false, "error": "not found", "code": 404}"#;
+    upstream.then(support::response("404 Not Found", &[], not_found));
+    // The node with no copy of its own takes the 404 as an answer, and shares it.
+    assert_eq!(get(&b, NEWS).await.status(), 404);
+    let r = get(&a, NEWS).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "x-cache"), "STALE");
+    assert_eq!(r.text().await.unwrap(), found);
+    assert_eq!(
+        upstream.received(),
+        2,
+        "the fleet's 404 answered node-0's fill"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 /// A purge on one node drops the key from the shared store and from every node's
 /// own cache: the next request anywhere asks the upstream again.
 #[tokio::test]

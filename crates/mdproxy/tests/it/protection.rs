@@ -779,6 +779,89 @@ async fn a_cut_answer_is_never_kept_however_it_is_framed() {
     proxy.shutdown().await;
 }
 
+/// Defect: a 404 for a key whose 200 was held replaced it, and every client got
+/// "not found" for an answer the proxy had. The real upstream documents its 404
+/// for unknown paths only, so after a 200 it is the upstream's fault: the 200
+/// stands in while its stale-if-error window lasts (a background refresh and a
+/// client's miss alike), the 404 is kept nowhere, and the key backs off. After the
+/// window a 404 is kept as any. (News out of session: fresh 300 s, stale until
+/// 900 s, served on error until 3,900 s.)
+#[tokio::test]
+async fn a_not_found_never_replaces_a_found_answer_that_may_stand_in() {
+    let upstream = Scripted::start().await;
+    let clock = support::clock_at("2026-11-21T20:00:00+08:00");
+    let fake = FakeRelativeClock::default();
+    let proxy = scripted_proxy(&upstream, clock.clone(), &fake, |c| {
+        // No retry comes within the test: the scripted answers are the requests'.
+        c.limits.failure_backoff_ms = 60_000;
+        c.limits.failure_backoff_max_ms = 60_000;
+    })
+    .await;
+    let found =
+        |n: u32| format!(r#"{{"success": true, "data": {{"list": [{{"title": "{n}"}}]}}}}"#);
+    let ok = |n: u32| support::response("200 OK", &[], &found(n));
+    let not_found = || {
+        let body = r#"{"success": false, "error": "not found", "code": 404}"#;
+        support::response("404 Not Found", &[], body)
+    };
+    let keys = ["/news/overview", "/news/mainline", "/news/headlines"];
+    for (n, key) in (1..).zip(keys) {
+        upstream.then(ok(n));
+        assert_eq!(header(&get(&proxy, key).await, "x-cache"), "MISS");
+    }
+
+    // Stale: served at once while a background refresh gets the 404.
+    clock.advance(Duration::from_secs(400));
+    upstream.then(not_found());
+    let r = get(&proxy, keys[0]).await;
+    assert_eq!(detail(&r), "stale-while-revalidate");
+    assert_eq!(r.text().await.unwrap(), found(1));
+    let cache = proxy.state().cache();
+    let canonical = mdproxy_api::parse_target(keys[0]).unwrap().target;
+    let refreshed = || cache.failures().len() == 1 && !cache.store().is_filling(&canonical);
+    assert!(support::eventually(Duration::from_secs(10), refreshed).await);
+    assert_eq!(upstream.received(), 4);
+    let r = get(&proxy, keys[0]).await;
+    assert_eq!(detail(&r), "stale-key-backing-off", "the 200 was kept");
+    assert_eq!(r.text().await.unwrap(), found(1));
+
+    // Past stale: a client's miss gets the 404, and the 200 in its place.
+    clock.advance(Duration::from_secs(600));
+    upstream.then(not_found());
+    for expected in ["stale-if-error", "stale-key-backing-off"] {
+        let r = get(&proxy, keys[1]).await;
+        assert_eq!(
+            (r.status().as_u16(), detail(&r)),
+            (200, expected.to_owned())
+        );
+        assert_eq!(r.text().await.unwrap(), found(2));
+    }
+    assert_eq!(
+        upstream.received(),
+        5,
+        "the backing-off key was not asked again"
+    );
+
+    // Past the window: the 404 is the answer, and kept.
+    clock.advance(Duration::from_secs(3_000));
+    upstream.then(not_found());
+    for expected in ["", "negative"] {
+        let r = get(&proxy, keys[2]).await;
+        assert_eq!(
+            (r.status().as_u16(), detail(&r)),
+            (404, expected.to_owned())
+        );
+    }
+    assert_eq!(upstream.received(), 6);
+    let not_founds = proxy
+        .state()
+        .upstream()
+        .counters()
+        .outcome_count(UpstreamOutcome::NotFound);
+    assert_eq!(not_founds, 3, "each 404 counted as the upstream sent it");
+    proxy.shutdown().await;
+}
+
 /// A second upstream (`[[upstream.fallback]]`, its own key) takes what the primary
 /// cannot: while the primary is paused by a `Retry-After`, and while a route of it
 /// fails (its breaker open). The primary takes over again when its pause ends, and

@@ -48,13 +48,10 @@ async fn concurrent_fills_make_one_request() {
                 .fill(
                     "k",
                     |_| true,
-                    || {
-                        let calls = calls.clone();
-                        async move {
-                            calls.fetch_add(1, Ordering::SeqCst);
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                            Ok(body("{\"success\":true}"))
-                        }
+                    move || async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        Ok(body("{\"success\":true}"))
                     },
                 )
                 .await;
@@ -141,7 +138,7 @@ async fn held_fill<'a>(
         Want::Lately,
         task,
         |_| true,
-        move || async move {
+        move |_| async move {
             let _ = released.await;
             Ok(body("{\"success\":true}"))
         },
@@ -326,7 +323,7 @@ async fn a_disk_read_across_a_purge_is_served_but_not_kept() {
 /// Caches `text` under `key` in place of what is there.
 async fn put(cache: &Cache, key: &str, text: &'static str) -> Arc<CachedBody> {
     let (entry, _) = cache
-        .fill(key, |_| false, || async move { Ok(body(text)) })
+        .fill(key, |_| false, move || async move { Ok(body(text)) })
         .await;
     entry.unwrap()
 }
