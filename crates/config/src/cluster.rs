@@ -62,7 +62,9 @@ pub struct ClusterConfig {
     /// The nodes a node counts until Redis first answers: a node that starts while
     /// Redis is away takes this share of the upstream budget (1: the whole of it),
     /// so a fleet restarted during an outage does not send `nodes` times the
-    /// budget. Once Redis has answered, the last count it gave is used instead.
+    /// budget. Once Redis has answered, the last count it gave is used instead,
+    /// and while it is below this the nodes on Redis draw only that part of the
+    /// fleet's budget (a node missing may be cut off, working on its own share).
     pub expected_nodes: u64,
 }
 

@@ -25,7 +25,7 @@ const NODE_EXPIRES: Duration = Duration::from_secs(5);
 pub(super) const SCAN_COUNT: usize = 500;
 
 /// Marks a node alive and counts the living (`scripts/heartbeat.lua`).
-static HEARTBEAT: LazyLock<redis::Script> =
+pub(crate) static HEARTBEAT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("scripts/heartbeat.lua")));
 
 /// Why a cluster operation did not happen; the caller carries on alone.
@@ -72,6 +72,8 @@ struct Inner {
     timeout: Duration,
     /// Nodes seen alive at the last heartbeat (at least 1).
     nodes: AtomicU64,
+    /// The nodes the fleet is expected to have (`cluster.expected_nodes`).
+    expected: AtomicU64,
 }
 
 /// Time spent alone: the periods ended, and the start of the one under way.
@@ -112,6 +114,7 @@ impl Link {
                 }),
                 timeout,
                 nodes: AtomicU64::new(1),
+                expected: AtomicU64::new(1),
             }),
         }
     }
@@ -174,6 +177,13 @@ impl Link {
     /// away takes that share of the budget.
     pub(super) fn expect_nodes(&self, nodes: u64) {
         self.inner.nodes.store(nodes.max(1), Ordering::Relaxed);
+        self.inner.expected.store(nodes.max(1), Ordering::Relaxed);
+    }
+
+    /// The nodes the fleet is expected to have (`cluster.expected_nodes`, 1 when
+    /// not set).
+    pub(super) fn expected(&self) -> u64 {
+        self.inner.expected.load(Ordering::Relaxed).max(1)
     }
 
     /// Nodes seen alive recently (this one included; before Redis answered, the
@@ -316,7 +326,13 @@ impl Link {
             })
             .await;
         if let Ok(n) = counted {
-            self.inner.nodes.store(n.max(1), Ordering::Relaxed);
+            let (n, expected) = (n.max(1), self.expected());
+            let before = self.inner.nodes.swap(n, Ordering::Relaxed);
+            if n < expected && n != before {
+                tracing::warn!(node = %self.inner.node_id, alive = n, expected, "fewer nodes on Redis than cluster.expected_nodes: they draw only their share of the upstream budget, as the others may be cut off on theirs");
+            } else if n >= expected && before < expected && expected > 1 {
+                tracing::info!(node = %self.inner.node_id, alive = n, expected, "the expected nodes are on Redis: the whole upstream budget is drawn again");
+            }
         }
     }
 

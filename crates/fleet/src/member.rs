@@ -18,7 +18,7 @@ use super::leader::{RedisLeadership, board_channel};
 use super::limits::RedisLimits;
 use super::link::{Link, Unavailable, events_channel};
 use super::lock::RedisLock;
-use super::permits::RedisPermits;
+use super::permits::{Permits, RedisPermits};
 use super::store::RedisStore;
 use mdproxy_config::ClusterConfig;
 
@@ -134,6 +134,12 @@ impl Cluster {
     /// before Redis answered).
     pub fn nodes(&self) -> u64 {
         self.link.nodes()
+    }
+
+    /// The part of the upstream budget the fleet's bucket gives out now (see
+    /// [`Permits::fleet_share`]).
+    pub fn budget_share(&self) -> f64 {
+        self.permits.fleet_share()
     }
 
     /// Answers this node found in the shared store.

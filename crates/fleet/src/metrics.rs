@@ -36,6 +36,20 @@ impl Collector for FleetMetrics {
             None,
             up.metric_type(),
         )?)?;
+        let nodes = ConstGauge::new(i64::try_from(cluster.nodes()).unwrap_or(i64::MAX));
+        nodes.encode(encoder.encode_descriptor(
+            "cluster_nodes",
+            "Nodes the last heartbeat counted on Redis (cluster.expected_nodes before it)",
+            None,
+            nodes.metric_type(),
+        )?)?;
+        let share = ConstGauge::new(cluster.budget_share());
+        share.encode(encoder.encode_descriptor(
+            "cluster_budget_share",
+            "Part of the upstream budget the nodes on Redis draw: 1, or the nodes alive over cluster.expected_nodes",
+            None,
+            share.metric_type(),
+        )?)?;
         for (name, help, value) in [
             (
                 "cluster_shared_hits",

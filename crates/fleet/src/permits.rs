@@ -15,6 +15,15 @@ pub trait Permits: Send + Sync {
     /// Nodes alive (this one included); a node alone takes this share of a budget.
     fn nodes(&self) -> u64;
 
+    /// The part of a budget the fleet's bucket gives out: the nodes alive over the
+    /// nodes expected (`cluster.expected_nodes`), at most the whole. A node that is
+    /// missing may be cut off from Redis and working on its own share (a partial
+    /// partition), so the nodes that still reach Redis leave that share to it and
+    /// the whole stays within the budget.
+    fn fleet_share(&self) -> f64 {
+        1.0
+    }
+
     /// One permit from the fleet's bucket `bucket`: `interval` between permits,
     /// `tolerance` how far ahead of that schedule one may be taken (the burst).
     /// Zero when granted, else how long until one may be.
@@ -40,6 +49,16 @@ impl RedisPermits {
     }
 }
 
+/// `alive` nodes' part of a budget meant for `expected` (see
+/// [`Permits::fleet_share`]).
+fn share(alive: u64, expected: u64) -> f64 {
+    if alive >= expected {
+        1.0
+    } else {
+        alive as f64 / expected as f64
+    }
+}
+
 /// One permit, or the wait for one (`scripts/gcra.lua`).
 static GCRA: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("scripts/gcra.lua")));
@@ -59,6 +78,10 @@ fn bucket_key(bucket: &str) -> String {
 impl Permits for RedisPermits {
     fn nodes(&self) -> u64 {
         self.link.nodes()
+    }
+
+    fn fleet_share(&self) -> f64 {
+        share(self.link.nodes(), self.link.expected())
     }
 
     async fn take_permit(
@@ -88,6 +111,32 @@ mod tests {
     use super::*;
     use crate::link::mock;
     use redis_test::MockCmd;
+
+    /// The fleet's bucket gives out the nodes alive over the nodes expected: before
+    /// the first heartbeat (the expected count) and with as many or more alive, the
+    /// whole; with fewer, their part.
+    #[tokio::test]
+    async fn the_nodes_on_redis_leave_the_missing_ones_their_share() {
+        let beat = |n: i64| {
+            MockCmd::new(
+                mock::eval(
+                    &crate::link::HEARTBEAT,
+                    &["mdproxy:v1:nodes"],
+                    &["n1", "5000"],
+                ),
+                Ok(n),
+            )
+        };
+        let link = Link::on_mock(vec![beat(2), beat(4)]);
+        link.expect_nodes(3);
+        let permits = RedisPermits::new(link.clone());
+        assert_eq!(permits.fleet_share(), 1.0, "before the first heartbeat");
+        link.beat().await;
+        assert!((permits.fleet_share() - 2.0 / 3.0).abs() < 1e-9);
+        link.beat().await;
+        assert_eq!(permits.fleet_share(), 1.0, "more than expected");
+        assert_eq!(share(1, 1), 1.0, "the default: nothing held back");
+    }
 
     /// The interval and tolerance go in microseconds, each instance to its own
     /// bucket (the primary's under its old name); the answer is the wait.

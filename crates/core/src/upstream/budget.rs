@@ -317,7 +317,9 @@ impl UpstreamBudget {
         if s.upstream_rps == 0 {
             return Ok(Ok(()));
         }
-        let interval = Duration::from_secs_f64(1.0 / self.rate.max(f64::MIN_POSITIVE));
+        // The nodes on Redis leave their share to those expected but missing.
+        let rate = self.rate * permits.fleet_share();
+        let interval = Duration::from_secs_f64(1.0 / rate.max(f64::MIN_POSITIVE));
         let full = interval * s.upstream_burst.saturating_sub(1);
         let share = full * s.background_percent / 100;
         let (tolerance, limit) = match priority {

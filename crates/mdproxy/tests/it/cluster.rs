@@ -326,6 +326,58 @@ async fn the_cluster_holds_the_upstream_budget_under_a_flood() {
     drop(redis);
 }
 
+/// A partial partition: a fleet of two (`cluster.expected_nodes`) with one node on
+/// Redis, the other cut off and working on its half of the budget. The node on
+/// Redis draws half the shared rate, so the two together stay within one budget.
+/// Timed on Redis's clock from below: 12 requests at 2 a second after a burst of 4
+/// take at least 4 s (at the whole rate of 4, about 2 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
+async fn the_nodes_on_redis_leave_a_missing_node_its_share_of_the_budget() {
+    let (env, redis) = on_redis(Redis::start(), |c| {
+        c.limits.upstream_rps = 4;
+        c.limits.upstream_burst = 4;
+        c.limits.client_wait_ms = 20_000;
+        c.cluster.expected_nodes = 2;
+        c.admin.listen = "127.0.0.1:0".into();
+    })
+    .await;
+    joined(&[&env.proxy]).await;
+    let cluster = env.proxy.state().cluster().unwrap().clone();
+    assert!(support::eventually(Duration::from_secs(10), || cluster.nodes() == 1).await);
+    let metrics = format!("http://{}/metrics", env.proxy.admin_addr.unwrap());
+    let metrics = support::text(&metrics).await;
+    for line in [
+        "mdproxy_cluster_nodes 1",
+        "mdproxy_cluster_budget_share 0.5",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line}");
+    }
+    let mut conn = redis_conn(&redis).await;
+    let redis_now = async |conn: &mut redis::aio::MultiplexedConnection| {
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+        Duration::from_secs(secs) + Duration::from_micros(micros)
+    };
+    let started = redis_now(&mut conn).await;
+    let targets: Vec<String> = (0..12)
+        .map(|i| format!("/stock/detail/{}", 600_000 + i))
+        .collect();
+    let asks = targets.iter().map(|t| get(&env.proxy, t));
+    let answers = futures_util::future::join_all(asks).await;
+    assert!(
+        answers
+            .iter()
+            .all(|r| r.status() == 200 || r.status() == 404)
+    );
+    let took = redis_now(&mut conn).await - started;
+    assert_eq!(env.sim.arrivals().len(), 12);
+    assert!(
+        took >= Duration::from_millis(3_900),
+        "12 upstream requests in {took:?} of Redis's clock"
+    );
+    drop(redis);
+}
+
 /// A scheduled job fires on every node, and runs on one: the first to claim the
 /// second it fired in.
 #[tokio::test]
