@@ -20,6 +20,8 @@ pub(super) const PREFIX: &str = "mdproxy:v1";
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 /// A node silent for this long no longer counts.
 const NODE_EXPIRES: Duration = Duration::from_secs(5);
+/// How often Redis's refusals of commands (`NOPERM`) are logged at most.
+const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(60);
 
 /// Keys `SCAN` looks at per round (a purge, the pauses kept).
 pub(super) const SCAN_COUNT: usize = 500;
@@ -74,6 +76,10 @@ struct Inner {
     nodes: AtomicU64,
     /// The nodes the fleet is expected to have (`cluster.expected_nodes`).
     expected: AtomicU64,
+    /// Commands Redis refused to this node's ACL user (`NOPERM`).
+    refused: AtomicU64,
+    /// When a refusal was last logged.
+    refusal_logged: Mutex<Option<Instant>>,
 }
 
 /// Time spent alone: the periods ended, and the start of the one under way.
@@ -115,6 +121,8 @@ impl Link {
                 timeout,
                 nodes: AtomicU64::new(1),
                 expected: AtomicU64::new(1),
+                refused: AtomicU64::new(0),
+                refusal_logged: Mutex::new(None),
             }),
         }
     }
@@ -250,8 +258,29 @@ impl Link {
         }
     }
 
+    /// Takes in Redis's refusal of a command to this node's ACL user (`NOPERM`): a
+    /// misconfiguration, not an outage. Redis stays in use for the commands it
+    /// allows; the refused one fails as if Redis were away (the node falls back to
+    /// its own share), counted, and said at `error`, the first time and then at
+    /// most once a minute.
+    fn refused(&self, e: &redis::RedisError) {
+        let refused = self.inner.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut logged = self.inner.refusal_logged.lock().expect("not poisoned");
+        if logged.is_none_or(|at| at.elapsed() >= REFUSALS_LOGGED_EVERY) {
+            *logged = Some(Instant::now());
+            // Redis's reason names the user and the command, never a password.
+            tracing::error!(node = %self.inner.node_id, reason = %e, refused, "Redis refused a command to this node's user: grant it (docs/cluster.md, ACL users); until then the node does without it");
+        }
+    }
+
+    /// Commands Redis refused to this node's ACL user so far.
+    pub(super) fn refusals(&self) -> u64 {
+        self.inner.refused.load(Ordering::Relaxed)
+    }
+
     /// Runs one command on the data connection within the timeout; a failure
-    /// marks Redis as away (the watcher brings it back).
+    /// marks Redis as away (the watcher brings it back), but for a refusal to
+    /// this node's user ([`refused`](Self::refused)).
     pub(super) async fn run<T, F, Fut>(&self, op: F) -> Result<T, Unavailable>
     where
         F: FnOnce(Connection) -> Fut,
@@ -269,6 +298,10 @@ impl Link {
             .ok_or(Unavailable)?;
         match tokio::time::timeout(self.inner.timeout, op(conn)).await {
             Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) if e.code() == Some("NOPERM") => {
+                self.refused(&e);
+                Err(Unavailable)
+            }
             Ok(Err(e)) => {
                 self.went_away(&e.to_string());
                 Err(Unavailable)

@@ -142,6 +142,11 @@ impl Cluster {
         self.permits.fleet_share()
     }
 
+    /// Commands Redis refused to this node's ACL user (`NOPERM`) so far.
+    pub fn refusals(&self) -> u64 {
+        self.link.refusals()
+    }
+
     /// Answers this node found in the shared store.
     pub fn shared_hits(&self) -> u64 {
         self.store.shared_hits()

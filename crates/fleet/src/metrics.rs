@@ -66,6 +66,11 @@ impl Collector for FleetMetrics {
                 "Attempts to connect to Redis, and sessions with it, that ended in an error",
                 cluster.failed_sessions(),
             ),
+            (
+                "cluster_refused_commands",
+                "Commands Redis refused to this node's ACL user (NOPERM): grant them",
+                cluster.refusals(),
+            ),
         ] {
             let c = ConstCounter::new(value);
             c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)?;

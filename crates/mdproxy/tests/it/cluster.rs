@@ -185,6 +185,75 @@ async fn a_not_found_from_the_fleet_never_replaces_a_nodes_found_answer() {
     b.shutdown().await;
 }
 
+/// Defect: a command Redis refused to the node's ACL user (`NOPERM`) marked Redis
+/// away, as an outage does, so a user without `XADD` dropped the node out of the
+/// fleet at every purge. A refusal is a permission to grant: Redis stays in use,
+/// the purge still holds on the node, and the node says what to grant (the user
+/// and the command, never the password), and counts it.
+#[tokio::test]
+#[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
+async fn a_command_refused_to_the_acl_user_is_said_and_keeps_redis_in_use() {
+    let lines = Lines::default();
+    let _guard = lines.capture();
+    let port = support::redis::free_port();
+    let user = [
+        "--user",
+        "default",
+        "off",
+        "--user",
+        "mdproxy",
+        "on",
+        ">acl-pa55",
+    ];
+    let grants = ["~mdproxy:*", "&mdproxy:*", "+@all", "-xadd"];
+    let args: Vec<&str> = user.into_iter().chain(grants).collect();
+    let _redis = Redis::with(port, &args);
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.cluster.redis_url = Secret::new(format!("redis://127.0.0.1:{port}/0"));
+            c.cluster.username = "mdproxy".into();
+            c.cluster.password = Secret::new("acl-pa55");
+            c.admin.listen = "127.0.0.1:0".into();
+            c.admin.token = Secret::new("admin-secret");
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    joined(&[&env.proxy]).await;
+    let cluster = env.proxy.state().cluster().unwrap().clone();
+    assert_eq!(
+        header(&get(&env.proxy, "/news/overview").await, "x-cache"),
+        "MISS"
+    );
+    purge(&env, "prefix=/news/").await;
+    assert_eq!(
+        header(&get(&env.proxy, "/news/overview").await, "x-cache"),
+        "MISS"
+    );
+    assert!(cluster.is_up(), "Redis stays in use: {}", lines.text());
+    assert!(cluster.refusals() >= 1);
+    let said = lines.text();
+    let line = said
+        .lines()
+        .find(|l| l.contains("Redis refused a command"))
+        .unwrap_or_else(|| panic!("not said: {said}"));
+    assert!(
+        line.contains("ERROR") && line.to_lowercase().contains("xadd"),
+        "{line}"
+    );
+    assert!(!said.contains("acl-pa55"));
+    let metrics = format!("http://{}/metrics", env.proxy.admin_addr.unwrap());
+    let metrics = support::text(&metrics).await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("mdproxy_cluster_refused_commands_total ")
+                && l != "mdproxy_cluster_refused_commands_total 0"),
+        "{metrics}"
+    );
+}
+
 /// A purge on one node drops the key from the shared store and from every node's
 /// own cache: the next request anywhere asks the upstream again.
 #[tokio::test]
