@@ -344,6 +344,20 @@ async fn a_purge_made_while_redis_is_down_reaches_every_node_when_it_is_back() {
     );
 }
 
+/// An upstream budget of 4 requests a second, a burst of 4, and clients that wait
+/// for it as long as a test may take.
+fn four_a_second(c: &mut mdproxy_config::Config) {
+    c.limits.upstream_rps = 4;
+    c.limits.upstream_burst = 4;
+    c.limits.client_wait_ms = 20_000;
+}
+
+/// Redis's clock (`TIME`): the budget's own.
+async fn redis_time(conn: &mut redis::aio::MultiplexedConnection) -> Duration {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    Duration::from_secs(secs) + Duration::from_micros(micros)
+}
+
 /// `limits.upstream_rps` and `upstream_burst` hold for the cluster: a flood of
 /// distinct cold keys on three nodes reaches the upstream at the cluster's rate, not
 /// three times it. Timed on Redis's clock (the budget's own), and only from below:
@@ -352,20 +366,11 @@ async fn a_purge_made_while_redis_is_down_reaches_every_node_when_it_is_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
 async fn the_cluster_holds_the_upstream_budget_under_a_flood() {
-    let (env, redis) = on_redis(Redis::start(), |c| {
-        c.limits.upstream_rps = 4;
-        c.limits.upstream_burst = 4;
-        c.limits.client_wait_ms = 20_000;
-    })
-    .await;
+    let (env, redis) = on_redis(Redis::start(), four_a_second).await;
     let (b, c) = (node(&env, "node-1").await, node(&env, "node-2").await);
     joined(&[&env.proxy, &b, &c]).await;
     let mut conn = redis_conn(&redis).await;
-    let redis_now = async |conn: &mut redis::aio::MultiplexedConnection| {
-        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
-        Duration::from_secs(secs) + Duration::from_micros(micros)
-    };
-    let started = redis_now(&mut conn).await;
+    let started = redis_time(&mut conn).await;
     let nodes = Arc::new([env.proxy.base_url(), b.base_url(), c.base_url()]);
     let client = support::client();
     let asks = (0..24).map(|i| {
@@ -386,7 +391,7 @@ async fn the_cluster_holds_the_upstream_budget_under_a_flood() {
         statuses.iter().all(|s| *s == 200 || *s == 404),
         "{statuses:?}"
     );
-    let took = redis_now(&mut conn).await - started;
+    let took = redis_time(&mut conn).await - started;
     assert_eq!(env.sim.arrivals().len(), 24);
     assert!(
         took >= Duration::from_millis(4_900),
@@ -404,9 +409,7 @@ async fn the_cluster_holds_the_upstream_budget_under_a_flood() {
 #[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
 async fn the_nodes_on_redis_leave_a_missing_node_its_share_of_the_budget() {
     let (env, redis) = on_redis(Redis::start(), |c| {
-        c.limits.upstream_rps = 4;
-        c.limits.upstream_burst = 4;
-        c.limits.client_wait_ms = 20_000;
+        four_a_second(c);
         c.cluster.expected_nodes = 2;
         c.admin.listen = "127.0.0.1:0".into();
     })
@@ -423,11 +426,7 @@ async fn the_nodes_on_redis_leave_a_missing_node_its_share_of_the_budget() {
         assert!(metrics.lines().any(|l| l == line), "{line}");
     }
     let mut conn = redis_conn(&redis).await;
-    let redis_now = async |conn: &mut redis::aio::MultiplexedConnection| {
-        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
-        Duration::from_secs(secs) + Duration::from_micros(micros)
-    };
-    let started = redis_now(&mut conn).await;
+    let started = redis_time(&mut conn).await;
     let targets: Vec<String> = (0..12)
         .map(|i| format!("/stock/detail/{}", 600_000 + i))
         .collect();
@@ -438,7 +437,7 @@ async fn the_nodes_on_redis_leave_a_missing_node_its_share_of_the_budget() {
             .iter()
             .all(|r| r.status() == 200 || r.status() == 404)
     );
-    let took = redis_now(&mut conn).await - started;
+    let took = redis_time(&mut conn).await - started;
     assert_eq!(env.sim.arrivals().len(), 12);
     assert!(
         took >= Duration::from_millis(3_900),
