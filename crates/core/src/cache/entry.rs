@@ -138,6 +138,16 @@ impl CachedBody {
         }
     }
 
+    /// Whether it may stand in for the upstream's failure at `now` under `policy`:
+    /// a 200 within its stale-if-error window (a cached "not found" never does).
+    pub fn may_stand_in(&self, policy: &Policy, now: DateTime<Utc>) -> bool {
+        self.status == 200
+            && self
+                .lifetimes_under(policy)
+                .decide(now)
+                .is_usable_on_error()
+    }
+
     /// Whether it is fresh at `now` under `policy`.
     pub fn is_fresh_under(&self, policy: &Policy, now: DateTime<Utc>) -> bool {
         self.lifetimes_under(policy).decide(now) == crate::cache::freshness::Freshness::Fresh

@@ -3,10 +3,9 @@
 //! was asked while that answer may still stand in for a failure).
 
 use bytes::Bytes;
-use chrono::{DateTime, Utc};
 
 use crate::cache::entry::CachedBody;
-use crate::cache::freshness::{Policy, Rule};
+use crate::cache::freshness::Rule;
 use crate::cache::tier::Fill;
 use crate::upstream::client::FetchError;
 use crate::upstream::{Upstream, UpstreamRequest};
@@ -36,8 +35,9 @@ impl Origin {
     }
 
     /// Asks the upstream and wraps its answer with its lifetimes under the fill's
-    /// policy (a 404 becomes a short negative entry). When the key's held answer
-    /// `found` what it asked (see [`stands_in`]), a 404 is the upstream's failure
+    /// policy (a 404 becomes a short negative entry). When a held answer `found`
+    /// what it asked (this node's or the fleet's, one that
+    /// [may stand in](CachedBody::may_stand_in)), a 404 is the upstream's failure
     /// instead, as a `success: false` is: it neither replaces that answer here nor
     /// reaches the other tiers, the answer stands in, and the key backs off.
     pub async fn fetch(&self, fill: &Fill<'_>, found: bool) -> Result<CachedBody, FetchError> {
@@ -76,9 +76,9 @@ impl Origin {
     }
 }
 
-/// What another tier found for a fill (the fleet's store: a node that held no 200
-/// kept the 404), under the same rule as the upstream's answer: when the key's
-/// held answer `found` what it asked, a "not found" is a failure.
+/// What another tier found for a fill (the fleet's store, where a node that found
+/// no 200 anywhere shared the 404), under the same rule as the upstream's answer:
+/// when this node's held answer `found` what it asked, a "not found" is a failure.
 ///
 /// # Errors
 /// `fetched`'s, and the upstream's failure in place of a 404 when `found`.
@@ -97,16 +97,4 @@ pub fn over_held(
 /// gone for a while), as its `success: false` is.
 fn not_found_over_found(body: Bytes) -> FetchError {
     FetchError::Reported { status: 404, body }
-}
-
-/// Whether `held`, the answer a fill would replace, may stand in for its failure at
-/// `now`: a 200 within its stale-if-error window. A "not found" does not replace
-/// it then ([`Origin::fetch`], [`over_held`]); once the window ends, a 404 is kept
-/// as any.
-pub fn stands_in(held: &CachedBody, policy: &Policy, now: DateTime<Utc>) -> bool {
-    held.status == 200
-        && held
-            .lifetimes_under(policy)
-            .decide(now)
-            .is_usable_on_error()
 }

@@ -415,9 +415,8 @@ impl ReadThrough {
         // A stale entry that may stand in for a failure.
         let standing = cached
             .as_ref()
-            .filter(|e| e.status == 200)
-            .map(|e| (Arc::clone(e), e.lifetimes_under(policy)))
-            .filter(|(_, lifetimes)| lifetimes.decide(now).is_usable_on_error());
+            .filter(|e| e.may_stand_in(policy, now))
+            .map(|e| (Arc::clone(e), e.lifetimes_under(policy)));
         // A key whose last fill failed is not asked again until its backoff ends:
         // the stale entry, or the failure, at once (and one retry, scheduled).
         if let Some((error, schedule)) = s.failures.held(&valid.target) {
@@ -591,7 +590,7 @@ impl ReadThrough {
         s.store
             .fill_wanting(&valid.target, want, task, usable, move |held| {
                 crate::telemetry::context::within(context, async move {
-                    let found = held.is_some_and(|e| origin::stands_in(&e, &policy, clock.now()));
+                    let found = held.is_some_and(|e| e.may_stand_in(&policy, clock.now()));
                     let fill = Fill {
                         key: &key,
                         policy: &policy,
@@ -601,7 +600,9 @@ impl ReadThrough {
                         lease,
                         since: Stamp::now(),
                     };
-                    let fetched = tiers.fill(&fill, || origin.fetch(&fill, found)).await;
+                    let fetched = tiers
+                        .fill(&fill, |fleet| origin.fetch(&fill, found || fleet))
+                        .await;
                     let fetched = origin::over_held(fetched, found);
                     // In the flight, whoever drives it: the client that started it
                     // may be gone, and the flight ends only after this.

@@ -107,8 +107,23 @@ pub async fn stand_in(
     }
     let entry = decode(store.get(key).await.ok()??, policy, now)?;
     let lifetimes = entry.lifetimes_under(policy);
-    (entry.status == 200 && lifetimes.decide(now).is_usable_on_error())
+    entry
+        .may_stand_in(policy, now)
         .then(|| (Arc::new(entry), lifetimes))
+}
+
+/// Whether the shared store holds an answer for `key` that may stand in for a
+/// failure at `now` (a read that fails holds none).
+pub async fn holds_stand_in(
+    store: &dyn SharedStore,
+    key: &str,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> bool {
+    let stored = store.get(key).await.ok().flatten();
+    stored
+        .and_then(|bytes| decode(bytes, policy, now))
+        .is_some_and(|entry| entry.may_stand_in(policy, now))
 }
 
 /// What the cluster says about a key this node is about to fill.
@@ -116,8 +131,9 @@ pub enum Share {
     /// A fresh answer from the shared store: no upstream request.
     Found(CachedBody),
     /// This node asks the upstream, holding the cluster's lease when it got one
-    /// (without one, Redis is away or another node's fill never came).
-    Fetch(Option<Lease>),
+    /// (without one, Redis is away or another node's fill never came); `found`:
+    /// the store held an answer that may stand in for a failure (a stale 200).
+    Fetch { lease: Option<Lease>, found: bool },
 }
 
 /// Looks in the shared store, then takes the fill lease or waits (up to `lease`)
@@ -131,31 +147,36 @@ pub async fn before_fill(
     now: impl Fn() -> DateTime<Utc>,
     fresh: impl Fn(&CachedBody) -> bool,
 ) -> Share {
-    let found = |stored: Option<Bytes>| {
-        stored
-            .and_then(|bytes| decode(bytes, policy, now()))
-            .filter(|entry| fresh(entry))
-    };
+    let read = |stored: Option<Bytes>| stored.and_then(|bytes| decode(bytes, policy, now()));
+    let found = |stored: Option<Bytes>| read(stored).filter(|entry| fresh(entry));
     // Registered before the first look: a fill announced after it wakes this
     // waiter, and one announced before it is already in the store.
     let waiter = lock.waiter(key);
-    match store.get(key).await {
-        Ok(stored) => {
-            if let Some(entry) = found(stored) {
-                return Share::Found(entry);
-            }
+    let standing = match store.get(key).await {
+        Ok(stored) => match read(stored) {
+            Some(entry) if fresh(&entry) => return Share::Found(entry),
+            entry => entry.is_some_and(|e| e.may_stand_in(policy, now())),
+        },
+        Err(_) => {
+            return Share::Fetch {
+                lease: None,
+                found: false,
+            };
         }
-        Err(_) => return Share::Fetch(None),
-    }
+    };
+    let fetch = |lease| Share::Fetch {
+        lease,
+        found: standing,
+    };
     // Another node is asking the upstream: its publication wakes us within
     // milliseconds of its fill; a node that died lets the lease run out. After a
     // failed fill the waiters take the lease in turn (one upstream request at a
     // time, not one per node), a few rounds at most.
     for _ in 0..ROUNDS {
         match lock.try_lock(key, lease).await {
-            Ok(Some(held)) => return Share::Fetch(Some(held)),
+            Ok(Some(held)) => return fetch(Some(held)),
             Ok(None) => {}
-            Err(_) => return Share::Fetch(None),
+            Err(_) => return fetch(None),
         }
         waiter.wait(lease).await;
         waiter.rearm();
@@ -164,7 +185,7 @@ pub async fn before_fill(
             return Share::Found(entry);
         }
     }
-    Share::Fetch(None)
+    fetch(None)
 }
 
 /// Rounds of "take the lease or wait for its holder" before a node asks the

@@ -52,8 +52,17 @@ impl Fill<'_> {
 pub enum Looked {
     /// An answer that will do: the upstream is not asked.
     Found(CachedBody),
-    /// Nothing that will do; what the tier keeps until the fill's answer.
-    Missing(Held),
+    /// Nothing that will do; what the tier keeps until the fill's answer, and
+    /// whether it holds an answer that may stand in for a failure (`found`: a
+    /// stale 200, which a "not found" must not replace).
+    Missing { held: Held, found: bool },
+}
+
+impl Looked {
+    /// Nothing that will do, nor that may stand in.
+    fn missing(held: Held) -> Looked {
+        Looked::Missing { held, found: false }
+    }
 }
 
 /// What a tier keeps from before a fill to after it.
@@ -87,30 +96,35 @@ impl Tiers {
     }
 
     /// Fills `fill`: the first tier whose answer will do answers; else `origin`
-    /// (the upstream) is asked, and every tier that took part hears its answer,
-    /// the lowest first.
+    /// (the upstream) is asked, told whether a tier holds an answer that may stand
+    /// in for a failure, and every tier that took part hears its answer, the
+    /// lowest first.
     ///
     /// # Errors
     /// The origin's failure.
     pub async fn fill<F>(
         &self,
         fill: &Fill<'_>,
-        origin: impl FnOnce() -> F,
+        origin: impl FnOnce(bool) -> F,
     ) -> Result<CachedBody, FetchError>
     where
         F: Future<Output = Result<CachedBody, FetchError>>,
     {
         let mut held = Vec::with_capacity(self.0.len());
+        let mut found_any = false;
         for tier in self.0.iter() {
             match tier.before_fill(fill).await {
                 Looked::Found(entry) => {
                     self.after(fill, held, Some(&entry)).await;
                     return Ok(entry);
                 }
-                Looked::Missing(h) => held.push(h),
+                Looked::Missing { held: h, found } => {
+                    held.push(h);
+                    found_any |= found;
+                }
             }
         }
-        let result = origin().await;
+        let result = origin(found_any).await;
         self.after(fill, held, result.as_ref().ok()).await;
         result
     }
@@ -135,11 +149,11 @@ pub struct DiskTier(pub Disk);
 impl Tier for DiskTier {
     async fn before_fill(&self, fill: &Fill<'_>) -> Looked {
         if fill.force || fill.priority != Priority::Prewarm {
-            return Looked::Missing(Held::Out);
+            return Looked::missing(Held::Out);
         }
         match self.0.get(fill.key, fill.policy, fill.clock.now()).await {
             Some(entry) if fill.will_do(&entry) => Looked::Found(entry),
-            _ => Looked::Missing(Held::Out),
+            _ => Looked::missing(Held::Out),
         }
     }
 
@@ -163,11 +177,17 @@ pub struct SharedTier {
 impl Tier for SharedTier {
     async fn before_fill(&self, fill: &Fill<'_>) -> Looked {
         if !self.store.is_up() {
-            return Looked::Missing(Held::Out);
+            return Looked::missing(Held::Out);
         }
-        // Forced: the upstream is asked and the answer published, no lease taken.
+        // Forced: the upstream is asked and the answer published, no lease taken
+        // (a 404 still not over a stale 200 of the fleet's).
         if fill.force {
-            return Looked::Missing(Held::In(None));
+            let (store, now) = (&*self.store, fill.clock.now());
+            let found = shared::holds_stand_in(store, fill.key, fill.policy, now).await;
+            return Looked::Missing {
+                held: Held::In(None),
+                found,
+            };
         }
         let faces = (&*self.store, &*self.lock);
         let now = || fill.clock.now();
@@ -175,7 +195,10 @@ impl Tier for SharedTier {
         let lookup = shared::before_fill(faces, fill.key, fill.policy, fill.lease, now, fresh);
         match lookup.instrument(cluster_span()).await {
             Share::Found(entry) => Looked::Found(entry),
-            Share::Fetch(lease) => Looked::Missing(Held::In(lease)),
+            Share::Fetch { lease, found } => Looked::Missing {
+                held: Held::In(lease),
+                found,
+            },
         }
     }
 
@@ -195,9 +218,10 @@ mod tests {
     use mdproxy_fleet::{Alone, Unavailable};
     use std::sync::Mutex;
 
-    /// A shared store that is up and keeps the keys it was given.
+    /// A shared store that is up, keeps the keys it was given and holds one
+    /// stored answer (the second field) for every key.
     #[derive(Default)]
-    struct Kept(Mutex<Vec<String>>);
+    struct Kept(Mutex<Vec<String>>, Option<Bytes>);
 
     #[async_trait]
     impl SharedStore for Kept {
@@ -208,7 +232,7 @@ mod tests {
             1 << 20
         }
         async fn get(&self, _key: &str) -> Result<Option<Bytes>, Unavailable> {
-            Ok(None)
+            Ok(self.1.clone())
         }
         async fn put(&self, key: &str, _value: Bytes, _ttl: Duration) {
             self.0.lock().unwrap().push(key.to_owned());
@@ -260,5 +284,42 @@ mod tests {
             tier.after_fill(&fill, Some(&answer), Held::In(None)).await;
         }
         assert_eq!(*kept.0.lock().unwrap(), ["/k"], "only the later fill's");
+    }
+
+    /// A forced fill takes no lease, but still says whether the fleet holds an
+    /// answer that may stand in for a failure (a stale 200), which a "not found"
+    /// must not replace; a cached "not found" is none.
+    #[tokio::test]
+    async fn a_forced_fill_says_whether_the_fleet_holds_a_stand_in() {
+        let config = mdproxy_config::Config::default();
+        let policy = Arc::new(Policy::new(&config, 0));
+        // Monday 11:00 in China: in session, a live answer a minute old is stale
+        // and may stand in (fresh 3 s, on error an hour).
+        let now = chrono::DateTime::parse_from_rfc3339("2026-03-02T03:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let clock: Arc<dyn Clock> = mdproxy_market::ManualClock::new(now);
+        for (status, stands) in [(200, true), (404, false)] {
+            let mut held = shared::tests::entry(now - chrono::Duration::seconds(60), &policy);
+            held.status = status;
+            let tier = SharedTier {
+                store: Arc::new(Kept(Mutex::default(), Some(shared::encode(&held)))),
+                lock: Arc::new(Alone),
+                purged: Arc::default(),
+            };
+            let fill = Fill {
+                key: "/k",
+                policy: &policy,
+                clock: &clock,
+                priority: Priority::Prewarm,
+                force: true,
+                lease: Duration::from_secs(1),
+                since: Stamp::now(),
+            };
+            match tier.before_fill(&fill).await {
+                Looked::Missing { found, .. } => assert_eq!(found, stands, "{status}"),
+                Looked::Found(_) => panic!("a forced fill uses no stored answer"),
+            }
+        }
     }
 }

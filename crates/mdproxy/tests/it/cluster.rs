@@ -134,14 +134,15 @@ async fn a_failing_upstream_is_hidden_by_the_fleets_stale_answer() {
     assert_eq!(env.sim.hits(NEWS), 2, "held back: not asked again");
 }
 
-/// A node that holds a 200 keeps it when another node, which held no copy, took
-/// the upstream's 404 for the key and shared it: the fleet's "not found" is the
-/// upstream's fault to it, as the upstream's own 404 would be (docs/http-contract.md,
-/// "Answers the upstream makes"). News out of session: stale from 300 s, served on
-/// error until 3,900 s.
+/// A 404 for a key whose 200 the fleet holds is the upstream's fault in a fleet
+/// too (docs/http-contract.md, "Answers the upstream makes"): a node with no copy
+/// of its own serves the fleet's stale 200 and shares no 404; and when the fleet
+/// lost the 200 (Redis's data gone) and a node with nothing took the 404 and
+/// shared it, a node that holds the 200 keeps it over the fleet's 404. News out
+/// of session: stale from 300 s, served on error until 3,900 s.
 #[tokio::test]
 #[ignore = "needs redis-server: scripts/test installs it and runs the ignored tests"]
-async fn a_not_found_from_the_fleet_never_replaces_a_nodes_found_answer() {
+async fn a_not_found_never_replaces_the_fleets_found_answer() {
     const NEWS: &str = "/news/overview";
     let redis = Redis::start();
     let upstream = support::Scripted::start().await;
@@ -159,30 +160,63 @@ async fn a_not_found_from_the_fleet_never_replaces_a_nodes_found_answer() {
         config.cluster.node_id = name.into();
         config
     };
-    let a = mdproxy_core::app::start(&config("node-0"), clock.clone()).await;
-    let b = mdproxy_core::app::start(&config("node-1"), clock.clone()).await;
-    let (a, b) = (a.unwrap(), b.unwrap());
-    joined(&[&a, &b]).await;
+    let mut nodes = Vec::new();
+    for name in ["node-0", "node-1", "node-2"] {
+        nodes.push(
+            mdproxy_core::app::start(&config(name), clock.clone())
+                .await
+                .unwrap(),
+        );
+    }
+    let [a, b, c] = &nodes[..] else {
+        unreachable!()
+    };
+    joined(&[a, b, c]).await;
     let found = r#"{"success": true, "data": {"list": [{"title": "a"}]}}"#;
     upstream.then(support::response("200 OK", &[], found));
-    assert_eq!(header(&get(&a, NEWS).await, "x-cache"), "MISS");
+    assert_eq!(header(&get(a, NEWS).await, "x-cache"), "MISS");
 
     clock.advance(Duration::from_secs(1_000));
-    let not_found = r#"{"success": false, "error": "not found", "code": 404}"#;
-    upstream.then(support::response("404 Not Found", &[], not_found));
-    // The node with no copy of its own takes the 404 as an answer, and shares it.
-    assert_eq!(get(&b, NEWS).await.status(), 404);
-    let r = get(&a, NEWS).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(header(&r, "x-cache"), "STALE");
+    let not_found = || {
+        let body = r#"{"success": false, "error": "not found", "code": 404}"#;
+        support::response("404 Not Found", &[], body)
+    };
+    // node-1 has no copy of its own: the fleet's stands in.
+    upstream.then(not_found());
+    let r = get(b, NEWS).await;
+    assert_eq!(
+        (r.status().as_u16(), header(&r, "x-cache")),
+        (200, "STALE".into())
+    );
+    assert_eq!(r.text().await.unwrap(), found);
+    assert_eq!(upstream.received(), 2);
+
+    // Redis loses the entry; node-2, with nothing, takes the 404 and shares it.
+    let mut conn = redis_conn(&redis).await;
+    let entry = format!("mdproxy:v1:entry:{NEWS}");
+    let deleted: u64 = redis::cmd("DEL")
+        .arg(&entry)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1, "the fleet's entry is still there");
+    upstream.then(not_found());
+    assert_eq!(get(c, NEWS).await.status(), 404);
+    // node-0 keeps its 200 over the fleet's 404, which answers its fill.
+    let r = get(a, NEWS).await;
+    assert_eq!(
+        (r.status().as_u16(), header(&r, "x-cache")),
+        (200, "STALE".into())
+    );
     assert_eq!(r.text().await.unwrap(), found);
     assert_eq!(
         upstream.received(),
-        2,
+        3,
         "the fleet's 404 answered node-0's fill"
     );
-    a.shutdown().await;
-    b.shutdown().await;
+    for node in nodes {
+        node.shutdown().await;
+    }
 }
 
 /// Defect: a command Redis refused to the node's ACL user (`NOPERM`) marked Redis
