@@ -250,17 +250,38 @@ mod tests {
         }
     }
 
+    /// The default policy, and Monday 2 March 2026, 11:00 in China, on a clock.
+    fn monday_11() -> (Arc<Policy>, chrono::DateTime<chrono::Utc>, Arc<dyn Clock>) {
+        let policy = Arc::new(Policy::new(&mdproxy_config::Config::default(), 0));
+        let now = chrono::DateTime::parse_from_rfc3339("2026-03-02T03:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        (policy, now, mdproxy_market::ManualClock::new(now))
+    }
+
+    /// A client's fill of `/k` begun now (`force`: a forced prewarm's).
+    fn fill_of<'a>(policy: &'a Arc<Policy>, clock: &'a Arc<dyn Clock>, force: bool) -> Fill<'a> {
+        Fill {
+            key: "/k",
+            policy,
+            clock,
+            priority: if force {
+                Priority::Prewarm
+            } else {
+                Priority::Client
+            },
+            force,
+            lease: Duration::from_secs(1),
+            since: Stamp::now(),
+        }
+    }
+
     /// A fill whose key was purged while it ran does not publish its answer: in
     /// the shared store it would undo the purge for every node. One that began
     /// after the purge publishes.
     #[tokio::test]
     async fn an_answer_fetched_before_a_purge_is_not_published() {
-        let config = mdproxy_config::Config::default();
-        let policy = Arc::new(Policy::new(&config, 0));
-        let now = chrono::DateTime::parse_from_rfc3339("2026-03-02T03:00:00Z")
-            .unwrap()
-            .with_timezone(&chrono::Utc);
-        let clock: Arc<dyn Clock> = mdproxy_market::ManualClock::new(now);
+        let (policy, now, clock) = monday_11();
         let kept = Arc::new(Kept::default());
         let tier = SharedTier {
             store: Arc::clone(&kept) as Arc<dyn SharedStore>,
@@ -269,15 +290,7 @@ mod tests {
         };
         let answer = shared::tests::entry(now, &policy);
         for purged_meanwhile in [true, false] {
-            let fill = Fill {
-                key: "/k",
-                policy: &policy,
-                clock: &clock,
-                priority: Priority::Client,
-                force: false,
-                lease: Duration::from_secs(1),
-                since: Stamp::now(),
-            };
+            let fill = fill_of(&policy, &clock, false);
             if purged_meanwhile {
                 drop(tier.purged.key("/k"));
             }
@@ -291,14 +304,9 @@ mod tests {
     /// must not replace; a cached "not found" is none.
     #[tokio::test]
     async fn a_forced_fill_says_whether_the_fleet_holds_a_stand_in() {
-        let config = mdproxy_config::Config::default();
-        let policy = Arc::new(Policy::new(&config, 0));
-        // Monday 11:00 in China: in session, a live answer a minute old is stale
-        // and may stand in (fresh 3 s, on error an hour).
-        let now = chrono::DateTime::parse_from_rfc3339("2026-03-02T03:00:00Z")
-            .unwrap()
-            .with_timezone(&chrono::Utc);
-        let clock: Arc<dyn Clock> = mdproxy_market::ManualClock::new(now);
+        // In session: a live answer a minute old is stale and may stand in (fresh
+        // 3 s, on error an hour).
+        let (policy, now, clock) = monday_11();
         for (status, stands) in [(200, true), (404, false)] {
             let mut held = shared::tests::entry(now - chrono::Duration::seconds(60), &policy);
             held.status = status;
@@ -307,15 +315,7 @@ mod tests {
                 lock: Arc::new(Alone),
                 purged: Arc::default(),
             };
-            let fill = Fill {
-                key: "/k",
-                policy: &policy,
-                clock: &clock,
-                priority: Priority::Prewarm,
-                force: true,
-                lease: Duration::from_secs(1),
-                since: Stamp::now(),
-            };
+            let fill = fill_of(&policy, &clock, true);
             match tier.before_fill(&fill).await {
                 Looked::Missing { found, .. } => assert_eq!(found, stands, "{status}"),
                 Looked::Found(_) => panic!("a forced fill uses no stored answer"),
