@@ -112,20 +112,6 @@ pub async fn stand_in(
         .then(|| (Arc::new(entry), lifetimes))
 }
 
-/// Whether the shared store holds an answer for `key` that may stand in for a
-/// failure at `now` (a read that fails holds none).
-pub async fn holds_stand_in(
-    store: &dyn SharedStore,
-    key: &str,
-    policy: &Policy,
-    now: DateTime<Utc>,
-) -> bool {
-    let stored = store.get(key).await.ok().flatten();
-    stored
-        .and_then(|bytes| decode(bytes, policy, now))
-        .is_some_and(|entry| entry.may_stand_in(policy, now))
-}
-
 /// What the cluster says about a key this node is about to fill.
 pub enum Share {
     /// A fresh answer from the shared store: no upstream request.

@@ -183,7 +183,9 @@ impl Tier for SharedTier {
         // (a 404 still not over a stale 200 of the fleet's).
         if fill.force {
             let (store, now) = (&*self.store, fill.clock.now());
-            let found = shared::holds_stand_in(store, fill.key, fill.policy, now).await;
+            let found = shared::stand_in(None, store, fill.key, fill.policy, now)
+                .await
+                .is_some();
             return Looked::Missing {
                 held: Held::In(None),
                 found,
