@@ -4,7 +4,6 @@
 //! of its own only when the one that started it goes away; what a fill does is the
 //! store's business.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::hash::BuildHasher;
 use std::pin::Pin;
@@ -47,8 +46,9 @@ struct Registered {
     id: u64,
 }
 
-/// One shard: the fills under way by key.
-type Shard = HashMap<String, Registered>;
+/// One shard: the fills under way by key, hashed with foldhash as the shard is
+/// chosen (SipHash here took about 600 instructions of a miss).
+type Shard = foldhash::HashMap<String, Registered>;
 
 /// The fills under way, by key.
 pub struct Flights {
