@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::link::{Link, PREFIX, Unavailable};
 
@@ -95,28 +95,41 @@ impl Mark {
     }
 
     /// Keeps `id` unless it is kept already (or is "0-0"). Written and synced on
-    /// the caller's thread (the relay's task): only when entries were logged
-    /// since the last, at most once a probe (5 s).
-    fn keep(&self, id: &str) {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.as_deref() == Some(id) || id == EMPTY {
+    /// the blocking pool (a sync can take a slow disk hundreds of milliseconds,
+    /// and a runtime thread must not wait for it): only when entries were logged
+    /// since the last, at most once a probe (5 s). The caller waits for it, so
+    /// marks are written in the order they are kept.
+    async fn keep(self: &Arc<Self>, id: &str) {
+        if id == EMPTY || self.kept().as_deref() == Some(id) {
             return;
         }
+        let (mark, id) = (Arc::clone(self), id.to_owned());
+        let written = tokio::task::spawn_blocking(move || mark.write(&id))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        if let Err(e) = written
+            && !self.failed.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(path = %self.path.display(), error = %e, "cannot keep where this node stands in the purge log: after a restart its disk tier may miss purges made while it was down");
+        }
+    }
+
+    fn kept(&self) -> MutexGuard<'_, Option<String>> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes `id` (a new file, synced, renamed over the old). Blocking.
+    fn write(&self, id: &str) -> std::io::Result<()> {
+        let mut kept = self.kept();
         let fresh = self.path.with_extension("new");
-        let written = std::fs::File::create(&fresh)
+        std::fs::File::create(&fresh)
             .and_then(|mut file| {
                 std::io::Write::write_all(&mut file, format!("{id}\n").as_bytes())?;
                 file.sync_all()
             })
-            .and_then(|()| std::fs::rename(&fresh, &self.path));
-        match written {
-            Ok(()) => *kept = Some(id.to_owned()),
-            Err(e) => {
-                if !self.failed.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(path = %self.path.display(), error = %e, "cannot keep where this node stands in the purge log: after a restart its disk tier may miss purges made while it was down");
-                }
-            }
-        }
+            .and_then(|()| std::fs::rename(&fresh, &self.path))?;
+        *kept = Some(id.to_owned());
+        Ok(())
     }
 }
 
@@ -134,7 +147,7 @@ pub(crate) struct PurgeLog {
     /// [`Mark`] (or has none).
     heard: Mutex<Option<String>>,
     /// Where the newest entry heard is kept across restarts, if anywhere.
-    mark: Option<Mark>,
+    mark: Option<Arc<Mark>>,
     /// A mark is kept but named no place at start (see [`Missed::unplaced`]);
     /// cleared by the first catch-up.
     unplaced: AtomicBool,
@@ -150,7 +163,7 @@ impl PurgeLog {
                 if let Some(id) = &heard {
                     tracing::info!(entry = %id, "the purge log is read from where this node stood before its restart");
                 }
-                (Some(mark), heard)
+                (Some(Arc::new(mark)), heard)
             }
             None => (None, None),
         };
@@ -250,9 +263,9 @@ impl PurgeLog {
     }
 
     /// Keeps `id` in the [`Mark`]: every purge logged up to it was applied.
-    pub(crate) fn applied_up_to(&self, id: &str) {
+    pub(crate) async fn applied_up_to(&self, id: &str) {
         if let Some(mark) = &self.mark {
-            mark.keep(id);
+            mark.keep(id).await;
         }
     }
 
@@ -520,9 +533,9 @@ mod tests {
         assert!(!read.gap && !read.unplaced);
         assert_eq!(log.heard_last().as_deref(), Some("6-0"));
         assert_eq!(held(), "5-1\n", "kept once applied, not when read");
-        log.applied_up_to("6-0");
+        log.applied_up_to("6-0").await;
         assert_eq!(held(), "6-0\n");
-        log.applied_up_to("0-0");
+        log.applied_up_to("0-0").await;
         assert_eq!(held(), "6-0\n", "an empty log is no place");
         assert!(log.link.is_up(), "every command was the one expected");
 

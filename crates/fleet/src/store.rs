@@ -55,7 +55,7 @@ pub trait SharedStore: Send + Sync {
 
     /// The application applied `message` of [`invalidations`](Self::invalidations)
     /// and every one before it.
-    fn applied(&self, _message: &str) {}
+    async fn applied(&self, _message: &str) {}
 }
 
 /// The head of a message of [`SharedStore::invalidations`] that names the purge
@@ -362,9 +362,9 @@ impl SharedStore for RedisStore {
         first.unwrap_or_else(|| self.invalidations.subscribe())
     }
 
-    fn applied(&self, message: &str) {
+    async fn applied(&self, message: &str) {
         if let Some(id) = message.strip_prefix(HEARD) {
-            self.log.applied_up_to(id);
+            self.log.applied_up_to(id).await;
         }
     }
 }
@@ -581,9 +581,9 @@ mod tests {
         );
         assert!(heard.try_recv().is_err(), "a look-alike is dropped");
         let held = || std::fs::read_to_string(&path).unwrap();
-        store.applied("key /b");
+        store.applied("key /b").await;
         assert_eq!(held(), "5-1\n", "not before it comes back");
-        store.applied("heard 6-0");
+        store.applied("heard 6-0").await;
         assert_eq!(held(), "6-0\n");
         assert!(store.link.is_up(), "every command was the one expected");
         let _ = std::fs::remove_dir_all(&dir);

@@ -32,7 +32,7 @@ pub fn spawn(state: &AppState, stop: &CancellationToken) {
                         // (across restarts) once what came before is applied,
                         // and for good on disk (a rule not saved is read again).
                         if cache.store().disk().is_none_or(|d| !d.rules_lost()) {
-                            store.applied(&message);
+                            store.applied(&message).await;
                         }
                     }
                     Err(RecvError::Lagged(lost)) => {

@@ -436,9 +436,9 @@ impl Disk {
     /// of it still queued from before (a promotion's copy, read before the delete)
     /// is not written back when the delete is made under a purge noted in
     /// [`Disk::purged`], as the cache does.
-    pub fn delete(&self, key: &str) {
+    pub async fn delete(&self, key: &str) {
         self.inner.engine.delete(key);
-        if let Err(e) = self.purge(Pattern::Key(key.to_owned())) {
+        if let Err(e) = self.purge(Pattern::Key(key.to_owned())).await {
             tracing::warn!(error = %e, "disk tier: purge rule not saved (it holds until a restart)");
         }
     }
@@ -455,16 +455,22 @@ impl Disk {
         &self.inner.purged
     }
 
-    /// Drops every record `pattern` covers that was stored before now.
+    /// Drops every record `pattern` covers that was stored before now: reads apply
+    /// the rule at once, and it is kept in the purge file (written on the blocking
+    /// pool, never on a runtime thread) before this returns.
     ///
     /// # Errors
     /// When the rule cannot be written to disk: it applies until a restart.
-    pub fn purge(&self, pattern: Pattern) -> std::io::Result<()> {
-        let added = self.inner.purges.add(pattern, Stamp::now().as_micros());
-        if added.is_err() {
+    pub async fn purge(&self, pattern: Pattern) -> std::io::Result<()> {
+        self.inner.purges.add(pattern, Stamp::now().as_micros());
+        let inner = Arc::clone(&self.inner);
+        let saved = tokio::task::spawn_blocking(move || inner.purges.save())
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        if saved.is_err() {
             self.inner.rules_lost.store(true, Ordering::Relaxed);
         }
-        added
+        saved
     }
 
     /// Whether a purge rule could not be saved since start (it holds until a
@@ -617,7 +623,7 @@ mod tests {
 
         let since = Stamp::now();
         let purging = disk.purged().key("k");
-        disk.delete("k");
+        disk.delete("k").await;
         drop(purging);
         // Kept in the purge file: the delete outlasts a restart whose engine lost
         // its tombstone.

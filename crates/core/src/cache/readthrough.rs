@@ -289,7 +289,7 @@ impl ReadThrough {
                         Purge::Endpoint(e) => Pattern::Endpoint(e.path.clone()),
                         _ => Pattern::Prefix(purge.prefix().to_owned()),
                     };
-                    if let Err(e) = disk.purge(pattern) {
+                    if let Err(e) = disk.purge(pattern).await {
                         tracing::warn!(error = %e, "disk tier: purge rule not saved (it holds until a restart)");
                     }
                 }

@@ -429,7 +429,7 @@ impl Cache {
     pub async fn invalidate(&self, key: &str) -> bool {
         let _purging = self.inner.purged.key(key);
         if let Some(disk) = &self.inner.disk {
-            disk.delete(key);
+            disk.delete(key).await;
         }
         let dropped = self.inner.entries.remove(key).await.is_some();
         self.inner.hot.changed(key);

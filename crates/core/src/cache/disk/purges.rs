@@ -78,6 +78,9 @@ struct Rule {
 pub struct Purges {
     path: PathBuf,
     rules: Mutex<Rules>,
+    /// Held while the file is written: one write at a time, each of every rule
+    /// added before it, so the file is never left older than a write that ended.
+    writing: Mutex<()>,
 }
 
 /// The rules by endpoint or prefix, read in turn; keys' rules by key (a read looks
@@ -155,6 +158,7 @@ impl Purges {
         Ok(Purges {
             path,
             rules: Mutex::new(Rules::from_list(list)),
+            writing: Mutex::new(()),
         })
     }
 
@@ -164,17 +168,24 @@ impl Purges {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Adds a rule covering `pattern` for records stored before `at_us`, and
-    /// writes the file.
+    /// Adds a rule covering `pattern` for records stored before `at_us`: reads
+    /// apply it from now on; [`Purges::save`] keeps it across a restart.
+    pub fn add(&self, pattern: Pattern, at_us: i64) {
+        self.rules().add(pattern, at_us);
+    }
+
+    /// Writes every rule in force to the file (written aside, synced, renamed over
+    /// the old). Blocking: the disk tier calls it on the blocking pool, since a
+    /// sync can take a slow disk hundreds of milliseconds.
     ///
     /// # Errors
-    /// When the file cannot be written (the rule still applies until a restart).
-    pub fn add(&self, pattern: Pattern, at_us: i64) -> std::io::Result<()> {
-        let text = {
-            let mut rules = self.rules();
-            rules.add(pattern, at_us);
-            serde_json::to_vec(&rules.to_list()).expect("rules serialise")
-        };
+    /// When the file cannot be written (the rules still apply until a restart).
+    pub fn save(&self) -> std::io::Result<()> {
+        let _writing = self
+            .writing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let text = serde_json::to_vec(&self.rules().to_list()).expect("rules serialise");
         let aside = self.path.with_extension("json.new");
         std::fs::write(&aside, text)?;
         std::fs::File::open(&aside)?.sync_all()?;
@@ -220,10 +231,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("mdproxy-purges-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let purges = Purges::open(&dir).unwrap();
-        purges.add(Pattern::Prefix("/stock/".into()), 100).unwrap();
-        purges
-            .add(Pattern::Endpoint("/market/indices".into()), 100)
-            .unwrap();
+        purges.add(Pattern::Prefix("/stock/".into()), 100);
+        purges.add(Pattern::Endpoint("/market/indices".into()), 100);
+        purges.save().unwrap();
         let again = Purges::open(&dir).unwrap();
         for p in [&purges, &again] {
             assert!(p.covers("/stock/detail/600519", 99));
@@ -232,9 +242,8 @@ mod tests {
             assert!(p.covers("/market/indices", 99));
             assert!(!p.covers("/market/indices/other", 99));
         }
-        purges
-            .add(Pattern::Key("/fund/detail/510300".into()), 100)
-            .unwrap();
+        purges.add(Pattern::Key("/fund/detail/510300".into()), 100);
+        purges.save().unwrap();
         let again = Purges::open(&dir).unwrap();
         assert!(again.covers("/fund/detail/510300", 99), "a key's rule");
         assert!(!again.covers("/fund/detail/510300", 100), "stored after");
@@ -242,6 +251,34 @@ mod tests {
         assert_eq!(again.count(), 3);
         std::fs::write(dir.join(FILE), b"{not json").unwrap();
         assert!(Purges::open(&dir).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Defect: two purges at once each wrote the rules as they stood when it began,
+    /// so the file could end with the older list and lose the other's rule at the
+    /// next restart. Each write now holds every rule added before it.
+    #[test]
+    fn purges_saved_at_once_all_outlast_a_reopen() {
+        let dir = std::env::temp_dir().join(format!("mdproxy-purges-race-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let purges = std::sync::Arc::new(Purges::open(&dir).unwrap());
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let purges = std::sync::Arc::clone(&purges);
+                std::thread::spawn(move || {
+                    for n in 0..20 {
+                        purges.add(Pattern::Key(format!("/k/{t}/{n}")), 100);
+                        purges.save().unwrap();
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        let again = Purges::open(&dir).unwrap();
+        assert_eq!(again.count(), 160);
+        assert!((0..8).all(|t| (0..20).all(|n| again.covers(&format!("/k/{t}/{n}"), 99))));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
