@@ -118,9 +118,10 @@ impl Mark {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Writes `id` (a new file, synced, renamed over the old). Blocking.
+    /// Writes `id` (a new file, synced, renamed over the old). Blocking; the lock
+    /// on what is kept is not held meanwhile, so a look at it never waits for a
+    /// sync.
     fn write(&self, id: &str) -> std::io::Result<()> {
-        let mut kept = self.kept();
         let fresh = self.path.with_extension("new");
         std::fs::File::create(&fresh)
             .and_then(|mut file| {
@@ -128,7 +129,7 @@ impl Mark {
                 file.sync_all()
             })
             .and_then(|()| std::fs::rename(&fresh, &self.path))?;
-        *kept = Some(id.to_owned());
+        *self.kept() = Some(id.to_owned());
         Ok(())
     }
 }

@@ -254,9 +254,10 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Defect: two purges at once each wrote the rules as they stood when it began,
-    /// so the file could end with the older list and lose the other's rule at the
-    /// next restart. Each write now holds every rule added before it.
+    /// Defect: two purges at once wrote the same aside file (one rename failed, and
+    /// its purge counted as unsaved), each with the rules as they stood when it
+    /// began (the file could end with the older list). Writes now take turns, each
+    /// with every rule added before it.
     #[test]
     fn purges_saved_at_once_all_outlast_a_reopen() {
         let dir = std::env::temp_dir().join(format!("mdproxy-purges-race-{}", std::process::id()));
