@@ -1,25 +1,24 @@
 //! The wire to the upstream: one GET sent and its answer read whole, within the body
-//! limit. Direct connections go through hyper-util's pooled client over rustls (the
-//! layer reqwest itself is built on, without reqwest's per-request redirect, retry
-//! and URL work, which cost a miss a quarter of its instructions: docs/BENCHMARKS.md,
-//! "The miss path"); when the environment names a proxy for the upstream
-//! (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, minus `NO_PROXY`), reqwest carries the
-//! request, as it always did. What an answer means is decided by the client
-//! (`client.rs`), which this module does not know.
+//! limit. Direct connections are hyper's HTTP/1.1 over rustls, kept in a pool of
+//! mdproxy's own (`pool.rs`), which the request using a connection drives in its
+//! own task (no reqwest per-request redirect, retry and URL work, which cost a miss
+//! a quarter of its instructions, and no connection task of hyper-util's client:
+//! docs/BENCHMARKS.md, "Instructions per miss"); when the environment names a proxy
+//! for the upstream (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, minus `NO_PROXY`),
+//! reqwest carries the request, as it always did. What an answer means is decided
+//! by the client (`client.rs`), which this module does not know.
 
-use std::num::NonZeroUsize;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, StatusCode, Uri, Version};
 use http_body_util::{BodyExt, Empty};
 use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::proxy::matcher::Matcher;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::RootCertStore;
+
+use pool::Pool;
 
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(60);
@@ -87,65 +86,7 @@ pub struct Received {
     pub close_delimited: bool,
 }
 
-/// The pooled client toward one upstream instance, one a serving thread (and one
-/// for every other thread), each made on first use: an upstream connection is then
-/// driven by the thread whose requests use it, and no answer crosses cores on its
-/// way back ([`workers`](crate::workers)). Threads past the machine's cores
-/// share their pools in turn.
-pub struct Pools {
-    connector: Connector,
-    settings: Settings,
-    pools: Box<[OnceLock<Direct>]>,
-}
-
-impl Pools {
-    /// The pools over `connector`: one for each core the process may use, and one
-    /// for threads that serve no connection.
-    fn new(connector: Connector, settings: Settings) -> Pools {
-        let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
-        Pools {
-            connector,
-            settings,
-            pools: (0..=cores).map(|_| OnceLock::new()).collect(),
-        }
-    }
-
-    /// The same pools for `threads` serving threads.
-    #[cfg(test)]
-    fn for_threads(self, threads: usize) -> Pools {
-        Pools {
-            pools: (0..=threads).map(|_| OnceLock::new()).collect(),
-            ..self
-        }
-    }
-
-    /// The calling thread's pool.
-    fn here(&self) -> &Direct {
-        let at = match crate::workers::current() {
-            None => 0,
-            Some(worker) => 1 + worker % (self.pools.len() - 1),
-        };
-        self.pools[at].get_or_init(|| pooled(self.connector.clone(), self.settings_of(at)))
-    }
-
-    /// The settings of pool `at`: a serving thread's keeps its share of
-    /// `pool_max_idle_per_host` (rounded up), so that the upstream sees about as
-    /// many idle connections as the setting says, not that many a core; the pool
-    /// of the other threads (all of them with `server.work_stealing`, the default)
-    /// keeps it all.
-    fn settings_of(&self, at: usize) -> Settings {
-        let serving = self.pools.len() - 1;
-        let mut settings = self.settings;
-        if at > 0 {
-            settings.pool_max_idle_per_host = settings.pool_max_idle_per_host.div_ceil(serving);
-        }
-        settings
-    }
-}
-
 type Connector = Bounded<HttpsConnector<HttpConnector>>;
-
-type Direct = Client<Connector, Empty<Bytes>>;
 
 /// The pooled connections toward one upstream instance.
 #[allow(
@@ -153,7 +94,7 @@ type Direct = Client<Connector, Empty<Bytes>>;
     reason = "one per upstream instance, built once; a box would cost every request a hop"
 )]
 pub enum Transport {
-    Direct(Pools),
+    Direct(Pool),
     Proxied(reqwest::Client),
 }
 
@@ -197,18 +138,8 @@ impl Transport {
         limit: u64,
     ) -> Result<Received, WireError> {
         match self {
-            Transport::Direct(client) => {
-                let uri = Uri::try_from(url).map_err(|_| WireError::Unreachable)?;
-                let mut request = http::Request::new(Empty::new());
-                *request.uri_mut() = uri;
-                *request.headers_mut() = headers;
-                let response = client
-                    .here()
-                    .request(request)
-                    .await
-                    .map_err(|e| wire_error(&e))?;
-                read(response, limit).await
-            }
+            // Boxed: the exchange's state would otherwise be moved with the fill.
+            Transport::Direct(pool) => Box::pin(direct_get(pool, url, headers, limit)).await,
             Transport::Proxied(client) => {
                 let response = client.get(url).headers(headers).send();
                 let response = response.await.map_err(|e| wire_error(&e))?;
@@ -274,9 +205,33 @@ fn wants_proxy(matcher: &Matcher, base: &str) -> bool {
         .is_ok_and(|uri| matcher.intercept(&uri).is_some())
 }
 
-/// hyper-util's clients over rustls (HTTP/1.1, TCP_NODELAY, the pool's idle limits),
+/// One GET over a kept connection: the URL's path and query as the target, `Host`
+/// from the URL when `headers` carry none.
+async fn direct_get(
+    pool: &Pool,
+    url: &str,
+    mut headers: HeaderMap,
+    limit: u64,
+) -> Result<Received, WireError> {
+    let uri = Uri::try_from(url).map_err(|_| WireError::Unreachable)?;
+    let mut request = http::Request::new(Empty::new());
+    if let Some(target) = uri.path_and_query() {
+        *request.uri_mut() = Uri::from(target.clone());
+    }
+    if !headers.contains_key(http::header::HOST)
+        && let Some(host) = uri.authority()
+    {
+        let host = HeaderValue::from_str(host.as_str()).map_err(|_| WireError::Unreachable)?;
+        headers.insert(http::header::HOST, host);
+    }
+    *request.headers_mut() = headers;
+    pool.send(&uri, request, |response| read(response, limit))
+        .await
+}
+
+/// Kept connections over rustls (HTTP/1.1, TCP_NODELAY, the pool's idle limits),
 /// plain `http://` allowed for a loopback upstream (validation decides where).
-fn direct(settings: Settings, roots: RootCertStore) -> Result<Pools, BuildError> {
+fn direct(settings: Settings, roots: RootCertStore) -> Result<Pool, BuildError> {
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -303,16 +258,7 @@ fn direct(settings: Settings, roots: RootCertStore) -> Result<Pools, BuildError>
         inner: https,
         limit: settings.connect_timeout,
     };
-    Ok(Pools::new(https, settings))
-}
-
-/// One pool of connections over `connector`.
-fn pooled(connector: Connector, settings: Settings) -> Direct {
-    Client::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(settings.pool_max_idle_per_host)
-        .pool_idle_timeout(POOL_IDLE)
-        .pool_timer(TokioTimer::new())
-        .build(connector)
+    Ok(Pool::new(https, settings.pool_max_idle_per_host, POOL_IDLE))
 }
 
 /// A connector whose connects, TCP and TLS together, end within `limit`: the TCP
@@ -473,5 +419,6 @@ where
     })
 }
 
+mod pool;
 #[cfg(test)]
 mod tests;
