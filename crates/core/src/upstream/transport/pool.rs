@@ -29,9 +29,9 @@ pub(super) type Request = http::Request<Empty<Bytes>>;
 /// using it polls.
 pub(super) struct Conn {
     send: http1::SendRequest<Empty<Bytes>>,
-    io: http1::Connection<Io, Empty<Bytes>>,
-    /// The I/O ended (the peer closed, or an error): never used again.
-    ended: bool,
+    /// `None` once the I/O ended (the peer closed, or an error): dropping it fails
+    /// what it had not sent, handing the request back, and ends an answer cut off.
+    io: Option<http1::Connection<Io, Empty<Bytes>>>,
     idle_since: Instant,
 }
 
@@ -71,10 +71,26 @@ impl Pool {
         F: FnOnce(http::Response<hyper::body::Incoming>) -> Fut,
         Fut: Future<Output = Result<T, WireError>>,
     {
-        let (mut conn, kept) = match self.take() {
+        let (conn, kept) = match self.take() {
             Some(conn) => (conn, true),
             None => (self.connect(uri).await?, false),
         };
+        self.exchange(conn, kept, uri, request, read).await
+    }
+
+    /// [`send`](Self::send) on `conn`, which came from the pool when `kept`.
+    pub(super) async fn exchange<T, F, Fut>(
+        &self,
+        mut conn: Box<Conn>,
+        kept: bool,
+        uri: &Uri,
+        request: Request,
+        read: F,
+    ) -> Result<T, WireError>
+    where
+        F: FnOnce(http::Response<hyper::body::Incoming>) -> Fut,
+        Fut: Future<Output = Result<T, WireError>>,
+    {
         let sent = conn.send.try_send_request(request);
         let response = match conn.drive(sent).await {
             Ok(response) => response,
@@ -107,7 +123,7 @@ impl Pool {
     }
 
     /// A new connection, TCP and TLS within the connector's bound.
-    async fn connect(&self, uri: &Uri) -> Result<Box<Conn>, WireError> {
+    pub(super) async fn connect(&self, uri: &Uri) -> Result<Box<Conn>, WireError> {
         // Boxed: a connect's state (the TLS session, the handshake) is several KB,
         // which would otherwise be moved with every request's future.
         Box::pin(async {
@@ -116,8 +132,7 @@ impl Pool {
             let (send, io) = http1::handshake(stream).await.map_err(|e| wire_error(&e))?;
             Ok(Box::new(Conn {
                 send,
-                io,
-                ended: false,
+                io: Some(io),
                 idle_since: Instant::now(),
             }))
         })
@@ -167,25 +182,29 @@ impl Conn {
     /// Polls the I/O once, with no one to wake: an idle connection has nothing to
     /// do, so one that is ready has ended (the peer closed it, or sent what no
     /// request asked for).
-    fn still_open(&mut self) -> bool {
-        let mut cx = Context::from_waker(Waker::noop());
-        if !self.ended && Pin::new(&mut self.io).poll(&mut cx).is_ready() {
-            self.ended = true;
-        }
-        !self.ended
+    pub(super) fn still_open(&mut self) -> bool {
+        poll_io(&mut self.io, &mut Context::from_waker(Waker::noop()));
+        self.io.is_some()
     }
 
     /// Runs `work` while polling the I/O in the same task, until `work` is done
-    /// (when the I/O ends first, hyper fails `work`'s answer or body).
+    /// (when the I/O ends first, it is dropped, which fails `work`'s answer or body).
     async fn drive<F: Future>(&mut self, work: F) -> F::Output {
         let mut work = pin!(work);
-        let Conn { io, ended, .. } = self;
+        let io = &mut self.io;
         std::future::poll_fn(|cx| {
-            if !*ended && Pin::new(&mut *io).poll(cx).is_ready() {
-                *ended = true;
-            }
+            poll_io(io, cx);
             work.as_mut().poll(cx)
         })
         .await
+    }
+}
+
+/// Polls the I/O, dropping it once it has ended.
+fn poll_io(io: &mut Option<http1::Connection<Io, Empty<Bytes>>>, cx: &mut Context<'_>) {
+    if let Some(running) = io
+        && Pin::new(running).poll(cx).is_ready()
+    {
+        *io = None;
     }
 }

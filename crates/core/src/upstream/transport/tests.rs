@@ -396,6 +396,8 @@ enum Ending {
     AfterOne,
     /// Answers one request with `Connection: close`, then closes.
     Announced,
+    /// Closes the first connection before any request, answers on the others.
+    FirstShut,
 }
 
 /// A plain HTTP upstream answering [`BODY`]: its address, how many connections it
@@ -414,10 +416,15 @@ async fn plain_upstream(
     let count = Arc::clone(&accepted);
     tokio::spawn(async move {
         while let Ok((mut tcp, _)) = listener.accept().await {
-            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let first = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
             let closed = closed.clone();
             tokio::spawn(async move {
-                if ending == Ending::KeepAlive {
+                if ending == Ending::FirstShut && first {
+                    drop(tcp);
+                    let _ = closed.send(());
+                    return;
+                }
+                if matches!(ending, Ending::KeepAlive | Ending::FirstShut) {
                     return answer(tcp, Arc::default()).await;
                 }
                 if read_head(&mut tcp).await.is_some() {
@@ -486,6 +493,38 @@ async fn an_idle_connection_the_upstream_closed_is_not_taken() {
     assert_eq!(pool.open_idle(), 0, "the closed connection is dropped");
     let got = transport.get(&plain(addr), headers(), 1024).await.unwrap();
     assert_eq!(&got.body[..], BODY);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+/// A request a kept connection never sent, because the connection ended before
+/// it went out, is sent on a new one: here the connection handed over has already
+/// ended, as one does when the upstream's close lands between the pool's look
+/// and the send.
+#[tokio::test]
+async fn a_request_a_closed_connection_never_sent_goes_out_on_a_new_one() {
+    let (addr, accepted, mut closes) = plain_upstream(Ending::FirstShut).await;
+    let transport = Transport::Direct(direct(settings(), RootCertStore::empty()).unwrap());
+    let pool = pool_of(&transport);
+    let uri: Uri = plain(addr).parse().unwrap();
+    let mut conn = pool.connect(&uri).await.unwrap();
+    closes.recv().await.unwrap();
+    // At most 2 s for the runtime to see the close.
+    for _ in 0..2000 {
+        if !conn.still_open() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(!conn.still_open(), "the upstream closed it");
+    let mut request = http::Request::new(Empty::new());
+    *request.uri_mut() = Uri::from_static("/api/v1/stock/detail/600519");
+    let got = tokio::time::timeout(
+        Duration::from_secs(20),
+        pool.exchange(conn, true, &uri, request, |response| read(response, 1024)),
+    )
+    .await
+    .expect("a closed connection fails its request at once");
+    assert_eq!(&got.unwrap().body[..], BODY);
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
 
