@@ -225,7 +225,7 @@ async fn direct_get(
         headers.insert(http::header::HOST, host);
     }
     *request.headers_mut() = headers;
-    pool.send(&uri, request, |response| read(response, limit))
+    pool.send(pool.take(), &uri, request, |response| read(response, limit))
         .await
 }
 

@@ -57,12 +57,14 @@ impl Pool {
         }
     }
 
-    /// Sends `request` to `uri`'s host and reads its answer with `read`, on a kept
-    /// connection when one is open, else on a new one. A request a kept connection
-    /// took but never sent (it closed first) is sent again on a new connection; one
-    /// that went out is not, since the upstream may have counted it.
+    /// Sends `request` to `uri`'s host and reads its answer with `read`, on `kept`
+    /// (a connection from the pool, as [`take`](Self::take) gives) or else on a new
+    /// connection. A request a kept connection took but never sent (it closed first)
+    /// is sent again on a new connection; one that went out is not, since the
+    /// upstream may have counted it.
     pub(super) async fn send<T, F, Fut>(
         &self,
+        kept: Option<Box<Conn>>,
         uri: &Uri,
         request: Request,
         read: F,
@@ -71,26 +73,10 @@ impl Pool {
         F: FnOnce(http::Response<hyper::body::Incoming>) -> Fut,
         Fut: Future<Output = Result<T, WireError>>,
     {
-        let (conn, kept) = match self.take() {
+        let (mut conn, kept) = match kept {
             Some(conn) => (conn, true),
             None => (self.connect(uri).await?, false),
         };
-        self.exchange(conn, kept, uri, request, read).await
-    }
-
-    /// [`send`](Self::send) on `conn`, which came from the pool when `kept`.
-    pub(super) async fn exchange<T, F, Fut>(
-        &self,
-        mut conn: Box<Conn>,
-        kept: bool,
-        uri: &Uri,
-        request: Request,
-        read: F,
-    ) -> Result<T, WireError>
-    where
-        F: FnOnce(http::Response<hyper::body::Incoming>) -> Fut,
-        Fut: Future<Output = Result<T, WireError>>,
-    {
         let sent = conn.send.try_send_request(request);
         let response = match conn.drive(sent).await {
             Ok(response) => response,
@@ -112,7 +98,7 @@ impl Pool {
 
     /// The newest idle connection still open; older ones past their time, and
     /// closed ones, are dropped on the way.
-    fn take(&self) -> Option<Box<Conn>> {
+    pub(super) fn take(&self) -> Option<Box<Conn>> {
         loop {
             let newest = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let mut conn = newest?;

@@ -520,7 +520,7 @@ async fn a_request_a_closed_connection_never_sent_goes_out_on_a_new_one() {
     *request.uri_mut() = Uri::from_static("/api/v1/stock/detail/600519");
     let got = tokio::time::timeout(
         Duration::from_secs(20),
-        pool.exchange(conn, true, &uri, request, |response| read(response, 1024)),
+        pool.send(Some(conn), &uri, request, |response| read(response, 1024)),
     )
     .await
     .expect("a closed connection fails its request at once");
