@@ -153,12 +153,14 @@ impl Pool {
         self.idle.lock().unwrap().len()
     }
 
-    /// How many idle connections are still open, dropping the others.
+    /// How many idle connections are still open (the others stay, ended).
     #[cfg(test)]
     pub(super) fn open_idle(&self) -> usize {
         let mut idle = self.idle.lock().unwrap();
-        idle.retain_mut(|conn| conn.still_open());
-        idle.len()
+        idle.iter_mut()
+            .map(|conn| conn.still_open())
+            .filter(|open| *open)
+            .count()
     }
 
     /// The same pool keeping a connection idle for `idle_for`.

@@ -388,12 +388,12 @@ fn an_unusable_proxy_variable_is_refused() {
 }
 
 /// How a test upstream ends each connection.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone)]
 enum Ending {
     /// Answers every request on it.
     KeepAlive,
-    /// Answers one request and closes.
-    AfterOne,
+    /// Answers one request, then closes when the cue is given.
+    AfterOne(Arc<tokio::sync::Notify>),
     /// Answers one request with `Connection: close`, then closes.
     Announced,
     /// Closes the first connection before any request, answers on the others.
@@ -417,9 +417,9 @@ async fn plain_upstream(
     tokio::spawn(async move {
         while let Ok((mut tcp, _)) = listener.accept().await {
             let first = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
-            let closed = closed.clone();
+            let (closed, ending) = (closed.clone(), ending.clone());
             tokio::spawn(async move {
-                if ending == Ending::FirstShut && first {
+                if matches!(ending, Ending::FirstShut) && first {
                     drop(tcp);
                     let _ = closed.send(());
                     return;
@@ -428,7 +428,7 @@ async fn plain_upstream(
                     return answer(tcp, Arc::default()).await;
                 }
                 if read_head(&mut tcp).await.is_some() {
-                    let close = if ending == Ending::Announced {
+                    let close = if matches!(ending, Ending::Announced) {
                         "connection: close\r\n"
                     } else {
                         ""
@@ -439,6 +439,9 @@ async fn plain_upstream(
                     );
                     let _ = tcp.write_all(head.as_bytes()).await;
                     let _ = tcp.write_all(BODY).await;
+                }
+                if let Ending::AfterOne(cue) = &ending {
+                    cue.notified().await;
                 }
                 drop(tcp);
                 let _ = closed.send(());
@@ -473,24 +476,38 @@ async fn a_connection_is_kept_and_taken_again() {
     assert_eq!(pool_of(&transport).idle(), 1);
 }
 
-/// An idle connection the upstream closed is found closed and dropped, and the next
-/// request goes out on a new one, without an error.
-#[tokio::test]
-async fn an_idle_connection_the_upstream_closed_is_not_taken() {
-    let (addr, accepted, mut closes) = plain_upstream(Ending::AfterOne).await;
-    let transport = Transport::Direct(direct(settings(), RootCertStore::empty()).unwrap());
-    let pool = pool_of(&transport);
-    transport.get(&plain(addr), headers(), 1024).await.unwrap();
-    closes.recv().await.unwrap();
-    // The close reaches this side's socket at once on loopback; the runtime sees it
-    // at its next look at the sockets. At most 2 s.
+/// Whether `open` says no within 2 s: an upstream's close reaches this side's
+/// socket at once on loopback, and the runtime sees it at its next look at the
+/// sockets.
+async fn closed_soon(mut open: impl FnMut() -> bool) -> bool {
     for _ in 0..2000 {
-        if pool.open_idle() == 0 {
-            break;
+        if !open() {
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    assert_eq!(pool.open_idle(), 0, "the closed connection is dropped");
+    !open()
+}
+
+/// An idle connection the upstream closed is found closed and dropped, not
+/// taken, and the next request goes out on a new one, without an error.
+#[tokio::test]
+async fn an_idle_connection_the_upstream_closed_is_not_taken() {
+    let cue = Arc::new(tokio::sync::Notify::new());
+    let (addr, accepted, mut closes) = plain_upstream(Ending::AfterOne(Arc::clone(&cue))).await;
+    let transport = Transport::Direct(direct(settings(), RootCertStore::empty()).unwrap());
+    let pool = pool_of(&transport);
+    transport.get(&plain(addr), headers(), 1024).await.unwrap();
+    assert_eq!(pool.open_idle(), 1, "kept while the upstream holds it open");
+    cue.notify_one();
+    closes.recv().await.unwrap();
+    assert!(
+        closed_soon(|| pool.open_idle() > 0).await,
+        "the upstream closed it"
+    );
+    assert_eq!(pool.idle(), 1, "still held until a request looks at it");
+    assert!(pool.take().is_none(), "the closed connection is not taken");
+    assert_eq!(pool.idle(), 0, "and it is dropped");
     let got = transport.get(&plain(addr), headers(), 1024).await.unwrap();
     assert_eq!(&got.body[..], BODY);
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
@@ -508,14 +525,10 @@ async fn a_request_a_closed_connection_never_sent_goes_out_on_a_new_one() {
     let uri: Uri = plain(addr).parse().unwrap();
     let mut conn = pool.connect(&uri).await.unwrap();
     closes.recv().await.unwrap();
-    // At most 2 s for the runtime to see the close.
-    for _ in 0..2000 {
-        if !conn.still_open() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    assert!(!conn.still_open(), "the upstream closed it");
+    assert!(
+        closed_soon(|| conn.still_open()).await,
+        "the upstream closed it"
+    );
     let mut request = http::Request::new(Empty::new());
     *request.uri_mut() = Uri::from_static("/api/v1/stock/detail/600519");
     let got = tokio::time::timeout(
