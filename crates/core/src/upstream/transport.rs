@@ -1,18 +1,21 @@
 //! The wire to the upstream: one GET sent and its answer read whole, within the body
-//! limit. Direct connections are hyper's HTTP/1.1 over rustls, kept in a pool of
-//! mdproxy's own (`pool.rs`), which the request using a connection drives in its
-//! own task (no reqwest per-request redirect, retry and URL work, which cost a miss
-//! a quarter of its instructions, and no connection task of hyper-util's client:
-//! docs/BENCHMARKS.md, "Instructions per miss"); when the environment names a proxy
-//! for the upstream (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, minus `NO_PROXY`),
-//! reqwest carries the request, as it always did. What an answer means is decided
-//! by the client (`client.rs`), which this module does not know.
+//! limit. Direct connections are HTTP/1.1 over rustls (hyper-rustls's connector),
+//! kept in a pool of mdproxy's own (`pool.rs`); the request using a connection
+//! writes its head and reads the answer on its own task (`exchange.rs`, httparse
+//! for the head): no connection task, no channels, no per-request URL parse, the
+//! body read straight into a buffer of its size (hyper's client connection cost a
+//! miss about a sixth of its instructions: docs/BENCHMARKS.md, "Instructions per
+//! miss"). When the environment names a proxy for the upstream (`HTTPS_PROXY`,
+//! `HTTP_PROXY`, `ALL_PROXY`, minus `NO_PROXY`), reqwest carries the request, as it
+//! always did. What an answer means is decided by the client (`client.rs`), which
+//! this module does not know.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, StatusCode, Uri, Version};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::proxy::matcher::Matcher;
@@ -210,23 +213,33 @@ fn wants_proxy(matcher: &Matcher, base: &str) -> bool {
 async fn direct_get(
     pool: &Pool,
     url: &str,
-    mut headers: HeaderMap,
+    headers: HeaderMap,
     limit: u64,
 ) -> Result<Received, WireError> {
-    let uri = Uri::try_from(url).map_err(|_| WireError::Unreachable)?;
-    let mut request = http::Request::new(Empty::new());
-    if let Some(target) = uri.path_and_query() {
-        *request.uri_mut() = Uri::from(target.clone());
+    let (authority, target) = split_url(url).ok_or(WireError::Unreachable)?;
+    let head =
+        exchange::request_head(&target, authority, &headers).ok_or(WireError::Unreachable)?;
+    pool.send(pool.take(), url, &head, limit).await
+}
+
+/// An `http` or `https` URL's authority and its request target (origin form: the
+/// path and query, `/` when it has no path), without parsing the rest: the URL is
+/// parsed whole only when a connection is made.
+fn split_url(url: &str) -> Option<(&str, Cow<'_, str>)> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))?;
+    let rest = rest.find('#').map_or(rest, |at| &rest[..at]);
+    let at = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, target) = rest.split_at(at);
+    if authority.is_empty() {
+        return None;
     }
-    if !headers.contains_key(http::header::HOST)
-        && let Some(host) = uri.authority()
-    {
-        let host = HeaderValue::from_str(host.as_str()).map_err(|_| WireError::Unreachable)?;
-        headers.insert(http::header::HOST, host);
-    }
-    *request.headers_mut() = headers;
-    pool.send(pool.take(), &uri, request, |response| read(response, limit))
-        .await
+    let target = match target.as_bytes().first() {
+        Some(b'/') => Cow::Borrowed(target),
+        _ => Cow::Owned(format!("/{target}")),
+    };
+    Some((authority, target))
 }
 
 /// Kept connections over rustls (HTTP/1.1, TCP_NODELAY, the pool's idle limits),
@@ -419,6 +432,7 @@ where
     })
 }
 
+mod exchange;
 mod pool;
 #[cfg(test)]
 mod tests;

@@ -1,37 +1,34 @@
-//! The direct path's kept connections, each driven by the request that uses it: a
-//! request takes an idle HTTP/1.1 connection (or makes one), its own task polls the
-//! connection while the request goes out and the answer comes in, and a connection
-//! that can carry another request goes back when the answer is whole. hyper-util's
-//! pool runs each connection as a task of its own and hands requests and answers
-//! across a channel, a task hop each way a miss; this one takes a tenth off a 404
-//! miss's instructions (docs/BENCHMARKS.md, "Instructions per miss").
+//! The direct path's kept connections: a request takes the newest idle HTTP/1.1
+//! connection (or makes one), writes its head and reads the answer on its own task
+//! (`exchange.rs`), and a connection that can carry another request goes back when
+//! the answer is whole. hyper-util's pool runs each connection as a task of its own
+//! and hands requests and answers across a channel, a task hop each way a miss
+//! (docs/BENCHMARKS.md, "Instructions per miss").
 
-use std::future::Future;
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::BytesMut;
 use http::Uri;
-use http_body_util::Empty;
-use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, ReadBuf};
 use tower_service::Service;
 
-use super::{Connector, WireError, wire_error};
+use super::exchange::{read_answer, write_head};
+use super::{Connector, Received, WireError, wire_error};
 
-type Io = <Connector as Service<Uri>>::Response;
+type Io = TokioIo<<Connector as Service<Uri>>::Response>;
 
-/// A request toward the upstream.
-pub(super) type Request = http::Request<Empty<Bytes>>;
-
-/// One HTTP/1.1 connection: its request side and its I/O, which only the request
-/// using it polls.
+/// One HTTP/1.1 connection, its I/O polled only by the request using it.
 pub(super) struct Conn {
-    send: http1::SendRequest<Empty<Bytes>>,
-    /// `None` once the I/O ended (the peer closed, or an error): dropping it fails
-    /// what it had not sent, handing the request back, and ends an answer cut off.
-    io: Option<http1::Connection<Io, Empty<Bytes>>>,
+    io: Io,
+    /// What was read and no answer used yet: nothing between answers, from an
+    /// upstream that answers what it is asked.
+    buf: BytesMut,
+    /// The peer ended the connection (or sent what no request asked for).
+    ended: bool,
     idle_since: Instant,
 }
 
@@ -57,43 +54,35 @@ impl Pool {
         }
     }
 
-    /// Sends `request` to `uri`'s host and reads its answer with `read`, on `kept`
-    /// (a connection from the pool, as [`take`](Self::take) gives) or else on a new
-    /// connection. A request a kept connection took but never sent (it closed first)
-    /// is sent again on a new connection; one that went out is not, since the
-    /// upstream may have counted it.
-    pub(super) async fn send<T, F, Fut>(
+    /// Sends the request `head` to `url`'s host and reads its answer whole within
+    /// `limit` bytes of body, on `kept` (a connection from the pool, as
+    /// [`take`](Self::take) gives) or else on a new connection. When the kept one
+    /// has ended before the request goes out, or the request could not be written
+    /// whole on it, the request goes on a new one; once it went out it is not sent
+    /// again, since the upstream may have counted it.
+    pub(super) async fn send(
         &self,
         kept: Option<Box<Conn>>,
-        uri: &Uri,
-        request: Request,
-        read: F,
-    ) -> Result<T, WireError>
-    where
-        F: FnOnce(http::Response<hyper::body::Incoming>) -> Fut,
-        Fut: Future<Output = Result<T, WireError>>,
-    {
+        url: &str,
+        head: &[u8],
+        limit: u64,
+    ) -> Result<Received, WireError> {
         let (mut conn, kept) = match kept {
-            Some(conn) => (conn, true),
-            None => (self.connect(uri).await?, false),
+            Some(conn) if !conn.ended => (conn, true),
+            _ => (self.connect(url).await?, false),
         };
-        let sent = conn.send.try_send_request(request);
-        let response = match conn.drive(sent).await {
-            Ok(response) => response,
-            Err(mut failed) => match failed.take_message() {
-                Some(request) if kept => {
-                    conn = self.connect(uri).await?;
-                    let sent = conn.send.send_request(request);
-                    conn.drive(sent).await.map_err(|e| wire_error(&e))?
-                }
-                _ => return Err(wire_error(failed.error())),
-            },
-        };
-        let answer = conn.drive(read(response)).await;
-        if answer.is_ok() {
+        if let Err(failed) = write_head(&mut conn.io, head).await {
+            if !kept {
+                return Err(failed);
+            }
+            conn = self.connect(url).await?;
+            write_head(&mut conn.io, head).await?;
+        }
+        let (received, reusable) = read_answer(&mut conn.io, &mut conn.buf, limit).await?;
+        if reusable && conn.buf.is_empty() {
             self.put(conn);
         }
-        answer
+        Ok(received)
     }
 
     /// The newest idle connection still open; older ones past their time, and
@@ -108,8 +97,9 @@ impl Pool {
         }
     }
 
-    /// A new connection, TCP and TLS within the connector's bound.
-    pub(super) async fn connect(&self, uri: &Uri) -> Result<Box<Conn>, WireError> {
+    /// A new connection to `url`'s host, TCP and TLS within the connector's bound.
+    pub(super) async fn connect(&self, url: &str) -> Result<Box<Conn>, WireError> {
+        let uri = Uri::try_from(url).map_err(|_| WireError::Unreachable)?;
         // Boxed: a connect's state (the TLS session, the handshake) is several KB,
         // which would otherwise be moved with every request's future.
         Box::pin(async {
@@ -117,12 +107,12 @@ impl Pool {
             std::future::poll_fn(|cx| connector.poll_ready(cx))
                 .await
                 .map_err(|e| wire_error(&*e))?;
-            let stream = connector.call(uri.clone()).await;
+            let stream = connector.call(uri).await;
             let stream = stream.map_err(|e| wire_error(&*e))?;
-            let (send, io) = http1::handshake(stream).await.map_err(|e| wire_error(&e))?;
             Ok(Box::new(Conn {
-                send,
-                io: Some(io),
+                io: TokioIo::new(stream),
+                buf: BytesMut::new(),
+                ended: false,
                 idle_since: Instant::now(),
             }))
         })
@@ -132,7 +122,7 @@ impl Pool {
     /// Keeps `conn` when it can carry another request and there is room, dropping
     /// the oldest idle ones past their time first.
     fn put(&self, mut conn: Box<Conn>) {
-        if !conn.still_open() || !conn.send.is_ready() {
+        if !conn.still_open() {
             return;
         }
         conn.idle_since = Instant::now();
@@ -171,32 +161,18 @@ impl Pool {
 }
 
 impl Conn {
-    /// Polls the I/O once, with no one to wake: an idle connection has nothing to
-    /// do, so one that is ready has ended (the peer closed it, or sent what no
-    /// request asked for).
+    /// Reads the connection once, with no one to wake: an idle connection has
+    /// nothing to read, so one that has something (its end, an error, bytes no
+    /// request asked for) has ended.
     pub(super) fn still_open(&mut self) -> bool {
-        poll_io(&mut self.io, &mut Context::from_waker(Waker::noop()));
-        self.io.is_some()
-    }
-
-    /// Runs `work` while polling the I/O in the same task, until `work` is done
-    /// (when the I/O ends first, it is dropped, which fails `work`'s answer or body).
-    async fn drive<F: Future>(&mut self, work: F) -> F::Output {
-        let mut work = pin!(work);
-        let io = &mut self.io;
-        std::future::poll_fn(|cx| {
-            poll_io(io, cx);
-            work.as_mut().poll(cx)
-        })
-        .await
-    }
-}
-
-/// Polls the I/O, dropping it once it has ended.
-fn poll_io(io: &mut Option<http1::Connection<Io, Empty<Bytes>>>, cx: &mut Context<'_>) {
-    if let Some(running) = io
-        && Pin::new(running).poll(cx).is_ready()
-    {
-        *io = None;
+        if !self.ended {
+            let mut byte = [0u8; 1];
+            let mut read = ReadBuf::new(&mut byte);
+            let mut cx = Context::from_waker(Waker::noop());
+            self.ended = Pin::new(&mut self.io)
+                .poll_read(&mut cx, &mut read)
+                .is_ready();
+        }
+        !self.ended
     }
 }

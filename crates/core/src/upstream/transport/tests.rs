@@ -522,18 +522,18 @@ async fn a_request_a_closed_connection_never_sent_goes_out_on_a_new_one() {
     let (addr, accepted, mut closes) = plain_upstream(Ending::FirstShut).await;
     let transport = Transport::Direct(direct(settings(), RootCertStore::empty()).unwrap());
     let pool = pool_of(&transport);
-    let uri: Uri = plain(addr).parse().unwrap();
-    let mut conn = pool.connect(&uri).await.unwrap();
+    let url = plain(addr);
+    let mut conn = pool.connect(&url).await.unwrap();
     closes.recv().await.unwrap();
     assert!(
         closed_soon(|| conn.still_open()).await,
         "the upstream closed it"
     );
-    let mut request = http::Request::new(Empty::new());
-    *request.uri_mut() = Uri::from_static("/api/v1/stock/detail/600519");
+    let head = exchange::request_head("/api/v1/stock/detail/600519", &addr.to_string(), &headers())
+        .unwrap();
     let got = tokio::time::timeout(
         Duration::from_secs(20),
-        pool.send(Some(conn), &uri, request, |response| read(response, 1024)),
+        pool.send(Some(conn), &url, &head, 1024),
     )
     .await
     .expect("a closed connection fails its request at once");
@@ -587,4 +587,24 @@ async fn a_connection_idle_past_its_time_is_not_taken() {
         assert_eq!(pool_of(&transport).idle(), 1, "the older one is dropped");
     }
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
+/// A URL's authority and target are taken apart without a parse: the target in
+/// origin form whatever the URL's path, a fragment dropped, and a URL of another
+/// scheme, or without a host, refused.
+#[test]
+fn a_url_splits_into_its_authority_and_target() {
+    let split = |url| split_url(url).map(|(authority, target)| (authority, target.into_owned()));
+    let cases = [
+        ("http://h:1/api/v1/x?a=1", Some(("h:1", "/api/v1/x?a=1"))),
+        ("https://h", Some(("h", "/"))),
+        ("http://h?a=1", Some(("h", "/?a=1"))),
+        ("http://h/a#part", Some(("h", "/a"))),
+        ("ftp://h/a", None),
+        ("http:///a", None),
+    ];
+    for (url, want) in cases {
+        let want = want.map(|(authority, target)| (authority, target.to_owned()));
+        assert_eq!(split(url), want, "{url}");
+    }
 }
