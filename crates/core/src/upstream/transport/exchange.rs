@@ -261,7 +261,7 @@ async fn read_chunked<S: AsyncRead + Unpin>(
             skip_trailers(io, buf).await?;
             return Ok(body.freeze());
         }
-        if body.len() as u64 + size > limit {
+        if (body.len() as u64).saturating_add(size) > limit {
             return Err(WireError::TooLarge { limit });
         }
         // Within the limit, so it fits a usize.

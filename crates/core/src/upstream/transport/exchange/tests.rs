@@ -175,6 +175,10 @@ async fn a_body_past_the_limit_is_refused_before_it_is_read() {
     assert_eq!(refused(announced, false, 4).await, too_large);
     let chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\n";
     assert_eq!(refused(chunked, false, 4).await, too_large);
+    // A size that, added to what came before it, passes 2^64.
+    let huge =
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\na\r\nffffffffffffffff\r\n";
+    assert_eq!(refused(huge, false, 4).await, too_large);
     let unframed = b"HTTP/1.1 200 OK\r\n\r\nabcde";
     assert_eq!(refused(unframed, false, 4).await, too_large);
 }
