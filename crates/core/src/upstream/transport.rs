@@ -366,13 +366,19 @@ fn is_close_delimited(version: Version, headers: &HeaderMap) -> bool {
         .iter()
         .next_back()
     {
-        Some(last) => !last
-            .to_str()
-            .ok()
-            .and_then(|codings| codings.rsplit(',').next())
-            .is_some_and(|coding| coding.trim().eq_ignore_ascii_case("chunked")),
+        Some(last) => !ends_chunked(last.as_bytes()),
         None => !headers.contains_key(http::header::CONTENT_LENGTH),
     }
+}
+
+/// Whether a `Transfer-Encoding` value's last coding is `chunked`: the one rule both
+/// paths frame a body by (here for reqwest's answers, in `exchange` for the direct
+/// path's).
+fn ends_chunked(codings: &[u8]) -> bool {
+    codings
+        .rsplit(|&b| b == b',')
+        .next()
+        .is_some_and(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
 }
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {

@@ -7,7 +7,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::{Received, WireError, wire_error};
+use super::{Received, WireError, ends_chunked, wire_error};
 
 /// The most an answer's head, or a chunked body's trailers, may take.
 const MAX_HEAD: usize = 64 * 1024;
@@ -91,8 +91,7 @@ fn head_of(response: &httparse::Response<'_, '_>) -> Option<Head> {
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             // The last coding of the last such header decides.
             coded = true;
-            let last = value.rsplit(|&b| b == b',').next().unwrap_or_default();
-            chunked = last.trim_ascii().eq_ignore_ascii_case(b"chunked");
+            chunked = ends_chunked(value);
         } else if name.eq_ignore_ascii_case("connection") {
             for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 close |= token.eq_ignore_ascii_case(b"close");
@@ -127,7 +126,8 @@ fn head_of(response: &httparse::Response<'_, '_>) -> Option<Head> {
             && !close
             && (http11 || keep)
             && !(coded && length.is_some()),
-        // As the hyper path kept them: a `Date` only beside a `Retry-After`.
+        // As `read` keeps them for the proxied path: a `Date` only beside a
+        // `Retry-After`.
         date: date.filter(|_| retry_after.is_some()),
         retry_after,
     })
