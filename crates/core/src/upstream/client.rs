@@ -17,7 +17,9 @@ use crate::upstream::breaker::Verdict;
 use crate::upstream::budget::Denied;
 use crate::upstream::counters::UpstreamOutcome;
 use crate::upstream::envelope::{Flag, success_flag};
-use crate::upstream::transport::{BuildError, Received, Settings, Transport, WireError};
+use crate::upstream::transport::{
+    BuildError, CommonHeaders, Received, Settings, Transport, WireError,
+};
 use mdproxy_api::error::Error;
 use mdproxy_config::UpstreamConfig;
 
@@ -289,7 +291,7 @@ pub struct UpstreamClient {
     base_url: Option<reqwest::Url>,
     /// The headers every request carries: JSON accepted, who asks, `Host`, and
     /// `Bearer <upstream token>` (marked sensitive so no header dump shows it).
-    headers: HeaderMap,
+    headers: CommonHeaders,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -328,7 +330,7 @@ impl UpstreamClient {
         Ok(UpstreamClient {
             config: config.clone(),
             transport: Transport::new(&base, settings)?,
-            headers: common_headers(config, base_url.as_ref())?,
+            headers: CommonHeaders::new(common_headers(config, base_url.as_ref())?),
             base,
             base_url,
         })
@@ -381,7 +383,9 @@ impl UpstreamClient {
             None => format!("{}{target}", self.base),
         };
         let limit = self.config.max_body_bytes;
-        let exchange = self.transport.get(&url, self.headers(), limit);
+        let exchange = self
+            .transport
+            .get(&url, &self.headers, self.own_headers(), limit);
         let Received {
             status,
             retry_after,
@@ -406,11 +410,11 @@ impl UpstreamClient {
         answer.classify().map(|body| Fetched { body, elapsed })
     }
 
-    /// A request's headers: the common ones, and the trace: while traces are on,
+    /// A request's own headers beside the common ones: its ID, and the trace: while traces are on,
     /// the current span's context (this request's span); else the client's trace,
     /// continued with a new parent ID.
-    fn headers(&self) -> HeaderMap {
-        let mut headers = self.headers.clone();
+    fn own_headers(&self) -> HeaderMap {
+        let mut headers = HeaderMap::new();
         let traced = crate::telemetry::outgoing();
         if let Some(context) = crate::telemetry::context::current() {
             if let Some(id) = context.request_id {
@@ -481,23 +485,32 @@ fn common_headers(
 fn is_plain(target: &str) -> bool {
     let bytes = target.as_bytes();
     let path_end = memchr::memchr(b'?', bytes).unwrap_or(bytes.len());
-    let path = &bytes[..path_end];
+    let (path, query) = bytes.split_at(path_end);
     bytes.first() == Some(&b'/')
-        && bytes.iter().enumerate().all(|(i, &b)| {
-            b.is_ascii_alphanumeric()
-                || matches!(
-                    b,
-                    b'-' | b'.' | b'_' | b'~' | b'%' | b'/' | b'!' | b'$' | b'&'
-                )
-                || matches!(
-                    b,
-                    b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=' | b':' | b'@'
-                )
-                || (b == b'?' && i >= path_end)
-        })
+        && path.iter().all(|&b| PLAIN[usize::from(b)])
+        && query.iter().all(|&b| PLAIN[usize::from(b)] || b == b'?')
         && memchr::memmem::find(path, b"/.").is_none()
         && !path.windows(3).any(|w| w.eq_ignore_ascii_case(b"%2e"))
 }
+
+/// The bytes [`is_plain`] lets through anywhere: letters, digits, RFC 3986's
+/// unreserved and sub-delimiters but `'`, `%`, `/`, `:` and `@` (a table: the check
+/// runs on every miss).
+const PLAIN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let others = b"-._~%/!$&()*+,;=:@";
+    let mut i = 0;
+    while i < others.len() {
+        table[others[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
 
 impl From<WireError> for FetchError {
     fn from(e: WireError) -> FetchError {
@@ -662,6 +675,26 @@ mod tests {
         assert!(UpstreamClient::new(&query).unwrap().url("/x").is_none());
     }
 
+    proptest::proptest! {
+        /// Any target without a fragment or a trailing space (parsing would drop
+        /// both; no canonical target has either), plain or not, gives the URL that
+        /// parsing the joined text gives: the shortcut for plain targets never
+        /// changes what is sent.
+        #[test]
+        fn a_target_s_url_is_the_parsed_join(
+            target in "/[a-zA-Z0-9/?%.'\\\\ ~!$&()*+,;=:@_é-]{0,24}",
+        ) {
+            let config = UpstreamConfig {
+                base_url: "http://upstream:8080/api/v1".into(),
+                ..UpstreamConfig::default()
+            };
+            proptest::prop_assume!(!target.ends_with(' '));
+            let client = UpstreamClient::new(&config).unwrap();
+            let parsed = reqwest::Url::parse(&format!("http://upstream:8080/api/v1{target}")).unwrap();
+            proptest::prop_assert_eq!(client.url(&target).unwrap(), parsed.as_str());
+        }
+    }
+
     /// `Host` is set once from the parsed base, as the transport would set it: the
     /// port only when it is not the scheme's.
     #[test]
@@ -678,7 +711,8 @@ mod tests {
                 token: mdproxy_config::Secret::new("t".to_owned()),
                 ..UpstreamConfig::default()
             };
-            let headers = UpstreamClient::new(&config).unwrap().headers();
+            let client = UpstreamClient::new(&config).unwrap();
+            let headers = client.headers.map();
             assert_eq!(headers[http::header::HOST], host, "{base}");
             assert!(headers[http::header::AUTHORIZATION].is_sensitive());
         }

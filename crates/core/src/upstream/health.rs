@@ -5,7 +5,8 @@
 
 use std::fmt;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::SystemTime;
 
 use chrono::{DateTime, Utc};
 
@@ -21,10 +22,11 @@ pub struct Heard {
 /// The upstream's health as this node heard it.
 #[derive(Debug, Default)]
 pub struct Health {
-    heard: Mutex<Heard>,
-    /// Whether an upstream request ever succeeded: readiness waits for it (or for
-    /// warm entries).
-    seen: AtomicBool,
+    /// When an upstream request last succeeded, in milliseconds since the epoch;
+    /// 0 before any did (readiness waits for one, or for warm entries). An atomic:
+    /// every answered request sets it, on whichever worker.
+    last_ok_ms: AtomicI64,
+    last_error: Mutex<Option<(DateTime<Utc>, &'static str, String)>>,
 }
 
 /// Why a node is ready for traffic.
@@ -71,33 +73,50 @@ impl Health {
     /// Records a request the upstream answered: a success (`error` `None`) or a
     /// failure (its outcome label and what happened).
     pub fn answered(&self, error: Option<(&'static str, String)>) {
-        let mut heard = self.heard.lock().expect("health lock is never poisoned");
         match error {
             None => {
-                heard.last_ok = Some(Utc::now());
-                self.seen.store(true, Ordering::Relaxed);
+                let ms = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(1, |since| {
+                        i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+                    });
+                self.last_ok_ms.store(ms.max(1), Ordering::Relaxed);
             }
-            Some((label, detail)) => heard.last_error = Some((Utc::now(), label, detail)),
+            Some((label, detail)) => self.failed(label, detail),
         }
     }
 
     /// Records a request that got no answer (timeout, unreachable).
     pub fn unanswered(&self, label: &'static str, detail: String) {
-        let mut heard = self.heard.lock().expect("health lock is never poisoned");
-        heard.last_error = Some((Utc::now(), label, detail));
+        self.failed(label, detail);
+    }
+
+    fn failed(&self, label: &'static str, detail: String) {
+        *self
+            .last_error
+            .lock()
+            .expect("health lock is never poisoned") = Some((Utc::now(), label, detail));
     }
 
     /// What the proxy last heard.
     pub fn heard(&self) -> Heard {
-        self.heard
-            .lock()
-            .expect("health lock is never poisoned")
-            .clone()
+        let last_ok = match self.last_ok_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => DateTime::from_timestamp_millis(ms),
+        };
+        Heard {
+            last_ok,
+            last_error: self
+                .last_error
+                .lock()
+                .expect("health lock is never poisoned")
+                .clone(),
+        }
     }
 
     /// Whether an upstream request ever succeeded.
     pub fn is_seen(&self) -> bool {
-        self.seen.load(Ordering::Relaxed)
+        self.last_ok_ms.load(Ordering::Relaxed) != 0
     }
 
     /// Whether the node is ready for traffic, with its cache holding `entries`:

@@ -128,23 +128,24 @@ impl Transport {
         matches!(self, Transport::Proxied(_))
     }
 
-    /// GETs `url` with `headers` (`Host` from the URL when they carry none),
-    /// reading at most `limit` bytes of body. No whole-request timeout here: the
-    /// caller bounds the whole exchange.
+    /// GETs `url` with the `common` headers and the request's `own` (`Host` from
+    /// the URL when they carry none), reading at most `limit` bytes of body. No
+    /// whole-request timeout here: the caller bounds the whole exchange.
     ///
     /// # Errors
     /// A [`WireError`] when no whole answer came back.
     pub async fn get(
         &self,
         url: &str,
-        headers: HeaderMap,
+        common: &CommonHeaders,
+        own: HeaderMap,
         limit: u64,
     ) -> Result<Received, WireError> {
         match self {
             // Boxed: the exchange's state would otherwise be moved with the fill.
-            Transport::Direct(pool) => Box::pin(direct_get(pool, url, headers, limit)).await,
+            Transport::Direct(pool) => Box::pin(direct_get(pool, url, common, &own, limit)).await,
             Transport::Proxied(client) => {
-                let response = client.get(url).headers(headers).send();
+                let response = client.get(url).headers(common.with(own)).send();
                 let response = response.await.map_err(|e| wire_error(&e))?;
                 read(http::Response::from(response), limit).await
             }
@@ -208,17 +209,52 @@ fn wants_proxy(matcher: &Matcher, base: &str) -> bool {
         .is_ok_and(|uri| matcher.intercept(&uri).is_some())
 }
 
+/// The headers every request to the upstream carries, with the lines the direct
+/// path writes of them rendered once (a request's head is then its line, these
+/// bytes and its own few headers). No `Debug`: they hold the token.
+pub struct CommonHeaders {
+    map: HeaderMap,
+    /// `name: value` and CRLF for each of `map`'s headers.
+    lines: Vec<u8>,
+    has_host: bool,
+}
+
+impl CommonHeaders {
+    pub fn new(map: HeaderMap) -> CommonHeaders {
+        let mut lines = Vec::new();
+        exchange::put_lines(&mut lines, &map);
+        CommonHeaders {
+            has_host: map.contains_key(http::header::HOST),
+            map,
+            lines,
+        }
+    }
+
+    /// The headers.
+    pub fn map(&self) -> &HeaderMap {
+        &self.map
+    }
+
+    /// These with `own` over them: one of `own` replaces these of its name.
+    fn with(&self, own: HeaderMap) -> HeaderMap {
+        let mut map = self.map.clone();
+        map.extend(own);
+        map
+    }
+}
+
 /// One GET over a kept connection: the URL's path and query as the target, `Host`
-/// from the URL when `headers` carry none.
+/// from the URL when the headers carry none.
 async fn direct_get(
     pool: &Pool,
     url: &str,
-    headers: HeaderMap,
+    common: &CommonHeaders,
+    own: &HeaderMap,
     limit: u64,
 ) -> Result<Received, WireError> {
     let (authority, target) = split_url(url).ok_or(WireError::Unreachable)?;
     let head =
-        exchange::request_head(&target, authority, &headers).ok_or(WireError::Unreachable)?;
+        exchange::request_head(&target, authority, common, own).ok_or(WireError::Unreachable)?;
     pool.send(pool.take(), url, &head, limit).await
 }
 

@@ -3,11 +3,13 @@
 //! framing (RFC 9112 §6.3): a length, chunks, or the connection's end. Only what a
 //! GET without a body needs: no pipelining, no upgrades, no request body.
 
+use std::mem::MaybeUninit;
+
 use bytes::{Buf, Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::{Received, WireError, ends_chunked, wire_error};
+use super::{CommonHeaders, Received, WireError, ends_chunked, wire_error};
 
 /// The most an answer's head, or a chunked body's trailers, may take.
 const MAX_HEAD: usize = 64 * 1024;
@@ -16,18 +18,28 @@ const MAX_HEADERS: usize = 100;
 /// The least room a read into the connection's buffer is given.
 const READ_ROOM: usize = 8 * 1024;
 
-/// A GET's head for `target` (origin form) with `headers`, and `Host` from
-/// `authority` when `headers` carry none; `None` when `target` holds what a
+/// A GET's head for `target` (origin form) with the `common` headers and the
+/// request's `own` (one of `own` replaces the common ones of its name), and `Host`
+/// from `authority` when neither carries one; `None` when `target` holds what a
 /// request line cannot (a space, a control byte).
-pub(super) fn request_head(target: &str, authority: &str, headers: &HeaderMap) -> Option<Vec<u8>> {
+pub(super) fn request_head(
+    target: &str,
+    authority: &str,
+    common: &CommonHeaders,
+    own: &HeaderMap,
+) -> Option<Vec<u8>> {
+    if own.keys().any(|name| common.map.contains_key(name)) {
+        let merged = CommonHeaders::new(common.with(own.clone()));
+        return request_head(target, authority, &merged, &HeaderMap::new());
+    }
     if !target.bytes().all(|b| b.is_ascii_graphic()) {
         return None;
     }
-    let mut head = Vec::with_capacity(256);
+    let mut head = Vec::with_capacity(64 + target.len() + common.lines.len());
     head.extend_from_slice(b"GET ");
     head.extend_from_slice(target.as_bytes());
     head.extend_from_slice(b" HTTP/1.1\r\n");
-    if !headers.contains_key(http::header::HOST) {
+    if !common.has_host && !own.contains_key(http::header::HOST) {
         if !authority.bytes().all(|b| b.is_ascii_graphic()) {
             return None;
         }
@@ -35,15 +47,21 @@ pub(super) fn request_head(target: &str, authority: &str, headers: &HeaderMap) -
         head.extend_from_slice(authority.as_bytes());
         head.extend_from_slice(b"\r\n");
     }
-    // Names are tokens and values hold no CR or LF: `http` checked both.
+    head.extend_from_slice(&common.lines);
+    put_lines(&mut head, own);
+    head.extend_from_slice(b"\r\n");
+    Some(head)
+}
+
+/// `name: value` and CRLF for each of `headers`. Names are tokens and values hold
+/// no CR or LF: `http` checked both.
+pub(super) fn put_lines(head: &mut Vec<u8>, headers: &HeaderMap) {
     for (name, value) in headers {
         head.extend_from_slice(name.as_str().as_bytes());
         head.extend_from_slice(b": ");
         head.extend_from_slice(value.as_bytes());
         head.extend_from_slice(b"\r\n");
     }
-    head.extend_from_slice(b"\r\n");
-    Some(head)
 }
 
 /// How an answer's body ends.
@@ -197,17 +215,35 @@ async fn read_head<S: AsyncRead + Unpin>(
     buf: &mut BytesMut,
 ) -> Result<Head, WireError> {
     loop {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut response = httparse::Response::new(&mut headers);
-        match response.parse(buf) {
-            Ok(httparse::Status::Complete(len)) => {
-                let head = head_of(&response).ok_or(WireError::Unreachable)?;
-                buf.advance(len);
-                return Ok(head);
-            }
-            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => fill(io, buf).await?,
-            _ => return Err(WireError::Unreachable),
+        if let Some((head, len)) = parse_head(buf)? {
+            buf.advance(len);
+            return Ok(head);
         }
+        if buf.len() >= MAX_HEAD {
+            return Err(WireError::Unreachable);
+        }
+        fill(io, buf).await?;
+    }
+}
+
+/// The head at the start of `buf` and its length, `None` while it is not all
+/// there. Not async: the parser's header slots (3 KiB) stay on this call's stack,
+/// out of the exchange's future, and are left uninitialised until parsed into.
+fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, WireError> {
+    let mut headers = [MaybeUninit::uninit(); MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut response,
+        buf,
+        &mut headers,
+    );
+    match parsed {
+        Ok(httparse::Status::Complete(len)) => match head_of(&response) {
+            Some(head) => Ok(Some((head, len))),
+            None => Err(WireError::Unreachable),
+        },
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(_) => Err(WireError::Unreachable),
     }
 }
 

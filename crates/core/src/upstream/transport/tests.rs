@@ -16,7 +16,7 @@ fn settings() -> Settings {
     }
 }
 
-fn headers() -> HeaderMap {
+fn headers() -> CommonHeaders {
     let mut headers = HeaderMap::new();
     headers.insert(
         http::header::ACCEPT,
@@ -26,7 +26,7 @@ fn headers() -> HeaderMap {
         http::header::AUTHORIZATION,
         HeaderValue::from_static("Bearer t0ken"),
     );
-    headers
+    CommonHeaders::new(headers)
 }
 
 /// One request head read from `stream`, lowercased; `None` at its end (or past
@@ -100,7 +100,10 @@ async fn an_https_upstream_is_read_over_rustls() {
         addr.port()
     );
     for _ in 0..2 {
-        let got = transport.get(&url, headers(), 1024).await.unwrap();
+        let got = transport
+            .get(&url, &headers(), HeaderMap::new(), 1024)
+            .await
+            .unwrap();
         assert_eq!(got.status, StatusCode::OK);
         assert_eq!(&got.body[..], BODY);
         assert!(!got.close_delimited);
@@ -109,7 +112,10 @@ async fn an_https_upstream_is_read_over_rustls() {
     assert_eq!(heads.len(), 2);
     // The body is a buffer of its own, sized to it: a slice of the connection's read
     // buffer would pin that buffer for as long as the answer is cached.
-    let got = transport.get(&url, headers(), 1024).await.unwrap();
+    let got = transport
+        .get(&url, &headers(), HeaderMap::new(), 1024)
+        .await
+        .unwrap();
     let own = got
         .body
         .try_into_mut()
@@ -138,7 +144,9 @@ async fn a_certificate_the_roots_do_not_trust_is_refused() {
         return; // this environment proxies every host; the test below covers that
     }
     let url = format!("https://localhost:{}/api/v1/market/indices", addr.port());
-    let got = transport.get(&url, headers(), 1024).await;
+    let got = transport
+        .get(&url, &headers(), HeaderMap::new(), 1024)
+        .await;
     assert_eq!(got.unwrap_err(), WireError::Unreachable);
     assert!(heads.lock().unwrap().is_empty());
 }
@@ -183,7 +191,12 @@ async fn a_proxy_carries_the_request() {
     let proxy = reqwest::Proxy::all(format!("http://{addr}")).unwrap();
     let transport = Transport::Proxied(proxied_client(settings(), Some(proxy)).unwrap());
     let got = transport
-        .get("http://upstream.invalid/api/v1/macro/cpi", headers(), 1024)
+        .get(
+            "http://upstream.invalid/api/v1/macro/cpi",
+            &headers(),
+            HeaderMap::new(),
+            1024,
+        )
         .await
         .unwrap();
     assert_eq!((got.status, &got.body[..]), (StatusCode::OK, BODY));
@@ -241,7 +254,12 @@ async fn a_connect_past_its_timeout_is_a_timeout() {
     let transport = Transport::Direct(direct(quick(), RootCertStore::empty()).unwrap());
     let got = tokio::time::timeout(
         Duration::from_secs(20),
-        transport.get(&format!("http://{addr}/api/v1/x"), headers(), 1024),
+        transport.get(
+            &format!("http://{addr}/api/v1/x"),
+            &headers(),
+            HeaderMap::new(),
+            1024,
+        ),
     )
     .await
     .expect("the connect timeout ends the connect");
@@ -273,7 +291,7 @@ async fn a_handshake_past_the_connect_timeout_is_a_timeout() {
     let url = format!("https://localhost:{}/api/v1/x", addr.port());
     let got = tokio::time::timeout(
         Duration::from_secs(20),
-        transport.get(&url, headers(), 1024),
+        transport.get(&url, &headers(), HeaderMap::new(), 1024),
     )
     .await
     .expect("the connect timeout ends the handshake");
@@ -290,7 +308,12 @@ async fn a_proxy_tunnel_past_the_connect_timeout_is_a_timeout() {
     let transport = Transport::Proxied(proxied_client(quick(), Some(proxy)).unwrap());
     let got = tokio::time::timeout(
         Duration::from_secs(20),
-        transport.get("https://upstream.invalid/api/v1/x", headers(), 1024),
+        transport.get(
+            "https://upstream.invalid/api/v1/x",
+            &headers(),
+            HeaderMap::new(),
+            1024,
+        ),
     )
     .await
     .expect("the connect timeout ends the tunnel");
@@ -469,7 +492,10 @@ async fn a_connection_is_kept_and_taken_again() {
     let (addr, accepted, _) = plain_upstream(Ending::KeepAlive).await;
     let transport = Transport::Direct(direct(settings(), RootCertStore::empty()).unwrap());
     for _ in 0..3 {
-        let got = transport.get(&plain(addr), headers(), 1024).await.unwrap();
+        let got = transport
+            .get(&plain(addr), &headers(), HeaderMap::new(), 1024)
+            .await
+            .unwrap();
         assert_eq!(&got.body[..], BODY);
     }
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
@@ -497,7 +523,10 @@ async fn an_idle_connection_the_upstream_closed_is_not_taken() {
     let (addr, accepted, mut closes) = plain_upstream(Ending::AfterOne(Arc::clone(&cue))).await;
     let transport = Transport::Direct(direct(settings(), RootCertStore::empty()).unwrap());
     let pool = pool_of(&transport);
-    transport.get(&plain(addr), headers(), 1024).await.unwrap();
+    transport
+        .get(&plain(addr), &headers(), HeaderMap::new(), 1024)
+        .await
+        .unwrap();
     assert_eq!(pool.open_idle(), 1, "kept while the upstream holds it open");
     cue.notify_one();
     closes.recv().await.unwrap();
@@ -508,7 +537,10 @@ async fn an_idle_connection_the_upstream_closed_is_not_taken() {
     assert_eq!(pool.idle(), 1, "still held until a request looks at it");
     assert!(pool.take().is_none(), "the closed connection is not taken");
     assert_eq!(pool.idle(), 0, "and it is dropped");
-    let got = transport.get(&plain(addr), headers(), 1024).await.unwrap();
+    let got = transport
+        .get(&plain(addr), &headers(), HeaderMap::new(), 1024)
+        .await
+        .unwrap();
     assert_eq!(&got.body[..], BODY);
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
@@ -529,8 +561,9 @@ async fn a_request_a_closed_connection_never_sent_goes_out_on_a_new_one() {
         closed_soon(|| conn.still_open()).await,
         "the upstream closed it"
     );
-    let head = exchange::request_head("/api/v1/stock/detail/600519", &addr.to_string(), &headers())
-        .unwrap();
+    let target = "/api/v1/stock/detail/600519";
+    let head =
+        exchange::request_head(target, &addr.to_string(), &headers(), &HeaderMap::new()).unwrap();
     let got = tokio::time::timeout(
         Duration::from_secs(20),
         pool.send(Some(conn), &url, &head, 1024),
@@ -547,7 +580,10 @@ async fn a_connection_the_answer_closes_is_not_kept() {
     let (addr, accepted, _) = plain_upstream(Ending::Announced).await;
     let transport = Transport::Direct(direct(settings(), RootCertStore::empty()).unwrap());
     for _ in 0..2 {
-        let got = transport.get(&plain(addr), headers(), 1024).await.unwrap();
+        let got = transport
+            .get(&plain(addr), &headers(), HeaderMap::new(), 1024)
+            .await
+            .unwrap();
         assert_eq!(&got.body[..], BODY);
         assert_eq!(pool_of(&transport).idle(), 0);
     }
@@ -565,7 +601,8 @@ async fn no_more_idle_connections_are_kept_than_asked() {
     };
     let transport = Transport::Direct(direct(settings, RootCertStore::empty()).unwrap());
     let url = plain(addr);
-    let four = (0..4).map(|_| transport.get(&url, headers(), 1024));
+    let common = headers();
+    let four = (0..4).map(|_| transport.get(&url, &common, HeaderMap::new(), 1024));
     for got in futures_util::future::join_all(four).await {
         assert_eq!(&got.unwrap().body[..], BODY);
     }
@@ -583,7 +620,10 @@ async fn a_connection_idle_past_its_time_is_not_taken() {
         .idle_for(Duration::ZERO);
     let transport = Transport::Direct(pool);
     for _ in 0..3 {
-        transport.get(&plain(addr), headers(), 1024).await.unwrap();
+        transport
+            .get(&plain(addr), &headers(), HeaderMap::new(), 1024)
+            .await
+            .unwrap();
         assert_eq!(pool_of(&transport).idle(), 1, "the older one is dropped");
     }
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);

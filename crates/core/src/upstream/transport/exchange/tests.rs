@@ -238,17 +238,55 @@ fn a_request_head_carries_the_target_host_and_headers() {
         http::header::ACCEPT,
         HeaderValue::from_static("application/json"),
     );
-    let head = request_head("/api/v1/x?a=1", "upstream:8080", &headers).unwrap();
+    let common = CommonHeaders::new(headers.clone());
+    let none = HeaderMap::new();
+    let head = request_head("/api/v1/x?a=1", "upstream:8080", &common, &none).unwrap();
     assert_eq!(
         String::from_utf8(head).unwrap(),
         "GET /api/v1/x?a=1 HTTP/1.1\r\nhost: upstream:8080\r\naccept: application/json\r\n\r\n"
     );
     headers.insert(http::header::HOST, HeaderValue::from_static("named"));
-    let head = String::from_utf8(request_head("/", "upstream:8080", &headers).unwrap()).unwrap();
+    let common = CommonHeaders::new(headers);
+    let head = request_head("/", "upstream:8080", &common, &none).unwrap();
+    let head = String::from_utf8(head).unwrap();
     assert_eq!(head.matches("host:").count(), 1, "{head}");
     assert!(head.contains("host: named\r\n"), "{head}");
-    assert!(request_head("/a b", "upstream", &headers).is_none());
-    assert!(request_head("/a\r\nx: y", "upstream", &headers).is_none());
+    assert!(request_head("/a b", "upstream", &common, &none).is_none());
+    assert!(request_head("/a\r\nx: y", "upstream", &common, &none).is_none());
+}
+
+#[test]
+fn a_request_s_own_headers_follow_the_common_ones_and_replace_those_of_their_name() {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        http::header::ACCEPT,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        http::header::USER_AGENT,
+        HeaderValue::from_static("mdproxy"),
+    );
+    let common = CommonHeaders::new(headers);
+    let mut own = HeaderMap::new();
+    own.insert("x-request-id", HeaderValue::from_static("r1"));
+    let head = request_head("/", "up", &common, &own).unwrap();
+    assert_eq!(
+        String::from_utf8(head).unwrap(),
+        "GET / HTTP/1.1\r\nhost: up\r\naccept: application/json\r\nuser-agent: mdproxy\r\nx-request-id: r1\r\n\r\n"
+    );
+    own.insert(http::header::ACCEPT, HeaderValue::from_static("text/plain"));
+    own.insert(http::header::HOST, HeaderValue::from_static("other"));
+    let head = String::from_utf8(request_head("/", "up", &common, &own).unwrap()).unwrap();
+    for (line, count) in [
+        ("accept: text/plain\r\n", 1),
+        ("accept: application/json", 0),
+        ("host: other\r\n", 1),
+        ("host: up", 0),
+        ("user-agent: mdproxy\r\n", 1),
+        ("x-request-id: r1\r\n", 1),
+    ] {
+        assert_eq!(head.matches(line).count(), count, "{line:?} in {head}");
+    }
 }
 
 /// The reader fuzzed: any bytes an upstream sends, handed over in any sizes, end
