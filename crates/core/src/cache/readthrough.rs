@@ -349,7 +349,9 @@ impl ReadThrough {
                 // fill's.
                 let mut from_disk = false;
                 if cached.is_none() && store.disk().is_some() {
-                    cached = store.promote(&valid.target, policy, now).await;
+                    // Boxed: the disk read's state would otherwise weigh on every
+                    // lookup's future, moved whole into its box by the edge.
+                    cached = Box::pin(store.promote(&valid.target, policy, now)).await;
                     from_disk = cached.is_some();
                 }
                 match self.decide(policy, valid, cached, now) {
@@ -363,7 +365,7 @@ impl ReadThrough {
                 }
             }
         };
-        self.miss(policy, valid, cached, Want::Asked(asked), client())
+        self.miss(policy, valid, cached, now, Want::Asked(asked), client())
             .await
     }
 
@@ -400,18 +402,19 @@ impl ReadThrough {
         })
     }
 
-    /// The rest of [`ReadThrough::lookup_later`] when the cache cannot answer by itself:
-    /// one fill, or the `cached` entry when the upstream fails and it may stand in.
+    /// The rest of [`ReadThrough::lookup_later`] when the cache cannot answer by itself
+    /// at `now` (when the lookup found so): one fill, or the `cached` entry when the
+    /// upstream fails and it may stand in.
     async fn miss(
         &self,
         policy: &Arc<Policy>,
         valid: &Valid,
         cached: Option<Arc<CachedBody>>,
+        now: DateTime<Utc>,
         want: Want,
         client: ClientFill,
     ) -> Result<Answer, FetchError> {
         let s = &*self.inner;
-        let now = s.clock.now();
         // A stale entry that may stand in for a failure.
         let standing = cached
             .as_ref()
@@ -445,7 +448,10 @@ impl ReadThrough {
                 now,
             });
         }
-        let fill = |client| self.fill_for(policy, valid, Priority::Client, false, want, client);
+        let fill = |client| {
+            let at = Some(now);
+            self.fill_for(policy, valid, (Priority::Client, false, at), want, client)
+        };
         let (mut result, mut role) = fill(Some(client.clone())).await;
         if matches!(result, Err(FetchError::Dropped)) {
             // We joined a background refresh that found no budget; a client may wait
@@ -556,19 +562,19 @@ impl ReadThrough {
         priority: Priority,
         force: bool,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
-        self.fill_for(policy, valid, priority, force, Want::Lately, None)
+        self.fill_for(policy, valid, (priority, force, None), Want::Lately, None)
             .await
     }
 
     /// [`fill`](Self::fill) on behalf of a client request (`client`): its ID and
     /// trace go with the fill's work, on whichever task runs it, and on to the
-    /// upstream, and its answer is stored with the copies `want` names.
+    /// upstream, and its answer is stored with the copies `want` names. An entry
+    /// is fresh enough to use instead as of `at` (the client's lookup; else now).
     async fn fill_for(
         &self,
         policy: &Arc<Policy>,
         valid: &Valid,
-        priority: Priority,
-        force: bool,
+        (priority, force, at): (Priority, bool, Option<DateTime<Utc>>),
         want: Want,
         client: Option<ClientFill>,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
@@ -577,7 +583,7 @@ impl ReadThrough {
             None => (None, FillTask::Starters),
         };
         let s = &*self.inner;
-        let now = s.clock.now();
+        let now = at.unwrap_or_else(|| s.clock.now());
         let usable = {
             let policy = Arc::clone(policy);
             move |entry: &CachedBody| !force && entry.is_fresh_under(&policy, now)

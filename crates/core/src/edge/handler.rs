@@ -147,19 +147,10 @@ struct Later<B> {
 impl<B> Later<B> {
     /// Waits for the lookup (moka's read, a fill, with the request's ID and trace
     /// for the upstream), then responds as [`Edge::handle`] does.
-    async fn finish(self) -> Result<Response<Body>, Infallible> {
-        let Later {
-            edge,
-            request,
-            connection,
-            started,
-            request_id,
-            mut trail,
-            valid,
-            waiting,
-            snap,
-            access,
-        } = self;
+    async fn finish(mut self) -> Result<Response<Body>, Infallible> {
+        // The fields are used where they are, not taken apart into locals: those
+        // would be a second copy of them in this future, which is moved whole.
+        let (request, request_id) = (&self.request, &self.request_id);
         let client = || ClientFill {
             context: crate::telemetry::context::Context {
                 request_id: Some(request_id.clone()),
@@ -174,7 +165,7 @@ impl<B> Later<B> {
             },
         };
         let head = Head::read(request.headers());
-        let cache = edge.state.cache();
+        let cache = self.edge.state.cache();
         // The coding this client takes, told before a fill starts: the fill this
         // request starts makes it (and background fills make what was asked lately).
         let asked = head
@@ -185,15 +176,19 @@ impl<B> Later<B> {
             cache.store().compressor().note(coding);
         }
         let answer = cache
-            .lookup_later(&snap.policy, &valid, waiting, asked, client)
+            .lookup_later(&self.snap.policy, &self.valid, self.waiting, asked, client)
             .await;
-        let served = cached(&head, answer, valid, &mut trail, cache.store());
+        let valid = self.valid;
+        let served = cached(&head, answer, valid, &mut self.trail, cache.store());
         let asked = Asked {
-            request: &request,
+            request,
             head: &head,
-            connection: &connection,
+            connection: &self.connection,
         };
-        Ok(edge.respond(&access, &asked, started, request_id, trail, served))
+        let (started, request_id, trail) = (self.started, self.request_id, self.trail);
+        Ok(self
+            .edge
+            .respond(&self.access, &asked, started, request_id, trail, served))
     }
 }
 

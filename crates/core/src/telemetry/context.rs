@@ -5,6 +5,7 @@
 
 use std::future::Future;
 
+use futures_util::future::Either;
 use http::{HeaderName, HeaderValue};
 
 /// `X-Request-Id`: the client's, or one made for its request; passed on upstream.
@@ -100,11 +101,13 @@ pub fn current() -> Option<Context> {
     CONTEXT.try_with(Context::clone).ok()
 }
 
-/// Runs `f` with `context` as the current one (`None`: as it is).
-pub async fn within<F: Future>(context: Option<Context>, f: F) -> F::Output {
+/// Runs `f` with `context` as the current one (`None`: as it is). Not an `async
+/// fn`: one would hold `f` twice (as its argument and as what it awaits), and a
+/// fill's future, moved into its flight whole, weighed twice as much for it.
+pub fn within<F: Future>(context: Option<Context>, f: F) -> impl Future<Output = F::Output> {
     match context {
-        Some(context) => CONTEXT.scope(context, f).await,
-        None => f.await,
+        Some(context) => Either::Left(CONTEXT.scope(context, f)),
+        None => Either::Right(f),
     }
 }
 
