@@ -17,11 +17,13 @@ use tracing::Instrument;
 
 use crate::cache::readthrough::{Answer, ClientFill, FillTask, Waiting};
 use crate::cache::store::Cache;
+use crate::edge::access_log::{AccessLine, access_enabled, access_line};
 use crate::edge::auth::Tokens;
 use crate::edge::body::{self, Body};
 use crate::edge::cors::Cors;
 use crate::edge::head::Head;
 use crate::edge::limit::ClientLimits;
+use crate::edge::memo::Remember;
 use crate::edge::response::{self, IntoResponse};
 use crate::edge::server::Connection;
 use crate::edge::{reset, sse};
@@ -126,8 +128,9 @@ pub type Handled = Either<
 enum Step {
     /// It is answered (a preflight, the OpenAPI document, a stream).
     Answered(Response<Body>),
-    /// The cache answers it.
-    Lookup(Valid),
+    /// The cache answers it; how it validated is worth remembering (it was not
+    /// remembered, and is no pass-through).
+    Lookup(Valid, Remember),
 }
 
 /// A request whose lookup must wait, with what its response needs afterwards.
@@ -139,6 +142,7 @@ struct Later<B> {
     request_id: HeaderValue,
     trail: Trail,
     valid: Valid,
+    remember: Remember,
     waiting: Waiting,
     snap: Arc<Snapshot>,
     access: Arc<Access>,
@@ -179,6 +183,8 @@ impl<B> Later<B> {
             .lookup_later(&self.snap.policy, &self.valid, self.waiting, asked, client)
             .await;
         let valid = self.valid;
+        let from = answer.as_ref().ok().map(|a| a.served);
+        self.remember.after(request, &valid, from);
         let served = cached(&head, answer, valid, &mut self.trail, cache.store());
         let asked = Asked {
             request,
@@ -272,64 +278,6 @@ fn traceparent(headers: &http::HeaderMap) -> Option<Traceparent> {
         .and_then(|v| Traceparent::parse(v.as_bytes()))
 }
 
-/// One request as the access log tells it.
-struct AccessLine<'a> {
-    method: &'a str,
-    path: &'a str,
-    endpoint: &'a str,
-    key: &'a str,
-    status: u16,
-    code: &'a str,
-    cache: &'a str,
-    bytes: Option<u64>,
-    micros: u64,
-    client: &'a str,
-    peer: std::net::SocketAddr,
-    request_id: &'a str,
-    trace_id: &'a str,
-}
-
-/// Writes the access-log line (target `access`, level `info`, `warn` for a 5xx);
-/// never the token, never the query as sent (the key is the canonical one, without
-/// credentials).
-fn access_line(line: &AccessLine<'_>) {
-    macro_rules! line {
-        ($level:ident) => {
-            tracing::$level!(
-        target: "access",
-        method = line.method,
-        path = line.path,
-        endpoint = line.endpoint,
-        key = line.key,
-        status = line.status,
-        code = line.code,
-        cache = line.cache,
-        bytes = line.bytes,
-        duration_ms = line.micros as f64 / 1000.0,
-        client = line.client,
-        peer = %line.peer,
-        request_id = line.request_id,
-        trace_id = line.trace_id,
-            )
-        };
-    }
-    if line.status >= 500 {
-        line!(warn);
-    } else {
-        line!(info);
-    }
-}
-
-/// Whether the access log writes the line of an answer with `status`: the level
-/// [`access_line`] gives it is enabled (a filter check, one load when it is off).
-fn access_enabled(status: u16) -> bool {
-    if status >= 500 {
-        tracing::enabled!(target: "access", tracing::Level::WARN)
-    } else {
-        tracing::enabled!(target: "access", tracing::Level::INFO)
-    }
-}
-
 /// The client-facing service.
 pub struct Edge {
     state: AppState,
@@ -403,36 +351,42 @@ impl Edge {
         };
         let served = match self.serve(&snap, &access, &asked, &mut trail) {
             Ok(Step::Answered(response)) => Ok(response),
-            Ok(Step::Lookup(valid)) => match self.state.cache().lookup_now(&snap.policy, &valid) {
-                Ok(answer) => cached(
-                    &head,
-                    Ok(answer),
-                    valid,
-                    &mut trail,
-                    self.state.cache().store(),
-                ),
-                Err(waiting) => {
-                    // The lookup runs in the request's span: the fill's and the
-                    // wait's spans are its children.
-                    let span = trail.span.clone();
-                    let later = Later {
-                        edge: Arc::clone(self),
-                        request,
-                        connection,
-                        started,
-                        request_id,
-                        trail,
-                        valid,
-                        waiting,
-                        snap: arc_swap::Guard::into_inner(snap),
-                        access: arc_swap::Guard::into_inner(access),
-                    };
-                    return Either::Right(match span {
-                        Some(span) => Box::pin(later.finish().instrument(span)),
-                        None => Box::pin(later.finish()),
-                    });
+            Ok(Step::Lookup(valid, remember)) => {
+                match self.state.cache().lookup_now(&snap.policy, &valid) {
+                    Ok(answer) => {
+                        remember.after(&request, &valid, Some(answer.served));
+                        cached(
+                            &head,
+                            Ok(answer),
+                            valid,
+                            &mut trail,
+                            self.state.cache().store(),
+                        )
+                    }
+                    Err(waiting) => {
+                        // The lookup runs in the request's span: the fill's and the
+                        // wait's spans are its children.
+                        let span = trail.span.clone();
+                        let later = Later {
+                            edge: Arc::clone(self),
+                            request,
+                            connection,
+                            started,
+                            request_id,
+                            trail,
+                            valid,
+                            remember,
+                            waiting,
+                            snap: arc_swap::Guard::into_inner(snap),
+                            access: arc_swap::Guard::into_inner(access),
+                        };
+                        return Either::Right(match span {
+                            Some(span) => Box::pin(later.finish().instrument(span)),
+                            None => Box::pin(later.finish()),
+                        });
+                    }
                 }
-            },
+            }
             Err(error) => Err(error),
         };
         let response = self.respond(&access, &asked, started, request_id, trail, served);
@@ -601,24 +555,22 @@ impl Edge {
         if !matches!(*request.method(), Method::GET | Method::HEAD) {
             return Err(Error::GET_OR_HEAD);
         }
-        let valid = match remembered {
-            Some(valid) => valid,
+        let (valid, remember) = match remembered {
+            Some(valid) => (valid, Remember::No),
             None => match route.map(|route| mdproxy_api::validate(&route, query)) {
-                Some(Ok(valid)) => {
-                    mdproxy_api::memo::put(api_path, query, &valid);
-                    valid
-                }
+                Some(Ok(valid)) => (valid, Remember::Yes),
                 // What the catalogue does not know goes through as it is when
                 // `[passthrough]` allows it (never the stream: it is not cached).
                 Some(Err(Error::UnknownParameter { .. })) | None
                     if passthrough.enabled && !streaming =>
                 {
-                    mdproxy_api::passthrough::target(
+                    let valid = mdproxy_api::passthrough::target(
                         api_path,
                         query,
                         passthrough.class,
                         passthrough.max_target_bytes,
-                    )?
+                    )?;
+                    (valid, Remember::No)
                 }
                 Some(Err(error)) => return Err(error),
                 None => return Err(Error::NOT_FOUND),
@@ -630,7 +582,7 @@ impl Edge {
             let token = access.tokens.stable(client);
             return self.stream(snap, token, &valid, asked).map(Step::Answered);
         }
-        Ok(Step::Lookup(valid))
+        Ok(Step::Lookup(valid, remember))
     }
 
     /// Opens a quote stream (text/event-stream) from the hub.

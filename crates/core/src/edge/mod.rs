@@ -7,6 +7,7 @@
 //! the MCP endpoint once the key is checked (`mcp`).
 //! Below it, the cache and the hub know nothing of HTTP.
 
+pub(crate) mod access_log;
 pub(crate) mod admission;
 pub(crate) mod auth;
 pub mod body;
@@ -15,6 +16,7 @@ pub mod handler;
 pub(crate) mod head;
 pub(crate) mod limit;
 pub(crate) mod mcp;
+pub(crate) mod memo;
 pub(crate) mod negotiate;
 pub(crate) mod protocol;
 pub(crate) mod reset;
