@@ -265,8 +265,10 @@ fn split_url(url: &str) -> Option<(&str, Cow<'_, str>)> {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))?;
-    let rest = rest.find('#').map_or(rest, |at| &rest[..at]);
-    let at = rest.find(['/', '?']).unwrap_or(rest.len());
+    // memchr's searches: `find` with a char pattern costs a miss a few hundred
+    // instructions here.
+    let rest = memchr::memchr(b'#', rest.as_bytes()).map_or(rest, |at| &rest[..at]);
+    let at = memchr::memchr2(b'/', b'?', rest.as_bytes()).unwrap_or(rest.len());
     let (authority, target) = rest.split_at(at);
     if authority.is_empty() {
         return None;
