@@ -128,8 +128,8 @@ pub type Handled = Either<
 enum Step {
     /// It is answered (a preflight, the OpenAPI document, a stream).
     Answered(Response<Body>),
-    /// The cache answers it; how it validated is worth remembering (it was not
-    /// remembered, and is no pass-through).
+    /// The cache answers it; `Remember::Yes` when its validation is not in the
+    /// memo yet (and it is no pass-through).
     Lookup(Valid, Remember),
 }
 
