@@ -231,13 +231,20 @@ async fn broken_framing_or_a_cut_answer_is_unreachable() {
     assert_eq!(got.err(), Some(WireError::Unreachable));
 }
 
+/// A header map of `(name, value)` pairs.
+fn header_map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+    pairs
+        .iter()
+        .map(|&(name, value)| {
+            let name = http::HeaderName::from_static(name);
+            (name, HeaderValue::from_static(value))
+        })
+        .collect()
+}
+
 #[test]
 fn a_request_head_carries_the_target_host_and_headers() {
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        http::header::ACCEPT,
-        HeaderValue::from_static("application/json"),
-    );
+    let mut headers = header_map(&[("accept", "application/json")]);
     let common = CommonHeaders::new(headers.clone());
     let none = HeaderMap::new();
     let head = request_head("/api/v1/x?a=1", "upstream:8080", &common, &none).unwrap();
@@ -257,18 +264,9 @@ fn a_request_head_carries_the_target_host_and_headers() {
 
 #[test]
 fn a_request_s_own_headers_follow_the_common_ones_and_replace_those_of_their_name() {
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        http::header::ACCEPT,
-        HeaderValue::from_static("application/json"),
-    );
-    headers.insert(
-        http::header::USER_AGENT,
-        HeaderValue::from_static("mdproxy"),
-    );
+    let headers = header_map(&[("accept", "application/json"), ("user-agent", "mdproxy")]);
     let common = CommonHeaders::new(headers);
-    let mut own = HeaderMap::new();
-    own.insert("x-request-id", HeaderValue::from_static("r1"));
+    let mut own = header_map(&[("x-request-id", "r1")]);
     let head = request_head("/", "up", &common, &own).unwrap();
     assert_eq!(
         String::from_utf8(head).unwrap(),
