@@ -360,7 +360,12 @@ impl Upstream {
             // Made before the wait, so that no pause slips in between.
             let mut begun = target.pause_begun();
             loop {
+                // Biased: the permit is looked at first, so that a permit at hand
+                // never registers for the pause's wake (the look after the loop
+                // catches a pause that began as it was granted), and no branch
+                // order is drawn at random for every request.
                 tokio::select! {
+                    biased;
                     granted = &mut permit => break granted?,
                     () = &mut begun => {}
                 }
@@ -395,6 +400,7 @@ impl Upstream {
             result
         };
         let result = tokio::select! {
+            biased;
             result = attempt => result,
             () = self.inner.halt.cancelled() => Err(FetchError::Unreachable),
         };
@@ -414,7 +420,10 @@ impl Upstream {
         loop {
             let rebuilt = target.budget_rebuilt();
             let budget = target.budget();
+            // Biased, as in `attempt`: a permit at hand never registers for the
+            // pace's change.
             tokio::select! {
+                biased;
                 granted = self.permit_from(&budget, target, priority) => return granted,
                 () = rebuilt => {}
             }
