@@ -2,7 +2,8 @@
 """The table of docs/BENCHMARKS.md "Issue 44 in one run" from what
 scripts/bench-all.sh left in its directory: each measure, before (where a before
 build ran), now, the anchor of the same run, and the goal. Ratios by round.
-Steps that did not run are left out.
+Steps that did not run are left out. The commit, the before build, the machine
+and the times come first (run.txt, which bench-all.sh writes).
 
     python3 scripts/bench-all.py target/bench-all
 """
@@ -134,6 +135,9 @@ def main():
             + disk_rows(load(d, "disk.json"), load(d, "disk-before.json"))
             + waiter_rows(load(d, "waiters.txt"))
             + fanout_rows(d))
+    run = load(d, "run.txt")
+    if run:
+        print(run.strip() + "\n")
     print("| measure | before | now | anchor, same run | goal |")
     print("|---|---|---|---|---|")
     for row in rows:

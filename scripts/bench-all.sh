@@ -6,7 +6,8 @@
 # (HTTP/1.1 beside nchan, HTTP/2) and 30,000 (HTTP/2 in one process, HTTP/1.1 on two
 # nodes sharing one poll through Redis; the HTTP/2 runs with SERVER_BUSY=1, so the
 # table gives the server's own part of the spread). Then prints the table
-# (scripts/bench-all.py).
+# (scripts/bench-all.py), under the commit, the before build, the machine and the
+# times it writes first to OUT/run.txt.
 # The scripts it runs install what they need (nginx, Varnish, nchan, wrk, h2load,
 # valgrind, redis-server). About 30 minutes on 2 cores; never beside another build
 # or load run.
@@ -22,6 +23,19 @@ skip=" ${SKIP:-} "
 mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.log "$out"/*.txt
 ulimit -n "$(ulimit -Hn)"
+# What was measured, where: the table names it (a run's figures are of its commit
+# and machine only).
+dirty=""
+git diff --quiet HEAD 2>/dev/null || dirty=" with uncommitted changes"
+cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | xargs)
+family=$(grep -m1 "cpu family" /proc/cpuinfo | cut -d: -f2 | xargs)
+model=$(grep -m1 "^model\s" /proc/cpuinfo | cut -d: -f2 | xargs)
+{
+  echo "commit: $(git rev-parse --short HEAD)$dirty"
+  echo "before: ${BEFORE_REV:-none}"
+  echo "machine: $cpu (family $family, model $model), $(nproc) cores"
+  echo "started: $(date -u +%FT%TZ)"
+} >"$out/run.txt"
 
 want() { [[ "$skip" != *" $1 "* ]]; }
 step() { echo "== $(date +%T) $*" >&2; }
@@ -88,4 +102,5 @@ if want fanout30k; then
   NS=30000 NODES=2 BUILD=0 RESULTS="$out/fanout30k-nodes2.json" scripts/fanout.sh >"$out/fanout30k-nodes2.log" 2>&1
 fi
 step "done"
+echo "ended: $(date -u +%FT%TZ)" >>"$out/run.txt"
 exec python3 scripts/bench-all.py "$out"
