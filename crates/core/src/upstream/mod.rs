@@ -358,7 +358,7 @@ impl Upstream {
             .instrument(crate::telemetry::budget_span(request.priority.as_str()));
             let mut permit = std::pin::pin!(permit);
             // Made before the wait, so that no pause slips in between.
-            let mut begun = target.pause_begun();
+            let mut begun = std::pin::pin!(target.pause_begun());
             loop {
                 // Biased: the permit is looked at first, so that a permit at hand
                 // never registers for the pause's wake (the look after the loop
@@ -371,7 +371,7 @@ impl Upstream {
                 }
                 // The next one before the look below: a pause that begins after
                 // the look wakes the next round.
-                begun = target.pause_begun();
+                begun.set(target.pause_begun());
                 // A pause that began while this request waited for budget (here,
                 // or announced by another node): it does not go out now. One
                 // already over by the time this request looks still leaves it

@@ -85,11 +85,11 @@ impl Pause {
 
     /// Resolves when a pause begins or is extended after this call (a waiter
     /// creates it before it starts waiting, so no pause slips in between).
-    pub fn begun(&self) -> std::pin::Pin<Box<tokio::sync::futures::Notified<'_>>> {
-        let mut notified = Box::pin(self.begun.notified());
-        // Registered now: `notify_waiters` reaches it even before its first poll.
-        notified.as_mut().enable();
-        notified
+    pub fn begun(&self) -> tokio::sync::futures::Notified<'_> {
+        // `notify_waiters` reaches it from now on, even before its first poll (it
+        // compares the count of calls it was made at), so it is not enabled: a
+        // waiter that never polls it (a permit at hand) takes no lock.
+        self.begun.notified()
     }
 
     fn now(&self) -> u64 {
@@ -155,6 +155,24 @@ mod tests {
         fake.advance(Duration::from_secs(1));
         assert!(!pause.pause(Duration::ZERO), "no pause, no wake-up");
         assert_eq!((pause.remaining(), pause.count()), (None, 2));
+    }
+
+    /// A wait made before a pause begins is woken by it even if it was never
+    /// polled before (a request made its wait, then found its permit pending), and
+    /// one made after is not.
+    #[test]
+    fn a_wait_made_before_a_pause_is_woken_by_it_unpolled() {
+        use std::future::Future;
+        use std::task::{Context, Poll, Waker};
+        let pause = Pause::new(RateClock::Fake(FakeRelativeClock::default()));
+        let mut before = std::pin::pin!(pause.begun());
+        assert!(pause.pause(Duration::from_secs(10)));
+        let mut after = std::pin::pin!(pause.begun());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(before.as_mut().poll(&mut cx), Poll::Ready(()));
+        assert_eq!(after.as_mut().poll(&mut cx), Poll::Pending);
+        assert!(pause.pause(Duration::from_secs(20)), "extended");
+        assert_eq!(after.as_mut().poll(&mut cx), Poll::Ready(()));
     }
 
     #[test]

@@ -289,7 +289,7 @@ impl Target {
     }
 
     /// Resolves when a pause begins after this call (see [`Pause::begun`]).
-    pub fn pause_begun(&self) -> std::pin::Pin<Box<tokio::sync::futures::Notified<'_>>> {
+    pub fn pause_begun(&self) -> tokio::sync::futures::Notified<'_> {
         self.pause.begun()
     }
 
@@ -386,10 +386,9 @@ impl Target {
     }
 
     /// Resolves when the budget is replaced after this call (the pace moved).
-    pub fn budget_rebuilt(&self) -> std::pin::Pin<Box<tokio::sync::futures::Notified<'_>>> {
-        let mut notified = Box::pin(self.rebuilt.notified());
-        notified.as_mut().enable();
-        notified
+    pub fn budget_rebuilt(&self) -> tokio::sync::futures::Notified<'_> {
+        // Not enabled, as `Pause::begun`: `notify_waiters` reaches it from now on.
+        self.rebuilt.notified()
     }
 
     /// Takes in the outcome of a request admitted as `passed` for `endpoint`: the
