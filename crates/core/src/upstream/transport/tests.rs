@@ -583,17 +583,27 @@ async fn a_request_a_closed_connection_never_sent_goes_out_on_a_new_one() {
         closed_soon(|| conn.still_open()).await,
         "the upstream closed it"
     );
+    let got = send_on(pool, conn, addr).await;
+    assert_eq!(&got.expect("sent on a new connection").body[..], BODY);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+/// The test request sent by `pool` on `conn`, a kept connection to `addr`, within
+/// 20 s (a connection that ended fails its request at once).
+async fn send_on(
+    pool: &Pool,
+    conn: Box<pool::Conn>,
+    addr: SocketAddr,
+) -> Result<Received, WireError> {
     let target = "/api/v1/stock/detail/600519";
     let head =
         exchange::request_head(target, &addr.to_string(), &headers(), &HeaderMap::new()).unwrap();
-    let got = tokio::time::timeout(
+    tokio::time::timeout(
         Duration::from_secs(20),
-        pool.send(Some(conn), &url, &head, 1024),
+        pool.send(Some(conn), &plain(addr), &head, 1024),
     )
     .await
-    .expect("a closed connection fails its request at once");
-    assert_eq!(&got.unwrap().body[..], BODY);
-    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    .expect("an ended connection fails its request at once")
 }
 
 /// A request a kept connection could not write, because the upstream reset the
@@ -611,16 +621,8 @@ async fn a_request_a_kept_connection_could_not_write_goes_out_on_a_new_one() {
     // pause is a margin. The connection is not looked at (it would be found
     // ended): it is handed over as if it had been taken just before.
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let target = "/api/v1/stock/detail/600519";
-    let head =
-        exchange::request_head(target, &addr.to_string(), &headers(), &HeaderMap::new()).unwrap();
-    let got = tokio::time::timeout(
-        Duration::from_secs(20),
-        pool.send(Some(conn), &url, &head, 1024),
-    )
-    .await
-    .expect("a reset connection fails its write at once");
-    assert_eq!(&got.unwrap().body[..], BODY);
+    let got = send_on(pool, conn, addr).await;
+    assert_eq!(&got.expect("sent on a new connection").body[..], BODY);
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
 
