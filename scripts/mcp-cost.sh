@@ -4,9 +4,9 @@
 # in front of its simulator, [mcp] on; wrk (HTTP/1.1, keep-alive) asks the REST hit
 # and the same data as a `tools/call` (the stateless 2026-07-28 revision: every
 # request stands alone), rounds interleaved; then AGENTS agents, each with a session
-# of its own (2025-06-18), make CALLS calls each over a few tools and codes, and the
-# simulator counts what reached it. Prints one table. Installs wrk and curl when
-# missing.
+# of its own (2025-06-18), make CALLS calls each over a few tools and codes, and
+# mdproxy's own count of upstream requests (its admin /metrics) says what reached
+# the upstream. Prints one table. Installs wrk and curl when missing.
 #   DURATION=5 ROUNDS=5 CONNECTIONS=32 AGENTS=20 CALLS=50 scripts/mcp-cost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
