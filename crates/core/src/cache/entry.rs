@@ -31,9 +31,11 @@ pub struct CachedBody {
     pub generation: u64,
     /// Strong validator of `body` (`"<xxh3 hex>"`).
     pub etag: HeaderValue,
-    /// The compressed representations. Boxed: they would triple the size of every
-    /// value that carries an entry.
-    copies: Box<Copies>,
+    /// The compressed representations, for a body large enough to have any
+    /// ([`CachedBody::is_compressible`]; a "not found" or a short page has none
+    /// and saves the allocation, a third of its entry). Boxed: they would triple the size of
+    /// every value that carries an entry.
+    copies: Option<Box<Copies>>,
     /// How long moka may keep it in memory (until its stale-if-error time).
     pub keep_for: Duration,
     /// Read from the cluster's shared store (another node's fill, or this node's
@@ -91,6 +93,7 @@ impl CachedBody {
             .unwrap_or(Duration::ZERO)
             // Room for a clock that runs ahead of moka's, and for a refresh to land.
             + Duration::from_secs(60);
+        let copies = (body.len() >= MIN_BYTES).then(Copies::boxed);
         CachedBody {
             body,
             status,
@@ -99,11 +102,7 @@ impl CachedBody {
             lifetimes,
             generation,
             etag: quoted_hex(hash, ""),
-            copies: Box::new(Copies {
-                encoded: Default::default(),
-                quick: Mutex::new(None),
-                started: AtomicU8::new(0),
-            }),
+            copies,
             keep_for,
             shared: false,
             disk: false,
@@ -121,10 +120,13 @@ impl CachedBody {
     }
 
     /// Takes a representation in `coding` made before (read back from disk),
-    /// unless one is already there.
+    /// unless one is already there or the body is too small to be served
+    /// compressed.
     pub fn set_encoded(&mut self, coding: Coding, bytes: Bytes) {
         let made = self.made(coding, Some(bytes));
-        let _ = self.copies.encoded[coding.index()].set(made);
+        if let Some(copies) = &self.copies {
+            let _ = copies.encoded[coding.index()].set(made);
+        }
     }
 
     /// Its lifetimes under `policy`: as stored when it was filled under the policy's
@@ -171,13 +173,13 @@ impl CachedBody {
     /// calls at once, one did).
     pub fn make(&self, coding: Coding) -> bool {
         let mut made = false;
-        if self.is_compressible() {
-            self.copies.encoded[coding.index()].get_or_init(|| {
+        if let Some(copies) = &self.copies {
+            copies.encoded[coding.index()].get_or_init(|| {
                 made = true;
                 self.made(coding, coding.compress(&self.body))
             });
             // The copy at the chosen level replaces a quick one.
-            let mut quick = self.quick();
+            let mut quick = copies.quick();
             if quick.as_ref().is_some_and(|q| q.coding == coding) {
                 *quick = None;
             }
@@ -190,14 +192,17 @@ impl CachedBody {
     /// (at either level); whether this call made it. One quick copy per entry: it is
     /// for the client whose request started the fill.
     pub fn make_quick(&self, coding: Coding) -> bool {
-        if !self.is_compressible() || self.encoded_now(coding).is_some() || self.has_quick(coding) {
+        let Some(copies) = &self.copies else {
+            return false;
+        };
+        if self.encoded_now(coding).is_some() || self.has_quick(coding) {
             return false;
         }
         let Some(bytes) = coding.compress_quick(&self.body) else {
             return false;
         };
         let etag = quoted_hex(self.hash(), coding.quick_etag_suffix());
-        let mut quick = self.quick();
+        let mut quick = copies.quick();
         if quick.is_some() || self.encoded_now(coding).is_some() {
             return false;
         }
@@ -210,38 +215,40 @@ impl CachedBody {
     }
 
     /// Claims the background compression of `coding` for the caller: true for the
-    /// first claim of the entry's life, false after it.
+    /// first claim of the entry's life, false after it (and always for a body too
+    /// small to compress).
     pub fn claim_making(&self, coding: Coding) -> bool {
         let bit = 1 << coding.index();
-        self.copies.started.fetch_or(bit, Ordering::Relaxed) & bit == 0
+        self.copies
+            .as_ref()
+            .is_some_and(|copies| copies.started.fetch_or(bit, Ordering::Relaxed) & bit == 0)
     }
 
     /// Whether the copy in `coding` held is a quick one.
     pub fn has_quick(&self, coding: Coding) -> bool {
-        self.quick().as_ref().is_some_and(|q| q.coding == coding)
+        self.with_quick(|q| q.coding == coding).unwrap_or(false)
     }
 
     /// The copy in `coding` a response carries, with its validator: the one at the
     /// chosen level, else a quick one; `None` when neither is made.
     pub fn copy(&self, coding: Coding) -> Option<(Bytes, HeaderValue)> {
-        if let Some(Some(made)) = self.copies.encoded[coding.index()].get() {
+        let copies = self.copies.as_ref()?;
+        if let Some(Some(made)) = copies.encoded[coding.index()].get() {
             return Some((made.bytes.clone(), made.etag.clone()));
         }
-        let quick = self.quick();
+        let quick = copies.quick();
         let quick = quick.as_ref().filter(|q| q.coding == coding)?;
         Some((quick.bytes.clone(), quick.etag.clone()))
     }
 
-    fn quick(&self) -> MutexGuard<'_, Option<Box<Quick>>> {
-        self.copies
-            .quick
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// `f` of the quick copy held, if any.
+    fn with_quick<T>(&self, f: impl FnOnce(&Quick) -> T) -> Option<T> {
+        self.copies.as_ref()?.quick().as_deref().map(f)
     }
 
     /// The representation in `coding` if it is made already (never compresses).
     pub fn encoded_now(&self, coding: Coding) -> Option<&Bytes> {
-        self.copies.encoded[coding.index()]
+        self.copies.as_ref()?.encoded[coding.index()]
             .get()?
             .as_ref()
             .map(|made| &made.bytes)
@@ -283,14 +290,13 @@ impl CachedBody {
     }
 
     fn quick_bytes(&self) -> u64 {
-        self.quick().as_ref().map_or(0, |q| q.bytes.len() as u64)
+        self.with_quick(|q| q.bytes.len() as u64).unwrap_or(0)
     }
 
     /// What a quick copy weighs while it is held: its bytes and its bookkeeping.
     fn quick_weight(&self) -> u64 {
-        self.quick()
-            .as_ref()
-            .map_or(0, |q| q.bytes.len() as u64 + QUICK_OVERHEAD)
+        self.with_quick(|q| q.bytes.len() as u64 + QUICK_OVERHEAD)
+            .unwrap_or(0)
     }
 
     /// Makes every compressed representation now, on the calling thread (tests and
@@ -319,6 +325,20 @@ struct Copies {
     started: AtomicU8,
 }
 
+impl Copies {
+    fn boxed() -> Box<Copies> {
+        Box::new(Copies {
+            encoded: Default::default(),
+            quick: Mutex::new(None),
+            started: AtomicU8::new(0),
+        })
+    }
+
+    fn quick(&self) -> MutexGuard<'_, Option<Box<Quick>>> {
+        self.quick.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// One compressed representation at its coding's chosen level.
 #[derive(Debug)]
 struct Encoded {
@@ -339,7 +359,11 @@ struct Quick {
 /// Bookkeeping bytes counted per entry beside body and key (the `CachedBody`, its
 /// ETag header value, the `Arc`, moka's node and the key's copy in its index):
 /// an estimate that keeps many tiny entries from escaping the bound.
-const ENTRY_OVERHEAD: u64 = 640;
+pub const ENTRY_OVERHEAD: u64 = 640;
+
+/// Bookkeeping bytes of the compressed copies' slots, held by an entry whose body
+/// is large enough to be compressed.
+pub const COPIES_OVERHEAD: u64 = std::mem::size_of::<Copies>() as u64;
 
 /// Bookkeeping bytes of a quick copy beside its bytes, while it is held: its box,
 /// its validator's text and the bytes' shared header (an estimate).
@@ -356,7 +380,12 @@ pub fn weight(key: &str, value: &CachedBody) -> u64 {
 /// whether an answer is small enough to keep (a quick gzip copy is half again the
 /// size of the chosen level's, and must not keep out an answer that fits).
 pub fn settled_weight(key: &str, value: &CachedBody) -> u64 {
-    key.len() as u64 + value.settled_bytes() + ENTRY_OVERHEAD
+    let copies = if value.copies.is_some() {
+        COPIES_OVERHEAD
+    } else {
+        0
+    };
+    key.len() as u64 + value.settled_bytes() + ENTRY_OVERHEAD + copies
 }
 
 #[cfg(test)]
@@ -372,5 +401,34 @@ mod tests {
                 assert_eq!(quoted_hex(hash, suffix), formatted.as_str());
             }
         }
+    }
+
+    /// A body too small to compress (a "not found", a short page) holds no slots
+    /// for copies and weighs that much less, even given a copy read back from disk;
+    /// a large body has its slots from the start.
+    #[test]
+    fn only_a_body_that_can_be_compressed_holds_slots_for_copies() {
+        let small = crate::cache::store::tests::body("{\"success\":false}");
+        assert!(small.copies.is_none());
+        assert!(!small.claim_making(Coding::Gzip), "nothing to make");
+        assert!(!small.make(Coding::Gzip) && !small.make_quick(Coding::Gzip));
+        assert_eq!(small.copy(Coding::Gzip), None);
+        assert_eq!(
+            settled_weight("k", &small),
+            1 + small.body.len() as u64 + ENTRY_OVERHEAD
+        );
+
+        let mut from_disk = crate::cache::store::tests::body("{\"success\":false}");
+        from_disk.set_encoded(Coding::Zstd, Bytes::from_static(b"zstd bytes"));
+        assert!(from_disk.copies.is_none() && from_disk.copy(Coding::Zstd).is_none());
+
+        let large: &'static str = "x".repeat(MIN_BYTES).leak();
+        let large = crate::cache::store::tests::body(large);
+        assert!(large.copies.is_some());
+        assert!(large.claim_making(Coding::Gzip) && !large.claim_making(Coding::Gzip));
+        assert_eq!(
+            settled_weight("k", &large),
+            1 + MIN_BYTES as u64 + ENTRY_OVERHEAD + COPIES_OVERHEAD
+        );
     }
 }

@@ -442,6 +442,18 @@ fn the_contract_lists_every_error_code_with_its_status() {
 
 /// The contract names the validator of every representation (the quick copies'
 /// too), and the compression page the levels the code compresses at.
+/// What deployment.md says an entry weighs is what the weigher counts.
+#[test]
+fn the_deployment_page_gives_an_entrys_bookkeeping() {
+    use mdproxy_core::cache::encoding::MIN_BYTES;
+    use mdproxy_core::cache::entry::{COPIES_OVERHEAD, ENTRY_OVERHEAD};
+    let weighs = format!(
+        "and {ENTRY_OVERHEAD} bytes of\n  bookkeeping, and {COPIES_OVERHEAD} more for an answer of {MIN_BYTES} bytes or more"
+    );
+    let page = read_repo("docs/deployment.md");
+    assert!(page.contains(&weighs), "docs/deployment.md says {weighs:?}");
+}
+
 #[test]
 fn the_compression_pages_name_the_codes_validators_and_levels() {
     use mdproxy_core::cache::encoding::{Coding, QUICK_LEVEL};
