@@ -176,53 +176,6 @@ until_open = false
         )
 
 
-def nginx_config(path, port, sim_port, cache_dir, cache_404=False):
-    """nginx at its best for this load: the cache on tmpfs (`cache_dir`), sendfile,
-    no access log, keep-alive to the upstream and from the clients with no cap on
-    the requests per connection (its default of 1,000 makes wrk reconnect). It
-    caches the 200s only, so a 404 passes through; `cache_404` keeps the 404s 30 s
-    as mdproxy does (`freshness.negative_secs`), the line of nginx's own example
-    for `proxy_cache_valid`: the same job, for a like-for-like 404 row."""
-    d = os.path.dirname(path)
-    keep_404 = "\n      proxy_cache_valid 404 30s;" if cache_404 else ""
-    with open(path, "w") as f:
-        f.write(
-            harness.nginx_head(d)
-            + f"""http {{
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  keepalive_requests 10000000;
-  keepalive_timeout 300s;
-  proxy_cache_path {cache_dir} levels=1:2 keys_zone=md:16m max_size=256m inactive=1h use_temp_path=off;
-  upstream sim {{ server 127.0.0.1:{sim_port}; keepalive 64; keepalive_requests 10000000; keepalive_timeout 300s; }}
-  # Stock gzip: compressed per response (nginx's proxy_cache stores the identity
-  # body), level 1 (the default); same minimum length as mdproxy's.
-  gzip on;
-  gzip_types application/json;
-  gzip_min_length 1024;
-  gzip_vary on;
-  server {{
-    listen 127.0.0.1:{port};
-    location /api/v1/ {{
-      proxy_pass http://sim;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Authorization "Bearer {UPSTREAM_TOKEN}";
-      proxy_set_header Accept-Encoding "";
-      proxy_cache md;
-      proxy_cache_key $uri$is_args$args;
-      proxy_cache_valid 200 1h;{keep_404}
-      proxy_ignore_headers Cache-Control Expires Set-Cookie X-Accel-Expires;
-      proxy_cache_lock on;
-      add_header X-Cache $upstream_cache_status;
-    }}
-  }}
-}}
-"""
-        )
-
-
 # Varnish keeps one object per encoding the client accepts (hashed on a normalised
 # Accept-Encoding), and gzips the gzip one itself when it is fetched
 # (beresp.do_gzip): neither variant is transformed per request. Its built-in
@@ -555,7 +508,8 @@ def main():
         # The cache on tmpfs, as an operator tuning nginx for speed keeps it.
         cache_dir = tempfile.mkdtemp(prefix="load-compare-nginx-", dir="/dev/shm")
         atexit.register(shutil.rmtree, cache_dir, True)
-        nginx_config(cfg, ports["nginx"], ports["sim"], cache_dir, args.nginx_cache_404)
+        harness.nginx_proxy_cache(cfg, ports["nginx"], ports["sim"], cache_dir, UPSTREAM_TOKEN,
+                                  args.nginx_cache_404)
         p = start("nginx", ["nginx", "-c", cfg, "-p", work])
         wait_listening("nginx", ports["nginx"], p)
     if "varnish" in servers:

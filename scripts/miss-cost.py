@@ -9,7 +9,13 @@ new keyword (200, about 10 KB), a CPI page never asked (200, mostly 58 B), and a
 unlisted code (the upstream's 404). For each: a warm-up of other new keys,
 callgrind's counters zeroed, N misses over one keep-alive connection (h2load
 --h1 reading its targets from a file), a dump; the total over N is the figure.
-Started by scripts/miss-cost.sh. Standard library, h2load and valgrind."""
+
+The anchor, counted the same way in the same run: nginx in front of the same
+simulator as the load scripts configure it (`harness.nginx_proxy_cache`: its cache
+on tmpfs, keep-alive to the upstream), as one process under callgrind. It relays
+the 404 and keeps the 200s; callgrind counts user space only, so the kernel's
+work on nginx's cache files is not in its figure.
+Started by scripts/miss-cost.sh. Standard library, h2load, valgrind and nginx."""
 
 import argparse
 import atexit
@@ -61,6 +67,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--anchors", default="nginx", help="nginx, or empty: mdproxy alone")
     args = ap.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = [k for k in kinds if k not in KINDS]
@@ -96,23 +103,43 @@ enabled = false
 [log]
 access = false
 """)
-    out = os.path.join(work, "callgrind.mdproxy")
-    md = children.start("mdproxy", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                                 args.bin, "serve", "--config", config, "--log", "warn"])
-    harness.wait_listening("mdproxy", md_port, md, os.path.join(work, "mdproxy.log"), START_WAIT)
+    servers = {"mdproxy": (md_port, [args.bin, "serve", "--config", config, "--log", "warn"])}
+    if "nginx" in args.anchors.split(","):
+        nginx_port = free_port()
+        cache_dir = tempfile.mkdtemp(prefix="miss-cost-nginx-", dir="/dev/shm")
+        atexit.register(shutil.rmtree, cache_dir, True)
+        nginx_conf = os.path.join(work, "nginx.conf")
+        harness.nginx_proxy_cache(nginx_conf, nginx_port, sim_port, cache_dir, "up-token", single=True)
+        servers["nginx"] = (nginx_port, ["nginx", "-c", nginx_conf, "-p", work])
+    pids = {}
+    for name, (port, argv) in servers.items():
+        out = os.path.join(work, f"callgrind.{name}")
+        p = children.start(name, ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv])
+        harness.wait_listening(name, port, p, os.path.join(work, f"{name}.log"), START_WAIT)
+        pids[name] = p.pid
     n = args.requests
     print(f"callgrind, {n} misses a figure (each a key never asked) over one keep-alive "
-          "connection (h2load --h1), mdproxy's user-space instructions only", flush=True)
-    print(f"{'miss':16} {'instructions a miss':>20}  statuses")
+          "connection (h2load --h1), each server's user-space instructions only", flush=True)
+    print(f"{'miss':16} " + " ".join(f"{name:>12}" for name in servers)
+          + ("  md/nginx" if "nginx" in servers else "") + "  statuses")
     warm = max(n // 5, 200)
     for kind in kinds:
         target, headers = KINDS[kind], HEADERS.get(kind, ())
-        h2load(md_port, work, [target(j) for j in range(warm)], headers)
-        harness.callgrind_control(md.pid, "-z")
-        codes = h2load(md_port, work, [target(warm + j) for j in range(n)], headers)
-        harness.callgrind_control(md.pid, "-d")
-        per = harness.callgrind_total(out) / n
-        print(f"{kind:16} {per:20.0f}  {codes.split(':', 1)[1].strip()}", flush=True)
+        per, statuses = {}, ""
+        for name, (port, _) in servers.items():
+            h2load(port, work, [target(j) for j in range(warm)], headers)
+            harness.callgrind_control(pids[name], "-z")
+            codes = h2load(port, work, [target(warm + j) for j in range(n)], headers)
+            harness.callgrind_control(pids[name], "-d")
+            per[name] = harness.callgrind_total(os.path.join(work, f"callgrind.{name}")) / n
+            codes = codes.split(":", 1)[1].strip()
+            # Both servers answer alike, or the figures count different work.
+            if statuses and codes != statuses:
+                raise SystemExit(f"{kind}: {name} answered {codes}, mdproxy {statuses}")
+            statuses = codes
+        ratio = f"  {per['mdproxy'] / per['nginx']:8.2f}" if "nginx" in per else ""
+        print(f"{kind:16} " + " ".join(f"{per[name]:12.0f}" for name in servers)
+              + f"{ratio}  {statuses}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Instructions per cache miss of the release binary under callgrind (issue 44's
-# first measure; req/s and the anchors are load-compare.sh's). Installs Debian's
-# valgrind and nghttp2-client when missing. A few minutes.
+# first measure), beside nginx's counted the same way in the same run. Installs
+# Debian's valgrind, nghttp2-client and nginx-light when missing. A few minutes.
 #   REQUESTS=2000 KINDS=news-search,cpi-page,unlisted-code BIN=path scripts/miss-cost.sh
 #                                (also news-search-gz: the news search asked with gzip)
+#   ANCHORS=nginx                the anchor counted beside mdproxy (empty: none)
 #   KEEP=1                       keep the callgrind dumps (one per kind) to annotate
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v h2load >/dev/null || need+=(nghttp2-client)
+case ",${ANCHORS-nginx}," in *,nginx,*) command -v nginx >/dev/null || need+=(nginx-light) ;; esac
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
   $sudo apt-get update -qq
@@ -19,4 +21,5 @@ if [ -z "${BIN:-}" ]; then
   cargo build --release --quiet -p mdproxy --bin mdproxy
 fi
 exec python3 scripts/miss-cost.py --bin "${BIN:-target/release/mdproxy}" \
-  --requests "${REQUESTS:-2000}" --kinds "${KINDS:-news-search,cpi-page,unlisted-code}"
+  --requests "${REQUESTS:-2000}" --kinds "${KINDS:-news-search,cpi-page,unlisted-code}" \
+  --anchors "${ANCHORS-nginx}"
