@@ -63,6 +63,28 @@ def instructions(text):
     return found
 
 
+def miss_cost_rows(costs, costs_before):
+    """Instructions a miss, each kind: before, now, nginx's in the same run."""
+    rows = []
+    now, before = miss_instructions(costs or ""), miss_instructions(costs_before or "")
+    for kind, (n, nginx) in now.items():
+        b = before.get(kind, (None, None))[0]
+        rows.append((f"miss, {kind}, instructions", f"{b:,}" if b else "–",
+                     f"{n:,}" + (f" ({n / b:.3f})" if b else ""),
+                     f"nginx {nginx:,}, md/nginx {n / nginx:.2f}" if nginx else "–", "count, then cut"))
+    return rows
+
+
+def miss_instructions(text):
+    """{kind: (mdproxy's instructions a miss, nginx's or None)} from miss-cost's table."""
+    found = {}
+    for line in text.splitlines():
+        m = re.match(r"^(news-search-gz|news-search|cpi-page|unlisted-code)\s+(\d+)(?:\s+(\d+)\s+\d+\.\d+)?", line)
+        if m:
+            found[m.group(1)] = (int(m.group(2)), int(m.group(3)) if m.group(3) else None)
+    return found
+
+
 def miss_rows(load_json, kept, relay):
     rows = []
     for kind, servers in (load_json or {}).get("miss", {}).items():
@@ -131,6 +153,7 @@ def fanout_rows(d):
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "target/bench-all"
     rows = (hit_rows(load(d, "load.json"), load(d, "hit-cost.txt"), load(d, "hit-cost-before.txt"))
+            + miss_cost_rows(load(d, "miss-cost.txt"), load(d, "miss-cost-before.txt"))
             + miss_rows(load(d, "load.json"), load(d, "404-kept.json"), load(d, "404-relay.json"))
             + disk_rows(load(d, "disk.json"), load(d, "disk-before.json"))
             + waiter_rows(load(d, "waiters.txt"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every measure of docs/BENCHMARKS.md "Issue 44 in one run", once, in one sitting,
-# each beside its anchors: hits (instructions, wrk, h2load), the miss flood in four
-# kinds, the 404 both ways (nginx relaying it, nginx keeping it), disk hits beside
+# each beside its anchors: hits (instructions, wrk, h2load), instructions a miss
+# beside nginx's, the miss flood in four kinds, the 404 both ways (nginx relaying it, nginx keeping it), disk hits beside
 # nginx `sendfile`, 200 waiters on one cold key, the quote stream at 10,000
 # (HTTP/1.1 beside nchan, HTTP/2) and 30,000 (HTTP/2 in one process, HTTP/1.1 on two
 # nodes sharing one poll through Redis; the HTTP/2 runs with SERVER_BUSY=1, so the
@@ -13,7 +13,8 @@
 # or load run.
 #   BEFORE_REV=75ff7a4 scripts/bench-all.sh   also that commit's build, as "before"
 #   FANOUT_RUNS=2        runs at 10,000 subscribers, each protocol
-#   SKIP="disk waiters"  steps left out, of: hits misses 404 disk waiters fanout fanout30k
+#   SKIP="disk waiters"  steps left out, of: hits misses 404 misscost disk waiters fanout
+#                        fanout30k
 #   OUT=target/bench-all each step's log and raw figures (JSON), then the table
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,6 +70,14 @@ if want hits; then
   REQUESTS=5000 scripts/hit-cost.sh >"$out/hit-cost.txt" 2>&1
   if has_before; then
     python3 scripts/hit-cost.py --bin "$before_bin" --bare "" --requests 5000 >"$out/hit-cost-before.txt" 2>&1
+  fi
+fi
+if want misscost; then
+  step "instructions a miss (miss-cost.sh)"
+  REQUESTS=2000 scripts/miss-cost.sh >"$out/miss-cost.txt" 2>&1
+  if has_before; then
+    python3 scripts/miss-cost.py --bin "$before_bin" --anchors "" --requests 2000 \
+      >"$out/miss-cost-before.txt" 2>&1
   fi
 fi
 if want disk; then
