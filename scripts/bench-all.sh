@@ -77,7 +77,7 @@ if want misscost; then
   REQUESTS=2000 scripts/miss-cost.sh >"$out/miss-cost.txt" 2>&1
   if has_before; then
     python3 scripts/miss-cost.py --bin "$before_bin" --anchors "" --requests 2000 \
-      >"$out/miss-cost-before.txt" 2>&1
+      --kinds news-search,cpi-page,unlisted-code >"$out/miss-cost-before.txt" 2>&1
   fi
 fi
 if want disk; then
