@@ -55,12 +55,13 @@ def hit_rows(load_json, costs, costs_before):
 
 def instructions(text):
     """{answer: instructions a hit} from hit-cost's table (mdproxy's column)."""
-    found = {}
-    for line in text.splitlines():
-        m = re.match(r"^(detail|watchlist|watchlist-gz|week-gz|week|day)\s+(\d+)", line)
-        if m:
-            found[m.group(1)] = int(m.group(2))
-    return found
+    return {m.group(1): int(m.group(2))
+            for m in table_lines(text, r"(detail|watchlist|watchlist-gz|week-gz|week|day)\s+(\d+)")}
+
+
+def table_lines(text, pattern):
+    """The matches of `pattern` at the start of `text`'s lines."""
+    return filter(None, (re.match(pattern, line) for line in text.splitlines()))
 
 
 def miss_cost_rows(costs, costs_before):
@@ -77,12 +78,9 @@ def miss_cost_rows(costs, costs_before):
 
 def miss_instructions(text):
     """{kind: (mdproxy's instructions a miss, nginx's or None)} from miss-cost's table."""
-    found = {}
-    for line in text.splitlines():
-        m = re.match(r"^(news-search-gz|news-search|cpi-page|unlisted-code)\s+(\d+)(?:\s+(\d+)\s+\d+\.\d+)?", line)
-        if m:
-            found[m.group(1)] = (int(m.group(2)), int(m.group(3)) if m.group(3) else None)
-    return found
+    kinds = r"(news-search-gz|news-search|cpi-page|unlisted-code)\s+(\d+)(?:\s+(\d+)\s+\d+\.\d+)?"
+    return {m.group(1): (int(m.group(2)), int(m.group(3)) if m.group(3) else None)
+            for m in table_lines(text, kinds)}
 
 
 def miss_rows(load_json, kept, relay):
