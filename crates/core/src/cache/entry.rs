@@ -33,8 +33,8 @@ pub struct CachedBody {
     pub etag: HeaderValue,
     /// The compressed representations, for a body large enough to have any
     /// ([`CachedBody::is_compressible`]; a "not found" or a short page has none
-    /// and saves the allocation, a third of its entry). Boxed: they would triple the size of
-    /// every value that carries an entry.
+    /// and saves the allocation, a third of its entry). Boxed: they would triple
+    /// the size of every value that carries an entry.
     copies: Option<Box<Copies>>,
     /// How long moka may keep it in memory (until its stale-if-error time).
     pub keep_for: Duration,
