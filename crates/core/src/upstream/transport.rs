@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, HeaderValue, StatusCode, Uri, Version};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -128,28 +128,86 @@ impl Transport {
         matches!(self, Transport::Proxied(_))
     }
 
-    /// GETs `url` with the `common` headers and the request's `own` (`Host` from
-    /// the URL when they carry none), reading at most `limit` bytes of body. No
-    /// whole-request timeout here: the caller bounds the whole exchange.
+    /// GETs `address` with the `common` headers and the request's `own` (`Host`
+    /// from the URL when they carry none), reading at most `limit` bytes of body.
+    /// No whole-request timeout here: the caller bounds the whole exchange.
     ///
     /// # Errors
     /// A [`WireError`] when no whole answer came back.
-    pub async fn get(
+    pub async fn get<'a>(
         &self,
-        url: &str,
+        address: impl Into<Address<'a>>,
         common: &CommonHeaders,
-        own: HeaderMap,
+        own: &[Own],
         limit: u64,
     ) -> Result<Received, WireError> {
+        let address = address.into();
         match self {
             // Boxed: the exchange's state would otherwise be moved with the fill.
-            Transport::Direct(pool) => Box::pin(direct_get(pool, url, common, &own, limit)).await,
+            Transport::Direct(pool) => {
+                Box::pin(direct_get(pool, address, common, own, limit)).await
+            }
             Transport::Proxied(client) => {
-                let response = client.get(url).headers(common.with(own)).send();
+                let response = client.get(&*address.url()).headers(common.with(own)).send();
                 let response = response.await.map_err(|e| wire_error(&e))?;
                 read(http::Response::from(response), limit).await
             }
         }
+    }
+}
+
+/// Where a GET goes: a URL, or the upstream's base URL and a target that follows
+/// its path. The direct path writes the two into the request line as they are; the
+/// whole URL is made only where one is needed (a new connection, reqwest), so a
+/// miss on a kept connection neither joins nor splits a URL.
+#[derive(Clone, Copy, Debug)]
+pub struct Address<'a> {
+    base: &'a str,
+    target: &'a str,
+}
+
+impl<'a> Address<'a> {
+    /// `target` (a path from `/`, and its query) after `base`'s path. `base` is a
+    /// URL with no query, no fragment and no trailing slash: the caller's to hold.
+    pub fn joined(base: &'a str, target: &'a str) -> Address<'a> {
+        Address { base, target }
+    }
+
+    /// The authority, and the request target in two parts (as [`split_url`] splits
+    /// the whole URL: the two joined are its target).
+    fn split(&self) -> Option<(&'a str, Cow<'a, str>, &'a str)> {
+        let (authority, path) = split_url(self.base)?;
+        // A base with no path is split as `/`, which a joined target replaces.
+        let path = if !self.target.is_empty() && path == "/" {
+            Cow::Borrowed("")
+        } else {
+            path
+        };
+        Some((authority, path, self.target))
+    }
+
+    /// The whole URL.
+    pub fn url(&self) -> Cow<'a, str> {
+        if self.target.is_empty() {
+            Cow::Borrowed(self.base)
+        } else {
+            Cow::Owned([self.base, self.target].concat())
+        }
+    }
+}
+
+impl<'a> From<&'a str> for Address<'a> {
+    fn from(url: &'a str) -> Address<'a> {
+        Address {
+            base: url,
+            target: "",
+        }
+    }
+}
+
+impl<'a> From<&'a String> for Address<'a> {
+    fn from(url: &'a String) -> Address<'a> {
+        Address::from(url.as_str())
     }
 }
 
@@ -209,6 +267,11 @@ fn wants_proxy(matcher: &Matcher, base: &str) -> bool {
         .is_ok_and(|uri| matcher.intercept(&uri).is_some())
 }
 
+/// One of a request's own headers (its ID, its trace), beside the common ones: a
+/// request has a few, so a list rather than a map (a map cost a miss two
+/// allocations and a hash a header).
+pub type Own = (HeaderName, HeaderValue);
+
 /// The headers every request to the upstream carries, with the lines the direct
 /// path writes of them rendered once (a request's head is then its line, these
 /// bytes and its own few headers). No `Debug`: they hold the token.
@@ -236,9 +299,14 @@ impl CommonHeaders {
     }
 
     /// These with `own` over them: one of `own` replaces these of its name.
-    fn with(&self, own: HeaderMap) -> HeaderMap {
+    fn with(&self, own: &[Own]) -> HeaderMap {
         let mut map = self.map.clone();
-        map.extend(own);
+        for (name, _) in own {
+            map.remove(name);
+        }
+        for (name, value) in own {
+            map.append(name.clone(), value.clone());
+        }
         map
     }
 }
@@ -247,15 +315,15 @@ impl CommonHeaders {
 /// from the URL when the headers carry none.
 async fn direct_get(
     pool: &Pool,
-    url: &str,
+    address: Address<'_>,
     common: &CommonHeaders,
-    own: &HeaderMap,
+    own: &[Own],
     limit: u64,
 ) -> Result<Received, WireError> {
-    let (authority, target) = split_url(url).ok_or(WireError::Unreachable)?;
-    let head =
-        exchange::request_head(&target, authority, common, own).ok_or(WireError::Unreachable)?;
-    pool.send(pool.take(), url, &head, limit).await
+    let (authority, path, rest) = address.split().ok_or(WireError::Unreachable)?;
+    let head = exchange::request_head((&path, rest), authority, common, own)
+        .ok_or(WireError::Unreachable)?;
+    pool.send(pool.take(), address.base, &head, limit).await
 }
 
 /// An `http` or `https` URL's authority and its request target (origin form: the

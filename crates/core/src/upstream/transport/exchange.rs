@@ -6,10 +6,10 @@
 use std::mem::MaybeUninit;
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderName, HeaderValue, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::{CommonHeaders, Received, WireError, ends_chunked, wire_error};
+use super::{CommonHeaders, Own, Received, WireError, ends_chunked, wire_error};
 
 /// The most an answer's head, or a chunked body's trailers, may take.
 const MAX_HEAD: usize = 64 * 1024;
@@ -18,28 +18,33 @@ const MAX_HEADERS: usize = 100;
 /// The least room a read into the connection's buffer is given.
 const READ_ROOM: usize = 8 * 1024;
 
-/// A GET's head for `target` (origin form) with the `common` headers and the
+/// A GET's head for the target `path` then `rest` (origin form, in the two parts
+/// an [`Address`](super::Address) holds) with the `common` headers and the
 /// request's `own` (one of `own` replaces the common ones of its name), and `Host`
-/// from `authority` when neither carries one; `None` when `target` holds what a
+/// from `authority` when neither carries one; `None` when the target holds what a
 /// request line cannot (a space, a control byte).
 pub(super) fn request_head(
-    target: &str,
+    (path, rest): (&str, &str),
     authority: &str,
     common: &CommonHeaders,
-    own: &HeaderMap,
+    own: &[Own],
 ) -> Option<Vec<u8>> {
-    if own.keys().any(|name| common.map.contains_key(name)) {
-        let merged = CommonHeaders::new(common.with(own.clone()));
-        return request_head(target, authority, &merged, &HeaderMap::new());
+    if own.iter().any(|(name, _)| common.map.contains_key(name)) {
+        let merged = CommonHeaders::new(common.with(own));
+        return request_head((path, rest), authority, &merged, &[]);
     }
-    if !target.bytes().all(|b| b.is_ascii_graphic()) {
+    if ![path, rest]
+        .iter()
+        .all(|part| part.bytes().all(|b| b.is_ascii_graphic()))
+    {
         return None;
     }
-    let mut head = Vec::with_capacity(64 + target.len() + common.lines.len());
+    let mut head = Vec::with_capacity(64 + path.len() + rest.len() + common.lines.len());
     head.extend_from_slice(b"GET ");
-    head.extend_from_slice(target.as_bytes());
+    head.extend_from_slice(path.as_bytes());
+    head.extend_from_slice(rest.as_bytes());
     head.extend_from_slice(b" HTTP/1.1\r\n");
-    if !common.has_host && !own.contains_key(http::header::HOST) {
+    if !common.has_host && !own.iter().any(|(name, _)| name == http::header::HOST) {
         if !authority.bytes().all(|b| b.is_ascii_graphic()) {
             return None;
         }
@@ -48,14 +53,17 @@ pub(super) fn request_head(
         head.extend_from_slice(b"\r\n");
     }
     head.extend_from_slice(&common.lines);
-    put_lines(&mut head, own);
+    put_lines(&mut head, own.iter().map(|(name, value)| (name, value)));
     head.extend_from_slice(b"\r\n");
     Some(head)
 }
 
 /// `name: value` and CRLF for each of `headers`. Names are tokens and values hold
 /// no CR or LF: `http` checked both.
-pub(super) fn put_lines(head: &mut Vec<u8>, headers: &HeaderMap) {
+pub(super) fn put_lines<'h>(
+    head: &mut Vec<u8>,
+    headers: impl IntoIterator<Item = (&'h HeaderName, &'h HeaderValue)>,
+) {
     for (name, value) in headers {
         head.extend_from_slice(name.as_str().as_bytes());
         head.extend_from_slice(b": ");

@@ -100,10 +100,7 @@ async fn an_https_upstream_is_read_over_rustls() {
         addr.port()
     );
     for _ in 0..2 {
-        let got = transport
-            .get(&url, &headers(), HeaderMap::new(), 1024)
-            .await
-            .unwrap();
+        let got = transport.get(&url, &headers(), &[], 1024).await.unwrap();
         assert_eq!(got.status, StatusCode::OK);
         assert_eq!(&got.body[..], BODY);
         assert!(!got.close_delimited);
@@ -112,10 +109,7 @@ async fn an_https_upstream_is_read_over_rustls() {
     assert_eq!(heads.len(), 2);
     // The body is a buffer of its own, sized to it: a slice of the connection's read
     // buffer would pin that buffer for as long as the answer is cached.
-    let got = transport
-        .get(&url, &headers(), HeaderMap::new(), 1024)
-        .await
-        .unwrap();
+    let got = transport.get(&url, &headers(), &[], 1024).await.unwrap();
     let own = got
         .body
         .try_into_mut()
@@ -144,9 +138,7 @@ async fn a_certificate_the_roots_do_not_trust_is_refused() {
         return; // this environment proxies every host; the test below covers that
     }
     let url = format!("https://localhost:{}/api/v1/market/indices", addr.port());
-    let got = transport
-        .get(&url, &headers(), HeaderMap::new(), 1024)
-        .await;
+    let got = transport.get(&url, &headers(), &[], 1024).await;
     assert_eq!(got.unwrap_err(), WireError::Unreachable);
     assert!(heads.lock().unwrap().is_empty());
 }
@@ -194,7 +186,7 @@ async fn a_proxy_carries_the_request() {
         .get(
             "http://upstream.invalid/api/v1/macro/cpi",
             &headers(),
-            HeaderMap::new(),
+            &[],
             1024,
         )
         .await
@@ -254,12 +246,7 @@ async fn a_connect_past_its_timeout_is_a_timeout() {
     let transport = Transport::Direct(direct(quick(), RootCertStore::empty()).unwrap());
     let got = tokio::time::timeout(
         Duration::from_secs(20),
-        transport.get(
-            &format!("http://{addr}/api/v1/x"),
-            &headers(),
-            HeaderMap::new(),
-            1024,
-        ),
+        transport.get(&format!("http://{addr}/api/v1/x"), &headers(), &[], 1024),
     )
     .await
     .expect("the connect timeout ends the connect");
@@ -291,7 +278,7 @@ async fn a_handshake_past_the_connect_timeout_is_a_timeout() {
     let url = format!("https://localhost:{}/api/v1/x", addr.port());
     let got = tokio::time::timeout(
         Duration::from_secs(20),
-        transport.get(&url, &headers(), HeaderMap::new(), 1024),
+        transport.get(&url, &headers(), &[], 1024),
     )
     .await
     .expect("the connect timeout ends the handshake");
@@ -308,12 +295,7 @@ async fn a_proxy_tunnel_past_the_connect_timeout_is_a_timeout() {
     let transport = Transport::Proxied(proxied_client(quick(), Some(proxy)).unwrap());
     let got = tokio::time::timeout(
         Duration::from_secs(20),
-        transport.get(
-            "https://upstream.invalid/api/v1/x",
-            &headers(),
-            HeaderMap::new(),
-            1024,
-        ),
+        transport.get("https://upstream.invalid/api/v1/x", &headers(), &[], 1024),
     )
     .await
     .expect("the connect timeout ends the tunnel");
@@ -515,7 +497,7 @@ async fn a_connection_is_kept_and_taken_again() {
     let transport = Transport::Direct(direct(settings(), RootCertStore::empty()).unwrap());
     for _ in 0..3 {
         let got = transport
-            .get(&plain(addr), &headers(), HeaderMap::new(), 1024)
+            .get(&plain(addr), &headers(), &[], 1024)
             .await
             .unwrap();
         assert_eq!(&got.body[..], BODY);
@@ -546,7 +528,7 @@ async fn an_idle_connection_the_upstream_closed_is_not_taken() {
     let transport = Transport::Direct(direct(settings(), RootCertStore::empty()).unwrap());
     let pool = pool_of(&transport);
     transport
-        .get(&plain(addr), &headers(), HeaderMap::new(), 1024)
+        .get(&plain(addr), &headers(), &[], 1024)
         .await
         .unwrap();
     assert_eq!(pool.open_idle(), 1, "kept while the upstream holds it open");
@@ -560,7 +542,7 @@ async fn an_idle_connection_the_upstream_closed_is_not_taken() {
     assert!(pool.take().is_none(), "the closed connection is not taken");
     assert_eq!(pool.idle(), 0, "and it is dropped");
     let got = transport
-        .get(&plain(addr), &headers(), HeaderMap::new(), 1024)
+        .get(&plain(addr), &headers(), &[], 1024)
         .await
         .unwrap();
     assert_eq!(&got.body[..], BODY);
@@ -596,8 +578,7 @@ async fn send_on(
     addr: SocketAddr,
 ) -> Result<Received, WireError> {
     let target = "/api/v1/stock/detail/600519";
-    let head =
-        exchange::request_head(target, &addr.to_string(), &headers(), &HeaderMap::new()).unwrap();
+    let head = exchange::request_head((target, ""), &addr.to_string(), &headers(), &[]).unwrap();
     tokio::time::timeout(
         Duration::from_secs(20),
         pool.send(Some(conn), &plain(addr), &head, 1024),
@@ -634,14 +615,14 @@ async fn a_request_that_went_out_is_not_sent_again() {
     let (addr, accepted, _) = plain_upstream(Ending::SwallowsSecond).await;
     let transport = Transport::Direct(direct(settings(), RootCertStore::empty()).unwrap());
     let got = transport
-        .get(&plain(addr), &headers(), HeaderMap::new(), 1024)
+        .get(&plain(addr), &headers(), &[], 1024)
         .await
         .unwrap();
     assert_eq!(&got.body[..], BODY);
     assert_eq!(pool_of(&transport).idle(), 1, "the connection is kept");
     let second = tokio::time::timeout(
         Duration::from_secs(20),
-        transport.get(&plain(addr), &headers(), HeaderMap::new(), 1024),
+        transport.get(&plain(addr), &headers(), &[], 1024),
     )
     .await
     .expect("a connection closed before its answer fails the request at once");
@@ -664,7 +645,7 @@ async fn a_connection_the_answer_closes_is_not_kept() {
     let transport = Transport::Direct(direct(settings(), RootCertStore::empty()).unwrap());
     for _ in 0..2 {
         let got = transport
-            .get(&plain(addr), &headers(), HeaderMap::new(), 1024)
+            .get(&plain(addr), &headers(), &[], 1024)
             .await
             .unwrap();
         assert_eq!(&got.body[..], BODY);
@@ -685,7 +666,7 @@ async fn no_more_idle_connections_are_kept_than_asked() {
     let transport = Transport::Direct(direct(settings, RootCertStore::empty()).unwrap());
     let url = plain(addr);
     let common = headers();
-    let four = (0..4).map(|_| transport.get(&url, &common, HeaderMap::new(), 1024));
+    let four = (0..4).map(|_| transport.get(&url, &common, &[], 1024));
     for got in futures_util::future::join_all(four).await {
         assert_eq!(&got.unwrap().body[..], BODY);
     }
@@ -704,7 +685,7 @@ async fn a_connection_idle_past_its_time_is_not_taken() {
     let transport = Transport::Direct(pool);
     for _ in 0..3 {
         transport
-            .get(&plain(addr), &headers(), HeaderMap::new(), 1024)
+            .get(&plain(addr), &headers(), &[], 1024)
             .await
             .unwrap();
         assert_eq!(pool_of(&transport).idle(), 1, "the older one is dropped");
@@ -730,4 +711,28 @@ fn a_url_splits_into_its_authority_and_target() {
         let want = want.map(|(authority, target)| (authority, target.to_owned()));
         assert_eq!(split(url), want, "{url}");
     }
+}
+
+/// A base and a target after it go on the wire as their joined URL would: the same
+/// authority and the same request target, with no URL made.
+#[test]
+fn a_joined_address_splits_as_its_whole_url() {
+    for base in [
+        "http://h",
+        "https://h:8443",
+        "http://h/api/v1",
+        "http://h:1/a/b",
+    ] {
+        for target in ["/news/search?keyword=x", "/stock/detail/600000", "/"] {
+            let address = Address::joined(base, target);
+            let (authority, path, rest) = address.split().unwrap();
+            let url = address.url();
+            let (whole_authority, whole_target) = split_url(&url).unwrap();
+            assert_eq!(authority, whole_authority, "{base} {target}");
+            assert_eq!([&*path, rest].concat(), whole_target, "{base} {target}");
+        }
+    }
+    // A whole URL is its own base.
+    let (authority, path, rest) = Address::from("http://h:1/x?a=1").split().unwrap();
+    assert_eq!((authority, &*path, rest), ("h:1", "/x?a=1", ""));
 }

@@ -6,6 +6,8 @@ use super::*;
 
 use std::time::Duration;
 
+use http::HeaderMap;
+
 /// Reads an answer from `answer`'s bytes, which the far end hands over at most
 /// `per_read` bytes at a time and then closes when `close` (else holds open: the
 /// answer must end by its framing). The result, and what the connection's buffer
@@ -246,35 +248,48 @@ fn header_map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
 fn a_request_head_carries_the_target_host_and_headers() {
     let mut headers = header_map(&[("accept", "application/json")]);
     let common = CommonHeaders::new(headers.clone());
-    let none = HeaderMap::new();
-    let head = request_head("/api/v1/x?a=1", "upstream:8080", &common, &none).unwrap();
+    let none = [];
+    let head = request_head(("/api/v1/x?a=1", ""), "upstream:8080", &common, &none).unwrap();
     assert_eq!(
         String::from_utf8(head).unwrap(),
         "GET /api/v1/x?a=1 HTTP/1.1\r\nhost: upstream:8080\r\naccept: application/json\r\n\r\n"
     );
     headers.insert(http::header::HOST, HeaderValue::from_static("named"));
     let common = CommonHeaders::new(headers);
-    let head = request_head("/", "upstream:8080", &common, &none).unwrap();
+    let head = request_head(("/", ""), "upstream:8080", &common, &none).unwrap();
     let head = String::from_utf8(head).unwrap();
     assert_eq!(head.matches("host:").count(), 1, "{head}");
     assert!(head.contains("host: named\r\n"), "{head}");
-    assert!(request_head("/a b", "upstream", &common, &none).is_none());
-    assert!(request_head("/a\r\nx: y", "upstream", &common, &none).is_none());
+    assert!(request_head(("/a b", ""), "upstream", &common, &none).is_none());
+    assert!(request_head(("/a\r\nx: y", ""), "upstream", &common, &none).is_none());
+    // A target in two parts (a base's path, then a target after it) is checked
+    // and written whole.
+    let head = request_head(("/api/v1", "/x?a=1"), "up", &common, &none).unwrap();
+    assert!(
+        String::from_utf8(head)
+            .unwrap()
+            .starts_with("GET /api/v1/x?a=1 HTTP/1.1\r\n")
+    );
+    assert!(request_head(("/api/v1", "/a b"), "up", &common, &none).is_none());
+    assert!(request_head(("/a b", "/x"), "up", &common, &none).is_none());
 }
 
 #[test]
 fn a_request_s_own_headers_follow_the_common_ones_and_replace_those_of_their_name() {
     let headers = header_map(&[("accept", "application/json"), ("user-agent", "mdproxy")]);
     let common = CommonHeaders::new(headers);
-    let mut own = header_map(&[("x-request-id", "r1")]);
-    let head = request_head("/", "up", &common, &own).unwrap();
+    let mut own: Vec<_> = header_map(&[("x-request-id", "r1")])
+        .into_iter()
+        .map(|(name, value)| (name.unwrap(), value))
+        .collect();
+    let head = request_head(("/", ""), "up", &common, &own).unwrap();
     assert_eq!(
         String::from_utf8(head).unwrap(),
         "GET / HTTP/1.1\r\nhost: up\r\naccept: application/json\r\nuser-agent: mdproxy\r\nx-request-id: r1\r\n\r\n"
     );
-    own.insert(http::header::ACCEPT, HeaderValue::from_static("text/plain"));
-    own.insert(http::header::HOST, HeaderValue::from_static("other"));
-    let head = String::from_utf8(request_head("/", "up", &common, &own).unwrap()).unwrap();
+    own.push((http::header::ACCEPT, HeaderValue::from_static("text/plain")));
+    own.push((http::header::HOST, HeaderValue::from_static("other")));
+    let head = String::from_utf8(request_head(("/", ""), "up", &common, &own).unwrap()).unwrap();
     for (line, count) in [
         ("accept: text/plain\r\n", 1),
         ("accept: application/json", 0),
