@@ -50,10 +50,28 @@ struct Registered {
 /// chosen (SipHash here took about 600 instructions of a miss).
 type Shard = foldhash::HashMap<String, Registered>;
 
+/// A shard and how many of its flights have ended.
+#[derive(Default)]
+struct Slot {
+    fills: Mutex<Shard>,
+    /// Raised under `fills`' lock as a flight ends (after its answer is stored).
+    ended: AtomicU64,
+}
+
+/// Where the flights of a key stood before a caller read the store for it: how
+/// many flights of its shard had ended ([`Flights::mark`]). A caller that finds
+/// none ended since, as it starts its own, knows that no fill stored the key after
+/// its read ([`Flights::ended_since`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    shard: usize,
+    ended: u64,
+}
+
 /// The fills under way, by key.
 pub struct Flights {
     hasher: foldhash::fast::RandomState,
-    shards: Box<[Mutex<Shard>]>,
+    slots: Box<[Slot]>,
     /// The next fill's [`Registered::id`].
     next_id: AtomicU64,
 }
@@ -62,20 +80,49 @@ impl Default for Flights {
     fn default() -> Flights {
         Flights {
             hasher: foldhash::fast::RandomState::default(),
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            slots: (0..SHARDS).map(|_| Slot::default()).collect(),
             next_id: AtomicU64::new(0),
         }
     }
 }
 
 impl Flights {
+    fn index(&self, key: &str) -> usize {
+        (self.hasher.hash_one(key) % SHARDS as u64) as usize
+    }
+
     fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
-        let index = (self.hasher.hash_one(key) % SHARDS as u64) as usize;
+        self.lock(self.index(key))
+    }
+
+    fn lock(&self, index: usize) -> MutexGuard<'_, Shard> {
         // A panic while the lock is held can only come from the map itself; its
         // contents stay consistent, so a poisoned lock is taken over.
-        self.shards[index]
+        self.slots[index]
+            .fills
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Where the flights of `key` stand, to be taken before the store is read for
+    /// it. A flight ends only after its answer is stored, and the count is read
+    /// with acquire ordering: a read made after the mark sees the answer of every
+    /// flight the mark counts as ended.
+    pub fn mark(&self, key: &str) -> Mark {
+        let shard = self.index(key);
+        Mark {
+            shard,
+            ended: self.slots[shard].ended.load(Ordering::Acquire),
+        }
+    }
+
+    /// Whether a flight of `mark`'s shard has ended since it was taken (any key of
+    /// the shard counts: a false "yes" costs a read of the store, never a wrong
+    /// answer). Asked in [`join_or_start`](Self::join_or_start)'s `start`, under
+    /// the shard's lock, it is exact until the lock is let go: no flight of the
+    /// shard ends meanwhile.
+    pub fn ended_since(&self, mark: Mark) -> bool {
+        self.slots[mark.shard].ended.load(Ordering::Acquire) != mark.ended
     }
 
     /// The fill of `key` under way, or the one `start` makes (given its id, for its
@@ -109,12 +156,15 @@ impl Flights {
     }
 
     /// Ends the flight `id` of `key`, if it is still the one registered: later
-    /// callers start a new one.
+    /// callers start a new one. Counted as ended either way (a flight no longer
+    /// registered may still have stored its answer).
     pub fn end(&self, key: &str, id: u64) {
-        let mut shard = self.shard(key);
+        let index = self.index(key);
+        let mut shard = self.lock(index);
         if shard.get(key).is_some_and(|r| r.id == id) {
             shard.remove(key);
         }
+        self.slots[index].ended.fetch_add(1, Ordering::Release);
     }
 
     /// How many wait on the fill of `key` now: its callers (the one that started
@@ -278,6 +328,26 @@ mod tests {
         assert!(
             flights.contains("a"),
             "an earlier flight's end leaves the new one"
+        );
+    }
+
+    /// A mark counts the flights of its key's shard that ended: one started is not
+    /// counted, one ended is, whether or not it was still the one registered.
+    #[test]
+    fn a_mark_sees_the_flights_of_its_shard_end() {
+        let flights = Flights::default();
+        let mark = flights.mark("a");
+        assert!(!flights.ended_since(mark));
+        let (_a, _, _) = flights.join_or_start("a", |_| ready(1));
+        assert!(!flights.ended_since(mark), "started, not ended");
+        flights.end("a", 0);
+        assert!(flights.ended_since(mark));
+        let later = flights.mark("a");
+        assert!(!flights.ended_since(later));
+        flights.end("a", 7);
+        assert!(
+            flights.ended_since(later),
+            "an end not registered counts too"
         );
     }
 

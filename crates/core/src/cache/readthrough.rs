@@ -18,13 +18,14 @@ use crate::cache::disk::Pattern;
 use crate::cache::encoding::Coding;
 use crate::cache::entry::CachedBody;
 use crate::cache::failures::{Backoff, Failures};
+use crate::cache::flight::Mark;
 pub use crate::cache::flight::{ClientFill, FillTask};
 use crate::cache::freshness::{Freshness, Lifetimes, Policy};
 use crate::cache::origin::{self, Origin};
 use crate::cache::purge::Purge;
 use crate::cache::purged::Stamp;
 use crate::cache::shared;
-use crate::cache::store::{Cache, FillRole, Unheld};
+use crate::cache::store::{Cache, FillRole, Seen, Unheld};
 use crate::cache::tier::{Fill, Tiers};
 use crate::logging::Throttle;
 use crate::stats::CacheStatus;
@@ -338,10 +339,13 @@ impl ReadThrough {
         client: impl FnOnce() -> ClientFill,
     ) -> Result<Answer, FetchError> {
         let Waiting { now, on } = waiting;
-        let cached = match on {
-            Wait::Fill(cached) => cached,
+        let (cached, mark) = match on {
+            Wait::Fill(cached) => (cached, None),
             Wait::Read(unheld) => {
                 let store = &self.inner.store;
+                // Before the read: a fill that starts with no flight of the key
+                // ended since takes what this read found rather than read again.
+                let mut mark = Some(store.mark(&valid.target));
                 let mut cached = store
                     .finish_read(&valid.target, unheld, now.timestamp())
                     .await;
@@ -349,6 +353,8 @@ impl ReadThrough {
                 // fill's.
                 let mut from_disk = false;
                 if cached.is_none() && store.disk().is_some() {
+                    // What the disk gave may not be in memory: the fill reads again.
+                    mark = None;
                     // Boxed: the disk read's state would otherwise weigh on every
                     // lookup's future, moved whole into its box by the edge.
                     cached = Box::pin(store.promote(&valid.target, policy, now)).await;
@@ -361,11 +367,12 @@ impl ReadThrough {
                         }
                         return Ok(answer);
                     }
-                    Err(cached) => cached,
+                    Err(cached) => (cached, mark),
                 }
             }
         };
-        self.miss(policy, valid, cached, now, Want::Asked(asked), client())
+        let want = Want::Asked(asked);
+        self.miss(policy, valid, (cached, mark), now, want, client())
             .await
     }
 
@@ -404,12 +411,13 @@ impl ReadThrough {
 
     /// The rest of [`ReadThrough::lookup_later`] when the cache cannot answer by itself
     /// at `now` (when the lookup found so): one fill, or the `cached` entry when the
-    /// upstream fails and it may stand in.
+    /// upstream fails and it may stand in. `cached` is what moka held when the
+    /// flights stood at the mark, if the lookup took one.
     async fn miss(
         &self,
         policy: &Arc<Policy>,
         valid: &Valid,
-        cached: Option<Arc<CachedBody>>,
+        (cached, mark): (Option<Arc<CachedBody>>, Option<Mark>),
         now: DateTime<Utc>,
         want: Want,
         client: ClientFill,
@@ -448,15 +456,20 @@ impl ReadThrough {
                 now,
             });
         }
-        let fill = |client| {
+        let fill = |client, seen| {
             let at = Some(now);
-            self.fill_for(policy, valid, (Priority::Client, false, at), want, client)
+            let how = (Priority::Client, false, at);
+            self.fill_for(policy, valid, how, (want, seen), client)
         };
-        let (mut result, mut role) = fill(Some(client.clone())).await;
+        let seen = mark.map(|mark| Seen {
+            mark,
+            held: cached.clone(),
+        });
+        let (mut result, mut role) = fill(Some(client.clone()), seen).await;
         if matches!(result, Err(FetchError::Dropped)) {
             // We joined a background refresh that found no budget; a client may wait
             // for budget where background work may not, so ask again as a client.
-            (result, role) = fill(Some(client)).await;
+            (result, role) = fill(Some(client), None).await;
         }
         let now = s.clock.now();
         match result {
@@ -562,7 +575,8 @@ impl ReadThrough {
         priority: Priority,
         force: bool,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
-        self.fill_for(policy, valid, (priority, force, None), Want::Lately, None)
+        let how = (priority, force, None);
+        self.fill_for(policy, valid, how, (Want::Lately, None), None)
             .await
     }
 
@@ -570,12 +584,13 @@ impl ReadThrough {
     /// trace go with the fill's work, on whichever task runs it, and on to the
     /// upstream, and its answer is stored with the copies `want` names. An entry
     /// is fresh enough to use instead as of `at` (the client's lookup; else now).
+    /// What the client's lookup `seen` may stand for the store's read.
     async fn fill_for(
         &self,
         policy: &Arc<Policy>,
         valid: &Valid,
         (priority, force, at): (Priority, bool, Option<DateTime<Utc>>),
-        want: Want,
+        (want, seen): (Want, Option<Seen>),
         client: Option<ClientFill>,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
         let (context, task) = match client {
@@ -594,7 +609,7 @@ impl ReadThrough {
         let key = valid.target.clone();
         let this = self.clone();
         s.store
-            .fill_wanting(&valid.target, want, task, usable, move |held| {
+            .fill_wanting(&valid.target, (want, task, seen), usable, move |held| {
                 crate::telemetry::context::within(context, async move {
                     let found = held.is_some_and(|e| e.may_stand_in(&policy, clock.now()));
                     let fill = Fill {

@@ -20,7 +20,7 @@ use crate::cache::disk::Disk;
 use crate::cache::doorkeeper::Doorkeeper;
 use crate::cache::encoding::Coding;
 use crate::cache::entry::{CachedBody, settled_weight, weight};
-use crate::cache::flight::{Driven, Ending, FillTask, Filled, Flights};
+use crate::cache::flight::{Driven, Ending, FillTask, Filled, Flights, Mark};
 use crate::cache::freshness::Policy;
 use crate::cache::hot::{Found, Hot};
 use crate::cache::purge::Purge;
@@ -70,6 +70,16 @@ pub enum FillRole {
 /// A read the hot set could not answer alone (see [`Cache::held`]): moka must
 /// finish it.
 pub struct Unheld(Found);
+
+/// What a caller read of a key before it fills it: where the key's flights stood
+/// before the read ([`Cache::mark`]), and the entry the read found, if any. A fill
+/// started while no flight of the key's shard has ended since uses that entry
+/// rather than read again: moka's read of a key it does not hold cost a miss
+/// about 1,300 instructions.
+pub struct Seen {
+    pub mark: Mark,
+    pub held: Option<Arc<CachedBody>>,
+}
 
 /// The cache. Cheap to clone.
 #[derive(Clone)]
@@ -478,6 +488,12 @@ impl Cache {
         self.inner.flights.waiters(key)
     }
 
+    /// Where the flights of `key` stand: taken before the store is read for a fill
+    /// that may follow ([`Seen`]).
+    pub fn mark(&self, key: &str) -> Mark {
+        self.inner.flights.mark(key)
+    }
+
     /// Number of entries (approximate until moka's pending tasks run).
     pub fn entry_count(&self) -> u64 {
         self.inner.entries.entry_count()
@@ -543,20 +559,21 @@ impl Cache {
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
     {
-        self.fill_wanting(key, Want::Lately, FillTask::Starters, usable, |_| fetch())
+        let task = FillTask::Starters;
+        self.fill_wanting(key, (Want::Lately, task, None), usable, |_| fetch())
             .await
     }
 
     /// [`fill`](Self::fill), its answer stored with the compressed copies `want`
     /// names (those of the caller that starts the flight; a caller that joins it
-    /// takes what it makes), and `fetch` handed what the store holds that will not
-    /// do, if anything: the entry its answer would replace (the read-through keeps
-    /// a found answer from a "not found" with it).
+    /// takes what it makes), on `task`, and `fetch` handed what the store holds
+    /// that will not do, if anything: the entry its answer would replace (the
+    /// read-through keeps a found answer from a "not found" with it). What the
+    /// caller `seen` stands for the store's read when no flight ended since.
     pub async fn fill_wanting<F, Fut>(
         &self,
         key: &str,
-        want: Want,
-        task: FillTask,
+        (want, task, seen): (Want, FillTask, Option<Seen>),
         usable: impl Fn(&CachedBody) -> bool + Send + 'static,
         fetch: F,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole)
@@ -572,8 +589,16 @@ impl Cache {
             // Before the fetch: a purge made after it covers the answer.
             let since = Stamp::now();
             let ending = Ending::new(Arc::clone(&self.inner.flights), key.to_owned(), id);
+            // Under the shard's lock: no flight of it ends before this one is
+            // registered, so none is missed between the two.
+            let known = seen
+                .filter(|seen| !self.inner.flights.ended_since(seen.mark))
+                .map(|seen| seen.held);
             let work = async move {
-                let held = inner.entries.get(ending.key()).await;
+                let held = match known {
+                    Some(held) => held,
+                    None => inner.entries.get(ending.key()).await,
+                };
                 if let Some(entry) = held.as_ref()
                     && usable(entry)
                 {

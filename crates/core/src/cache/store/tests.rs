@@ -122,6 +122,56 @@ async fn a_fill_whose_starter_goes_away_still_ends_and_is_kept() {
     until(|| !cache.is_filling("k")).await;
 }
 
+/// A fill with what the caller's lookup saw of `key` (its entry and the flights'
+/// mark taken before the read).
+async fn fill_seen(
+    cache: &Cache,
+    key: &str,
+    mark: Mark,
+    held: Option<Arc<CachedBody>>,
+) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
+    let seen = Some(Seen { mark, held });
+    cache
+        .fill_wanting(
+            key,
+            (Want::Lately, FillTask::Starters, seen),
+            |_| true,
+            |_| async { Ok(body("fetched")) },
+        )
+        .await
+}
+
+/// A fill started while no flight of the key's shard has ended since the caller's
+/// mark takes what the caller's read found, and moka is not read again; once one
+/// has ended, it reads again and finds the answer that flight stored.
+#[tokio::test]
+async fn a_fill_reads_again_only_when_a_flight_ended_since_the_mark() {
+    let cache = Cache::new(16 * 1024 * 1024, TaskTracker::new());
+    let seen = Arc::new(body("seen"));
+    let (got, role) = fill_seen(&cache, "k", cache.mark("k"), Some(Arc::clone(&seen))).await;
+    assert!(
+        Arc::ptr_eq(&got.unwrap(), &seen),
+        "what the caller saw stood"
+    );
+    assert_eq!(role, FillRole::Found);
+    assert!(cache.get("k").await.is_none(), "nothing fetched or stored");
+
+    let mark = cache.mark("k");
+    let stored = put(&cache, "k", "stored").await;
+    let (got, role) = fill_seen(&cache, "k", mark, None).await;
+    assert!(
+        Arc::ptr_eq(&got.unwrap(), &stored),
+        "read again: the fill's answer"
+    );
+    assert_eq!(role, FillRole::Found);
+
+    // A mark taken after the flight ended trusts the read: nothing seen, fetched.
+    cache.invalidate("k").await;
+    let (got, role) = fill_seen(&cache, "k", cache.mark("k"), None).await;
+    assert_eq!(&got.unwrap().body[..], b"fetched");
+    assert_eq!(role, FillRole::Leader);
+}
+
 /// A fill of `key` started on `task`, polled once: its fetch waits for the sender
 /// returned beside it.
 async fn held_fill<'a>(
@@ -135,8 +185,7 @@ async fn held_fill<'a>(
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     let fill = cache.fill_wanting(
         key,
-        Want::Lately,
-        task,
+        (Want::Lately, task, None),
         |_| true,
         move |_| async move {
             let _ = released.await;
