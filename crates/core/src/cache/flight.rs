@@ -48,7 +48,8 @@ struct Registered {
 
 /// One shard: the fills under way by key, hashed with foldhash as the shard is
 /// chosen (SipHash here took about 600 instructions of a miss).
-type Shard = foldhash::HashMap<String, Registered>;
+/// Keyed by the key its [`Ending`] holds too (one copy of the key a flight).
+type Shard = foldhash::HashMap<Arc<str>, Registered>;
 
 /// A shard and how many of its flights have ended.
 #[derive(Default)]
@@ -125,15 +126,15 @@ impl Flights {
         self.slots[mark.shard].ended.load(Ordering::Acquire) != mark.ended
     }
 
-    /// The fill of `key` under way, or the one `start` makes (given its id, for its
-    /// [`Ending`]), registered for the callers that come while it runs; `true` when
+    /// The fill of `key` under way, or the one `start` makes (given its id and the
+    /// key, for its [`Ending`]), registered for the callers that come while it runs; `true` when
     /// this caller started it; and the link to the fill's span. `start` runs under
     /// the shard's lock: it must only build the future (the work starts when the
     /// flight is first polled).
     pub fn join_or_start(
         &self,
         key: &str,
-        start: impl FnOnce(u64) -> (Flight, Link),
+        start: impl FnOnce(u64, Arc<str>) -> (Flight, Link),
     ) -> (Flight, bool, Link) {
         let mut shard = self.shard(key);
         if let Some(registered) = shard.get(key)
@@ -142,7 +143,8 @@ impl Flights {
             return (flight, false, registered.link.clone());
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (flight, link) = start(id);
+        let key: Arc<str> = key.into();
+        let (flight, link) = start(id, Arc::clone(&key));
         let weak = flight
             .downgrade()
             .expect("a flight not yet polled has not ended");
@@ -151,7 +153,7 @@ impl Flights {
             link: link.clone(),
             id,
         };
-        shard.insert(key.to_owned(), registered);
+        shard.insert(key, registered);
         (flight, true, link)
     }
 
@@ -277,13 +279,13 @@ impl Drop for Driven {
 /// flight that will never end.
 pub struct Ending {
     flights: Arc<Flights>,
-    key: String,
+    key: Arc<str>,
     id: u64,
 }
 
 impl Ending {
     /// A guard that ends the flight `id` of `key` in `flights`.
-    pub fn new(flights: Arc<Flights>, key: String, id: u64) -> Ending {
+    pub fn new(flights: Arc<Flights>, key: Arc<str>, id: u64) -> Ending {
         Ending { flights, key, id }
     }
 
@@ -314,15 +316,16 @@ mod tests {
     #[test]
     fn one_flight_per_key_until_it_ends() {
         let flights = Flights::default();
-        let (_a, first, _) = flights.join_or_start("a", |_| ready(1));
-        let (_joined, second, _) = flights.join_or_start("a", |_| unreachable!("a is under way"));
-        let (_b, other, _) = flights.join_or_start("b", |_| ready(2));
+        let (_a, first, _) = flights.join_or_start("a", |_, _| ready(1));
+        let (_joined, second, _) =
+            flights.join_or_start("a", |_, _| unreachable!("a is under way"));
+        let (_b, other, _) = flights.join_or_start("b", |_, _| ready(2));
         assert!(first && !second && other);
         assert!(flights.contains("a"));
         assert_eq!(flights.waiters("a"), 2);
         flights.end("a", 0);
         assert!(!flights.contains("a"));
-        let (_again, again, _) = flights.join_or_start("a", |_| ready(3));
+        let (_again, again, _) = flights.join_or_start("a", |_, _| ready(3));
         assert!(again, "a new flight after the end");
         flights.end("a", 0);
         assert!(
@@ -338,7 +341,7 @@ mod tests {
         let flights = Flights::default();
         let mark = flights.mark("a");
         assert!(!flights.ended_since(mark));
-        let (_a, _, _) = flights.join_or_start("a", |_| ready(1));
+        let (_a, _, _) = flights.join_or_start("a", |_, _| ready(1));
         assert!(!flights.ended_since(mark), "started, not ended");
         flights.end("a", 0);
         assert!(flights.ended_since(mark));
@@ -354,7 +357,7 @@ mod tests {
     #[test]
     fn the_guard_ends_the_flight_even_when_the_work_is_dropped() {
         let flights = Arc::new(Flights::default());
-        let (_flight, _, _) = flights.join_or_start("k", |_| ready(1));
+        let (_flight, _, _) = flights.join_or_start("k", |_, _| ready(1));
         let guard = Ending::new(Arc::clone(&flights), "k".into(), 0);
         let work = async move {
             let _guard = guard;
@@ -366,8 +369,8 @@ mod tests {
 
     /// A flight of `key` in `flights` whose work never ends, with its guard.
     fn never_ending(flights: &Arc<Flights>, key: &str) -> Flight {
-        let (flight, _, _) = flights.join_or_start(key, |id| {
-            let ending = Ending::new(Arc::clone(flights), key.into(), id);
+        let (flight, _, _) = flights.join_or_start(key, |id, key| {
+            let ending = Ending::new(Arc::clone(flights), key, id);
             let work = async move {
                 let _ending = ending;
                 std::future::pending::<Result<Filled, FetchError>>().await

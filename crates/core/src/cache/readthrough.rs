@@ -606,31 +606,35 @@ impl ReadThrough {
         let origin = Origin::of(&s.upstream, valid);
         let lease = s.lease + s.upstream.timeout_for(valid.endpoint);
         let (tiers, clock, policy) = (s.tiers.clone(), Arc::clone(&s.clock), Arc::clone(policy));
-        let key = valid.target.clone();
         let this = self.clone();
         s.store
-            .fill_wanting(&valid.target, (want, task, seen), usable, move |held| {
-                crate::telemetry::context::within(context, async move {
-                    let found = held.is_some_and(|e| e.may_stand_in(&policy, clock.now()));
-                    let fill = Fill {
-                        key: &key,
-                        policy: &policy,
-                        clock: &clock,
-                        priority,
-                        force,
-                        lease,
-                        since: Stamp::now(),
-                    };
-                    let fetched = tiers
-                        .fill(&fill, |fleet| origin.fetch(&fill, found || fleet))
-                        .await;
-                    let fetched = origin::over_held(fetched, found);
-                    // In the flight, whoever drives it: the client that started it
-                    // may be gone, and the flight ends only after this.
-                    this.inner.failures.learn(&key, &fetched);
-                    fetched
-                })
-            })
+            .fill_wanting(
+                &valid.target,
+                (want, task, seen),
+                usable,
+                move |held, key| {
+                    crate::telemetry::context::within(context, async move {
+                        let found = held.is_some_and(|e| e.may_stand_in(&policy, clock.now()));
+                        let fill = Fill {
+                            key: &key,
+                            policy: &policy,
+                            clock: &clock,
+                            priority,
+                            force,
+                            lease,
+                            since: Stamp::now(),
+                        };
+                        let fetched = tiers
+                            .fill(&fill, |fleet| origin.fetch(&fill, found || fleet))
+                            .await;
+                        let fetched = origin::over_held(fetched, found);
+                        // In the flight, whoever drives it: the client that started it
+                        // may be gone, and the flight ends only after this.
+                        this.inner.failures.learn(&key, &fetched);
+                        fetched
+                    })
+                },
+            )
             .await
     }
 

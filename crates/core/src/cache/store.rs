@@ -560,16 +560,17 @@ impl Cache {
         Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
     {
         let task = FillTask::Starters;
-        self.fill_wanting(key, (Want::Lately, task, None), usable, |_| fetch())
+        self.fill_wanting(key, (Want::Lately, task, None), usable, |_, _| fetch())
             .await
     }
 
     /// [`fill`](Self::fill), its answer stored with the compressed copies `want`
     /// names (those of the caller that starts the flight; a caller that joins it
     /// takes what it makes), on `task`, and `fetch` handed what the store holds
-    /// that will not do, if anything: the entry its answer would replace (the
-    /// read-through keeps a found answer from a "not found" with it). What the
-    /// caller `seen` stands for the store's read when no flight ended since.
+    /// that will not do, if anything (the entry its answer would replace: the
+    /// read-through keeps a found answer from a "not found" with it), and the key.
+    /// What the caller `seen` stands for the store's read when no flight ended
+    /// since.
     pub async fn fill_wanting<F, Fut>(
         &self,
         key: &str,
@@ -578,17 +579,17 @@ impl Cache {
         fetch: F,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole)
     where
-        F: FnOnce(Option<Arc<CachedBody>>) -> Fut + Send + 'static,
+        F: FnOnce(Option<Arc<CachedBody>>, Arc<str>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
     {
-        let (flight, leader, link) = self.inner.flights.join_or_start(key, |id| {
+        let (flight, leader, link) = self.inner.flights.join_or_start(key, |id, key| {
             // The fill's span, a child of the starting caller's (a request's, or
             // none for background work); later callers' waits link to it.
-            let (span, link) = crate::telemetry::fill_span(key);
+            let (span, link) = crate::telemetry::fill_span(&key);
             let inner = Arc::clone(&self.inner);
             // Before the fetch: a purge made after it covers the answer.
             let since = Stamp::now();
-            let ending = Ending::new(Arc::clone(&self.inner.flights), key.to_owned(), id);
+            let ending = Ending::new(Arc::clone(&self.inner.flights), Arc::clone(&key), id);
             // Under the shard's lock: no flight of it ends before this one is
             // registered, so none is missed between the two.
             let known = seen
@@ -609,7 +610,7 @@ impl Cache {
                 }
                 // Boxed: the fetch's state (the upstream client's futures, several
                 // KB) would otherwise be copied each time the flight is moved.
-                let entry = Arc::new(Box::pin(fetch(held)).await?);
+                let entry = Arc::new(Box::pin(fetch(held, key)).await?);
                 inner.compressor.make_wanted(&entry, want).await;
                 inner.keep(ending.key(), &entry, since).await;
                 // The flight ends here, after the insert: a caller that finds no

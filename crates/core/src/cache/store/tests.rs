@@ -136,7 +136,7 @@ async fn fill_seen(
             key,
             (Want::Lately, FillTask::Starters, seen),
             |_| true,
-            |_| async { Ok(body("fetched")) },
+            |_, _| async { Ok(body("fetched")) },
         )
         .await
 }
@@ -187,7 +187,7 @@ async fn held_fill<'a>(
         key,
         (Want::Lately, task, None),
         |_| true,
-        move |_| async move {
+        move |_, _| async move {
             let _ = released.await;
             Ok(body("{\"success\":true}"))
         },
