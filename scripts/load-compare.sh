@@ -46,7 +46,11 @@ if [ -n "${BEFORE_REV:-}" ]; then
   old="$target_dir/before/$rev"
   if [ ! -x "$old/mdproxy" ]; then
     rm -rf "$old/src" && mkdir -p "$old/src"
-    git archive "$rev" | tar -x -C "$old/src"
+    # -m: the files get the time of extraction, not the commit's. cargo names a
+    # workspace crate's build by its path under the workspace root, the same for
+    # both trees, and judges it by the files' times: sources dated before the
+    # current tree's last build looked unchanged, and "before" was the current code.
+    git archive "$rev" | tar -x -m -C "$old/src"
     cargo build --release --quiet --bin mdproxy --manifest-path "$old/src/Cargo.toml" --target-dir "$target_dir"
     cp "$target_dir/release/mdproxy" "$old/mdproxy"
     rm -rf "$old/src"
