@@ -1,6 +1,7 @@
-//! Which disk reads earn a place in memory once memory is full: a key read from the
-//! disk again within memory's turnover (the last reads, as many as memory holds
-//! entries), as nginx's `proxy_cache_min_uses` and TinyLFU's doorkeeper admit.
+//! Which keys were asked lately: a key noted again among the last notes earns a
+//! place, as nginx's `proxy_cache_min_uses` and TinyLFU's doorkeeper admit. The
+//! store keeps two: of disk reads, for memory once full, and of "not found"
+//! answers, for memory at all under `freshness.negative_keep = "second_ask"`.
 //!
 //! Promoting every disk hit into a full memory cache evicts an entry for each one:
 //! when the disk serves a working set many times memory (the whole market's charts
@@ -10,16 +11,17 @@
 //! served 13–18 % more of them than one that promoted every hit). A key read twice
 //! within that many reads would have been found in memory the second time; it is
 //! the one worth a place. Every memory miss of a node with a disk counts as a read,
-//! found on disk or not.
+//! found on disk or not. A scan of unknown codes is the same pattern for "not
+//! found" answers: each asked once, each kept for nothing.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::sync::{Mutex, PoisonError};
 
-/// Disk reads remembered at most (16 bytes each in the queue, about 24 in the map).
+/// Keys remembered at most (16 bytes each in the queue, about 24 in the map).
 const REMEMBERED: usize = 16_384;
 
-/// The last disk reads, by key. Cheap to share: one short lock a read.
+/// The last keys noted. Cheap to share: one short lock a note.
 #[derive(Default)]
 pub struct Doorkeeper {
     hasher: foldhash::fast::FixedState,
@@ -37,6 +39,11 @@ struct Reads {
 }
 
 impl Doorkeeper {
+    /// Notes `key`; whether it was noted before among the last [`REMEMBERED`].
+    pub fn again(&self, key: &str) -> bool {
+        self.read_again(key, u64::MAX)
+    }
+
     /// Notes a disk read of `key`; whether the same key was read within the
     /// `window` reads before this one (at most [`REMEMBERED`]).
     pub fn read_again(&self, key: &str, window: u64) -> bool {
@@ -92,6 +99,16 @@ mod tests {
         let reads = door.reads.lock().unwrap();
         assert_eq!(reads.order.len(), REMEMBERED);
         assert_eq!(reads.last.len(), REMEMBERED);
+    }
+
+    /// The HTTP contract says how many uncached "not found"s a node remembers.
+    #[test]
+    fn the_contract_names_what_it_remembers() {
+        let contract = include_str!("../../../../docs/http-contract.md");
+        let count = REMEMBERED.to_string();
+        let (thousands, rest) = count.split_at(count.len() - 3);
+        let said = format!("among the latest {thousands},{rest} 404s it fetched");
+        assert!(contract.contains(&said), "{said}");
     }
 
     #[test]

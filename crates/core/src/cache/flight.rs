@@ -18,12 +18,13 @@ use crate::cache::entry::CachedBody;
 use crate::telemetry::Link;
 use crate::upstream::client::FetchError;
 
-/// What a fill ended with: the entry, and whether the upstream was asked for it
-/// (`false`: a usable entry had landed meanwhile).
+/// What a fill ended with: the entry, whether the upstream was asked for it
+/// (`false`: a usable entry had landed meanwhile), and whether the store holds it.
 #[derive(Clone, Debug)]
 pub struct Filled {
     pub entry: Arc<CachedBody>,
     pub fetched: bool,
+    pub kept: bool,
 }
 
 /// One fill under way, awaited by every caller of its key.

@@ -6,7 +6,7 @@
 use chrono::{DateTime, NaiveDate, Timelike, Utc};
 
 use mdproxy_api::catalog::{FreshnessClass, catalog};
-use mdproxy_config::{ClassTtl, Config};
+use mdproxy_config::{ClassTtl, Config, NegativeKeep};
 use mdproxy_market::{Calendar, Venue};
 
 /// The state of a cached answer at a moment.
@@ -119,6 +119,7 @@ pub struct Policy {
     calendar: Calendar,
     open_grace: chrono::Duration,
     negative: chrono::Duration,
+    negative_keep: NegativeKeep,
 }
 
 fn secs(s: u64) -> chrono::Duration {
@@ -147,7 +148,13 @@ impl Policy {
             calendar,
             open_grace: secs(config.freshness.open_grace_secs),
             negative: secs(config.freshness.negative_secs),
+            negative_keep: config.freshness.negative_keep,
         }
+    }
+
+    /// When an upstream "not found" is kept (`freshness.negative_keep`).
+    pub fn negative_keep(&self) -> NegativeKeep {
+        self.negative_keep
     }
 
     /// The configuration generation this policy belongs to.

@@ -55,6 +55,9 @@ pub enum Served {
     StaleHeldBack(HeldBack),
     /// Fetched for this request and stored.
     Stored,
+    /// Fetched for this request and not stored: a "not found" asked once, under
+    /// `freshness.negative_keep = "second_ask"`.
+    Relayed,
     /// An expired entry was refetched for this request.
     RefetchedStale,
     /// Waited on another request's fetch of the same key.
@@ -73,6 +76,7 @@ impl Served {
         matches!(
             self,
             Served::Stored
+                | Served::Relayed
                 | Served::RefetchedStale
                 | Served::Collapsed
                 | Served::Shared
@@ -93,7 +97,9 @@ impl Served {
             Served::Revalidating | Served::StaleIfError | Served::StaleHeldBack(_) => {
                 CacheStatus::Stale
             }
-            Served::Stored | Served::RefetchedStale | Served::Collapsed => CacheStatus::Miss,
+            Served::Stored | Served::Relayed | Served::RefetchedStale | Served::Collapsed => {
+                CacheStatus::Miss
+            }
         }
     }
 }
@@ -478,6 +484,7 @@ impl ReadThrough {
                     FillRole::Found => Served::Hit,
                     _ if entry.shared => Served::Shared,
                     _ if entry.disk => Served::Disk,
+                    FillRole::Relayed => Served::Relayed,
                     FillRole::Leader if cached.is_some() => Served::RefetchedStale,
                     FillRole::Leader => Served::Stored,
                     FillRole::Joined => Served::Collapsed,
@@ -610,7 +617,7 @@ impl ReadThrough {
         s.store
             .fill_wanting(
                 &valid.target,
-                (want, task, seen),
+                (want, task, seen, policy.negative_keep()),
                 usable,
                 move |held, key| {
                     crate::telemetry::context::within(context, async move {

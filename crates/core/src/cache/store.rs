@@ -26,6 +26,7 @@ use crate::cache::hot::{Found, Hot};
 use crate::cache::purge::Purge;
 use crate::cache::purged::{Purged, Stamp};
 use crate::upstream::client::FetchError;
+use mdproxy_config::NegativeKeep;
 
 /// An entry larger than `max_bytes / MAX_ENTRY_SHARE` is served but not cached: one
 /// answer must not evict most of the cache (nginx's `proxy_max_temp_file_size`
@@ -61,6 +62,9 @@ const TIDY_EVERY: Duration = Duration::from_secs(1);
 pub enum FillRole {
     /// This caller started the upstream request.
     Leader,
+    /// This caller started the upstream request, and its answer was not kept: a
+    /// "not found" asked once (`freshness.negative_keep = "second_ask"`).
+    Relayed,
     /// This caller waited on another caller's request.
     Joined,
     /// The answer landed between the caller's lookup and its fill; no request made.
@@ -107,6 +111,9 @@ struct Inner {
     disk: Option<Disk>,
     /// Which of its reads memory keeps once full.
     doorkeeper: Doorkeeper,
+    /// Which keys' "not found" answers were fetched lately, for
+    /// `freshness.negative_keep = "second_ask"`.
+    negatives: Doorkeeper,
     /// Which compressed representations fills make, and their permits.
     compressor: Compressor,
     /// Weight inserted since moka last caught up (see [`SETTLE_SHARE`]).
@@ -117,6 +124,13 @@ struct Inner {
 }
 
 impl Inner {
+    /// Whether a fetched answer is kept: every answer but a "not found" under
+    /// `second_ask` whose key the store does not remember fetching (the first ask
+    /// of a scan of unknown codes costs no insert, no memory and no eviction).
+    fn keeps(&self, key: &str, entry: &CachedBody, negatives: NegativeKeep) -> bool {
+        entry.status != 404 || negatives == NegativeKeep::FirstAsk || self.negatives.again(key)
+    }
+
     /// Stores a filled answer, unless it is too large to cache (then it is served
     /// and let go), and queues it for the disk tier (an answer too large for memory
     /// too; one read from the disk is not written back). `since` is when its fetch
@@ -253,6 +267,7 @@ impl Cache {
                 tracker,
                 disk: None,
                 doorkeeper: Doorkeeper::default(),
+                negatives: Doorkeeper::default(),
                 compressor: Compressor::default(),
                 unsettled: AtomicU64::new(0),
                 purged: Arc::default(),
@@ -560,8 +575,8 @@ impl Cache {
         Fut: Future<Output = Result<CachedBody, FetchError>> + Send + 'static,
     {
         let task = FillTask::Starters;
-        self.fill_wanting(key, (Want::Lately, task, None), usable, |_, _| fetch())
-            .await
+        let how = (Want::Lately, task, None, NegativeKeep::FirstAsk);
+        self.fill_wanting(key, how, usable, |_, _| fetch()).await
     }
 
     /// [`fill`](Self::fill), its answer stored with the compressed copies `want`
@@ -570,11 +585,11 @@ impl Cache {
     /// that will not do, if anything (the entry its answer would replace: the
     /// read-through keeps a found answer from a "not found" with it), and the key.
     /// What the caller `seen` stands for the store's read when no flight ended
-    /// since.
+    /// since; `negatives` says when a "not found" is kept.
     pub async fn fill_wanting<F, Fut>(
         &self,
         key: &str,
-        (want, task, seen): (Want, FillTask, Option<Seen>),
+        (want, task, seen, negatives): (Want, FillTask, Option<Seen>, NegativeKeep),
         usable: impl Fn(&CachedBody) -> bool + Send + 'static,
         fetch: F,
     ) -> (Result<Arc<CachedBody>, FetchError>, FillRole)
@@ -606,19 +621,24 @@ impl Cache {
                     return Ok(Filled {
                         entry: Arc::clone(entry),
                         fetched: false,
+                        kept: true,
                     });
                 }
                 // Boxed: the fetch's state (the upstream client's futures, several
                 // KB) would otherwise be copied each time the flight is moved.
                 let entry = Arc::new(Box::pin(fetch(held, key)).await?);
                 inner.compressor.make_wanted(&entry, want).await;
-                inner.keep(ending.key(), &entry, since).await;
+                let kept = inner.keeps(ending.key(), &entry, negatives);
+                if kept {
+                    inner.keep(ending.key(), &entry, since).await;
+                }
                 // The flight ends here, after the insert: a caller that finds no
-                // flight is sure to find the answer in `entries`.
+                // flight is sure to find the answer in `entries` (if it was kept).
                 drop(ending);
                 Ok(Filled {
                     entry,
                     fetched: true,
+                    kept,
                 })
             };
             // Run by the callers that wait on it (`Driven`): a fill that panics
@@ -650,6 +670,7 @@ impl Cache {
         };
         let role = match &result {
             Ok(filled) if leader && !filled.fetched => FillRole::Found,
+            Ok(filled) if leader && !filled.kept => FillRole::Relayed,
             _ if leader => FillRole::Leader,
             _ => FillRole::Joined,
         };

@@ -160,6 +160,7 @@ fn cache_status(served: Served, ttl: i64) -> HeaderValue {
         Served::StaleIfError => "stale-if-error",
         Served::StaleHeldBack(why) => why.detail(),
         Served::Stored => return HeaderValue::from_static("mdproxy; fwd=miss; stored"),
+        Served::Relayed => return HeaderValue::from_static("mdproxy; fwd=miss"),
         Served::RefetchedStale => return HeaderValue::from_static("mdproxy; fwd=stale; stored"),
         Served::Collapsed => return HeaderValue::from_static("mdproxy; fwd=miss; collapsed"),
     };

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use mdproxy_api::catalog::FreshnessClass;
-use mdproxy_config::{Config, TtlOverride};
+use mdproxy_config::{Config, NegativeKeep, TtlOverride};
 use mdproxy_market::ManualClock;
 use support::{Env, RawResponse, error_of, eventually, header};
 
@@ -266,6 +266,56 @@ async fn unknown_code_is_cached_until_negative_secs_then_asked_again() {
     assert_eq!(asked.status(), 404);
     assert_eq!(header(&asked, "x-cache"), "MISS");
     assert_eq!(env.sim.hits_for(key), 3);
+}
+
+/// Under `freshness.negative_keep = "second_ask"` an unknown code's first 404 is
+/// relayed and not kept (`Cache-Status` without `stored`), its second is kept, and
+/// the third is a negative hit; the setting applies on reload, and a found answer
+/// is kept at its first ask all along.
+#[tokio::test]
+async fn unknown_code_is_kept_from_its_second_ask_under_second_ask() {
+    let (env, _clock, _start) = saturday_env(|c| {
+        c.freshness.negative_keep = NegativeKeep::SecondAsk;
+    })
+    .await;
+    let unknown = "/stock/detail/605998";
+    let statuses = |r: &reqwest::Response| {
+        (
+            r.status().as_u16(),
+            header(r, "x-cache"),
+            header(r, "cache-status"),
+        )
+    };
+    let first = env.get(unknown).await;
+    assert_eq!(
+        statuses(&first),
+        (404, "MISS".into(), "mdproxy; fwd=miss".into())
+    );
+    let body = first.bytes().await.unwrap();
+    let second = env.get(unknown).await;
+    assert_eq!(
+        statuses(&second),
+        (404, "MISS".into(), "mdproxy; fwd=miss; stored".into())
+    );
+    assert_eq!(second.bytes().await.unwrap(), body);
+    let third = env.get(unknown).await;
+    assert_eq!(
+        (third.status().as_u16(), header(&third, "x-cache")),
+        (404, "HIT".into())
+    );
+    assert!(header(&third, "cache-status").ends_with("detail=negative"));
+    assert_eq!(env.sim.hits_for(unknown), 2, "asked twice, then kept");
+
+    let found = env.get(NEWS).await;
+    assert_eq!(header(&found, "cache-status"), "mdproxy; fwd=miss; stored");
+
+    // Back to `first_ask` on reload: the next unknown code is kept at once.
+    reload(&env, |c| c.freshness.negative_keep = NegativeKeep::FirstAsk);
+    let other = "/stock/detail/605997";
+    let kept = env.get(other).await;
+    assert_eq!(header(&kept, "cache-status"), "mdproxy; fwd=miss; stored");
+    assert_eq!(header(&env.get(other).await, "x-cache"), "HIT");
+    assert_eq!(env.sim.hits_for(other), 1);
 }
 
 // ---------------------------------------------------------------------------------

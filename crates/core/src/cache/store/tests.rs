@@ -130,14 +130,14 @@ async fn fill_seen(
     mark: Mark,
     held: Option<Arc<CachedBody>>,
 ) -> (Result<Arc<CachedBody>, FetchError>, FillRole) {
-    let seen = Some(Seen { mark, held });
+    let how = (
+        Want::Lately,
+        FillTask::Starters,
+        Some(Seen { mark, held }),
+        NegativeKeep::FirstAsk,
+    );
     cache
-        .fill_wanting(
-            key,
-            (Want::Lately, FillTask::Starters, seen),
-            |_| true,
-            |_, _| async { Ok(body("fetched")) },
-        )
+        .fill_wanting(key, how, |_| true, |_, _| async { Ok(body("fetched")) })
         .await
 }
 
@@ -185,7 +185,7 @@ async fn held_fill<'a>(
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     let fill = cache.fill_wanting(
         key,
-        (Want::Lately, task, None),
+        (Want::Lately, task, None, NegativeKeep::FirstAsk),
         |_| true,
         move |_, _| async move {
             let _ = released.await;
@@ -612,4 +612,60 @@ async fn expired_entries_go_without_a_call() {
     }
     assert_eq!(cache.entry_count(), 0, "the expired entry is still counted");
     stop.cancel();
+}
+
+/// A "not found" fetched for `key` under `negatives`: what the fill reports, and
+/// whether the store holds it afterwards.
+async fn fill_not_found(cache: &Cache, key: &str, negatives: NegativeKeep) -> (FillRole, bool) {
+    let how = (Want::Lately, FillTask::Starters, None, negatives);
+    let (r, role) = cache
+        .fill_wanting(
+            key,
+            how,
+            |_| false,
+            |_, _| async {
+                let mut answer = body(r#"{"success":false,"error":"not found"}"#);
+                answer.status = 404;
+                Ok(answer)
+            },
+        )
+        .await;
+    assert_eq!(r.unwrap().status, 404, "{key}: served either way");
+    (role, cache.get(key).await.is_some())
+}
+
+/// Under `second_ask` a "not found" is served and let go the first time its key is
+/// fetched, and kept the second; `first_ask` keeps it at once, and a found answer
+/// is kept at once under either.
+#[tokio::test]
+async fn a_not_found_is_kept_from_the_ask_its_setting_names() {
+    let cache = Cache::new(16 * 1024 * 1024, TaskTracker::new());
+    let second = NegativeKeep::SecondAsk;
+    assert_eq!(
+        fill_not_found(&cache, "/a", second).await,
+        (FillRole::Relayed, false)
+    );
+    assert_eq!(
+        fill_not_found(&cache, "/b", second).await,
+        (FillRole::Relayed, false)
+    );
+    assert_eq!(
+        fill_not_found(&cache, "/a", second).await,
+        (FillRole::Leader, true)
+    );
+    let first = NegativeKeep::FirstAsk;
+    assert_eq!(
+        fill_not_found(&cache, "/c", first).await,
+        (FillRole::Leader, true)
+    );
+
+    let how = (Want::Lately, FillTask::Starters, None, second);
+    let (r, role) = cache
+        .fill_wanting("/d", how, |_| false, |_, _| async { Ok(body("{}")) })
+        .await;
+    assert!(r.is_ok() && role == FillRole::Leader);
+    assert!(
+        cache.get("/d").await.is_some(),
+        "a found answer is kept at once"
+    );
 }
