@@ -41,6 +41,11 @@ impl Collector for CacheMetrics {
                 "Entries evicted to make room",
                 store.evictions(),
             ),
+            (
+                "cache_negatives_relayed",
+                "Upstream \"not found\" answers relayed without being kept (first asks under freshness.negative_keep = second_ask)",
+                store.negatives_relayed(),
+            ),
         ] {
             expose::counter(&mut encoder, name, help, value)?;
         }

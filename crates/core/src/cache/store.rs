@@ -114,6 +114,9 @@ struct Inner {
     /// Which keys' "not found" answers were fetched lately, for
     /// `freshness.negative_keep = "second_ask"`.
     negatives: Doorkeeper,
+    /// "Not found" answers fetched and relayed without being kept (first asks
+    /// under `second_ask`).
+    negatives_relayed: AtomicU64,
     /// Which compressed representations fills make, and their permits.
     compressor: Compressor,
     /// Weight inserted since moka last caught up (see [`SETTLE_SHARE`]).
@@ -268,6 +271,7 @@ impl Cache {
                 disk: None,
                 doorkeeper: Doorkeeper::default(),
                 negatives: Doorkeeper::default(),
+                negatives_relayed: AtomicU64::new(0),
                 compressor: Compressor::default(),
                 unsettled: AtomicU64::new(0),
                 purged: Arc::default(),
@@ -519,6 +523,12 @@ impl Cache {
         self.inner.evictions.load(Ordering::Relaxed)
     }
 
+    /// Upstream "not found" answers relayed without being kept: first asks under
+    /// `freshness.negative_keep = "second_ask"`.
+    pub fn negatives_relayed(&self) -> u64 {
+        self.inner.negatives_relayed.load(Ordering::Relaxed)
+    }
+
     /// The capacity, `cache.max_bytes`.
     pub fn max_bytes(&self) -> u64 {
         self.inner.max_bytes
@@ -631,6 +641,8 @@ impl Cache {
                 let kept = inner.keeps(ending.key(), &entry, negatives);
                 if kept {
                     inner.keep(ending.key(), &entry, since).await;
+                } else {
+                    inner.negatives_relayed.fetch_add(1, Ordering::Relaxed);
                 }
                 // The flight ends here, after the insert: a caller that finds no
                 // flight is sure to find the answer in `entries` (if it was kept).

@@ -75,6 +75,7 @@ async fn metrics_count_hits_misses_and_upstream_outcomes() {
         "process_resident_memory_bytes ",
         "process_open_fds ",
         "mdproxy_cache_evictions_total 0",
+        "mdproxy_cache_negatives_relayed_total 0",
         r#"mdproxy_config_reloads_total{result="refused"} 0"#,
     ] {
         assert!(text.contains(line), "{line} in\n{text}");

@@ -305,6 +305,8 @@ async fn unknown_code_is_kept_from_its_second_ask_under_second_ask() {
     );
     assert!(header(&third, "cache-status").ends_with("detail=negative"));
     assert_eq!(env.sim.hits_for(unknown), 2, "asked twice, then kept");
+    let store = env.proxy.state().cache().store().clone();
+    assert_eq!(store.negatives_relayed(), 1, "the first ask, counted");
 
     let found = env.get(NEWS).await;
     assert_eq!(header(&found, "cache-status"), "mdproxy; fwd=miss; stored");
@@ -316,6 +318,7 @@ async fn unknown_code_is_kept_from_its_second_ask_under_second_ask() {
     assert_eq!(header(&kept, "cache-status"), "mdproxy; fwd=miss; stored");
     assert_eq!(header(&env.get(other).await, "x-cache"), "HIT");
     assert_eq!(env.sim.hits_for(other), 1);
+    assert_eq!(store.negatives_relayed(), 1, "a 404 kept is not counted");
 }
 
 // ---------------------------------------------------------------------------------

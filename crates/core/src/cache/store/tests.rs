@@ -653,6 +653,7 @@ async fn a_not_found_is_kept_from_the_ask_its_setting_names() {
         fill_not_found(&cache, "/a", second).await,
         (FillRole::Leader, true)
     );
+    assert_eq!(cache.negatives_relayed(), 2, "the two first asks, counted");
     let first = NegativeKeep::FirstAsk;
     assert_eq!(
         fill_not_found(&cache, "/c", first).await,
@@ -668,4 +669,5 @@ async fn a_not_found_is_kept_from_the_ask_its_setting_names() {
         cache.get("/d").await.is_some(),
         "a found answer is kept at once"
     );
+    assert_eq!(cache.negatives_relayed(), 2, "kept answers are not counted");
 }
