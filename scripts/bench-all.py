@@ -89,6 +89,7 @@ def miss_rows(load_json, kept, relay):
         md = servers["mdproxy"]["runs"]
         vs_before = by_round(md, servers["before"]["runs"]) if "before" in servers else "–"
         anchors = [f"md/Varnish {by_round(md, servers['varnish']['runs'])}"] if "varnish" in servers else []
+        anchors += relay_anchor(md, servers)
         rows.append((f"miss, {kind}", "md/before " + vs_before,
                      f"md/nginx {by_round(md, servers['nginx']['runs'])}; mdproxy {cpu(md)}",
                      "; ".join(anchors + [f"nginx {cpu(servers['nginx']['runs'])}"]), "≥ nginx"))
@@ -99,8 +100,15 @@ def miss_rows(load_json, kept, relay):
             rows.append((f"miss, unlisted code, {name}",
                          "md/before " + by_round(md, s["before"]["runs"]) if "before" in s else "–",
                          f"md/nginx {by_round(md, s['nginx']['runs'])}; mdproxy {cpu(md)}",
-                         f"nginx {cpu(s['nginx']['runs'])}", "≥ nginx"))
+                         "; ".join([f"nginx {cpu(s['nginx']['runs'])}"] + relay_anchor(md, s)), "≥ nginx"))
     return rows
+
+
+def relay_anchor(md, servers):
+    """md/bare relay by round (examples/bare_relay: the stack's floor), where it ran."""
+    if "relay" not in servers:
+        return []
+    return [f"md/bare relay {by_round(md, servers['relay']['runs'])} ({cpu(servers['relay']['runs'])})"]
 
 
 def disk_rows(now, before):

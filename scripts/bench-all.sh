@@ -59,7 +59,7 @@ fi
 if want 404; then
   for way in relay kept; do
     step "the 404, nginx ${way}"
-    SIZES= H2_SIZES= DURATION=4 MISS_ROUNDS=3 MISS_KINDS=unlisted-code ONLY=mdproxy,nginx \
+    SIZES= H2_SIZES= DURATION=4 MISS_ROUNDS=3 MISS_KINDS=unlisted-code ONLY=mdproxy,nginx,relay \
       NGINX_CACHE_404=$([ "$way" = kept ] && echo 1 || true) \
       scripts/load-compare.sh >"$out/404-$way.log" 2>&1
     cp target/load/results.json "$out/404-$way.json"

@@ -10,7 +10,9 @@
 #   SIZES=detail,week-gz         answers: detail indices watchlist week day, each also -gz -br -zstd
 #                                (Accept-Encoding naming that coding; nginx-light has gzip only;
 #                                empty: no hit rounds, only the miss flood)
-#   ONLY=mdproxy,bare            servers (mdproxy nginx varnish bare; before with BEFORE_REV)
+#   ONLY=mdproxy,bare            servers (mdproxy nginx varnish bare relay; before with BEFORE_REV);
+#                                relay (examples/bare_relay.rs, hyper relaying each request
+#                                to the simulator) is the miss floods' floor, flooded only
 #   BEFORE_REV=746a14d           also measure the release binary of that commit, as "before",
 #                                beside this one (hit rows and the miss flood gain md/before)
 #   H2_SIZES=detail,watchlist    answers for h2load (empty: none); H2_STREAMS=10
@@ -60,18 +62,19 @@ fi
 # Two builds: an example pulls in the dev-dependencies, whose features must not
 # change the binary that is measured.
 cargo build --release --quiet --bin mdproxy
-cargo build --release --quiet -p mdproxy --example bare_hyper
+cargo build --release --quiet -p mdproxy --example bare_hyper --example bare_relay
 ulimit -n "$(ulimit -Hn)"
 
 exec python3 scripts/load-compare.py \
   --bin "$target_dir/release/mdproxy" \
   --bare "$target_dir/release/examples/bare_hyper" \
+  --relay "$target_dir/release/examples/bare_relay" \
   --duration "${DURATION:-6}" \
   --rounds "${ROUNDS:-5}" \
   --connections "${CONNECTIONS:-64}" \
   --threads "${THREADS:-2}" \
   --sizes "${SIZES-detail,watchlist,watchlist-gz,week,week-gz,day}" \
-  --only "${ONLY:-mdproxy,nginx,varnish,bare}" \
+  --only "${ONLY:-mdproxy,nginx,varnish,bare,relay}" \
   --h2-sizes "${H2_SIZES-detail,watchlist}" \
   --h2-streams "${H2_STREAMS:-10}" \
   --warmup "${WARMUP:-1}" \

@@ -4,7 +4,8 @@
 # Debian's valgrind, nghttp2-client and nginx-light when missing. A few minutes.
 #   REQUESTS=2000 KINDS=news-search,cpi-page,unlisted-code BIN=path scripts/miss-cost.sh
 #                                (also news-search-gz: the news search asked with gzip)
-#   ANCHORS=nginx                the anchor counted beside mdproxy (empty: none)
+#   ANCHORS=nginx                the anchors counted beside mdproxy: nginx, relay (a bare
+#                                hyper relay, examples/bare_relay.rs: the stack's floor); empty: none
 #   KEEP=1                       keep the callgrind dumps (one per kind) to annotate
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,8 @@ fi
 if [ -z "${BIN:-}" ]; then
   cargo build --release --quiet -p mdproxy --bin mdproxy
 fi
+case ",${ANCHORS-nginx}," in *,relay,*) cargo build --release --quiet -p mdproxy --example bare_relay ;; esac
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 exec python3 scripts/miss-cost.py --bin "${BIN:-target/release/mdproxy}" \
   --requests "${REQUESTS:-2000}" --kinds "${KINDS:-news-search,cpi-page,unlisted-code}" \
-  --anchors "${ANCHORS-nginx}"
+  --anchors "${ANCHORS-nginx}" --relay "$target_dir/release/examples/bare_relay"
