@@ -55,7 +55,7 @@ LABELS = {"detail": "stock detail", "indices": "indices", "watchlist": "7-stock 
 DEFAULT_SIZES = "detail,watchlist,watchlist-gz,week,week-gz,day"
 SERVERS = ["mdproxy", "candidate", "before", "nginx", "varnish", "bare"]
 TITLES = {"mdproxy": "mdproxy", "candidate": "candidate", "before": "before", "nginx": "nginx",
-          "varnish": "Varnish", "bare": "bare hyper", "relay": "bare relay"}
+          "varnish": "Varnish", "bare": "bare hyper", "relay": "bare relay", "raw": "raw relay"}
 CLIENT_TOKEN = "load-token"
 UPSTREAM_TOKEN = "sim-secret"
 ADMIN_TOKEN = "load-admin"
@@ -434,7 +434,8 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--bare", required=True)
     ap.add_argument("--relay", default="",
-                    help="examples/bare_relay: the miss floods' floor on mdproxy's stack (ONLY names 'relay')")
+                    help="examples/bare_relay: the miss floods' floor on mdproxy's stack (ONLY names 'relay'; "
+                         "'raw' runs it with --raw, without hyper)")
     ap.add_argument("--candidate", default="",
                     help="another mdproxy binary, measured beside --bin with the same config (an A/B of two builds)")
     ap.add_argument("--duration", type=int, default=6)
@@ -460,11 +461,11 @@ def main():
     for s in sizes:
         if s not in ANSWERS:
             raise SystemExit(f"SIZES: unknown answer {s!r}; known: {', '.join(ANSWERS)}")
-    # The bare relay answers misses only: it is flooded, never asked for hits.
-    relay_on = "relay" in args.only.split(",")
-    if relay_on and not args.relay:
-        raise SystemExit("ONLY names 'relay' but --relay (examples/bare_relay) is not set")
-    servers = [s for s in args.only.split(",") if s and s not in ("candidate", "relay")]
+    # The relays answer misses only: they are flooded, never asked for hits.
+    relays = [r for r in ("relay", "raw") if r in args.only.split(",")]
+    if relays and not args.relay:
+        raise SystemExit(f"ONLY names {relays} but --relay (examples/bare_relay) is not set")
+    servers = [s for s in args.only.split(",") if s and s not in ("candidate", "relay", "raw")]
     if args.before and "before" not in servers:
         servers.insert(servers.index("mdproxy") + 1 if "mdproxy" in servers else 0, "before")
     if "before" in servers and not args.before:
@@ -486,7 +487,7 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    ports = {name: free_port() for name in ["sim", "relay"] + SERVERS}
+    ports = {name: free_port() for name in ["sim", "relay", "raw"] + SERVERS}
     admin_ports = {name: free_port() for name in ("mdproxy", "candidate", "before")}
     sim = start("sim", [args.bin, "sim", "--listen", f"127.0.0.1:{ports['sim']}", "--token", UPSTREAM_TOKEN, "--log", "warn"])
     wait_listening("sim", ports["sim"], sim)
@@ -528,10 +529,11 @@ def main():
                               "-T", f"127.0.0.1:{free_port()}"])
         wait_listening("varnish", ports["varnish"], p)
 
-    if relay_on:
-        p = start("relay", [args.relay, "--listen", f"127.0.0.1:{ports['relay']}",
-                            "--upstream", f"http://127.0.0.1:{ports['sim']}", "--token", UPSTREAM_TOKEN])
-        wait_listening("relay", ports["relay"], p)
+    for r in relays:
+        upstream = f"127.0.0.1:{ports['sim']}"
+        p = start(r, [args.relay, *(["--raw"] if r == "raw" else []), "--listen", f"127.0.0.1:{ports[r]}",
+                      "--upstream", upstream, "--token", UPSTREAM_TOKEN])
+        wait_listening(r, ports[r], p)
 
     auth = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
     base = {s: f"http://127.0.0.1:{ports[s]}/api/v1" for s in SERVERS}
@@ -649,7 +651,7 @@ def main():
     # ---- the miss flood: every request a key never seen, in front of the simulator;
     # the simulator asked directly is the ceiling.
     miss_servers = ([s for s in ("mdproxy", "candidate", "before", "nginx", "varnish") if s in servers]
-                    + (["relay"] if relay_on else []) + ["simulator"])
+                    + relays + ["simulator"])
     miss_kinds = [k for k in args.miss_kinds.split(",") if k]
     for k in miss_kinds:
         if k not in MISS_TARGETS:
@@ -811,7 +813,7 @@ def main():
                 print(f"    {TITLES.get(server, server):<10} " + " / ".join(rate(x) for x in rates)
                       + f"   p99 " + " / ".join(ms(x) for x in p99s) + " ms"
                       + f"   CPU us/request user+system {cpu}")
-            for other in ("nginx", "varnish", "before", "candidate", "relay"):
+            for other in ("nginx", "varnish", "before", "candidate", "relay", "raw"):
                 if (kind, other) not in miss_runs or (kind, "mdproxy") not in miss_runs:
                     continue
                 ratios = [a["rps"] / b["rps"] for a, b in zip(miss_runs[(kind, "mdproxy")], miss_runs[(kind, other)])

@@ -11,8 +11,9 @@
 #                                (Accept-Encoding naming that coding; nginx-light has gzip only;
 #                                empty: no hit rounds, only the miss flood)
 #   ONLY=mdproxy,bare            servers (mdproxy nginx varnish bare relay; before with BEFORE_REV);
-#                                relay (examples/bare_relay.rs, hyper relaying each request
-#                                to the simulator) is the miss floods' floor, flooded only
+#                                relay (examples/bare_relay, hyper relaying each request
+#                                to the simulator) is the miss floods' floor, flooded only;
+#                                raw the same relay on tokio without hyper (its --raw)
 #   BEFORE_REV=746a14d           also measure the release binary of that commit, as "before",
 #                                beside this one (hit rows and the miss flood gain md/before)
 #   H2_SIZES=detail,watchlist    answers for h2load (empty: none); H2_STREAMS=10

@@ -68,7 +68,7 @@ def main():
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--anchors", default="nginx",
-                    help="nginx and/or relay (examples/bare_relay), or empty: mdproxy alone")
+                    help="nginx, relay (examples/bare_relay), raw (the same with --raw), or empty: mdproxy alone")
     ap.add_argument("--relay", default="target/release/examples/bare_relay")
     args = ap.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
@@ -116,7 +116,11 @@ access = false
     if "relay" in args.anchors.split(","):
         relay_port = free_port()
         servers["relay"] = (relay_port, [args.relay, "--listen", f"127.0.0.1:{relay_port}",
-                                         "--upstream", f"http://127.0.0.1:{sim_port}", "--token", "up-token"])
+                                         "--upstream", f"127.0.0.1:{sim_port}", "--token", "up-token"])
+    if "raw" in args.anchors.split(","):
+        raw_port = free_port()
+        servers["raw"] = (raw_port, [args.relay, "--raw", "--listen", f"127.0.0.1:{raw_port}",
+                                     "--upstream", f"127.0.0.1:{sim_port}", "--token", "up-token"])
     pids = {}
     for name, (port, argv) in servers.items():
         out = os.path.join(work, f"callgrind.{name}")
@@ -127,7 +131,7 @@ access = false
     print(f"callgrind, {n} misses a figure (each a key never asked) over one keep-alive "
           "connection (h2load --h1), each server's user-space instructions only", flush=True)
     print(f"{'miss':16} " + " ".join(f"{name:>12}" for name in servers)
-          + "".join(f"  md/{a:5}" for a in ("nginx", "relay") if a in servers) + "  statuses")
+          + "".join(f"  md/{a:5}" for a in ("nginx", "relay", "raw") if a in servers) + "  statuses")
     warm = max(n // 5, 200)
     for kind in kinds:
         target, headers = KINDS[kind], HEADERS.get(kind, ())
@@ -143,7 +147,7 @@ access = false
             if statuses and codes != statuses:
                 raise SystemExit(f"{kind}: {name} answered {codes}, mdproxy {statuses}")
             statuses = codes
-        ratio = "".join(f"  {per['mdproxy'] / per[a]:8.2f}" for a in ("nginx", "relay") if a in per)
+        ratio = "".join(f"  {per['mdproxy'] / per[a]:8.2f}" for a in ("nginx", "relay", "raw") if a in per)
         print(f"{kind:16} " + " ".join(f"{per[name]:12.0f}" for name in servers)
               + f"{ratio}  {statuses}", flush=True)
 

@@ -5,7 +5,8 @@
 #   REQUESTS=2000 KINDS=news-search,cpi-page,unlisted-code BIN=path scripts/miss-cost.sh
 #                                (also news-search-gz: the news search asked with gzip)
 #   ANCHORS=nginx                the anchors counted beside mdproxy: nginx, relay (a bare
-#                                hyper relay, examples/bare_relay.rs: the stack's floor); empty: none
+#                                hyper relay, examples/bare_relay: the stack's floor), raw
+#                                (the same relay without hyper, its --raw); empty: none
 #   KEEP=1                       keep the callgrind dumps (one per kind) to annotate
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ fi
 if [ -z "${BIN:-}" ]; then
   cargo build --release --quiet -p mdproxy --bin mdproxy
 fi
-case ",${ANCHORS-nginx}," in *,relay,*) cargo build --release --quiet -p mdproxy --example bare_relay ;; esac
+case ",${ANCHORS-nginx}," in *,relay,*|*,raw,*) cargo build --release --quiet -p mdproxy --example bare_relay ;; esac
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 exec python3 scripts/miss-cost.py --bin "${BIN:-target/release/mdproxy}" \
   --requests "${REQUESTS:-2000}" --kinds "${KINDS:-news-search,cpi-page,unlisted-code}" \

@@ -34,14 +34,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
-// The same allocator as the mdproxy binary, so the floor differs only by the work.
-#[cfg(feature = "jemalloc")]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// The same allocator as the mdproxy binary.
+#[path = "support/allocator.rs"]
+mod allocator;
 
 /// One prebuilt answer.
 struct Answer {

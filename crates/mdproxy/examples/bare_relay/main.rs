@@ -1,22 +1,24 @@
-//! The miss path's floor on mdproxy's stack: a bare hyper server relaying every
-//! request to the upstream through hyper-util's pooled client, keep-alive, and
-//! answering with the upstream's status, `Content-Type` and body. No cache, no
-//! auth, no validation, no envelope check, no single flight: what any proxy built
-//! on hyper and tokio does for a miss at the least.
+//! The miss path's floors: a bare server relaying every request to the upstream
+//! over pooled keep-alive connections and answering with the upstream's status,
+//! `Content-Type` and body. No cache, no auth, no validation, no envelope check, no
+//! single flight. By default it is hyper-util's server and hyper-util's client,
+//! HTTP/1.1 and h2c by prior knowledge on one listener as mdproxy serves them: what
+//! any proxy on hyper and tokio does for a miss at the least. With `--raw` it is
+//! tokio and httparse without hyper ([`raw`]): an upper bound for a server side
+//! written by hand.
 //!
-//! `scripts/miss-cost.sh` counts its instructions a miss beside mdproxy's and
-//! nginx's (`ANCHORS=nginx,relay`), and `scripts/load-compare.sh` floods it beside
-//! them (`ONLY=...,relay`):
+//! `scripts/miss-cost.sh` counts their instructions a miss beside mdproxy's and
+//! nginx's (`ANCHORS=nginx,relay,raw`), and `scripts/load-compare.sh` floods them
+//! (`relay`, `raw` in `ONLY`):
 //!
 //! ```text
 //! cargo build --release --example bare_relay
 //! target/release/examples/bare_relay --listen 127.0.0.1:8098 \
-//!     --upstream http://127.0.0.1:9090 --token sim-upstream-token
+//!     --upstream 127.0.0.1:9090 --token sim-upstream-token [--raw]
 //! ```
 //!
 //! A request's path and query go to `--upstream` as they came (`/api/v1/...` on
-//! both sides), with the upstream token as a bearer token. HTTP/1.1 and h2c by
-//! prior knowledge on one listener, as mdproxy serves them.
+//! both sides), with the upstream token as a bearer token.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -33,19 +35,16 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
-// The same allocator as the mdproxy binary, so the floor differs only by the work.
-#[cfg(feature = "jemalloc")]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+mod raw;
 
-#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// The same allocator as the mdproxy binary.
+#[path = "../support/allocator.rs"]
+mod allocator;
 
 /// What every request shares: the pooled client, where it sends, and how it signs.
 struct Relay {
     client: Client<HttpConnector, Empty<Bytes>>,
-    /// `http://host:port`, no trailing slash.
+    /// `http://host:port`.
     upstream: String,
     bearer: HeaderValue,
 }
@@ -83,34 +82,49 @@ fn status_only(status: StatusCode) -> Response<Full<Bytes>> {
 
 struct Args {
     listen: String,
+    /// `HOST:PORT`.
     upstream: String,
     token: String,
+    raw: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let (mut listen, mut upstream, mut token) = (None, None, None);
+    let (mut listen, mut upstream, mut token, mut raw) = (None, None, None, false);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--listen" => listen = args.next(),
             "--upstream" => upstream = args.next(),
             "--token" => token = args.next(),
+            "--raw" => raw = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
     Ok(Args {
         listen: listen.ok_or("--listen ADDR is required")?,
-        upstream: upstream
-            .ok_or("--upstream http://HOST:PORT is required")?
-            .trim_end_matches('/')
-            .to_owned(),
+        upstream: upstream.ok_or("--upstream HOST:PORT is required")?,
         token: token.unwrap_or_default(),
+        raw,
     })
 }
 
 #[tokio::main]
 async fn main() -> Result<(), String> {
     let args = parse_args()?;
+    let listener = TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| format!("{}: {e}", args.listen))?;
+    let kind = if args.raw { "raw" } else { "bare" };
+    eprintln!("{kind} relay listening on {}", args.listen);
+    if args.raw {
+        raw::serve(listener, &args.upstream, &args.token).await
+    } else {
+        serve_hyper(listener, args).await
+    }
+}
+
+/// The hyper relay: hyper-util's server in front of hyper-util's pooled client.
+async fn serve_hyper(listener: TcpListener, args: Args) -> Result<(), String> {
     let bearer = HeaderValue::from_str(&format!("Bearer {}", args.token))
         .map_err(|_| "--token: not a header value".to_owned())?;
     let mut connector = HttpConnector::new();
@@ -120,17 +134,13 @@ async fn main() -> Result<(), String> {
         .build(connector);
     let relay_state = Arc::new(Relay {
         client,
-        upstream: args.upstream,
+        upstream: format!("http://{}", args.upstream),
         bearer,
     });
-    let listener = TcpListener::bind(&args.listen)
-        .await
-        .map_err(|e| format!("{}: {e}", args.listen))?;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new());
     builder.http2().timer(TokioTimer::new());
     let builder = Arc::new(builder);
-    eprintln!("bare relay listening on {}", args.listen);
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
