@@ -530,9 +530,8 @@ def main():
         wait_listening("varnish", ports["varnish"], p)
 
     for r in relays:
-        upstream = f"127.0.0.1:{ports['sim']}"
         p = start(r, [args.relay, *(["--raw"] if r == "raw" else []), "--listen", f"127.0.0.1:{ports[r]}",
-                      "--upstream", upstream, "--token", UPSTREAM_TOKEN])
+                      "--upstream", f"127.0.0.1:{ports['sim']}", "--token", UPSTREAM_TOKEN])
         wait_listening(r, ports[r], p)
 
     auth = {"Authorization": f"Bearer {CLIENT_TOKEN}"}

@@ -113,14 +113,13 @@ access = false
         nginx_conf = os.path.join(work, "nginx.conf")
         harness.nginx_proxy_cache(nginx_conf, nginx_port, sim_port, cache_dir, "up-token", single=True)
         servers["nginx"] = (nginx_port, ["nginx", "-c", nginx_conf, "-p", work])
-    if "relay" in args.anchors.split(","):
-        relay_port = free_port()
-        servers["relay"] = (relay_port, [args.relay, "--listen", f"127.0.0.1:{relay_port}",
-                                         "--upstream", f"127.0.0.1:{sim_port}", "--token", "up-token"])
-    if "raw" in args.anchors.split(","):
-        raw_port = free_port()
-        servers["raw"] = (raw_port, [args.relay, "--raw", "--listen", f"127.0.0.1:{raw_port}",
-                                     "--upstream", f"127.0.0.1:{sim_port}", "--token", "up-token"])
+    # The two relays are one example: `raw` is it with --raw (no hyper).
+    for name in ("relay", "raw"):
+        if name in args.anchors.split(","):
+            port = free_port()
+            servers[name] = (port, [args.relay, *(["--raw"] if name == "raw" else []),
+                                    "--listen", f"127.0.0.1:{port}",
+                                    "--upstream", f"127.0.0.1:{sim_port}", "--token", "up-token"])
     pids = {}
     for name, (port, argv) in servers.items():
         out = os.path.join(work, f"callgrind.{name}")
