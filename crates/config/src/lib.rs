@@ -170,6 +170,11 @@ pub struct ServerConfig {
     pub max_headers: usize,
     /// Largest request head (request line and headers) in bytes, at least 8192.
     pub max_header_bytes: usize,
+    /// Serve clear-text HTTP/1.1 `GET`s on mdproxy's own keep-alive loop (httparse,
+    /// one write an answer) rather than hyper's; a connection's first request of
+    /// another kind hands it to hyper for good. `false`: hyper serves every request
+    /// (docs/BENCHMARKS.md, "The bare HTTP/1.1 path").
+    pub bare_http1: bool,
     /// How long shutdown waits for open connections before closing them.
     pub shutdown_grace_ms: u64,
     /// Browser origins allowed by CORS (`https://dash.example.com`, or `*`).
@@ -224,6 +229,7 @@ impl Default for ServerConfig {
             keep_alive: true,
             max_headers: HYPER_MAX_HEADERS,
             max_header_bytes: 16 * 1024,
+            bare_http1: true,
             shutdown_grace_ms: 5_000,
             cors_origins: Vec::new(),
             reload_poll_ms: 2_000,

@@ -18,6 +18,7 @@ impl Config {
                 s.keep_alive,
                 s.max_headers,
                 s.max_header_bytes,
+                s.bare_http1,
                 s.h2_max_streams,
                 s.h2_ping_secs,
             )

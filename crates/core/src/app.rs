@@ -282,6 +282,8 @@ fn serve_clients(
     let stream_edge = Arc::clone(edge);
     let streams = Streams {
         path: format!("{API_PREFIX}{STREAM_PATH}"),
+        // The MCP endpoint's own handler reads bodies: hyper serves it.
+        leave: crate::mcp::PATHS.to_vec(),
         handler: Arc::new(move |req, connection| {
             let handled = stream_edge.handle(req, connection);
             Box::pin(async move {

@@ -10,6 +10,7 @@
 pub(crate) mod access_log;
 pub(crate) mod admission;
 pub(crate) mod auth;
+pub(crate) mod bare;
 pub mod body;
 pub(crate) mod cors;
 pub mod handler;

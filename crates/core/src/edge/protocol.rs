@@ -28,6 +28,9 @@ pub struct ConnectionLimits {
     pub max_headers: usize,
     /// Largest request head; hyper's read buffer (at least 8192).
     pub max_header_bytes: usize,
+    /// Clear-text HTTP/1.1 `GET`s on the bare socket's keep-alive loop (where the
+    /// listener has its streams), not hyper's (`server.bare_http1`).
+    pub bare_http1: bool,
     /// Streams one HTTP/2 connection may have open at once.
     pub h2_max_streams: u32,
     /// Silence from an HTTP/2 client with streams open after which it is pinged
@@ -47,6 +50,7 @@ impl From<&ServerConfig> for ConnectionLimits {
             keep_alive: server.keep_alive,
             max_headers: server.max_headers,
             max_header_bytes: server.max_header_bytes,
+            bare_http1: server.bare_http1,
             h2_max_streams: server.h2_max_streams,
             h2_ping: (server.h2_ping_secs > 0).then(|| Duration::from_secs(server.h2_ping_secs)),
         }
@@ -70,6 +74,7 @@ impl ConnectionLimits {
             keep_alive: true,
             max_headers: HYPER_MAX_HEADERS,
             max_header_bytes: 16 * 1024,
+            bare_http1: false,
             h2_max_streams: 32,
             h2_ping: None,
         }

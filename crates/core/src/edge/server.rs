@@ -17,12 +17,13 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::edge::admission::{self, Closer, Occupancy, Refusal};
+use crate::edge::bare::{self, Ended};
 use crate::edge::body::Body;
 use crate::edge::protocol::{self, Builders, ConnectionLimits, Protocol};
 use crate::edge::sniff;
@@ -63,12 +64,23 @@ pub struct Connection {
 pub type StreamHandler =
     Arc<dyn Fn(Request<()>, Arc<Connection>) -> BoxFuture<'static, Response<Body>> + Send + Sync>;
 
-/// Long-lived event streams served without hyper (see [`sse`]): plain HTTP/1.1
-/// `GET`s of `path`, answered by `handler` (the same handler as every request).
+/// What clear-text HTTP/1.1 is served with on the bare socket, without hyper:
+/// long-lived event streams (see [`sse`]), plain `GET`s of `path`; and every other
+/// plain `GET` but those of `leave` on a kept-alive connection (see [`bare`]). Both
+/// are answered by `handler` (the same handler as every request).
 #[derive(Clone)]
 pub struct Streams {
     pub path: String,
+    /// Paths whose `GET`s hyper serves (another handler answers them).
+    pub leave: Vec<&'static str>,
     pub handler: StreamHandler,
+}
+
+impl Streams {
+    /// Whether a plain `GET` of `path` is served by the bare socket's keep-alive loop.
+    fn takes(&self, path: &str) -> bool {
+        path != self.path && !self.leave.contains(&path)
+    }
 }
 
 /// Serves HTTP/1.1 and HTTP/2 as `listening` says with `handler` until `shutdown`
@@ -305,8 +317,45 @@ where
         if self.draining.is_cancelled() {
             return Ok(());
         }
+        if protocol == Protocol::H1
+            && self.builders.limits().bare_http1
+            && let Some(streams) = self.streams.clone()
+        {
+            // Boxed, as hyper's state is: a stream on the bare socket is not its size.
+            return Box::pin(self.bare(stream, &streams)).await;
+        }
         // Boxed: a stream on the bare socket is not the size of hyper's state.
         Box::pin(self.hyper(stream, protocol)).await
+    }
+
+    /// Clear-text HTTP/1.1: plain `GET`s on the bare socket's keep-alive loop, from
+    /// the first request it leaves on, hyper with the bytes read so far.
+    async fn bare(self, mut stream: TcpStream, streams: &Streams) -> Result<(), ConnectionError> {
+        let limits = self.builders.limits();
+        let rules = bare::Rules {
+            header_read_timeout: limits.header_read_timeout,
+            send_timeout: limits.send_timeout,
+            max_head: limits.max_header_bytes,
+            max_headers: limits.max_headers,
+            keep_alive: limits.keep_alive,
+        };
+        let connection = &self.connection;
+        let answer = |request| (streams.handler)(request, Arc::clone(connection));
+        let served = bare::serve(
+            &mut stream,
+            rules,
+            |path| streams.takes(path),
+            answer,
+            &self.draining,
+        );
+        match served.await {
+            Ended::Done => Ok(()),
+            Ended::Hyper(read) => {
+                let (reader, writer) = stream.into_split();
+                let socket = tokio::io::join(std::io::Cursor::new(read).chain(reader), writer);
+                self.hyper(socket, Protocol::H1).await
+            }
+        }
     }
 
     /// A connection over TLS: its protocol is the one ALPN chose.

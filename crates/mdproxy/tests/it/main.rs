@@ -5,6 +5,7 @@
 mod support;
 
 mod admin;
+mod bare;
 mod cache;
 mod cli;
 mod cluster;

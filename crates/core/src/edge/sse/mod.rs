@@ -1,5 +1,5 @@
 //! Event streams on the bare socket: a plain HTTP/1.1 `GET` of the stream path is
-//! taken off the socket (`head`), answered by the same handler as every other
+//! taken off the socket (its head read by the bare socket's `head`), answered by the same handler as every other
 //! request, and its text/event-stream body written as chunks straight to the
 //! socket, without hyper's per-connection read and write buffers (16 KiB that an
 //! idle subscriber would hold for hours; docs/quote-stream.md). The socket is
@@ -7,28 +7,24 @@
 //! while the stream is caught up. Anything unusual (a head split over several
 //! reads, a body, an upgrade, HTTP/1.0) is left to hyper untouched.
 
-mod head;
 mod outlet;
 
-pub use head::may_be;
+pub use crate::edge::bare::head::may_be;
 pub use outlet::{Socket, chunk};
 
 use std::io::ErrorKind;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::Body as _;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+use crate::edge::bare::close_gently;
+use crate::edge::bare::head::{self, Framing};
 use crate::edge::body::Body;
-
-/// How long a connection closed after an answer is given to take it (its unread
-/// bytes are drained meanwhile: closing with unread bytes resets the connection,
-/// and the client might lose the answer).
-const LINGER: Duration = Duration::from_secs(1);
 
 /// Marks an answer whose body frames are HTTP/1.1 chunks already (the hub frames a
 /// stream's events when it writes them to an [`Outlet`](crate::hub::Outlet)).
@@ -81,7 +77,15 @@ pub async fn write(socket: Arc<TcpStream>, response: Response<Body>) {
     let (parts, mut body) = response.into_parts();
     let length = body.size_hint().exact();
     let chunked = parts.extensions.get::<Chunked>().is_some();
-    let head = head::response_head(&parts, length, SystemTime::now());
+    let framing = length.map_or(Framing::Chunked, Framing::Length);
+    let mut head = Vec::with_capacity(512);
+    head::write(
+        &mut head,
+        &parts,
+        framing,
+        length.is_some(),
+        SystemTime::now(),
+    );
     drop(parts);
     if write_all(&socket, &head).await.is_err() {
         return;
@@ -154,19 +158,4 @@ async fn write_all(socket: &TcpStream, mut bytes: &[u8]) -> std::io::Result<()> 
         }
     }
     Ok(())
-}
-
-/// Closes `stream` after an answer: no more writes, then what the client still
-/// sends is read and dropped for at most [`LINGER`], so that closing does not reset
-/// the connection before the client has read the answer.
-pub async fn close_gently(stream: &mut TcpStream) {
-    let drain = async {
-        stream.shutdown().await?;
-        // On the heap: a buffer in the future would make every connection's task
-        // that much larger for as long as it lives.
-        let mut sink = vec![0u8; 4096];
-        while stream.read(&mut sink).await? > 0 {}
-        Ok::<(), std::io::Error>(())
-    };
-    let _ = tokio::time::timeout(LINGER, drain).await;
 }
