@@ -385,6 +385,13 @@ pub fn query_pairs(raw: &str) -> impl Iterator<Item = Result<(Cow<'_, str>, Cow<
             )
         })?;
         let value = form_decode(value).ok_or_else(|| {
+            // A pair without a name (`=%A0`) has nothing else to name.
+            if name.is_empty() {
+                return Error::invalid(
+                    "query",
+                    "the value of a pair without a name is not UTF-8 once percent-decoded",
+                );
+            }
             Error::invalid(
                 &truncate(&name, 64),
                 format!("{} is not UTF-8 once percent-decoded", truncate(&name, 64)),

@@ -459,6 +459,14 @@ fn failures_name_the_parameter() {
             "invalid_parameter",
             "period",
         ),
+        // A pair without a name whose value is not UTF-8 (proptest found it).
+        (
+            "/macro/gdp/series",
+            &[],
+            "code=&=%a0",
+            "invalid_parameter",
+            "query",
+        ),
     ];
     for (path, params, query, code, param) in cases {
         let err = check(path, params, query).expect_err(query);
