@@ -130,7 +130,9 @@ impl Default for FreshnessConfig {
 #[serde(rename_all = "snake_case")]
 pub enum NegativeKeep {
     /// Kept from its first answer: the upstream hears of an unknown key once each
-    /// `negative_secs`.
+    /// `negative_secs`. A key's first 404 waits in a small table beside the store
+    /// (a sixteenth of `cache.max_bytes`), and moves into the store when the key is
+    /// asked again.
     #[default]
     FirstAsk,
     /// Kept once the key is asked again while the node remembers its last answer

@@ -1,6 +1,7 @@
 //! The answer store: a moka future cache bounded by bytes, plus single-flight fills so
 //! that concurrent misses on one key make exactly one upstream request (the flights
-//! themselves are `flight`'s). What to do with an entry is `readthrough`'s decision;
+//! themselves are `flight`'s), and beside moka the 404s of keys asked once
+//! (`first_asks`). What to do with an entry is `readthrough`'s decision;
 //! moka's per-entry expiry only bounds how long memory is held.
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::cache::disk::Disk;
 use crate::cache::doorkeeper::Doorkeeper;
 use crate::cache::encoding::Coding;
 use crate::cache::entry::{CachedBody, settled_weight, weight};
+use crate::cache::first_asks::FirstAsks;
 use crate::cache::flight::{Driven, Ending, FillTask, Filled, Flights, Mark};
 use crate::cache::hot::{Found, Hot};
 use crate::cache::purge::Purge;
@@ -115,6 +117,9 @@ struct Inner {
     /// "Not found" answers fetched and relayed without being kept (first asks
     /// under `second_ask`).
     negatives_relayed: AtomicU64,
+    /// "Not found" answers kept from their first ask under `first_ask`, until
+    /// their key is asked again (then they move to `entries`).
+    first_asks: FirstAsks,
     /// Which compressed representations fills make, and their permits.
     compressor: Compressor,
     /// Weight inserted since moka last caught up (see [`SETTLE_SHARE`]).
@@ -143,6 +148,10 @@ impl Inner {
         let weight = weight(key, entry);
         if settled_weight(key, entry) <= self.max_entry {
             self.entries.insert(key.to_owned(), Arc::clone(entry)).await;
+            // After the insert: a key moving from the first asks is always in one.
+            if self.first_asks.len() > 0 {
+                self.first_asks.remove(key);
+            }
             self.hot.changed(key);
             self.settle(weight).await;
             self.unkeep(key, entry, since).await;
@@ -153,6 +162,41 @@ impl Inner {
                 "answer served but too large to cache"
             );
         }
+    }
+
+    /// Holds a "not found" fetched for its key's first ask in [`FirstAsks`] rather
+    /// than in moka (nor on the disk: it moves to both if its key is asked again).
+    /// `since` as for [`Inner::keep`].
+    fn hold_first_ask(&self, key: &str, entry: &Arc<CachedBody>, since: Stamp) {
+        self.first_asks.put(key, entry, Instant::now());
+        if self.purged.since(key, since) {
+            self.first_asks.remove_if(key, entry);
+            tracing::debug!(key, "answer taken before a purge not kept");
+        }
+    }
+
+    /// The "not found" held for `key` from its first ask, if any; found for the
+    /// first time since, it is moved into moka on a task of its own (the caller
+    /// is answered meanwhile, and a caller that goes away does not stop the move
+    /// halfway past a purge).
+    fn first_ask(self: &Arc<Self>, key: &str) -> Option<Arc<CachedBody>> {
+        if self.first_asks.len() == 0 {
+            return None;
+        }
+        let found = self.first_asks.get_now(key)?;
+        if found.first_read {
+            // Taken after the read, then the entry looked for again: a purge that
+            // dropped it in between is seen here, and one made later takes the
+            // moved entry out again (`keep`'s own check).
+            let since = Stamp::now();
+            if self.first_asks.holds(key, &found.entry) {
+                let (this, key, entry) =
+                    (Arc::clone(self), key.to_owned(), Arc::clone(&found.entry));
+                self.tracker
+                    .spawn(async move { this.keep(&key, &entry, since).await });
+            }
+        }
+        Some(found.entry)
     }
 
     /// Takes `entry`, just stored under `key`, out again if a purge covering it
@@ -219,8 +263,10 @@ impl Cache {
         let evicted = Arc::clone(&evictions);
         let hot = Arc::new(Hot::new(max_bytes));
         let told = Arc::clone(&hot);
+        let first_asks = FirstAsks::new(max_bytes);
         let entries = moka::future::Cache::builder()
-            .max_capacity(max_bytes)
+            // The first asks' table takes its share of the bound.
+            .max_capacity(max_bytes - first_asks.budget())
             // Every removal (evicted, expired, replaced, purged) is told to the hot
             // set. moka may tell it before the removal is made, so the changes made
             // here are told again once they are done (see `Hot::changed`).
@@ -248,6 +294,7 @@ impl Cache {
                 doorkeeper: Doorkeeper::default(),
                 negatives: Doorkeeper::default(),
                 negatives_relayed: AtomicU64::new(0),
+                first_asks,
                 compressor: Compressor::default(),
                 unsettled: AtomicU64::new(0),
                 purged: Arc::default(),
@@ -326,10 +373,13 @@ impl Cache {
         &self.inner.purged
     }
 
-    /// The cached answer for `key`, whatever its freshness, as moka holds it (for
-    /// inspection; requests read through [`held`](Self::held)).
+    /// The cached answer for `key`, whatever its freshness, as the store holds it
+    /// (for inspection; requests read through [`held`](Self::held)).
     pub async fn get(&self, key: &str) -> Option<Arc<CachedBody>> {
-        self.inner.entries.get(key).await
+        match self.inner.entries.get(key).await {
+            Some(entry) => Some(entry),
+            None => self.inner.first_asks.peek(key, Instant::now()),
+        }
     }
 
     /// The cached answer for `key` for a request, whatever its freshness, read at
@@ -358,7 +408,9 @@ impl Cache {
             // let expire (whose removal it tells later) is not served on.
             Found::Held { .. } => inner.entries.get(key).await,
             Found::Missing { version } => {
-                let entry = inner.entries.get(key).await?;
+                let Some(entry) = inner.entries.get(key).await else {
+                    return self.inner.first_ask(key);
+                };
                 inner
                     .hot
                     .hold(key, version, &entry, weight(key, &entry), now_secs);
@@ -376,7 +428,7 @@ impl Cache {
         }
         let dropped = self.inner.entries.remove(key).await.is_some();
         self.inner.hot.changed(key);
-        dropped
+        self.inner.first_asks.remove(key) || dropped
     }
 
     /// Drops every key `purge` covers; returns those dropped. A walk over the
@@ -399,16 +451,29 @@ impl Cache {
                 dropped.push(key);
             }
         }
+        // A key held both ways (for the moment it moves into moka) counts once.
+        let mut first_asks = self
+            .inner
+            .first_asks
+            .remove_matching(|key| purge.matches(key));
+        if !first_asks.is_empty() {
+            let known: std::collections::HashSet<&String> = dropped.iter().collect();
+            first_asks.retain(|key| !known.contains(key));
+            dropped.append(&mut first_asks);
+        }
         dropped
     }
 
     /// Every key cached now (for inspection; a walk over the store).
     pub fn keys(&self) -> Vec<String> {
-        self.inner
+        let mut keys: Vec<String> = self
+            .inner
             .entries
             .iter()
             .map(|(key, _)| String::clone(&key))
-            .collect()
+            .collect();
+        keys.extend(self.inner.first_asks.keys(Instant::now()));
+        keys
     }
 
     /// Whether a fill for `key` is under way.
@@ -427,9 +492,10 @@ impl Cache {
         self.inner.flights.mark(key)
     }
 
-    /// Number of entries (approximate until moka's pending tasks run).
+    /// Number of entries (approximate until moka's pending tasks run, and
+    /// counting first asks' expired "not found"s until their places are taken).
     pub fn entry_count(&self) -> u64 {
-        self.inner.entries.entry_count()
+        self.inner.entries.entry_count() + self.inner.first_asks.len()
     }
 
     /// Entries evicted to make room (not those that expired or were purged).
@@ -450,7 +516,7 @@ impl Cache {
 
     /// Weighted size in bytes (approximate, as `entry_count`).
     pub fn weighted_size(&self) -> u64 {
-        self.inner.entries.weighted_size()
+        self.inner.entries.weighted_size() + self.inner.first_asks.weight()
     }
 
     /// Runs moka's pending maintenance every [`TIDY_EVERY`] until `stop`, on the
@@ -537,7 +603,10 @@ impl Cache {
             let work = async move {
                 let held = match known {
                     Some(held) => held,
-                    None => inner.entries.get(ending.key()).await,
+                    None => match inner.entries.get(ending.key()).await {
+                        Some(held) => Some(held),
+                        None => inner.first_asks.peek(ending.key(), Instant::now()),
+                    },
                 };
                 if let Some(entry) = held.as_ref()
                     && usable(entry)
@@ -548,12 +617,16 @@ impl Cache {
                         kept: true,
                     });
                 }
+                // A "not found" for a key the store holds nothing of is a first ask.
+                let first_ask = held.is_none() && negatives == NegativeKeep::FirstAsk;
                 // Boxed: the fetch's state (the upstream client's futures, several
                 // KB) would otherwise be copied each time the flight is moved.
                 let entry = Arc::new(Box::pin(fetch(held, key)).await?);
                 inner.compressor.make_wanted(&entry, want).await;
                 let kept = inner.keeps(ending.key(), &entry, negatives);
-                if kept {
+                if kept && first_ask && inner.first_asks.takes(ending.key(), &entry) {
+                    inner.hold_first_ask(ending.key(), &entry, since);
+                } else if kept {
                     inner.keep(ending.key(), &entry, since).await;
                 } else {
                     inner.negatives_relayed.fetch_add(1, Ordering::Relaxed);

@@ -54,7 +54,8 @@ impl Cache {
         let again = inner
             .doorkeeper
             .read_again(key, inner.entries.entry_count());
-        let room = inner.entries.weighted_size() + inner.max_entry <= inner.max_bytes;
+        let room = inner.entries.weighted_size() + inner.max_entry
+            <= inner.max_bytes - inner.first_asks.budget();
         if !again && !room {
             return inner.read_disk(disk, key, policy, now, Stamp::now()).await;
         }

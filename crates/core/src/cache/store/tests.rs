@@ -671,3 +671,88 @@ async fn a_not_found_is_kept_from_the_ask_its_setting_names() {
     );
     assert_eq!(cache.negatives_relayed(), 2, "kept answers are not counted");
 }
+
+/// Under `first_ask` a "not found" for a key the store holds nothing of waits in
+/// the first asks' table, not in moka: found there, it is served and moved into
+/// moka; a found answer for its key takes its place; purges, counts and the key
+/// list see it.
+#[tokio::test]
+async fn a_not_found_asked_once_waits_beside_moka_until_asked_again() {
+    let cache = Cache::new(16 << 20, TaskTracker::new());
+    let first = NegativeKeep::FirstAsk;
+    let key = "/stock/detail/605000";
+    assert_eq!(
+        fill_not_found(&cache, key, first).await,
+        (FillRole::Leader, true)
+    );
+    let inner = &cache.inner;
+    assert!(!inner.entries.contains_key(key), "not in moka");
+    cache.sync().await;
+    assert_eq!(
+        (cache.entry_count(), cache.keys()),
+        (1, vec![key.to_owned()])
+    );
+    assert!(cache.weighted_size() > 0);
+
+    let now = Utc::now().timestamp();
+    let Err(unheld) = cache.held(key, now) else {
+        panic!("the hot set holds no first ask");
+    };
+    let read = cache.finish_read(key, unheld, now).await.unwrap();
+    assert_eq!(read.status, 404, "asked again: served from the table");
+    until(|| inner.entries.contains_key(key)).await;
+    assert_eq!(inner.first_asks.len(), 0, "moved into moka");
+
+    let found = "/stock/detail/605001";
+    fill_not_found(&cache, found, first).await;
+    assert_eq!(inner.first_asks.len(), 1);
+    put(&cache, found, "{\"found\":true}").await;
+    assert_eq!(
+        &cache.get(found).await.unwrap().body[..],
+        b"{\"found\":true}"
+    );
+    assert_eq!(inner.first_asks.len(), 0, "a found answer takes its place");
+
+    for key in ["/x/1", "/x/2", "/y"] {
+        fill_not_found(&cache, key, first).await;
+    }
+    assert!(cache.invalidate("/y").await);
+    assert!(!cache.invalidate("/y").await, "dropped once");
+    let mut dropped = cache
+        .invalidate_matching(&Purge::Prefix("/x/".into()))
+        .await;
+    dropped.sort();
+    assert_eq!(dropped, ["/x/1", "/x/2"]);
+    assert_eq!(inner.first_asks.len(), 0);
+}
+
+/// A "not found" fetched across a purge of its key is served and not held.
+#[tokio::test]
+async fn a_first_ask_fetched_across_a_purge_is_served_but_not_held() {
+    let cache = Cache::new(16 << 20, TaskTracker::new());
+    let (go, wait) = tokio::sync::oneshot::channel::<()>();
+    let filling = tokio::spawn({
+        let cache = cache.clone();
+        async move {
+            let how = (
+                Want::Lately,
+                FillTask::Starters,
+                None,
+                NegativeKeep::FirstAsk,
+            );
+            let fetch = |_, _| async move {
+                let _ = wait.await;
+                let mut answer = body("{\"success\":false}");
+                answer.status = 404;
+                Ok(answer)
+            };
+            cache.fill_wanting("/k/1", how, |_| false, fetch).await
+        }
+    });
+    until(|| cache.is_filling("/k/1")).await;
+    cache.invalidate("/k/1").await;
+    go.send(()).unwrap();
+    let (served, role) = filling.await.unwrap();
+    assert_eq!((served.unwrap().status, role), (404, FillRole::Leader));
+    assert!(cache.get("/k/1").await.is_none(), "held past the purge");
+}
