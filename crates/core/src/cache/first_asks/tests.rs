@@ -26,8 +26,13 @@ fn one_bucket() -> FirstAsks {
 
 #[test]
 fn only_light_not_founds_in_a_store_large_enough() {
-    let table = FirstAsks::new(256 << 20);
-    assert_eq!(table.buckets.len(), 2048, "a sixteenth of 256 MiB");
+    let default = mdproxy_config::CacheConfig::default().max_bytes;
+    let table = FirstAsks::new(default);
+    assert_eq!(
+        (default, table.buckets.len() * WAYS),
+        (256 << 20, 8192),
+        "8,192 answers in a sixteenth of the default 256 MiB (docs/http-contract.md)"
+    );
     assert_eq!(table.budget(), 16 << 20);
     assert!(table.takes("/stock/detail/605000", &not_found("{}", 30)));
     assert!(
