@@ -45,7 +45,7 @@ struct Held {
     weight: u64,
 }
 
-/// What [`FirstAsks::get`] found.
+/// What [`FirstAsks::get_now`] found.
 pub struct Found {
     pub entry: Arc<CachedBody>,
     /// The entry's first read since it was put: its key was asked again.
