@@ -20,6 +20,7 @@
 # MAX_HEADER_BYTES (server.max_header_bytes, which is also hyper's max_buf_size),
 # BUILD=0 uses the binaries already built (a git worktree rebuilds the crate on every
 # cargo build: build.rs watches .git/HEAD, which a worktree does not have),
+# BIN=path: that mdproxy binary instead of the release build (scripts/pgo.sh's, say),
 # NODES=2: mdproxy as a fleet of that many nodes on one Redis (started here on a
 # loopback port; redis-server installed when missing), the subscribers spread over
 # them and their memory summed; one hub poll serves them all. One process may hold
@@ -84,7 +85,7 @@ if [ "${BUILD:-1}" != 0 ]; then
   cargo build --release --quiet -p mdproxy --bin mdproxy "${flags[@]}"
   cargo build --release --quiet -p mdproxy --example fanout_sim
 fi
-bin=target/release/mdproxy
+bin=${BIN:-target/release/mdproxy}
 mkdir -p target/fanout
 results=${RESULTS:-target/fanout/results.json}
 rm -f "$results"

@@ -484,6 +484,31 @@ fn the_image_and_the_readme_build_the_dist_profile() {
     assert!(readme.contains("install -m 0755 target/dist/mdproxy"));
 }
 
+/// The profile-guided build the README offers is the `dist` profile built twice, once
+/// instrumented and once with the training's merged profile, and leaves the binary
+/// where the README says (docs/BENCHMARKS.md, "Build
+/// figures").
+#[test]
+fn the_profile_guided_build_is_the_dist_profile_trained() {
+    let readme = read(&Path::new(ROOT).join("README.md"));
+    assert!(readme.contains("`scripts/pgo.sh` builds it profile-guided"));
+    assert!(readme.contains("`target/pgo/mdproxy`"));
+    let script = read(&Path::new(ROOT).join("scripts/pgo.sh"));
+    for part in [
+        "cargo build --profile dist --locked --bin mdproxy",
+        "-Cprofile-generate=",
+        "scripts/pgo-train.py",
+        "merge -o \"$work/merged.profdata\" \"$work\"/profiles/serve-*.profraw",
+        "-Cprofile-use=$profile",
+        "cp \"$work/use/$host/dist/mdproxy\" \"$work/mdproxy\"",
+    ] {
+        assert!(script.contains(part), "scripts/pgo.sh lacks {part}");
+    }
+    assert!(script.contains("work=\"$PWD/target/pgo\""));
+    let train = read(&Path::new(ROOT).join("scripts/pgo-train.py"));
+    assert!(train.contains("\"serve-%p.profraw\""));
+}
+
 /// The image's files agree: it exposes the listeners of the config it copies, runs as
 /// a numeric non-root user, probes the admin listener's `/healthz`, and starts with
 /// the file it copied; hadolint finds nothing; the baked config fails closed without
