@@ -5,9 +5,9 @@
 # its fast clock), then built again with what the training counted
 # (docs/BENCHMARKS.md, "Build figures"). Leaves target/pgo/mdproxy.
 #
-# Two whole builds of the dependency tree, each with RUSTFLAGS of its own, so each
-# in a target directory of its own under target/pgo/ (the usual one only gets the
-# simulator's example, as `--release`). Installs the toolchain's llvm-tools (for
+# Two whole builds of the dependency tree, each with RUSTFLAGS of its own (any set
+# in the environment are replaced), so each in a target directory of its own under
+# target/pgo/ (the usual one only gets the simulator's example, as `--release`). Installs the toolchain's llvm-tools (for
 # llvm-profdata, which must match rustc's LLVM) and Debian's nghttp2-client when
 # missing. About twenty minutes on two cores.
 #   SCALE=1                      multiplies the training's request counts
