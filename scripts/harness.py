@@ -1,13 +1,16 @@
 """What the load scripts (load-compare.py, hit-cost.py, miss-cost.py,
-disk-compare.py) share: a free loopback port, the children they start and stop, a
-bounded wait for a server to listen, callgrind's controls, and the top of an nginx
-config. Standard library only."""
+disk-compare.py, pgo-train.py) share: a free loopback port, the children they start
+and stop, a bounded wait for a server to listen, callgrind's controls, and the top
+of an nginx config. Standard library only."""
 
+import atexit
 import glob
 import os
 import pwd
+import signal
 import socket
 import subprocess
+import sys
 import time
 
 
@@ -56,6 +59,16 @@ class Children:
                     p.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     pass
+
+
+def script_children(work):
+    """The `Children` of a script working in `work`: stopped when it exits, and on
+    SIGINT or SIGTERM (then the script exits with 128 + the signal)."""
+    children = Children(work)
+    atexit.register(children.stop)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda s, _f: (children.stop(), sys.exit(128 + s)))
+    return children
 
 
 def callgrind_control(pid, flag):

@@ -16,9 +16,7 @@ import argparse
 import atexit
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 
 import harness
@@ -86,10 +84,7 @@ def main():
         raise SystemExit(f"unknown sizes {unknown}; known: {', '.join(ANSWERS)}")
     work = tempfile.mkdtemp(prefix="mdproxy-hit-cost-")
     atexit.register(shutil.rmtree, work, True)
-    children = harness.Children(work)
-    atexit.register(children.stop)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda s, _f: (children.stop(), sys.exit(128 + s)))
+    children = harness.script_children(work)
 
     sim_port, md_port, bare_port = free_port(), free_port(), free_port()
     sim = children.start("sim", [args.bin, "sim", "--listen", f"127.0.0.1:{sim_port}",

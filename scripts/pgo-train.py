@@ -18,7 +18,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -169,10 +168,7 @@ def main():
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="mdproxy-pgo-")
     atexit.register(shutil.rmtree, work, True)
-    children = harness.Children(work)
-    atexit.register(children.stop)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda s, _f: (children.stop(), sys.exit(128 + s)))
+    children = harness.script_children(work)
     sim_port, port, admin_port = free_port(), free_port(), free_port()
     codes_file = os.path.join(work, "codes.txt")
     sim = children.start("sim", [args.sim, "--listen", f"127.0.0.1:{sim_port}", "--token", "up-token",
