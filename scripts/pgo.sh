@@ -51,6 +51,8 @@ python3 scripts/pgo-train.py --bin "$work/gen/$host/dist/mdproxy" \
 profile="$work/mdproxy-$(sha256sum "$work/merged.profdata" | cut -c1-16).profdata"
 mv "$work/merged.profdata" "$profile"
 echo "pgo: the optimised build" >&2
+# A new profile rebuilds every crate anyway; the last one's would only pile up.
+rm -rf "$work/use"
 build "-Cprofile-use=$profile" use
 cp "$work/use/$host/dist/mdproxy" "$work/mdproxy"
 echo "pgo: $work/mdproxy" >&2
