@@ -191,8 +191,9 @@ def rss_mib(pid):
     return out
 
 
-def cpu_s(pids):
-    """User and system CPU seconds of `pids` and their children (nginx's workers)."""
+def usage(pids):
+    """CPU seconds (user and system) and minor page faults of `pids` and their
+    children (nginx's workers)."""
     tick = os.sysconf("SC_CLK_TCK")
     every = set(pids)
     for entry in os.listdir("/proc"):
@@ -203,15 +204,17 @@ def cpu_s(pids):
                         every.add(int(entry))
             except (OSError, ValueError, IndexError):
                 pass
-    total = 0
+    ticks = faults = 0
     for pid in every:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            # After the name: state ppid ... minflt (10th field) ... utime stime.
+            ticks += int(fields[11]) + int(fields[12])
+            faults += int(fields[7])
         except (OSError, ValueError, IndexError):
             pass
-    return total / tick
+    return ticks / tick, faults
 
 
 def du_mib(path):
@@ -548,7 +551,7 @@ def main():
                    "nginx sendfile": [ng.pid], "bare hyper": [bare.pid]}
     for r in range(args.rounds):
         for name in order[r % len(order):] + order[: r % len(order)]:
-            cpu_before = cpu_s(server_pids[name])
+            cpu_before, faults_before = usage(server_pids[name])
             if name == "mdproxy memory":
                 fill(ports["mdproxy"], hot, threads=1)
                 result = run_wrk(ports["mdproxy"], hot_file, args, "hot")
@@ -581,8 +584,12 @@ def main():
                 result = run_wrk(ports[KEY_PORTS[name]], keys_file, args, KEY_PORTS[name])
             # The server's own CPU per request (its workers' user and system time):
             # what a request costs it, whoever else shares the machine's two cores.
+            # Its minor page faults too: fresh pages for buffers cost a disk hit a
+            # fault and a cleared page each.
             served = (result["rps"] or 0) * args.duration
-            result["cpu_us"] = (cpu_s(server_pids[name]) - cpu_before) * 1e6 / served if served else None
+            cpu_after, faults_after = usage(server_pids[name])
+            result["cpu_us"] = (cpu_after - cpu_before) * 1e6 / served if served else None
+            result["faults"] = (faults_after - faults_before) / served if served else None
             runs[name].append(result)
             shown = {k: v for k, v in result.items() if k != "memory_samples_mib"}
             log(f"round {r + 1} {name}: {shown}; mdproxy RSS {rss_mib(md.pid)}")
@@ -634,6 +641,9 @@ def main():
         cpu = [x["cpu_us"] for x in rs if x.get("cpu_us")]
         if cpu:
             print(f"{name} CPU per request (µs, by round): {' / '.join(f'{x:.0f}' for x in cpu)}")
+        faults = [x["faults"] for x in rs if x.get("faults") is not None]
+        if faults:
+            print(f"{name} minor page faults per request (by round): {' / '.join(f'{x:.2f}' for x in faults)}")
     reads = [x["engine_reads"] for x in runs.get("mdproxy disk", []) if "engine_reads" in x]
     if reads:
         in_place = sum(r["page_cache"] for r in reads)
