@@ -438,7 +438,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", required=True)
     ap.add_argument("--only", default="", help="comma-separated rounds to run (a quick look; ratios need all)")
-    ap.add_argument("--profile", help="perf record -g mdproxy during its first disk round, to this file")
+    ap.add_argument("--profile", help="perf record -g mdproxy during each disk round, to this file "
+                                      "and a suffix .N for round N past the first")
     ap.add_argument("--encoding", default="",
                     help="Accept-Encoding of every request (fills and rounds), e.g. gzip: clients that "
                          "compress; empty: none, as the upstream's bodies")
@@ -558,8 +559,9 @@ def main():
             elif name == "mdproxy disk":
                 before = status_json(ports["admin"])
                 perf = None
-                if args.profile and r == 0:
-                    perf = subprocess.Popen(["perf", "record", "-g", "-o", args.profile, "-p", str(md.pid),
+                if args.profile:
+                    out = args.profile if r == 0 else f"{args.profile}.{r + 1}"
+                    perf = subprocess.Popen(["perf", "record", "-g", "-o", out, "-p", str(md.pid),
                                              "--", "sleep", str(args.duration)],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 with Sampler(md.pid, ports["admin"]) as sampler:
@@ -589,7 +591,9 @@ def main():
             served = (result["rps"] or 0) * args.duration
             cpu_after, faults_after = usage(server_pids[name])
             result["cpu_us"] = (cpu_after - cpu_before) * 1e6 / served if served else None
-            result["faults"] = (faults_after - faults_before) / served if served else None
+            # At least 0: a child that exits between the readings (nginx's cache
+            # loader) takes its count with it.
+            result["faults"] = max(faults_after - faults_before, 0) / served if served else None
             runs[name].append(result)
             shown = {k: v for k, v in result.items() if k != "memory_samples_mib"}
             log(f"round {r + 1} {name}: {shown}; mdproxy RSS {rss_mib(md.pid)}")

@@ -8,7 +8,7 @@
 # Needs about three times the working set free on disk (both caches and bare hyper's
 # copy of the answers), deleted at the end.
 #   WORKING_SET_MIB=3072 MAX_MIB=64 DISK_MIB=4096 DURATION=10 ROUNDS=3 scripts/disk-compare.sh
-# PROFILE=/tmp/disk.perf also records mdproxy (`perf record -g`) in its first disk round.
+# PROFILE=/tmp/disk.perf also records mdproxy (`perf record -g`) in each disk round (.2, .3: the later ones).
 # ENCODING=gzip sends Accept-Encoding: gzip with every request (fills and rounds), and
 # nginx compresses (`gzip on`): clients that compress, as browsers do.
 # ONLY="mdproxy disk,nginx sendfile" runs only those rounds (a quick look; of
