@@ -68,6 +68,12 @@ def main():
     ap.add_argument("--anchors", default="nginx",
                     help="nginx, relay (examples/bare_relay), raw (the same with --raw), or empty: mdproxy alone")
     ap.add_argument("--relay", default="target/release/examples/bare_relay")
+    ap.add_argument("--max-mib", type=int, default=0,
+                    help="mdproxy's cache.max_bytes in MiB (0: its default): small, so that "
+                         "the warm-up fills it and every counted miss evicts, as on a busy node")
+    ap.add_argument("--warm", type=int, default=0,
+                    help="misses of other new keys before counting (0: a fifth of --requests, "
+                         "at least 200); enough to fill --max-mib")
     args = ap.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = [k for k in kinds if k not in KINDS]
@@ -100,6 +106,8 @@ enabled = false
 [log]
 access = false
 """)
+        if args.max_mib:
+            f.write(f"[cache]\nmax_bytes = {args.max_mib * 1024 * 1024}\n")
     servers = {"mdproxy": (md_port, [args.bin, "serve", "--config", config, "--log", "warn"])}
     if "nginx" in args.anchors.split(","):
         nginx_port = free_port()
@@ -126,7 +134,7 @@ access = false
           "connection (h2load --h1), each server's user-space instructions only", flush=True)
     print(f"{'miss':16} " + " ".join(f"{name:>12}" for name in servers)
           + "".join(f"  md/{a:5}" for a in ("nginx", "relay", "raw") if a in servers) + "  statuses")
-    warm = max(n // 5, 200)
+    warm = args.warm or max(n // 5, 200)
     for kind in kinds:
         target, headers = KINDS[kind], HEADERS.get(kind, ())
         per, statuses = {}, ""
