@@ -57,8 +57,8 @@ const SETTLE_SHARE: u64 = 64;
 const TABLE_ENTRY_BYTES: u64 = 2048;
 
 /// The most entries moka's table is sized for up front: 2^19, which moka lays out
-/// as 64 segments of 2^15 buckets (16 MiB of pointers, touched as entries land);
-/// reached at 1 GiB of `max_bytes`. The default 256 MiB takes 4 MiB.
+/// as 64 segments of 2^15 buckets (16 MiB of pointers, zeroed when the cache is
+/// made), reached at 1 GiB of `max_bytes`. The default 256 MiB takes 4 MiB.
 const TABLE_MAX_ENTRIES: u64 = 1 << 19;
 
 /// How often moka's maintenance runs on its own ([`Cache::keep_tidy`]).
