@@ -44,23 +44,6 @@ pub const MAX_ENTRY_SHARE: u64 = 8;
 /// 156 to 149–150 MiB (docs/BENCHMARKS.md, the disk tier's run 6).
 const SETTLE_SHARE: u64 = 64;
 
-/// moka's table is sized up front for `max_bytes` of entries this large (at most
-/// [`TABLE_MAX_ENTRIES`]). The table clears the tombstones its removals leave by
-/// rehashing a segment whenever they reach a tenth of its buckets; grown only as far
-/// as its live entries need, a full cache (where every insert evicts) rehashes
-/// three to seven live keys, cold in memory, per eviction. Sized for entries of 2 KiB
-/// (only the smallest quotes and lists are smaller), a cache of 10 KB answers
-/// rehashes about one key in two evictions: in a full 64 MiB cache a news search's
-/// miss took 2.5 % fewer instructions, and the table and key hashing went from 8.7 %
-/// to 7.5 % of a news search flood's CPU (docs/BENCHMARKS.md, "Instructions per
-/// miss").
-const TABLE_ENTRY_BYTES: u64 = 2048;
-
-/// The most entries moka's table is sized for up front: 2^19, which moka lays out
-/// as 64 segments of 2^15 buckets (16 MiB of pointers, zeroed when the cache is
-/// made), reached at 1 GiB of `max_bytes`. The default 256 MiB takes 4 MiB.
-const TABLE_MAX_ENTRIES: u64 = 1 << 19;
-
 /// How often moka's maintenance runs on its own ([`Cache::keep_tidy`]).
 ///
 /// moka 0.12 has no housekeeping thread: expired entries are removed by the
@@ -249,12 +232,6 @@ impl Inner {
     }
 }
 
-/// How many entries moka's table is sized for up front, for a cache of `max_bytes`
-/// (see [`TABLE_ENTRY_BYTES`]).
-fn table_entries(max_bytes: u64) -> usize {
-    usize::try_from((max_bytes / TABLE_ENTRY_BYTES).min(TABLE_MAX_ENTRIES)).unwrap_or(0)
-}
-
 struct KeepFor;
 
 impl Expiry<String, Arc<CachedBody>> for KeepFor {
@@ -290,7 +267,7 @@ impl Cache {
         let entries = moka::future::Cache::builder()
             // The first asks' table takes its share of the bound.
             .max_capacity(max_bytes - first_asks.budget())
-            .initial_capacity(table_entries(max_bytes))
+            .initial_capacity(table::entries(max_bytes))
             // Every removal (evicted, expired, replaced, purged) is told to the hot
             // set. moka may tell it before the removal is made, so the changes made
             // here are told again once they are done (see `Hot::changed`).
@@ -702,6 +679,7 @@ impl Cache {
 }
 
 mod promote;
+mod table;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -756,17 +756,3 @@ async fn a_first_ask_fetched_across_a_purge_is_served_but_not_held() {
     assert_eq!((served.unwrap().status, role), (404, FillRole::Leader));
     assert!(cache.get("/k/1").await.is_none(), "held past the purge");
 }
-
-/// moka's table is sized for 2 KiB entries, and for no more than 2^19 of them.
-#[test]
-fn the_table_is_sized_for_small_entries_up_to_a_bound() {
-    assert_eq!(table_entries(0), 0);
-    assert_eq!(table_entries(64 << 20), 32_768);
-    assert_eq!(table_entries(256 << 20), 131_072);
-    assert_eq!(table_entries(1 << 30), 1 << 19);
-    assert_eq!(
-        table_entries(1 << 40),
-        1 << 19,
-        "a bound, whatever the cache"
-    );
-}
