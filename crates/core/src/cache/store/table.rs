@@ -2,13 +2,14 @@
 //!
 //! moka's concurrent table clears the tombstones its removals leave by rehashing a
 //! segment whenever they reach a tenth of its buckets. Grown only as far as its live
-//! entries need, a full cache (where every insert evicts) rehashes three to seven
-//! live keys, cold in memory, per eviction. Made for entries of [`ENTRY_BYTES`]
-//! (only the smallest quotes and lists are smaller), a cache of 10 KB answers
-//! rehashes about one key in two evictions: in a full 64 MiB cache a news search's
-//! miss took 2.6 % fewer instructions, and the table and the hashing of its keys
-//! went from 8.7 % to 7.5 % of a news search flood's CPU (docs/BENCHMARKS.md,
-//! "Instructions per miss").
+//! entries need (it doubles past 70 % full), a full cache, where every insert
+//! evicts, rehashes by those thresholds three to seven live keys, cold in memory,
+//! per eviction. Made for entries of [`ENTRY_BYTES`] (only the smallest quotes and
+//! lists are smaller), a cache of 10 KB answers rehashes about one key in two
+//! evictions. Measured in a full 64 MiB cache: a news search's miss took 2.6 %
+//! fewer instructions, and the table and the hashing of its keys went from 8.7 %
+//! to 7.5 % of a news search flood's CPU (docs/BENCHMARKS.md, "Instructions per
+//! miss").
 
 /// The entry size the table is made for.
 const ENTRY_BYTES: u64 = 2048;
