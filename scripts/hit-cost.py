@@ -77,13 +77,18 @@ def main():
     ap.add_argument("--bare", required=True, help="the bare hyper server; empty: mdproxy only")
     ap.add_argument("--requests", type=int, default=10000)
     ap.add_argument("--sizes", default="detail,watchlist,watchlist-gz,week-gz")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the callgrind dumps (one part per answer) to annotate")
     args = ap.parse_args()
     answers = [s for s in args.sizes.split(",") if s]
     unknown = [s for s in answers if s not in ANSWERS]
     if unknown:
         raise SystemExit(f"unknown sizes {unknown}; known: {', '.join(ANSWERS)}")
     work = tempfile.mkdtemp(prefix="mdproxy-hit-cost-")
-    atexit.register(shutil.rmtree, work, True)
+    if args.keep:
+        print(f"the callgrind dumps stay in {work} (callgrind_annotate them)", flush=True)
+    else:
+        atexit.register(shutil.rmtree, work, True)
     children = harness.script_children(work)
 
     sim_port, md_port, bare_port = free_port(), free_port(), free_port()

@@ -5,6 +5,7 @@
 # Installs Debian's valgrind, nghttp2-client and curl when missing. About four minutes.
 #   REQUESTS=10000               requests a figure
 #   SIZES=detail,watchlist,watchlist-gz,week-gz
+#   KEEP=1                       keep the callgrind dumps to annotate
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,4 +30,5 @@ exec python3 scripts/hit-cost.py \
   --bin "$target_dir/release/mdproxy" \
   --bare "$target_dir/release/examples/bare_hyper" \
   --requests "${REQUESTS:-10000}" \
-  --sizes "${SIZES:-detail,watchlist,watchlist-gz,week-gz}"
+  --sizes "${SIZES:-detail,watchlist,watchlist-gz,week-gz}" \
+  ${KEEP:+--keep}

@@ -6,7 +6,9 @@ use std::borrow::Cow;
 
 use chrono::{Months, NaiveDate};
 
-use crate::catalog::{ClassRule, Endpoint, FreshnessClass, KeyRole, Successor, VenueRule};
+use crate::catalog::{
+    ClassRule, Endpoint, FreshnessClass, KeyRole, Successor, VenueRule, segments,
+};
 use crate::error::Error;
 use crate::value::{canonical, is_date};
 use mdproxy_market::Venue;
@@ -196,7 +198,7 @@ fn write_path(
 ) -> Result<(), Error> {
     let mut path_params = raw_path_params.iter();
     let mut path_specs = endpoint.path_params.iter();
-    for segment in endpoint.path.split('/').skip(1) {
+    for segment in segments(&endpoint.path) {
         target.push('/');
         if crate::catalog::param_name(segment).is_none() {
             target.push_str(segment);

@@ -2,7 +2,7 @@
 //! segments, no regex and no allocation per request. Method handling (405, HEAD)
 //! lives in the server; this module only maps a path to an endpoint.
 
-use crate::catalog::{Catalog, Endpoint, param_name};
+use crate::catalog::{Catalog, Endpoint, param_name, segments, split_slash};
 
 /// The prefix every API path carries (the spec's `{base_url}` ends with it).
 pub const API_PREFIX: &str = "/api/v1";
@@ -50,7 +50,7 @@ impl Router {
         let mut root = Node::default();
         for endpoint in catalog.endpoints() {
             let mut node = &mut root;
-            for segment in endpoint.path.split('/').skip(1) {
+            for segment in segments(&endpoint.path) {
                 node = if param_name(segment).is_some() {
                     node.param.get_or_insert_with(Box::default)
                 } else {
@@ -97,10 +97,7 @@ struct Params<'p> {
 }
 
 fn walk<'p>(node: &Node, rest: &'p str, route: &mut Params<'p>) -> Option<&'static Endpoint> {
-    let (segment, tail) = match rest.split_once('/') {
-        Some((s, t)) => (s, Some(t)),
-        None => (rest, None),
-    };
+    let (segment, tail) = split_slash(rest);
     if segment.is_empty() {
         return None;
     }

@@ -120,3 +120,19 @@ fn classes_of_an_endpoint_include_its_rules_and_settling() {
     let detail = catalog().by_path("/stock/detail/{code}").unwrap();
     assert_eq!(detail.classes(), [FreshnessClass::Live]);
 }
+
+/// The byte scan cuts paths as `str::split('/')` after the leading `/` does, empty
+/// segments included.
+#[test]
+fn segments_are_split_as_str_split_cuts_them() {
+    for path in ["/stock/detail/{code}", "/", "/a//b/", "/新闻/搜索", "a/b", ""] {
+        let by_split: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
+        assert_eq!(segments(path).collect::<Vec<_>>(), by_split, "{path:?}");
+    }
+    assert_eq!(split_slash("a/b/c"), ("a", Some("b/c")));
+    assert_eq!(split_slash("abc"), ("abc", None));
+    for endpoint in catalog().endpoints() {
+        let by_split: Vec<&str> = endpoint.path.split('/').skip(1).collect();
+        assert_eq!(segments(&endpoint.path).collect::<Vec<_>>(), by_split);
+    }
+}

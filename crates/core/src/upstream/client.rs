@@ -506,7 +506,9 @@ fn is_plain(target: &str) -> bool {
     bytes.first() == Some(&b'/')
         && path.iter().all(|&b| PLAIN[usize::from(b)])
         && query.iter().all(|&b| PLAIN[usize::from(b)] || b == b'?')
-        && memchr::memmem::find(path, b"/.").is_none()
+        // No `/.`: the dots looked at (a path seldom has one), where a substring
+        // search set up its searcher for each miss (about 230 instructions).
+        && !memchr::memchr_iter(b'.', path).any(|i| i > 0 && path[i - 1] == b'/')
         // The windows only where a `%` is (a path seldom has one): looked at byte
         // by byte, they were most of a miss's check.
         && (memchr::memchr(b'%', path).is_none()
@@ -677,6 +679,7 @@ mod tests {
             "/stock/detail/600519",
             "/macro/cpi?page=3&pageSize=20",
             "/p?x=%zz&y=a?b/c",
+            "/v1.2/x.json?a=/.",
         ] {
             assert!(is_plain(plain), "{plain}");
         }
@@ -684,6 +687,7 @@ mod tests {
             "/news/search?keyword=新闻",
             "/a b",
             "/a/./b",
+            "/..",
             "/a/%2E%2e/c",
             "/x?q='a'",
             "/a\\b",

@@ -247,3 +247,26 @@ async fn an_idle_kept_connection_is_closed_after_the_header_read_timeout() {
     assert_eq!(conn.answer(false).await.status, 200);
     assert!(conn.closed().await, "closed by the server");
 }
+
+/// The wait for a head is bounded by the connection's one timer, which an earlier
+/// wait armed and which moves on when it fires early: a connection whose requests
+/// come closer together than the timeout outlives it (here by more than a third
+/// of it), and one that sends half a head is still closed.
+#[tokio::test]
+async fn a_connection_asked_within_the_header_read_timeout_outlives_it() {
+    let env = support::start_with(
+        |_| {},
+        |c| c.server.header_read_timeout_ms = 600,
+        Some(support::saturday()),
+    )
+    .await;
+    let mut conn = Conn::open(&env).await;
+    for _ in 0..4 {
+        conn.send(get("/market/indices", "").as_bytes()).await;
+        assert_eq!(conn.answer(false).await.status, 200, "still open");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    conn.send(b"GET /api/v1/market/indices HTTP/1.1\r\nHost: mdp")
+        .await;
+    assert!(conn.closed().await, "closed with its head half sent");
+}

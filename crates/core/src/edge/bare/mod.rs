@@ -13,6 +13,8 @@
 pub(crate) mod head;
 
 use std::future::Future;
+use std::io::ErrorKind;
+use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -91,8 +93,12 @@ where
     let mut out = Vec::new();
     // Registered once: the wait for each next head races it without a lock a turn.
     let mut drained = std::pin::pin!(draining.cancelled());
+    // One timer for the connection's life, armed for its first head and moved on
+    // only when it fires early (see `next_request`).
+    let mut head_timer = std::pin::pin!(tokio::time::sleep(rules.header_read_timeout));
     loop {
-        let next = next_request(stream, &mut buf, rules, &takes, drained.as_mut()).await;
+        let waits = (drained.as_mut(), head_timer.as_mut());
+        let next = next_request(stream, &mut buf, rules, &takes, waits).await;
         let (request, close) = match next {
             Next::Request(request, close) => (request, close),
             Next::Hyper => return Ended::Hyper(buf.freeze()),
@@ -111,13 +117,25 @@ where
     }
 }
 
-/// Reads until `buf` starts with a whole head and says what it is.
+/// Reads until `buf` starts with a whole head and says what it is, within the
+/// header read timeout from the start of the wait.
+///
+/// The timeout is the connection's one timer (`head_timer`), not one made for each
+/// wait: registering a timer and cancelling it cost a request about 600
+/// instructions (docs/BENCHMARKS.md, instructions per miss). A wait for a head
+/// never moves the timer. It stays where an earlier wait set it, at or before this
+/// wait's deadline; when it fires before the deadline it is moved to it, and the
+/// wait goes on. A connection busy with requests so moves it at most once per
+/// timeout, and a wait still ends at its own deadline.
 async fn next_request<T>(
     stream: &mut TcpStream,
     buf: &mut BytesMut,
     rules: Rules,
     takes: &T,
-    mut drained: std::pin::Pin<&mut tokio_util::sync::WaitForCancellationFuture<'_>>,
+    (mut drained, mut head_timer): (
+        Pin<&mut tokio_util::sync::WaitForCancellationFuture<'_>>,
+        Pin<&mut tokio::time::Sleep>,
+    ),
 ) -> Next
 where
     T: Fn(&str) -> bool,
@@ -138,10 +156,16 @@ where
         let until = *deadline.get_or_insert_with(|| Instant::now() + rules.header_read_timeout);
         tokio::select! {
             biased;
-            read = tokio::time::timeout_at(until, stream.read_buf(buf)) => match read {
-                Ok(Ok(n)) if n > 0 => {}
+            read = stream.read_buf(buf) => match read {
+                Ok(n) if n > 0 => {}
                 _ => return Next::Done,
             },
+            () = head_timer.as_mut() => {
+                if head_timer.deadline() >= until {
+                    return Next::Done;
+                }
+                head_timer.as_mut().reset(until);
+            }
             () = drained.as_mut(), if buf.is_empty() => return Next::Done,
         }
     }
@@ -206,12 +230,25 @@ async fn send(
     bytes: &mut impl Buf,
     timeout: Duration,
 ) -> std::io::Result<()> {
+    // What the socket takes at once goes with no timer made: nearly every answer
+    // fits its buffer, and the timeout's clock read and timer cost each a few
+    // hundred instructions.
+    while bytes.has_remaining() {
+        let mut slices = [std::io::IoSlice::new(&[]); 4];
+        let n = bytes.chunks_vectored(&mut slices);
+        match stream.try_write_vectored(&slices[..n]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(written) => bytes.advance(written),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => break,
+            Err(e) => return Err(e),
+        }
+    }
     while bytes.has_remaining() {
         match tokio::time::timeout(timeout, stream.write_buf(bytes)).await {
-            Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(Ok(0)) => return Err(ErrorKind::WriteZero.into()),
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+            Err(_) => return Err(ErrorKind::TimedOut.into()),
         }
     }
     Ok(())
