@@ -125,7 +125,14 @@ fn classes_of_an_endpoint_include_its_rules_and_settling() {
 /// segments included.
 #[test]
 fn segments_are_split_as_str_split_cuts_them() {
-    for path in ["/stock/detail/{code}", "/", "/a//b/", "/新闻/搜索", "a/b", ""] {
+    for path in [
+        "/stock/detail/{code}",
+        "/",
+        "/a//b/",
+        "/新闻/搜索",
+        "a/b",
+        "",
+    ] {
         let by_split: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
         assert_eq!(segments(path).collect::<Vec<_>>(), by_split, "{path:?}");
     }
