@@ -270,3 +270,28 @@ async fn a_connection_asked_within_the_header_read_timeout_outlives_it() {
         .await;
     assert!(conn.closed().await, "closed with its head half sent");
 }
+
+/// A kept connection waiting for its next request ends as soon as the listener
+/// drains: the drain wakes it, long before its header read timeout would.
+#[tokio::test]
+async fn a_kept_connection_ends_when_the_listener_drains() {
+    let env = support::start_with(
+        |_| {},
+        |c| {
+            c.server.header_read_timeout_ms = 120_000;
+            c.server.shutdown_grace_ms = 120_000;
+        },
+        Some(support::saturday()),
+    )
+    .await;
+    let mut conn = Conn::open(&env).await;
+    conn.send(get("/market/indices", "").as_bytes()).await;
+    assert_eq!(conn.answer(false).await.status, 200);
+    let support::Env {
+        sim: _sim, proxy, ..
+    } = env;
+    tokio::time::timeout(PATIENCE, proxy.shutdown())
+        .await
+        .expect("the drain does not wait for the kept connection");
+    assert!(conn.closed().await, "closed by the drain");
+}

@@ -15,6 +15,7 @@ pub(crate) mod head;
 use std::future::Future;
 use std::io::ErrorKind;
 use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -91,13 +92,19 @@ where
 {
     let mut buf = BytesMut::with_capacity(READ_BUFFER);
     let mut out = Vec::new();
-    // Registered once: the wait for each next head races it without a lock a turn.
+    // Registered once, with this task's waker, which the drain wakes. Polled again
+    // only once the token says the drain began: each poll of a registered wait
+    // takes the token's lock, which every connection shares.
     let mut drained = std::pin::pin!(draining.cancelled());
+    let registered = std::future::poll_fn(|cx| Poll::Ready(drained.as_mut().poll(cx)));
+    if registered.await.is_ready() {
+        return Ended::Done;
+    }
     // One timer for the connection's life, armed for its first head and moved on
     // only when it fires early (see `next_request`).
     let mut head_timer = std::pin::pin!(tokio::time::sleep(rules.header_read_timeout));
     loop {
-        let waits = (drained.as_mut(), head_timer.as_mut());
+        let waits = (draining, drained.as_mut(), head_timer.as_mut());
         let next = next_request(stream, &mut buf, rules, &takes, waits).await;
         let (request, close) = match next {
             Next::Request(request, close) => (request, close),
@@ -121,8 +128,9 @@ where
 /// header read timeout from the start of the wait.
 ///
 /// The timeout is the connection's one timer (`head_timer`), not one made for each
-/// wait: registering a timer and cancelling it cost a request about 600
-/// instructions (docs/BENCHMARKS.md, instructions per miss). A wait for a head
+/// wait: registering a timer and cancelling it for every wait (with the send
+/// timeouts) cost a hit about 1,000 instructions (docs/BENCHMARKS.md, instructions
+/// per hit). A wait for a head
 /// never moves the timer. It stays where an earlier wait set it, at or before this
 /// wait's deadline; when it fires before the deadline it is moved to it, and the
 /// wait goes on. A connection busy with requests so moves it at most once per
@@ -132,7 +140,8 @@ async fn next_request<T>(
     buf: &mut BytesMut,
     rules: Rules,
     takes: &T,
-    (mut drained, mut head_timer): (
+    (draining, mut drained, mut head_timer): (
+        &CancellationToken,
         Pin<&mut tokio_util::sync::WaitForCancellationFuture<'_>>,
         Pin<&mut tokio::time::Sleep>,
     ),
@@ -154,6 +163,17 @@ where
         }
         // The clock is read only when the head is not there yet.
         let until = *deadline.get_or_insert_with(|| Instant::now() + rules.header_read_timeout);
+        // The drain's wait, looked at only once the token says it began (at any
+        // wake-up, not only when this select starts): the drain wakes this task
+        // through the wait `serve` registered.
+        let between_requests = buf.is_empty();
+        let drain = std::future::poll_fn(|cx| {
+            if between_requests && draining.is_cancelled() {
+                drained.as_mut().poll(cx)
+            } else {
+                Poll::Pending
+            }
+        });
         tokio::select! {
             biased;
             read = stream.read_buf(buf) => match read {
@@ -166,7 +186,7 @@ where
                 }
                 head_timer.as_mut().reset(until);
             }
-            () = drained.as_mut(), if buf.is_empty() => return Next::Done,
+            () = drain => return Next::Done,
         }
     }
 }
