@@ -11,6 +11,7 @@ use chrono_tz::Asia::Shanghai;
 use chrono_tz::Tz;
 
 pub mod holidays;
+mod wall;
 
 /// The sessions of a trading day, China time: the morning (opening call auction from
 /// 09:15, continuous trading 09:30–11:30) and the afternoon (13:00–15:00, with the
@@ -284,7 +285,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
-        Utc::now()
+        wall::now()
     }
 }
 
