@@ -94,12 +94,10 @@ where
     let mut out = Vec::new();
     // Registered once, with this task's waker, which the drain wakes. Polled again
     // only once the token says the drain began: each poll of a registered wait
-    // takes the token's lock, which every connection shares.
+    // takes the token's lock, which every connection shares. What this poll says
+    // is left to `next_request`, where a request already read still goes first.
     let mut drained = std::pin::pin!(draining.cancelled());
-    let registered = std::future::poll_fn(|cx| Poll::Ready(drained.as_mut().poll(cx)));
-    if registered.await.is_ready() {
-        return Ended::Done;
-    }
+    let _ = std::future::poll_fn(|cx| Poll::Ready(drained.as_mut().poll(cx))).await;
     // One timer for the connection's life, armed for its first head and moved on
     // only when it fires early (see `next_request`).
     let mut head_timer = std::pin::pin!(tokio::time::sleep(rules.header_read_timeout));
@@ -130,11 +128,11 @@ where
 /// The timeout is the connection's one timer (`head_timer`), not one made for each
 /// wait: registering a timer and cancelling it for every wait (with the send
 /// timeouts) cost a hit about 1,000 instructions (docs/BENCHMARKS.md, instructions
-/// per hit). A wait for a head
-/// never moves the timer. It stays where an earlier wait set it, at or before this
-/// wait's deadline; when it fires before the deadline it is moved to it, and the
-/// wait goes on. A connection busy with requests so moves it at most once per
-/// timeout, and a wait still ends at its own deadline.
+/// per hit). A wait for a head never moves the timer. It stays where an earlier
+/// wait set it, at or before this wait's deadline; when it fires before the
+/// deadline it is moved to it, and the wait goes on. A connection busy with
+/// requests so moves it at most once per timeout, and a wait still ends at its own
+/// deadline.
 async fn next_request<T>(
     stream: &mut TcpStream,
     buf: &mut BytesMut,
