@@ -31,6 +31,7 @@
 //! - [`shutdown`]: listens for signals.
 //! - [`workers`]: the serving threads, one single-threaded runtime a core, that
 //!   client connections are spread over; which of them the caller runs on.
+//! - [`inplace`]: futures made in the box that holds them, not copied into it.
 //!
 //! # The request path
 //! listener → auth → client limit → router → validation (canonical key; both
@@ -44,6 +45,7 @@ pub mod build;
 pub mod cache;
 pub mod edge;
 pub mod hub;
+pub mod inplace;
 pub mod logging;
 pub mod mcp;
 pub mod ops;

@@ -70,6 +70,9 @@ impl Permits for Alone {
     fn nodes(&self) -> u64 {
         1
     }
+    fn is_shared(&self) -> bool {
+        false
+    }
     async fn take_permit(
         &self,
         _bucket: &str,

@@ -15,6 +15,10 @@ pub trait Permits: Send + Sync {
     /// Nodes alive (this one included); a node alone takes this share of a budget.
     fn nodes(&self) -> u64;
 
+    /// Whether permits come from a bucket the fleet shares (on Redis): a single
+    /// node's never do, so its budget decides at once, with no future to wait on.
+    fn is_shared(&self) -> bool;
+
     /// The part of a budget the fleet's bucket gives out: the nodes alive over the
     /// nodes expected (`cluster.expected_nodes`), at most the whole. A node that is
     /// missing may be cut off from Redis and working on its own share (a partial
@@ -78,6 +82,10 @@ fn bucket_key(bucket: &str) -> String {
 impl Permits for RedisPermits {
     fn nodes(&self) -> u64 {
         self.link.nodes()
+    }
+
+    fn is_shared(&self) -> bool {
+        true
     }
 
     fn fleet_share(&self) -> f64 {

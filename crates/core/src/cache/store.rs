@@ -621,8 +621,9 @@ impl Cache {
                 // A "not found" for a key the store holds nothing of is a first ask.
                 let first_ask = held.is_none() && negatives == NegativeKeep::FirstAsk;
                 // Boxed: the fetch's state (the upstream client's futures, several
-                // KB) would otherwise be copied each time the flight is moved.
-                let entry = Arc::new(Box::pin(fetch(held, key)).await?);
+                // KB) would otherwise be copied each time the flight is moved; and
+                // made in its box, not copied into it.
+                let entry = Arc::new(crate::inplace::boxed(|| fetch(held, key)).await?);
                 inner.compressor.make_wanted(&entry, want).await;
                 let kept = inner.keeps(ending.key(), &entry, negatives);
                 if kept && first_ask && inner.first_asks.takes(ending.key(), &entry) {

@@ -6,7 +6,7 @@
 //! future.
 
 use std::convert::Infallible;
-use std::future::Ready;
+use std::future::{Future, Ready};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -151,50 +151,58 @@ struct Later<B> {
 impl<B> Later<B> {
     /// Waits for the lookup (moka's read, a fill, with the request's ID and trace
     /// for the upstream), then responds as [`Edge::handle`] does.
-    async fn finish(mut self) -> Result<Response<Body>, Infallible> {
-        // The fields are used where they are, not taken apart into locals: those
-        // would be a second copy of them in this future, which is moved whole.
-        let (request, request_id) = (&self.request, &self.request_id);
-        let client = || ClientFill {
-            context: crate::telemetry::context::Context {
-                request_id: Some(request_id.clone()),
-                trace: traceparent(request.headers()),
-            },
-            // An HTTP/2 connection's streams share its task: their fills go to
-            // tasks of their own (`FillTask`).
-            task: if request.version() == http::Version::HTTP_2 {
-                FillTask::Own
-            } else {
-                FillTask::Starters
-            },
-        };
-        let head = Head::read(request.headers());
-        let cache = self.edge.state.cache();
-        // The coding this client takes, told before a fill starts: the fill this
-        // request starts makes it (and background fills make what was asked lately).
-        let asked = head
-            .accept_encoding
-            .then(|| crate::edge::negotiate::choose(head.map))
-            .flatten();
-        if let Some(coding) = asked {
-            cache.store().compressor().note(coding);
+    ///
+    /// Not an `async fn`: that would keep `self` twice in its future (the argument
+    /// and the local it is moved to). Not inlined, so that its future is made in
+    /// the box the caller allocated for it ([`crate::inplace::boxed`]).
+    #[inline(never)]
+    #[allow(clippy::manual_async_fn, reason = "an async fn keeps `self` twice")]
+    fn finish(mut self) -> impl Future<Output = Result<Response<Body>, Infallible>> {
+        async move {
+            // The fields are used where they are, not taken apart into locals: those
+            // would be a second copy of them in this future, which is moved whole.
+            let (request, request_id) = (&self.request, &self.request_id);
+            let client = || ClientFill {
+                context: crate::telemetry::context::Context {
+                    request_id: Some(request_id.clone()),
+                    trace: traceparent(request.headers()),
+                },
+                // An HTTP/2 connection's streams share its task: their fills go to
+                // tasks of their own (`FillTask`).
+                task: if request.version() == http::Version::HTTP_2 {
+                    FillTask::Own
+                } else {
+                    FillTask::Starters
+                },
+            };
+            let head = Head::read(request.headers());
+            let cache = self.edge.state.cache();
+            // The coding this client takes, told before a fill starts: the fill this
+            // request starts makes it (and background fills make what was asked lately).
+            let asked = head
+                .accept_encoding
+                .then(|| crate::edge::negotiate::choose(head.map))
+                .flatten();
+            if let Some(coding) = asked {
+                cache.store().compressor().note(coding);
+            }
+            let answer = cache
+                .lookup_later(&self.snap.policy, &self.valid, self.waiting, asked, client)
+                .await;
+            let valid = self.valid;
+            let from = answer.as_ref().ok().map(|a| a.served);
+            self.remember.after(request, &valid, from);
+            let served = cached(&head, answer, valid, &mut self.trail, cache.store());
+            let asked = Asked {
+                request,
+                head: &head,
+                connection: &self.connection,
+            };
+            let (started, request_id, trail) = (self.started, self.request_id, self.trail);
+            Ok(self
+                .edge
+                .respond(&self.access, &asked, started, request_id, trail, served))
         }
-        let answer = cache
-            .lookup_later(&self.snap.policy, &self.valid, self.waiting, asked, client)
-            .await;
-        let valid = self.valid;
-        let from = answer.as_ref().ok().map(|a| a.served);
-        self.remember.after(request, &valid, from);
-        let served = cached(&head, answer, valid, &mut self.trail, cache.store());
-        let asked = Asked {
-            request,
-            head: &head,
-            connection: &self.connection,
-        };
-        let (started, request_id, trail) = (self.started, self.request_id, self.trail);
-        Ok(self
-            .edge
-            .respond(&self.access, &asked, started, request_id, trail, served))
     }
 }
 
@@ -382,7 +390,7 @@ impl Edge {
                         };
                         return Either::Right(match span {
                             Some(span) => Box::pin(later.finish().instrument(span)),
-                            None => Box::pin(later.finish()),
+                            None => crate::inplace::boxed(|| later.finish()),
                         });
                     }
                 }

@@ -344,6 +344,38 @@ impl UpstreamBudget {
         }
     }
 
+    /// [`acquire`](Self::acquire) when it is decided without a wait: no budget, a
+    /// client's permit at hand, a probe's or a background refresh's verdict (those
+    /// take a permit at once or never). `None`: the request must wait for one.
+    pub fn try_acquire(&self, priority: Priority) -> Option<Result<(), Denied>> {
+        match &self.all {
+            None => Some(Ok(())),
+            Some(all) => self.at_once(all, priority),
+        }
+    }
+
+    /// What `all` (and the background share) decide at once for `priority`, if
+    /// they do.
+    fn at_once(&self, all: &Limiter, priority: Priority) -> Option<Result<(), Denied>> {
+        let clock = &self.clock;
+        match priority {
+            Priority::Client => check(all, clock).is_ok().then_some(Ok(())),
+            Priority::Probe => Some(check(all, clock).map_err(|_| Denied::Overloaded)),
+            Priority::Background => {
+                let share_ok = self
+                    .background
+                    .as_ref()
+                    .is_some_and(|b| check(b, clock).is_ok());
+                Some(if share_ok && check(all, clock).is_ok() {
+                    Ok(())
+                } else {
+                    Err(self.drop_one())
+                })
+            }
+            Priority::Prewarm => None,
+        }
+    }
+
     /// Waits for (clients) or checks (background) room for one upstream request.
     ///
     /// # Errors
@@ -352,52 +384,42 @@ impl UpstreamBudget {
         let Some(all) = &self.all else {
             return Ok(());
         };
+        if let Some(decided) = self.at_once(all, priority) {
+            return decided;
+        }
         let clock = &self.clock;
-        match priority {
-            Priority::Client => tokio::time::timeout(
+        if priority != Priority::Prewarm {
+            // A client waits (a probe and a background refresh were decided above).
+            return tokio::time::timeout(
                 Duration::from_millis(self.settings.client_wait_ms),
                 until_ready(all, clock),
             )
             .await
-            .map_err(|_| Denied::Overloaded),
-            Priority::Probe => check(all, clock).map_err(|_| Denied::Overloaded),
-            Priority::Background => {
-                let share_ok = self
-                    .background
-                    .as_ref()
-                    .is_some_and(|b| check(b, clock).is_ok());
-                if share_ok && check(all, clock).is_ok() {
-                    Ok(())
-                } else {
-                    Err(self.drop_one())
-                }
+            .map_err(|_| Denied::Overloaded);
+        }
+        let deadline = tokio::time::Instant::now() + PREWARM_MAX_WAIT;
+        let share = match &self.background {
+            Some(share) => tokio::time::timeout_at(deadline, until_ready(share, clock))
+                .await
+                .is_ok(),
+            None => false,
+        };
+        if !share {
+            return Err(self.drop_one());
+        }
+        // Clients queue in `until_ready`; prewarm only takes a permit that is
+        // free at the moment it looks, and otherwise steps back.
+        loop {
+            let Err(wait) = check(all, clock) else {
+                return Ok(());
+            };
+            let retry = tokio::time::Instant::now()
+                + clock.to_real(wait)
+                + Duration::from_millis(fastrand::u64(5..50));
+            if retry > deadline {
+                return Err(self.drop_one());
             }
-            Priority::Prewarm => {
-                let deadline = tokio::time::Instant::now() + PREWARM_MAX_WAIT;
-                let share = match &self.background {
-                    Some(share) => tokio::time::timeout_at(deadline, until_ready(share, clock))
-                        .await
-                        .is_ok(),
-                    None => false,
-                };
-                if !share {
-                    return Err(self.drop_one());
-                }
-                // Clients queue in `until_ready`; prewarm only takes a permit that is
-                // free at the moment it looks, and otherwise steps back.
-                loop {
-                    let Err(wait) = check(all, clock) else {
-                        return Ok(());
-                    };
-                    let retry = tokio::time::Instant::now()
-                        + clock.to_real(wait)
-                        + Duration::from_millis(fastrand::u64(5..50));
-                    if retry > deadline {
-                        return Err(self.drop_one());
-                    }
-                    tokio::time::sleep_until(retry).await;
-                }
-            }
+            tokio::time::sleep_until(retry).await;
         }
     }
 }
@@ -439,6 +461,42 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::ZERO, "it did not wait");
         assert_eq!(counters.dropped(), 1, "only the background request");
         assert!(Priority::Probe.is_clients() && !Priority::Background.is_clients());
+    }
+
+    /// What needs no wait is decided at once, as `acquire` would decide it: no
+    /// budget, a client's permit at hand, a probe's and a background refresh's
+    /// verdicts. A client with none at hand, and prewarm, are left to `acquire`.
+    #[tokio::test(start_paused = true)]
+    async fn what_needs_no_wait_is_decided_at_once() {
+        let counters = Arc::new(Counters::default());
+        let none = UpstreamBudget::new(settings(0, 1), RateClock::tokio(), Arc::clone(&counters));
+        for priority in [
+            Priority::Client,
+            Priority::Background,
+            Priority::Prewarm,
+            Priority::Probe,
+        ] {
+            assert_eq!(none.try_acquire(priority), Some(Ok(())), "{priority:?}");
+        }
+        let b = UpstreamBudget::new(settings(1, 2), RateClock::tokio(), Arc::clone(&counters));
+        assert_eq!(b.try_acquire(Priority::Prewarm), None);
+        assert_eq!(b.try_acquire(Priority::Background), Some(Ok(())));
+        assert_eq!(
+            b.try_acquire(Priority::Background),
+            Some(Err(Denied::Dropped))
+        );
+        assert_eq!(counters.dropped(), 1);
+        assert_eq!(b.try_acquire(Priority::Client), Some(Ok(())));
+        assert_eq!(b.try_acquire(Priority::Client), None, "it would wait");
+        assert_eq!(
+            b.try_acquire(Priority::Probe),
+            Some(Err(Denied::Overloaded))
+        );
+        let started = tokio::time::Instant::now();
+        assert_eq!(b.acquire(Priority::Client).await, Err(Denied::Overloaded));
+        assert_eq!(started.elapsed(), Duration::from_millis(50), "it waited");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(b.try_acquire(Priority::Client), Some(Ok(())), "refilled");
     }
 
     /// A pace back at the ceiling gets the configured buckets, empty: recovering

@@ -341,73 +341,113 @@ impl Upstream {
     ) -> Attempt {
         let timeout = target.client.config().timeout_for(endpoint);
         let (mut asked, mut sent) = (None, None);
-        let attempt = async {
-            target.check_quota(request.priority, self.quota_share())?;
-            let permit = async {
-                match request.priority {
-                    Priority::Client => {
-                        tokio::time::timeout_at(deadline, self.permit(target, request.priority))
-                            .await
-                            .unwrap_or(Err(Denied::Overloaded))
-                    }
-                    Priority::Background | Priority::Prewarm | Priority::Probe => {
-                        self.permit(target, request.priority).await
+        let result = {
+            // Pinned where it is made: the select below moves a reference, not the
+            // future (a move is a copy of its whole state).
+            let attempt = std::pin::pin!(async {
+                target.check_quota(request.priority, self.quota_share())?;
+                match self.permit_now(target, request.priority) {
+                    Some(granted) => granted?,
+                    // Boxed: a wait's state would otherwise weigh on every request's
+                    // future, and be copied with it.
+                    None => {
+                        Box::pin(self.wait_for_permit(target, request.priority, deadline)).await?
                     }
                 }
-            }
-            .instrument(crate::telemetry::budget_span(request.priority.as_str()));
-            let mut permit = std::pin::pin!(permit);
-            // Made before the wait, so that no pause slips in between.
-            let mut begun = std::pin::pin!(target.pause_begun());
-            loop {
-                // Biased: the permit is looked at first, so that a permit at hand
-                // never registers for the pause's wake (the look after the loop
-                // catches a pause that began as it was granted), and no branch
-                // order is drawn at random for every request.
-                tokio::select! {
-                    biased;
-                    granted = &mut permit => break granted?,
-                    () = &mut begun => {}
-                }
-                // The next one before the look below: a pause that begins after
-                // the look wakes the next round.
-                begun.set(target.pause_begun());
-                // A pause that began while this request waited for budget (here,
-                // or announced by another node): it does not go out now. One
-                // already over by the time this request looks still leaves it
-                // without a permit: it waits on for one.
+                // A pause that began as the permit was granted.
                 if let Some(remaining) = target.paused() {
                     return Err(FetchError::Paused { remaining });
                 }
+                self.take_quota(target, request.priority).await?;
+                sent = Some(self.inner.clock.now().as_u64());
+                let started = Instant::now();
+                // Its context goes upstream as `traceparent` (see `client.rs`).
+                let span = crate::telemetry::upstream_span(
+                    &target.client.config().base_url,
+                    request.target,
+                );
+                let result = target
+                    .client
+                    .fetch(request.target, timeout, request.passthrough)
+                    .instrument(span.clone())
+                    .await;
+                crate::telemetry::record_error(
+                    &span,
+                    result.as_ref().err().map(FetchError::as_str),
+                );
+                asked = Some(started.elapsed());
+                result
+            });
+            tokio::select! {
+                biased;
+                result = attempt => result,
+                () = self.inner.halt.cancelled() => Err(FetchError::Unreachable),
             }
-            // A pause that began as the permit was granted.
-            if let Some(remaining) = target.paused() {
-                return Err(FetchError::Paused { remaining });
-            }
-            self.take_quota(target, request.priority).await?;
-            sent = Some(self.inner.clock.now().as_u64());
-            let started = Instant::now();
-            // Its context goes upstream as `traceparent` (see `client.rs`).
-            let span =
-                crate::telemetry::upstream_span(&target.client.config().base_url, request.target);
-            let result = target
-                .client
-                .fetch(request.target, timeout, request.passthrough)
-                .instrument(span.clone())
-                .await;
-            crate::telemetry::record_error(&span, result.as_ref().err().map(FetchError::as_str));
-            asked = Some(started.elapsed());
-            result
-        };
-        let result = tokio::select! {
-            biased;
-            result = attempt => result,
-            () = self.inner.halt.cancelled() => Err(FetchError::Unreachable),
         };
         Attempt {
             result,
             asked,
             sent,
+        }
+    }
+
+    /// A permit decided at once: a single node's budget has one at hand, or says
+    /// no at once (a probe, a background refresh). `None`: the request waits for one
+    /// ([`wait_for_permit`](Self::wait_for_permit)), as it always does in a fleet.
+    fn permit_now(&self, target: &Target, priority: Priority) -> Option<Result<(), Denied>> {
+        if self.inner.permits.is_shared() {
+            return None;
+        }
+        let decided = target.budget().try_acquire(priority)?;
+        // The budget wait's span, of no length: a trace shows every request's.
+        drop(crate::telemetry::budget_span(priority.as_str()));
+        Some(decided)
+    }
+
+    /// Waits for a permit (a client until `deadline` at most), and no longer once a
+    /// pause begins: the pause's error then.
+    async fn wait_for_permit(
+        &self,
+        target: &Target,
+        priority: Priority,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), FetchError> {
+        let permit = async {
+            match priority {
+                Priority::Client => {
+                    tokio::time::timeout_at(deadline, self.permit(target, priority))
+                        .await
+                        .unwrap_or(Err(Denied::Overloaded))
+                }
+                Priority::Background | Priority::Prewarm | Priority::Probe => {
+                    self.permit(target, priority).await
+                }
+            }
+        }
+        .instrument(crate::telemetry::budget_span(priority.as_str()));
+        let mut permit = std::pin::pin!(permit);
+        // Made before the wait, so that no pause slips in between.
+        let mut begun = std::pin::pin!(target.pause_begun());
+        loop {
+            // Biased: the permit is looked at first, so that a permit at hand
+            // never registers for the pause's wake (the caller's look after the
+            // wait catches a pause that began as it was granted), and no branch
+            // order is drawn at random.
+            tokio::select! {
+                biased;
+                granted = &mut permit => return Ok(granted?),
+                () = &mut begun => {}
+            }
+            // The next one before the look below: a pause that begins after the
+            // look wakes the next round.
+            begun.set(target.pause_begun());
+            // A pause that began while this request waited for budget (here, or
+            // announced by another node): it does not go out now. One already
+            // over by the time this request looks still leaves it without a
+            // permit: it waits on for one.
+            if let Some(remaining) = target.paused() {
+                return Err(FetchError::Paused { remaining });
+            }
         }
     }
 

@@ -142,18 +142,31 @@ impl Transport {
         limit: u64,
     ) -> Result<Received, WireError> {
         let address = address.into();
+        // Boxed, each made in its box: an exchange's state would otherwise be
+        // moved with the fill's future, and copied each time it is.
         match self {
-            // Boxed: the exchange's state would otherwise be moved with the fill.
             Transport::Direct(pool) => {
-                Box::pin(direct_get(pool, address, common, own, limit)).await
+                crate::inplace::boxed(|| direct_get(pool, address, common, own, limit)).await
             }
             Transport::Proxied(client) => {
-                let response = client.get(&*address.url()).headers(common.with(own)).send();
-                let response = response.await.map_err(|e| wire_error(&e))?;
-                read(http::Response::from(response), limit).await
+                crate::inplace::boxed(|| proxied_get(client, address, common, own, limit)).await
             }
         }
     }
+}
+
+/// [`Transport::get`] through reqwest (a proxy the environment names).
+#[inline(never)]
+async fn proxied_get(
+    client: &reqwest::Client,
+    address: Address<'_>,
+    common: &CommonHeaders,
+    own: &[Own],
+    limit: u64,
+) -> Result<Received, WireError> {
+    let response = client.get(&*address.url()).headers(common.with(own)).send();
+    let response = response.await.map_err(|e| wire_error(&e))?;
+    read(http::Response::from(response), limit).await
 }
 
 /// Where a GET goes: a URL, or the upstream's base URL and a target that follows
@@ -313,6 +326,7 @@ impl CommonHeaders {
 
 /// One GET over a kept connection: the URL's path and query as the target, `Host`
 /// from the URL when the headers carry none.
+#[inline(never)]
 async fn direct_get(
     pool: &Pool,
     address: Address<'_>,
