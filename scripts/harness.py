@@ -45,9 +45,10 @@ class Children:
         self.work = work
         self.started = []
 
-    def start(self, name, argv):
+    def start(self, name, argv, env=None):
         out = open(os.path.join(self.work, f"{name}.log"), "wb")
-        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             env=None if env is None else {**os.environ, **env})
         self.started.append(p)
         return p
 

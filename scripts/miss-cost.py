@@ -15,14 +15,22 @@ simulator as the load scripts configure it (`harness.nginx_proxy_cache`: its cac
 on tmpfs, keep-alive to the upstream), as one process under callgrind. It relays
 the 404 and keeps the 200s; callgrind counts user space only, so the kernel's
 work on nginx's cache files is not in its figure.
+
+With --copies, mdproxy runs without callgrind, with scripts/memcpy-census.c
+preloaded: the bytes memcpy copies a miss (futures moved whole, bodies, heads),
+by call site, the largest named by addr2line (with file and line when the binary
+has line tables).
 Started by scripts/miss-cost.sh. Standard library, h2load, valgrind and nginx."""
 
 import argparse
 import atexit
 import os
+import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 
 import harness
 from harness import free_port
@@ -74,6 +82,9 @@ def main():
     ap.add_argument("--warm", type=int, default=0,
                     help="misses of other new keys before counting (0: a fifth of --requests, "
                          "at least 200); enough to fill --max-mib")
+    ap.add_argument("--copies", action="store_true",
+                    help="count memcpy's calls and bytes a miss by call site instead "
+                         "(mdproxy alone, scripts/memcpy-census.c preloaded)")
     args = ap.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = [k for k in kinds if k not in KINDS]
@@ -109,6 +120,8 @@ access = false
         if args.max_mib:
             f.write(f"[cache]\nmax_bytes = {args.max_mib * 1024 * 1024}\n")
     servers = {"mdproxy": (md_port, [args.bin, "serve", "--config", config, "--log", "warn"])}
+    if args.copies:
+        return copies(args, kinds, children, work, md_port, servers["mdproxy"][1])
     if "nginx" in args.anchors.split(","):
         nginx_port = free_port()
         cache_dir = tempfile.mkdtemp(prefix="miss-cost-nginx-", dir="/dev/shm")
@@ -152,6 +165,46 @@ access = false
         ratio = "".join(f"  {per['mdproxy'] / per[a]:8.2f}" for a in ("nginx", "relay", "raw") if a in per)
         print(f"{kind:16} " + " ".join(f"{per[name]:12.0f}" for name in servers)
               + f"{ratio}  {statuses}", flush=True)
+
+
+def copies(args, kinds, children, work, port, argv):
+    """--copies: memcpy's calls and bytes a miss, and the largest call sites."""
+    census = os.path.join(work, "memcpy-census.so")
+    here = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", census,
+                    os.path.join(here, "memcpy-census.c"), "-ldl"], check=True)
+    out = os.path.join(work, "census.txt")
+    p = children.start("mdproxy", argv, env={"LD_PRELOAD": census, "MEMCPY_CENSUS_OUT": out})
+    harness.wait_listening("mdproxy", port, p, os.path.join(work, "mdproxy.log"), START_WAIT)
+    n, warm = args.requests, args.warm or max(args.requests // 5, 200)
+    for kind in kinds:
+        target, headers = KINDS[kind], HEADERS.get(kind, ())
+        h2load(port, work, [target(j) for j in range(warm)], headers)
+        if os.path.exists(out):
+            os.remove(out)
+        os.kill(p.pid, signal.SIGUSR2)
+        codes = h2load(port, work, [target(warm + j) for j in range(n)], headers)
+        os.kill(p.pid, signal.SIGUSR2)
+        for _ in range(100):
+            if os.path.exists(out) and os.path.getsize(out) > 0:
+                break
+            time.sleep(0.1)
+        time.sleep(0.2)
+        rows = []
+        with open(out) as f:
+            for line in f:
+                c, b, offset, obj = line.split(maxsplit=3)
+                rows.append((int(c), int(b), offset, obj.strip()))
+        total_calls, total_bytes = sum(r[0] for r in rows), sum(r[1] for r in rows)
+        print(f"{kind}: {total_bytes / n:.0f} bytes a miss in {total_calls / n:.1f} memcpy calls "
+              f"({codes.split(':', 1)[1].strip()})", flush=True)
+        for c, b, offset, obj in sorted(rows, key=lambda r: -r[1])[:12]:
+            where = subprocess.run(["addr2line", "-f", "-C", "-i", "-e", obj, hex(int(offset, 16) - 1)],
+                                   capture_output=True, text=True).stdout.splitlines()
+            lines = [re.sub(r"^.*/(library|registry/src/[^/]+|crates)/", "", l.split(" ")[0])
+                     for l in where[1::2]]
+            print(f"  {b / n:7.0f} B {c / n:5.1f} calls  {where[0][:70] if where else '?'}"
+                  f"  {' < '.join(lines[:3])}", flush=True)
 
 
 if __name__ == "__main__":

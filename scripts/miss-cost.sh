@@ -8,6 +8,8 @@
 #                                hyper relay, examples/bare_relay: the stack's floor), raw
 #                                (the same relay without hyper, its --raw); empty: none
 #   KEEP=1                       keep the callgrind dumps (one per kind) to annotate
+#   COPIES=1                     memcpy's bytes a miss by call site instead (mdproxy alone,
+#                                scripts/memcpy-census.c preloaded; cc and addr2line)
 #   MAX_MIB=64 WARM=8000         mdproxy's cache.max_bytes, and misses before counting
 #                                (a fifth of REQUESTS when unset): a cache the warm-up fills,
 #                                so that every counted miss evicts, as on a busy node
@@ -30,4 +32,4 @@ target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import js
 exec python3 scripts/miss-cost.py --bin "${BIN:-target/release/mdproxy}" \
   --requests "${REQUESTS:-2000}" --kinds "${KINDS:-news-search,cpi-page,unlisted-code}" \
   --anchors "${ANCHORS-nginx}" --relay "$target_dir/release/examples/bare_relay" \
-  --max-mib "${MAX_MIB:-0}" --warm "${WARM:-0}"
+  --max-mib "${MAX_MIB:-0}" --warm "${WARM:-0}" ${COPIES:+--copies}

@@ -142,21 +142,20 @@ impl Transport {
         limit: u64,
     ) -> Result<Received, WireError> {
         let address = address.into();
-        // Boxed, each made in its box: an exchange's state would otherwise be
-        // moved with the fill's future, and copied each time it is.
+        // Boxed, both: an exchange's state would otherwise be moved with the
+        // fill's future (reqwest's the larger), and copied each time it is.
         match self {
             Transport::Direct(pool) => {
-                crate::inplace::boxed(|| direct_get(pool, address, common, own, limit)).await
+                Box::pin(direct_get(pool, address, common, own, limit)).await
             }
             Transport::Proxied(client) => {
-                crate::inplace::boxed(|| proxied_get(client, address, common, own, limit)).await
+                Box::pin(proxied_get(client, address, common, own, limit)).await
             }
         }
     }
 }
 
 /// [`Transport::get`] through reqwest (a proxy the environment names).
-#[inline(never)]
 async fn proxied_get(
     client: &reqwest::Client,
     address: Address<'_>,
@@ -326,7 +325,6 @@ impl CommonHeaders {
 
 /// One GET over a kept connection: the URL's path and query as the target, `Host`
 /// from the URL when the headers carry none.
-#[inline(never)]
 async fn direct_get(
     pool: &Pool,
     address: Address<'_>,
